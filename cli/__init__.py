@@ -1,0 +1,1 @@
+"""The ``pal`` command line: everything users do outside the browser."""

@@ -1,0 +1,1 @@
+"""PAL-Set: typed records, loading, validation and statistics for datasets in the PAL-Set release layout."""

@@ -1,0 +1,35 @@
+"""Shared fixtures. Real PAL-Set files are read from ../shared/data (CC BY-NC 4.0, Huang et al., Mem-PAL)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+PALSET = SHARED_DATA / "palset"
+DEMO = ROOT / "data" / "demo"
+
+
+def require_shared(path: Path) -> Path:
+    if not path.exists():
+        pytest.skip(f"shared reference data not present at {path}")
+    return path
+
+
+@pytest.fixture
+def small_release(tmp_path: Path) -> Path:
+    """A valid 2-user release (filler text) that a test may corrupt."""
+    from bench.fixture import make_release
+
+    return make_release(tmp_path / "ds", users=2, sessions=4, logs_per_session=10, turns=8, query_sessions=1)
+
+
+def read(path: Path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def write(path: Path, data) -> None:
+    path.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")

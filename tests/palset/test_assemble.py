@@ -1,0 +1,24 @@
+from bench.fixture import make_bundle
+from palset.assemble import assemble_user, write_release
+from palset.loader import load_dataset
+
+
+def test_assembly_numbers_sessions_and_partitions_logs():
+    bundle = make_bundle("0042", sessions=5, logs_per_session=7, query_sessions=2)
+    bundle.situations[1].kept = None  # a dropped situation: its logs fold into the next session
+    out = assemble_user(bundle)
+    history, query = out["samples"]["history"], out["samples"]["query"]
+    assert [s["sample_id"] for s in history + query] == [f"0042_sample{i}" for i in range(4)]
+    assert len(history[1]["logs"]) == 14 and len(history[0]["logs"]) == 7
+    assert len(out["situations"]) == 5 and len(out["requirement_framework"]) == 4
+    topic = history[0]["topics"]["topic-1"]
+    labels = [c["feedback"] for c in topic["candidate_solutions"]]
+    assert labels.count("pos") == 2 and labels.count("neg") == 2
+    assert set(topic["solution"]["pos"]) == {c["solution"] for c in topic["candidate_solutions"] if c["feedback"] == "pos"}
+
+
+def test_write_release_merges_users_into_existing_files(tmp_path):
+    write_release(tmp_path, [make_bundle("0001", sessions=3)])
+    write_release(tmp_path, [make_bundle("0000", sessions=3)])
+    ds = load_dataset(tmp_path)
+    assert list(ds.users) == ["0000", "0001"] and ds.errors == []

@@ -1,0 +1,1 @@
+"""Streamlit rendering helpers shared by the pages; pure builders (figures, tables) are unit-tested."""

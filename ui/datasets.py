@@ -1,0 +1,52 @@
+"""Which datasets the app can open, and cached loading.
+
+A dataset is opened by *name* (``?dataset=demo``), never by a path taken from the URL: names come
+from the bundled demo, the ``PAL_DATASETS`` variable (``name=path;name=path``) and folders a person
+added in the sidebar during this browser session.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from palset.dataset import Dataset
+from palset.loader import load_dataset
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEMO_PATH = PROJECT_ROOT / "data" / "demo"
+DEFAULT_DATASET = "demo"
+
+
+def configured_datasets(env: dict[str, str] | None = None) -> dict[str, Path]:
+    """The bundled demo plus those named in ``PAL_DATASETS``."""
+    env = os.environ if env is None else env
+    known = {DEFAULT_DATASET: DEMO_PATH}
+    for item in env.get("PAL_DATASETS", "").split(";"):
+        name, sep, path = item.partition("=")
+        if sep and name.strip() and path.strip():
+            known[name.strip()] = Path(path.strip()).expanduser()
+    return known
+
+
+def folder_signature(root: Path) -> tuple[tuple[str, int, int], ...]:
+    """Size and mtime of every JSON file under ``root``, so an edited dataset reloads."""
+    if not root.is_dir():
+        return ()
+    return tuple(
+        sorted((str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*.json"))
+    )
+
+
+def name_for_path(path: Path, taken: dict[str, Path]) -> str:
+    """A short unused name for a folder added by path."""
+    base = path.resolve().name or "dataset"
+    name, n = base, 2
+    while name in taken and taken[name].resolve() != path.resolve():
+        name, n = f"{base}-{n}", n + 1
+    return name
+
+
+def load(root: Path) -> Dataset:
+    """Open a dataset for the app: sessions are built per user, when first shown."""
+    return load_dataset(root, lazy=True)

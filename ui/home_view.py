@@ -1,0 +1,83 @@
+"""The home page: a few sentences on what the app is for, and the dataset's guided tour."""
+
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from palset.dataset import Dataset
+from ui.text import md_escape
+
+INTRO = """
+**PAL Studio** is a workbench for personalised, memory-equipped assistants. It lets you browse
+synthetic users — their profile and Big Five personality, a monthly timeline, the interaction logs of
+their devices and the dialogue sessions they had with an assistant — in the format of **PAL-Set**
+(Mem-PAL, AAAI 2026). Each session ends in a dialogue where the user asks a vague question, the
+assistant guesses the *implicit needs* behind it and proposes *candidate solutions*, which the user
+accepts or rejects according to their preferences.
+"""
+
+
+class TourStop(BaseModel):
+    """One stop of a dataset's guided tour (``tour.json`` in the dataset folder)."""
+
+    model_config = ConfigDict(extra="forbid")
+    title: str
+    text: str
+    user: str
+    session: str | None = None
+    tab: str | None = None
+
+
+def load_tour(dataset: Dataset) -> tuple[list[TourStop], str | None]:
+    """The tour stops that point at existing users/sessions, and an error message if the file is bad."""
+    path = dataset.root / "tour.json"
+    if not path.is_file():
+        return [], None
+    try:
+        stops = [TourStop.model_validate(item) for item in json.loads(path.read_text(encoding="utf-8"))]
+    except (ValueError, ValidationError, TypeError) as e:
+        return [], f"tour.json: {e}"
+    valid = []
+    for stop in stops:
+        user = dataset.users.get(stop.user)
+        if user and (stop.session is None or user.session(stop.session)):
+            valid.append(stop)
+    return valid, None
+
+
+def tour_params(stop: TourStop, dataset_param: str | None) -> dict[str, str]:
+    """Query parameters of the Users view a tour stop opens."""
+    params = {"user": stop.user}
+    if stop.session:
+        params["session"] = stop.session
+        params["tab"] = "Sessions"
+    elif stop.tab:
+        params["tab"] = stop.tab
+    if dataset_param:
+        params["dataset"] = dataset_param
+    return params
+
+
+def render_home(dataset: Dataset) -> None:
+    st.title("PAL Studio")
+    st.markdown(INTRO)
+    n_sessions = sum(u.counts.sessions for u in dataset.users.values())
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Users", len(dataset.users))
+    c2.metric("Sessions", n_sessions)
+    c3.metric("Logs", sum(u.counts.logs for u in dataset.users.values()))
+    st.page_link("pages/users.py", label="Browse all users", icon=":material/group:",
+                 query_params={"dataset": st.query_params["dataset"]} if "dataset" in st.query_params else None)
+    stops, error = load_tour(dataset)
+    if error:
+        st.error(error)
+    if stops:
+        st.subheader("A short tour")
+        for stop in stops:
+            with st.container(border=True):
+                st.markdown(f"**{md_escape(stop.title)}**  \n{md_escape(stop.text)}")
+                st.page_link("pages/users.py", label="Open this view", icon=":material/arrow_forward:",
+                             query_params=tour_params(stop, st.query_params.get("dataset")))

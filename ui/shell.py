@@ -1,0 +1,102 @@
+"""The frame around every page: active dataset in the sidebar, status of what loaded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from palset.dataset import Dataset
+from palset.files import MISSING_MEANS
+from ui.datasets import DEFAULT_DATASET, configured_datasets, folder_signature, load, name_for_path
+
+
+@st.cache_resource(max_entries=8, show_spinner="Loading dataset…")
+def _cached_dataset(path: str, signature: tuple) -> Dataset:
+    return load(Path(path))
+
+
+def known_datasets() -> dict[str, Path]:
+    return {**configured_datasets(), **st.session_state.setdefault("added_datasets", {})}
+
+
+def active_dataset_name() -> str:
+    name = st.query_params.get("dataset", DEFAULT_DATASET)
+    return name if name in known_datasets() else DEFAULT_DATASET
+
+
+def active_dataset() -> Dataset:
+    """The dataset named by ``?dataset=`` (default: the bundled demo), loaded once per file change."""
+    path = known_datasets()[active_dataset_name()]
+    return _cached_dataset(str(path), folder_signature(path))
+
+
+def _switch_dataset(name: str) -> None:
+    st.query_params.clear()
+    if name != DEFAULT_DATASET:
+        st.query_params["dataset"] = name
+
+
+def _add_folder() -> None:
+    raw = st.session_state.get("dataset_path_input", "").strip()
+    if not raw:
+        return
+    path = Path(raw).expanduser()
+    if not path.is_dir():
+        st.session_state["dataset_path_error"] = f"{raw} is not a folder"
+        return
+    st.session_state.pop("dataset_path_error", None)
+    added = st.session_state.setdefault("added_datasets", {})
+    name = name_for_path(path, known_datasets())
+    added[name] = path
+    _switch_dataset(name)
+
+
+def render_sidebar(dataset: Dataset) -> None:
+    """Dataset picker and a one-glance status of the loaded dataset."""
+    with st.sidebar:
+        st.subheader("Dataset")
+        names = list(known_datasets())
+        current = active_dataset_name()
+        choice = st.selectbox("Active dataset", names, index=names.index(current), key="dataset_choice")
+        if choice != current:
+            _switch_dataset(choice)
+            st.rerun()
+        with st.expander("Open a folder in PAL-Set layout"):
+            st.text_input("Folder path", key="dataset_path_input", placeholder="/path/to/PAL-Set/data_en")
+            st.button("Open", on_click=_add_folder)
+            if err := st.session_state.get("dataset_path_error"):
+                st.error(err)
+        n_sessions = sum(u.counts.sessions for u in dataset.users.values())
+        st.caption(f"{len(dataset.users)} users · {n_sessions} sessions · language {dataset.language}")
+        if dataset.is_partial and dataset.users:
+            st.warning("Partial release: profiles and preferences only.", icon=":material/info:")
+        if dataset.missing and dataset.users:
+            with st.expander(f"{len(dataset.missing)} release file(s) absent"):
+                for name in dataset.missing:
+                    st.markdown(f"- **{name}**: {MISSING_MEANS[name]}")
+        errors = dataset.errors
+        if errors:
+            with st.expander(f":red[{len(errors)} problem(s) in the data]"):
+                st.code("\n".join(str(p) for p in errors[:200]), language=None)
+        if not all(u.sessions_loaded for u in dataset.users.values()):
+            st.caption("Sessions are checked as users are opened; `pal validate` checks everything at once.")
+        st.divider()
+        st.caption("LLM and embedding backends: not configured yet.")
+
+
+def require_router() -> None:
+    """Make sure a page runs inside ``app.py``'s navigation.
+
+    Streamlit keeps a legacy mode for apps with a ``pages/`` folder: it may run a page file on its
+    own (a first visit to a deep link on a fresh server; every AppTest run), without the app's
+    frame and with widget state that does not survive. Then run ``app.py`` itself, whose
+    ``st.navigation`` switches the legacy mode off and renders this same page, and stop.
+    """
+    import runpy
+
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        runpy.run_path(str(Path(__file__).resolve().parent.parent / "app.py"), run_name="__main__")
+        st.stop()

@@ -1,0 +1,32 @@
+"""Render text from data as text: nothing in a log, profile or utterance is ever interpreted.
+
+Streamlit already refuses raw HTML in markdown; escaping the markdown syntax too keeps ``*``,
+``[link](…)``, ``:red[…]``, ``$x$`` and ``<b>`` from a dataset showing literally.
+"""
+
+from __future__ import annotations
+
+import re
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])")
+
+
+def md_escape(text: object) -> str:
+    """Escape every markdown-significant character of ``text``; newlines become hard breaks."""
+    escaped = _MD_SPECIAL.sub(r"\\\1", str(text))
+    return escaped.replace("\n", "  \n")
+
+
+def clip(text: str, limit: int) -> str:
+    """Shorten to ``limit`` characters on a word boundary, with an ellipsis."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
+    return cut.rstrip(",.;:") + "…"
+
+
+def first_sentence(text: str, limit: int = 110) -> str:
+    """The first sentence (EN or ZH punctuation), clipped."""
+    m = re.search(r"(.+?(?:[.!?](?=\s|$)|[。！？]))", text)
+    return clip(m.group(1) if m else text, limit)
