@@ -82,7 +82,40 @@ def render_sidebar(dataset: Dataset) -> None:
         if not all(u.sessions_loaded for u in dataset.users.values()):
             st.caption("Sessions are checked as users are opened; `pal validate` checks everything at once.")
         st.divider()
-        st.caption("LLM and embedding backends: not configured yet.")
+        render_backends(dataset)
+
+
+def render_backends(dataset: Dataset) -> None:
+    """Compact view of the LLM roles, local server and this session's usage."""
+    from backends.config import ROLES, ConfigError
+    from backends.embeddings import resolve_name
+    from backends.llm.local_server import get_local_server
+    from ui.platform_state import llm_client, platform_config, session_cost, session_id
+
+    st.subheader("Backends")
+    try:
+        cfg = platform_config()
+    except ConfigError as e:
+        st.error(f"Configuration error: {e}")
+        return
+    lines = []
+    for role in ROLES:
+        rc = cfg.role(role)
+        lines.append(f"- {role}: {rc.provider} · {rc.model}")
+    st.caption("\n".join(lines))
+    if any(cfg.role(r).provider == "local" for r in ROLES):
+        try:
+            status = get_local_server(cfg.local).status()
+            state = "healthy" if status["healthy"] else ("starting" if status["running"] else "starts on first use")
+        except Exception as e:  # noqa: BLE001
+            state = f"unavailable: {e}"
+        st.caption(f"Local model: {state}")
+    st.caption(f"Embedder: {resolve_name(cfg.embedder.name, dataset.language)}")
+    try:
+        calls, tin, tout, cost = session_cost(cfg, llm_client().store, session_id())
+        st.caption(f"This session: {calls} LLM calls · {tin + tout:,} tokens · est. ${cost:.4f}")
+    except Exception as e:  # noqa: BLE001 - a broken run store must not take the page down
+        st.caption(f"Usage unavailable: {e}")
 
 
 def require_router() -> None:

@@ -66,7 +66,7 @@ def test_demo_dataset_meets_the_content_brief():
     ds = load_dataset(DEMO)
     assert ds.errors == [], ds.errors[:5]
     langs = Counter(u.language for u in ds.users.values())
-    assert langs["en"] >= 6 and langs["zh"] >= 1
+    assert langs["en"] >= 6 and langs["zh"] >= 2
     ages = [u.profile.age for u in ds.users.values()]
     assert min(ages) >= 25 and max(ages) <= 55 and max(ages) - min(ages) >= 20
     assert len({tuple(u.profile.personality.as_dict().values()) for u in ds.users.values()}) == len(ds.users)

@@ -1,0 +1,1 @@
+"""The platform every feature talks through: LLM providers, embedders, vector store, run store, cache."""

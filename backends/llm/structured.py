@@ -1,0 +1,133 @@
+"""Structured output for models of any size: bounded schemas, tolerant parsing, validation errors fed back.
+
+A 135M-parameter model under greedy decoding repeats until ``max_tokens`` unless every array and
+string in the schema is bounded, so :func:`bounded_schema` refuses unbounded models. Parsing
+accepts the usual slips (code fences, prose around the object, trailing commas, Python literals,
+curly quotes) and reports whether it had to repair anything.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+
+class StructuredError(ValueError):
+    """The text is not a valid instance of the schema; the message is fed back to the model."""
+
+
+def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    defs = schema.get("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                target = defs[node["$ref"].split("/")[-1]]
+                return resolve({**target, **{k: v for k, v in node.items() if k != "$ref"}})
+            return {k: resolve(v) for k, v in node.items() if k != "$defs"}
+        if isinstance(node, list):
+            return [resolve(v) for v in node]
+        return node
+
+    return resolve(schema)
+
+
+def unbounded_paths(schema: dict[str, Any], path: str = "$") -> list[str]:
+    """Every array without ``maxItems`` and string without ``maxLength``/``enum``/``const``."""
+    found: list[str] = []
+    kind = schema.get("type")
+    if kind == "array":
+        if "maxItems" not in schema:
+            found.append(path)
+        if isinstance(schema.get("items"), dict):
+            found += unbounded_paths(schema["items"], path + "[]")
+    elif kind == "string" and not ({"maxLength", "enum", "const"} & set(schema)):
+        found.append(path)
+    for key, sub in schema.get("properties", {}).items():
+        found += unbounded_paths(sub, f"{path}.{key}")
+    for key in ("anyOf", "oneOf", "allOf"):
+        for i, sub in enumerate(schema.get(key, [])):
+            found += unbounded_paths(sub, f"{path}<{key}{i}>")
+    if isinstance(schema.get("additionalProperties"), dict):
+        found += unbounded_paths(schema["additionalProperties"], path + ".*")
+    return found
+
+
+def bounded_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON schema with references inlined; raises if any array or string is unbounded."""
+    schema = _inline_refs(model.model_json_schema())
+    missing = unbounded_paths(schema)
+    if missing:
+        raise ValueError(f"{model.__name__}: unbounded schema at {', '.join(missing)} (add max_length / maxItems)")
+    return schema
+
+
+def schema_instructions(schema: dict[str, Any]) -> str:
+    return ("Reply with one JSON object only, no prose and no code fences. It must match this JSON schema:\n"
+            + json.dumps(schema, ensure_ascii=False, separators=(",", ":")))
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
+_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+_PY_LITERALS = {r"\bTrue\b": "true", r"\bFalse\b": "false", r"\bNone\b": "null"}
+
+
+def _first_object(text: str) -> str | None:
+    start = text.find("{")
+    if start < 0:
+        return None
+    depth, in_str, esc = 0, False, False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_str:
+            esc = (ch == "\\") and not esc
+            if ch == '"' and not esc:
+                in_str = False
+            elif ch != "\\":
+                esc = False
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start : i + 1]
+    return None
+
+
+def extract_json(text: str) -> tuple[Any, bool]:
+    """The JSON object in ``text`` and whether a repair was needed; raises :class:`StructuredError`."""
+    candidate = text.strip()
+    try:
+        return json.loads(candidate), False
+    except json.JSONDecodeError:
+        pass
+    fenced = _FENCE.search(candidate)
+    if fenced:
+        candidate = fenced.group(1).strip()
+    obj = _first_object(candidate) or candidate
+    attempts = [obj]
+    fixed = _TRAILING_COMMA.sub(r"\1", obj.replace("“", '"').replace("”", '"'))
+    for pattern, repl in _PY_LITERALS.items():
+        fixed = re.sub(pattern, repl, fixed)
+    attempts.append(fixed)
+    for attempt in attempts:
+        try:
+            return json.loads(attempt), True
+        except json.JSONDecodeError as e:
+            last = e
+    raise StructuredError(f"not valid JSON ({last.msg} at character {last.pos})" if text.strip() else "empty reply")
+
+
+def parse_structured(text: str, model: type[BaseModel]) -> tuple[BaseModel, bool]:
+    data, repaired = extract_json(text)
+    try:
+        return model.model_validate(data), repaired
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'object'}: {err['msg']}" for err in e.errors()[:5])
+        raise StructuredError(f"JSON does not match the schema: {problems}") from None

@@ -1,0 +1,69 @@
+"""Records that cross the LLM boundary."""
+
+from __future__ import annotations
+
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+T = TypeVar("T", bound=BaseModel)
+Role = Literal["system", "user", "assistant"]
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: Role
+    content: str
+
+
+class ChatRequest(BaseModel):
+    """What a provider is asked: messages plus sampling parameters and an optional JSON schema."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str
+    messages: list[Message]
+    temperature: float = 0.7
+    max_tokens: int = 512
+    timeout: float = 60.0
+    seed: int | None = None
+    response_format: dict[str, Any] | None = None
+    stop: list[str] | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+class ChatResult(BaseModel):
+    """One answer, with what it cost."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str
+    model: str
+    tokens_in: int = 0
+    tokens_out: int = 0
+    latency_ms: float = 0.0
+    finish_reason: str | None = None
+    cache_hit: bool = False
+    attempts: int = 1
+
+
+class StructuredResult(BaseModel, Generic[T]):
+    """A parsed, validated structured answer."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    value: T
+    raw: str
+    attempts: int
+    repaired: bool = False
+    ok: Literal[True] = True
+
+
+class StructuredFailure(BaseModel):
+    """The model never produced valid output: every raw text and why each was rejected."""
+
+    raw: list[str]
+    errors: list[str]
+    attempts: int
+    ok: Literal[False] = False
+
+    @property
+    def last_raw(self) -> str:
+        return self.raw[-1] if self.raw else ""

@@ -1,0 +1,60 @@
+"""Persistent response cache: identical requests to the same endpoint and model cost nothing the second time.
+
+The key is a SHA-256 of endpoint, model, messages, sampling parameters, schema and an optional
+salt (callers that want k independent samples pass the sample index as salt).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from backends.llm.types import ChatRequest, ChatResult
+from backends.paths import state_path
+from backends.store.db import connect
+
+_SCHEMA = """CREATE TABLE IF NOT EXISTS response_cache (
+    key TEXT PRIMARY KEY, endpoint TEXT, model TEXT, result TEXT NOT NULL, created_at REAL, hits INTEGER DEFAULT 0)"""
+
+
+def cache_key(endpoint: str, req: ChatRequest, salt: str = "") -> str:
+    payload: dict[str, Any] = {
+        "endpoint": endpoint,
+        "model": req.model,
+        "messages": [m.model_dump() for m in req.messages],
+        "temperature": req.temperature,
+        "max_tokens": req.max_tokens,
+        "seed": req.seed,
+        "response_format": req.response_format,
+        "stop": req.stop,
+        "extra": req.extra,
+        "salt": salt,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+class ResponseCache:
+    def __init__(self, path: Path | None = None):
+        self.path = path or state_path("cache.sqlite")
+        with connect(self.path) as conn:
+            conn.execute(_SCHEMA)
+
+    def get(self, key: str) -> ChatResult | None:
+        with connect(self.path) as conn:
+            row = conn.execute("SELECT result FROM response_cache WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                return None
+            conn.execute("UPDATE response_cache SET hits = hits + 1 WHERE key = ?", (key,))
+        return ChatResult.model_validate_json(row[0]).model_copy(update={"cache_hit": True, "latency_ms": 0.0})
+
+    def put(self, key: str, endpoint: str, result: ChatResult) -> None:
+        with connect(self.path) as conn:
+            conn.execute("INSERT OR REPLACE INTO response_cache (key, endpoint, model, result, created_at) "
+                         "VALUES (?, ?, ?, ?, ?)", (key, endpoint, result.model, result.model_dump_json(), time.time()))
+
+    def size(self) -> int:
+        with connect(self.path) as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM response_cache").fetchone()[0])

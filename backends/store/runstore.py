@@ -1,0 +1,89 @@
+"""The run store: LLM calls now; memory builds, simulation runs, judgments and annotations as they arrive."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from backends.paths import state_path
+from backends.store.db import connect
+from backends.store.schema import migrate
+
+
+class CallRecord(BaseModel):
+    """One LLM call as accounted: what was asked of whom, what it cost, whether it failed. No keys, no texts."""
+
+    model_config = ConfigDict(extra="forbid")
+    session_id: str | None = None
+    run_id: str | None = None
+    role: str
+    provider: str
+    endpoint: str
+    model: str
+    prompt_name: str | None = None
+    prompt_version: str | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    latency_ms: float = 0.0
+    cache_hit: bool = False
+    attempts: int = 1
+    structured_ok: bool | None = None
+    error: str | None = None
+
+
+class Totals(BaseModel):
+    calls: int = 0
+    errors: int = 0
+    cache_hits: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    by_model: dict[str, tuple[int, int]] = {}
+
+
+class RunStore:
+    """SQLite (WAL) file under PAL_HOME; safe to share between threads and processes."""
+
+    _migrated: set[Path] = set()
+    _lock = threading.Lock()
+
+    def __init__(self, path: Path | None = None):
+        self.path = path or state_path("runs.sqlite")
+        with RunStore._lock:
+            if self.path not in RunStore._migrated:
+                with connect(self.path) as conn:
+                    migrate(conn)
+                RunStore._migrated.add(self.path)
+
+    def record_call(self, rec: CallRecord) -> int:
+        data = rec.model_dump()
+        cols = ", ".join(["ts", *data])
+        marks = ", ".join("?" * (len(data) + 1))
+        with connect(self.path) as conn:
+            cur = conn.execute(f"INSERT INTO llm_calls ({cols}) VALUES ({marks})", (time.time(), *data.values()))
+            return int(cur.lastrowid)
+
+    def calls(self, session_id: str | None = None, limit: int = 500) -> list[dict]:
+        sql = "SELECT * FROM llm_calls" + (" WHERE session_id = ?" if session_id else "") + " ORDER BY id DESC LIMIT ?"
+        args = (session_id, limit) if session_id else (limit,)
+        with connect(self.path) as conn:
+            return [dict(r) for r in conn.execute(sql, args)]
+
+    def totals(self, session_id: str | None = None) -> Totals:
+        where = " WHERE session_id = ?" if session_id else ""
+        args = (session_id,) if session_id else ()
+        with connect(self.path) as conn:
+            rows = conn.execute(
+                "SELECT model, COUNT(*), SUM(error IS NOT NULL), SUM(cache_hit), SUM(tokens_in), SUM(tokens_out) "
+                f"FROM llm_calls{where} GROUP BY model", args).fetchall()
+        t = Totals()
+        for model, n, errors, hits, tin, tout in rows:
+            t.calls += n
+            t.errors += errors or 0
+            t.cache_hits += hits or 0
+            t.tokens_in += tin or 0
+            t.tokens_out += tout or 0
+            t.by_model[model] = (tin or 0, tout or 0)
+        return t

@@ -1,0 +1,199 @@
+"""Vector stores by name: ChromaDB (persistent, under PAL_HOME) and a brute-force numpy store for tests.
+
+Collections are namespaced by dataset, user, memory method and layer. Our embedder always computes
+the vectors (``embeddings=`` / ``query_embeddings=``) and is also attached to every collection, so
+Chroma never falls back to its default embedding function, which downloads a model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from backends.embeddings import Embedder
+from backends.paths import state_path
+
+
+@dataclass(frozen=True)
+class Namespace:
+    """Which memory a collection holds: (dataset, user, method, layer)."""
+
+    dataset: str
+    user: str
+    method: str
+    layer: str
+
+    @property
+    def collection_name(self) -> str:
+        """A valid Chroma name (3–512 chars of ``[A-Za-z0-9._-]``), readable and collision-free."""
+        readable = re.sub(r"[^A-Za-z0-9_-]+", "-", f"{self.dataset}_{self.user}_{self.method}_{self.layer}")[:80]
+        digest = hashlib.sha1("\x1f".join((self.dataset, self.user, self.method, self.layer)).encode()).hexdigest()[:10]
+        return f"pal_{readable.strip('-_')}_{digest}"
+
+    def as_metadata(self) -> dict[str, str]:
+        return {"dataset": self.dataset, "user": self.user, "method": self.method, "layer": self.layer}
+
+
+@dataclass(frozen=True)
+class Hit:
+    id: str
+    text: str
+    score: float  # cosine similarity
+    metadata: dict[str, Any]
+
+
+class VectorStore(Protocol):
+    def upsert(self, ns: Namespace, ids: list[str], texts: list[str], metadatas: list[dict[str, Any]] | None = None) -> None: ...
+
+    def query(self, ns: Namespace, text: str, k: int = 3, where: dict[str, Any] | None = None) -> list[Hit]: ...
+
+    def delete(self, ns: Namespace, ids: list[str] | None = None, where: dict[str, Any] | None = None) -> None: ...
+
+    def count(self, ns: Namespace) -> int: ...
+
+
+def _clean_metadata(meta: dict[str, Any]) -> dict[str, Any]:
+    """Chroma accepts str/int/float/bool values only, and no empty dict."""
+    out = {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool))}
+    return out or {"_": 0}
+
+
+def _chroma_embedding_function(embedder: Embedder) -> Any:
+    from chromadb.api.types import EmbeddingFunction
+
+    class _PalEmbedding(EmbeddingFunction):
+        def __init__(self) -> None:
+            self._embedder = embedder
+
+        def __call__(self, input: list[str]) -> list[np.ndarray]:  # noqa: A002 - Chroma's signature
+            return list(self._embedder.embed_documents(list(input)))
+
+        def embed_query(self, input: list[str]) -> list[np.ndarray]:  # noqa: A002
+            return list(self._embedder.embed_queries(list(input)))
+
+        @staticmethod
+        def name() -> str:
+            return "pal-studio"
+
+        def get_config(self) -> dict[str, Any]:
+            return {"embedder": embedder.name}
+
+        @staticmethod
+        def build_from_config(config: dict[str, Any]) -> Any:
+            # by registry name, never by a stored absolute path, so a moved venv still opens old collections
+            from backends.embeddings import get_embedder
+
+            return _chroma_embedding_function(get_embedder(config.get("embedder", "hash")))
+
+    return _PalEmbedding()
+
+
+class ChromaStore:
+    """ChromaDB ``PersistentClient`` with telemetry off; one collection per namespace."""
+
+    def __init__(self, embedder: Embedder, path: Path | None = None):
+        import chromadb
+        from chromadb.config import Settings
+
+        self.embedder = embedder
+        self.path = path or state_path("chroma", "db")
+        self._client = chromadb.PersistentClient(path=str(self.path), settings=Settings(anonymized_telemetry=False))
+        self._ef = _chroma_embedding_function(embedder)
+        self._collections: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def _collection(self, ns: Namespace) -> Any:
+        name = ns.collection_name
+        with self._lock:
+            if name not in self._collections:
+                self._collections[name] = self._client.get_or_create_collection(
+                    name, embedding_function=self._ef, configuration={"hnsw": {"space": "cosine"}},
+                    metadata={**ns.as_metadata(), "embedder": self.embedder.name},
+                )
+            return self._collections[name]
+
+    def upsert(self, ns: Namespace, ids: list[str], texts: list[str], metadatas: list[dict[str, Any]] | None = None) -> None:
+        if not ids:
+            return
+        self.upsert_vectors(ns, ids, texts, self.embedder.embed_documents(texts), metadatas)
+
+    def upsert_vectors(self, ns: Namespace, ids: list[str], texts: list[str], vectors: np.ndarray,
+                       metadatas: list[dict[str, Any]] | None = None) -> None:
+        """Upsert with vectors computed elsewhere (batch pipelines, benchmarks)."""
+        metas = [_clean_metadata(m) for m in (metadatas or [{} for _ in ids])]
+        col = self._collection(ns)
+        for i in range(0, len(ids), 4096):  # Chroma caps a batch
+            col.upsert(ids=ids[i:i + 4096], documents=texts[i:i + 4096], embeddings=vectors[i:i + 4096].tolist(),
+                       metadatas=metas[i:i + 4096])
+
+    def query(self, ns: Namespace, text: str, k: int = 3, where: dict[str, Any] | None = None) -> list[Hit]:
+        vector = self.embedder.embed_queries([text])[0]
+        return self.query_vector(ns, vector, k, where)
+
+    def query_vector(self, ns: Namespace, vector: np.ndarray, k: int = 3, where: dict[str, Any] | None = None) -> list[Hit]:
+        col = self._collection(ns)
+        # no count() first: it costs ~20 ms at 100k items; Chroma returns fewer hits when fewer exist
+        res = col.query(query_embeddings=[np.asarray(vector).tolist()], n_results=k, where=where or None,
+                        include=["documents", "distances", "metadatas"])
+        return [Hit(id=i, text=d or "", score=1.0 - float(dist), metadata=dict(m or {}))
+                for i, d, dist, m in zip(res["ids"][0], res["documents"][0], res["distances"][0], res["metadatas"][0])]
+
+    def delete(self, ns: Namespace, ids: list[str] | None = None, where: dict[str, Any] | None = None) -> None:
+        col = self._collection(ns)
+        if ids:
+            col.delete(ids=ids)
+        elif where:
+            col.delete(where=where)
+
+    def count(self, ns: Namespace) -> int:
+        return int(self._collection(ns).count())
+
+
+class BruteForceStore:
+    """Exact cosine search in memory; for tests only (same interface as :class:`ChromaStore`)."""
+
+    def __init__(self, embedder: Embedder):
+        self.embedder = embedder
+        self._data: dict[str, dict[str, tuple[str, np.ndarray, dict[str, Any]]]] = {}
+
+    def upsert(self, ns: Namespace, ids: list[str], texts: list[str], metadatas: list[dict[str, Any]] | None = None) -> None:
+        vectors = self.embedder.embed_documents(texts)
+        bucket = self._data.setdefault(ns.collection_name, {})
+        for i, (id_, text) in enumerate(zip(ids, texts)):
+            bucket[id_] = (text, vectors[i], dict((metadatas or [{}] * len(ids))[i]))
+
+    def query(self, ns: Namespace, text: str, k: int = 3, where: dict[str, Any] | None = None) -> list[Hit]:
+        bucket = self._data.get(ns.collection_name, {})
+        items = [(i, t, v, m) for i, (t, v, m) in bucket.items()
+                 if not where or all(m.get(key) == val for key, val in where.items())]
+        if not items:
+            return []
+        q = self.embedder.embed_queries([text])[0]
+        scored = sorted(((float(v @ q), i, t, m) for i, t, v, m in items), key=lambda x: -x[0])[:k]
+        return [Hit(id=i, text=t, score=s, metadata=m) for s, i, t, m in scored]
+
+    def delete(self, ns: Namespace, ids: list[str] | None = None, where: dict[str, Any] | None = None) -> None:
+        bucket = self._data.get(ns.collection_name, {})
+        for id_ in list(bucket):
+            meta = bucket[id_][2]
+            if (ids and id_ in ids) or (where and all(meta.get(k) == v for k, v in where.items())):
+                del bucket[id_]
+
+    def count(self, ns: Namespace) -> int:
+        return len(self._data.get(ns.collection_name, {}))
+
+
+STORES = {"chroma": ChromaStore, "bruteforce": BruteForceStore}
+
+
+def get_vector_store(name: str, embedder: Embedder, **kwargs: Any) -> VectorStore:
+    try:
+        return STORES[name](embedder, **kwargs)
+    except KeyError:
+        raise ValueError(f"unknown vector store {name!r} (known: {', '.join(STORES)})") from None

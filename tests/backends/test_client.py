@@ -1,0 +1,110 @@
+"""LLMClient with the scripted fake: cache, retries, accounting, structured output, redaction."""
+
+import pytest
+from pydantic import BaseModel, Field
+
+from backends.config import ROLES
+from backends.llm.errors import BadRequest, RateLimited, ServerError
+from backends.llm.fake import ScriptedLLM
+from backends.prompts import parse_prompt
+
+MSG = [{"role": "user", "content": "hello"}]
+
+
+def every_role(fake):
+    return dict.fromkeys(ROLES, fake)
+
+
+def test_cache_hit_costs_no_call_and_is_recorded(make_client):
+    fake = ScriptedLLM(["first", "second"])
+    client = make_client(every_role(fake))
+    a = client.chat("assistant", MSG)
+    b = client.chat("assistant", MSG)
+    assert (a.text, b.text, b.cache_hit) == ("first", "first", True)
+    assert len(fake.requests) == 1
+    c = client.chat("assistant", MSG, use_cache=False)
+    assert c.text == "second"
+    rows = client.store.calls("s1")
+    assert [r["cache_hit"] for r in reversed(rows)] == [0, 1, 0]
+
+
+def test_cache_salt_gives_independent_samples(make_client):
+    fake = ScriptedLLM(["one", "two"])
+    client = make_client(every_role(fake))
+    assert client.chat("judge", MSG, cache_salt="k0").text == "one"
+    assert client.chat("judge", MSG, cache_salt="k1").text == "two"
+
+
+def test_retries_transient_errors_then_succeeds(make_client):
+    fake = ScriptedLLM([RateLimited("429", retry_after=0.01), ServerError("500", retry_after=0.01), "ok"])
+    client = make_client(every_role(fake))
+    result = client.chat("assistant", MSG)
+    assert result.text == "ok" and result.attempts == 3
+
+
+def test_non_retryable_error_fails_at_once_and_is_recorded(make_client):
+    fake = ScriptedLLM([BadRequest("bad model"), "never"])
+    client = make_client(every_role(fake))
+    with pytest.raises(BadRequest):
+        client.chat("assistant", MSG)
+    assert len(fake.requests) == 1
+    assert client.store.calls("s1")[0]["error"].startswith("BadRequest")
+
+
+def test_accounting_records_role_model_prompt_and_tokens(make_client):
+    client = make_client(every_role(ScriptedLLM(["a b c"])))
+    prompt = parse_prompt("memory/summarise", "---\nversion: 7\n---\n$x")
+    client.chat("memory_builder", MSG, prompt=prompt)
+    row = client.store.calls("s1")[0]
+    assert (row["role"], row["prompt_name"], row["prompt_version"], row["tokens_out"]) == ("memory_builder", "memory/summarise", "7", 3)
+    assert client.store.totals("s1").tokens_out == 3
+
+
+class Verdict(BaseModel):
+    score: int = Field(ge=1, le=10)
+    reason: str = Field(max_length=100)
+
+
+def test_structured_feeds_validation_errors_back_then_succeeds(make_client):
+    fake = ScriptedLLM(['{"score": 42, "reason": "x"}', 'Sure: {"score": 7, "reason": "fine",}'])
+    client = make_client(every_role(fake))
+    out = client.structured("judge", MSG, Verdict)
+    assert out.ok and out.value.score == 7 and out.attempts == 2 and out.repaired
+    retry_msgs = fake.requests[1].messages
+    assert "less than or equal to 10" in retry_msgs[-1].content
+    assert fake.requests[0].response_format["json_schema"]["schema"]["properties"]["score"]["maximum"] == 10
+    assert "JSON schema" in fake.requests[0].messages[0].content
+
+
+def test_structured_failure_keeps_every_raw_text(make_client):
+    fake = ScriptedLLM(["nope", "still no", "{broken"])
+    client = make_client(every_role(fake))
+    out = client.structured("judge", MSG, Verdict, retries=2)
+    assert not out.ok and out.raw == ["nope", "still no", "{broken"] and len(out.errors) == 3
+
+
+def test_structured_json_object_mode_for_endpoints_without_schemas(make_client):
+    fake = ScriptedLLM(['{"score": 2, "reason": "r"}'])
+    client = make_client(every_role(fake), env={"PAL_JUDGE_STRUCTURED_MODE": "json_object"})
+    assert client.structured("judge", MSG, Verdict).ok
+    assert fake.requests[0].response_format == {"type": "json_object"}
+
+
+def test_stream_yields_deltas_then_result_and_caches(make_client):
+    fake = ScriptedLLM(["one two three"])
+    client = make_client(every_role(fake))
+    chunks = list(client.stream("assistant", MSG))
+    assert "".join(c for c in chunks if isinstance(c, str)).strip() == "one two three"
+    assert chunks[-1].text == "one two three"
+    again = list(client.stream("assistant", MSG))
+    assert again[-1].cache_hit and len(fake.requests) == 1
+
+
+def test_configured_keys_are_redacted_from_errors_and_records(make_client):
+    key = "sk-live-abcdef123456"
+    fake = ScriptedLLM([BadRequest(f"invalid api key {key}")])
+    client = make_client(every_role(fake), env={"PAL_DEFAULT_API_KEY": key})
+    with pytest.raises(BadRequest) as e:
+        client.chat("assistant", MSG)
+    assert key not in str(e.value) and "***" in str(e.value)
+    assert all(key not in str(v) for row in client.store.calls() for v in row.values())

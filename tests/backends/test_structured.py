@@ -1,0 +1,52 @@
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel, Field
+
+from backends.llm.structured import StructuredError, bounded_schema, extract_json, parse_structured
+
+
+class Item(BaseModel):
+    name: str = Field(max_length=30)
+    kind: Literal["a", "b"]
+
+
+class Bag(BaseModel):
+    items: list[Item] = Field(max_length=3)
+    score: int = Field(ge=1, le=10)
+
+
+class Loose(BaseModel):
+    notes: list[str]
+
+
+def test_bounded_schema_inlines_refs_and_refuses_unbounded_models():
+    schema = bounded_schema(Bag)
+    assert "$defs" not in schema and schema["properties"]["items"]["maxItems"] == 3
+    assert schema["properties"]["items"]["items"]["properties"]["name"]["maxLength"] == 30
+    with pytest.raises(ValueError, match=r"unbounded schema at \$.notes, \$.notes\[\]"):
+        bounded_schema(Loose)
+
+
+@pytest.mark.parametrize(
+    ("text", "repaired"),
+    [
+        ('{"items": [], "score": 3}', False),
+        ('Sure! ```json\n{"items": [], "score": 3}\n```', True),
+        ('Here you go: {"items": [{"name": "x", "kind": "a"},], "score": 3,} hope it helps', True),
+        ("{'items': [], 'score': 3}".replace("'", '"'), False),
+        ('{"items": [], "score": 3, "ok": True}', True),
+    ],
+)
+def test_extract_json_repairs_trivial_slips(text, repaired):
+    data, was_repaired = extract_json(text)
+    assert data["score"] == 3 and was_repaired is repaired
+
+
+def test_parse_errors_say_what_is_wrong():
+    with pytest.raises(StructuredError, match="empty reply"):
+        extract_json("  ")
+    with pytest.raises(StructuredError, match="not valid JSON"):
+        extract_json('{"items": [')
+    with pytest.raises(StructuredError, match="score: Input should be less than or equal to 10"):
+        parse_structured('{"items": [], "score": 11}', Bag)

