@@ -57,6 +57,8 @@ class VectorStore(Protocol):
 
     def count(self, ns: Namespace) -> int: ...
 
+    def update_metadata(self, ns: Namespace, ids: list[str], metadatas: list[dict[str, Any]]) -> None: ...
+
 
 def _clean_metadata(meta: dict[str, Any]) -> dict[str, Any]:
     """Chroma accepts str/int/float/bool values only, and no empty dict."""
@@ -154,6 +156,10 @@ class ChromaStore:
     def count(self, ns: Namespace) -> int:
         return int(self._collection(ns).count())
 
+    def update_metadata(self, ns: Namespace, ids: list[str], metadatas: list[dict[str, Any]]) -> None:
+        if ids:
+            self._collection(ns).update(ids=ids, metadatas=[_clean_metadata(m) for m in metadatas])
+
 
 class BruteForceStore:
     """Exact cosine search in memory; for tests only (same interface as :class:`ChromaStore`)."""
@@ -170,8 +176,7 @@ class BruteForceStore:
 
     def query(self, ns: Namespace, text: str, k: int = 3, where: dict[str, Any] | None = None) -> list[Hit]:
         bucket = self._data.get(ns.collection_name, {})
-        items = [(i, t, v, m) for i, (t, v, m) in bucket.items()
-                 if not where or all(m.get(key) == val for key, val in where.items())]
+        items = [(i, t, v, m) for i, (t, v, m) in bucket.items() if not where or _matches(m, where)]
         if not items:
             return []
         q = self.embedder.embed_queries([text])[0]
@@ -187,6 +192,35 @@ class BruteForceStore:
 
     def count(self, ns: Namespace) -> int:
         return len(self._data.get(ns.collection_name, {}))
+
+    def update_metadata(self, ns: Namespace, ids: list[str], metadatas: list[dict[str, Any]]) -> None:
+        bucket = self._data.get(ns.collection_name, {})
+        for id_, meta in zip(ids, metadatas):
+            if id_ in bucket:
+                text, vec, old = bucket[id_]
+                bucket[id_] = (text, vec, {**old, **meta})
+
+
+_OPS = {"$eq": lambda a, b: a == b, "$ne": lambda a, b: a != b, "$lt": lambda a, b: a < b,
+        "$lte": lambda a, b: a <= b, "$gt": lambda a, b: a > b, "$gte": lambda a, b: a >= b,
+        "$in": lambda a, b: a in b, "$nin": lambda a, b: a not in b}
+
+
+def _matches(meta: dict[str, Any], where: dict[str, Any]) -> bool:
+    """The subset of Chroma's ``where`` language the app uses: $and/$or and comparison operators."""
+    for key, cond in where.items():
+        if key == "$and":
+            if not all(_matches(meta, c) for c in cond):
+                return False
+        elif key == "$or":
+            if not any(_matches(meta, c) for c in cond):
+                return False
+        elif isinstance(cond, dict):
+            if key not in meta or not all(_OPS[op](meta[key], val) for op, val in cond.items()):
+                return False
+        elif meta.get(key) != cond:
+            return False
+    return True
 
 
 STORES = {"chroma": ChromaStore, "bruteforce": BruteForceStore}

@@ -95,6 +95,10 @@ def _render_local_server(cfg: PlatformConfig) -> None:
     c3.metric("Uptime (s)", status["uptime_s"] or "—")
     c4.metric("Restarts", status["restarts"])
     st.caption(f"{md_escape(status['model'])} · {md_escape(status['model_path'])} · starts on first use, stops when the app exits")
+    local_checks = [st.session_state.get(f"check_{r}") for r in ROLES if cfg.role(r).provider == "local"]
+    measured = [c for c in local_checks if c is not None and c.tokens_per_s]
+    if measured:
+        st.caption(f"Last measured speed: {measured[-1].tokens_per_s:.0f} tokens/s (Test connection on a local role)")
     b1, b2 = st.columns(2)
     if b1.button("Start", disabled=bool(status["running"]), icon=":material/play_arrow:"):
         with st.spinner("Starting the local model…"):

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from backends.llm.client import LLMClient
 from backends.llm.errors import LLMError
+from backends.prompts import PromptError, load_prompt
 
 
 class _Probe(BaseModel):
@@ -50,7 +51,8 @@ def check_role(client: LLMClient, role: str) -> CheckReport:
     report = CheckReport(role=role, provider=rc.provider, endpoint="", model=rc.model)
     try:
         provider = client.provider(role)
-        result = client.chat(role, [{"role": "user", "content": "Say hello in one short sentence."}],
+        chat_prompt, structured_prompt = load_prompt("platform/check_chat"), load_prompt("platform/check_structured")
+        result = client.chat(role, [{"role": "user", "content": chat_prompt.render()}], prompt=chat_prompt,
                              use_cache=False, max_tokens=48)
         elapsed = result.latency_ms / 1000  # the request itself, not a local server's start-up
         report.endpoint = provider.endpoint
@@ -60,13 +62,13 @@ def check_role(client: LLMClient, role: str) -> CheckReport:
         report.tokens_per_s = result.tokens_out / elapsed if elapsed > 0 else 0.0
         report.reply = result.text
         t0 = time.perf_counter()
-        structured = client.structured(role, [{"role": "user", "content": "Name a famous city, its country and continent."}],
-                                       _Probe, use_cache=False, retries=1, max_tokens=96)
+        structured = client.structured(role, [{"role": "user", "content": structured_prompt.render()}], _Probe,
+                                       prompt=structured_prompt, use_cache=False, retries=1, max_tokens=96)
         report.structured_latency_ms = (time.perf_counter() - t0) * 1000
         report.structured_ok = structured.ok
         report.ok = structured.ok
         if not structured.ok:
             report.error = f"structured output did not parse: {structured.errors[-1]}"
-    except (LLMError, ValueError) as e:
+    except (LLMError, PromptError, ValueError) as e:
         report.error = client.redact(str(e))
     return report

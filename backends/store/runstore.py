@@ -71,9 +71,16 @@ class RunStore:
         with connect(self.path) as conn:
             return [dict(r) for r in conn.execute(sql, args)]
 
-    def totals(self, session_id: str | None = None) -> Totals:
-        where = " WHERE session_id = ?" if session_id else ""
-        args = (session_id,) if session_id else ()
+    def totals(self, session_id: str | None = None, run_id: str | None = None) -> Totals:
+        """Sums over one browser session, one run (e.g. a memory build), or everything."""
+        conds, args = [], []
+        if session_id:
+            conds.append("session_id = ?")
+            args.append(session_id)
+        if run_id:
+            conds.append("run_id = ?")
+            args.append(run_id)
+        where = (" WHERE " + " AND ".join(conds)) if conds else ""
         with connect(self.path) as conn:
             rows = conn.execute(
                 "SELECT model, COUNT(*), SUM(error IS NOT NULL), SUM(cache_hit), SUM(tokens_in), SUM(tokens_out) "

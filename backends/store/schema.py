@@ -35,6 +35,51 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE INDEX llm_calls_run ON llm_calls(run_id);
         """,
     ),
+    (
+        2,
+        "memory builds, versioned items, forgotten items",
+        """
+        CREATE TABLE memory_builds (
+            build_id TEXT PRIMARY KEY,
+            dataset TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            method TEXT NOT NULL,
+            config TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        CREATE TABLE memory_build_stages (
+            build_id TEXT NOT NULL REFERENCES memory_builds(build_id) ON DELETE CASCADE,
+            stage INTEGER NOT NULL,
+            sample_id TEXT NOT NULL,
+            finished_at REAL NOT NULL,
+            llm_calls INTEGER NOT NULL DEFAULT 0,
+            tokens_in INTEGER NOT NULL DEFAULT 0,
+            tokens_out INTEGER NOT NULL DEFAULT 0,
+            seconds REAL NOT NULL DEFAULT 0,
+            notes TEXT NOT NULL DEFAULT '[]',
+            PRIMARY KEY (build_id, stage)
+        );
+        CREATE TABLE memory_items (
+            build_id TEXT NOT NULL REFERENCES memory_builds(build_id) ON DELETE CASCADE,
+            item_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            layer TEXT NOT NULL,
+            valid_from INTEGER NOT NULL,
+            valid_to INTEGER,
+            data TEXT NOT NULL,
+            PRIMARY KEY (build_id, item_id, version)
+        );
+        CREATE INDEX memory_items_valid ON memory_items(build_id, valid_from, valid_to);
+        CREATE TABLE memory_forgotten (
+            build_id TEXT NOT NULL REFERENCES memory_builds(build_id) ON DELETE CASCADE,
+            item_id TEXT NOT NULL,
+            forgotten_at REAL NOT NULL,
+            reason TEXT NOT NULL,
+            PRIMARY KEY (build_id, item_id)
+        )
+        """,
+    ),
 ]
 
 

@@ -24,3 +24,8 @@ def test_bad_prompt_files_are_named_in_errors(tmp_path):
         load_prompt("missing", tmp_path)
     with pytest.raises(PromptError, match="leaves the prompts folder"):
         load_prompt("../etc/passwd", tmp_path)
+
+
+def test_every_shipped_prompt_loads_with_a_version():
+    prompts = list_prompts()
+    assert prompts and all(p.version for p in prompts)

@@ -1,0 +1,175 @@
+"""The interface every memory method implements, and what it gets to work with.
+
+A method ingests a user's sessions in time order, one at a time and in two steps —
+``ingest_logs`` (what the device logs since the last dialogue tell) then ``ingest_dialogue`` —
+each returning only that step's :class:`~memory.types.Changes`; it answers
+``retrieve(query, purpose)`` with a :class:`~memory.types.RetrievalTrace`. The runner
+(:mod:`memory.build`) persists changes as snapshots (see :mod:`memory.store`) and maintains the
+vector index, so methods stay small.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from backends.embeddings import Embedder
+from backends.llm.client import LLMClient
+from memory.index import VectorIndex
+from memory.privacy import ForgetRequest, find_forget_requests, mentions, redact_text
+from memory.tokens import count_tokens
+from memory.types import Changes, MemoryItem, PromptBlock, Purpose, RetrievalTrace, RetrievedItem
+from palset.dataset import Session, User
+from palset.vocab import Act
+
+
+@dataclass
+class MethodContext:
+    """Everything a method may use; LLM calls go through ``llm`` as role ``memory_builder``."""
+
+    dataset: str
+    user: User
+    build_id: str
+    llm: LLMClient | None
+    embedder: Embedder
+    index: VectorIndex
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def language(self) -> str:
+        return self.user.language
+
+
+@dataclass
+class MemoryView:
+    """The memory right after stage ``stage`` (``-1``: empty); see :mod:`memory.store` for stages."""
+
+    stage: int
+    items: dict[str, MemoryItem]
+    forgotten: set[str] = field(default_factory=set)
+
+    def layer(self, name: str) -> list[MemoryItem]:
+        return [i for i in self.items.values() if i.layer == name]
+
+
+# ---------------------------------------------------------------- session text (always redacted)
+
+
+def log_ref(session: Session, j: int) -> str:
+    return f"log:{session.sample_id}:{j}"
+
+
+def turn_ref(session: Session, t: int) -> str:
+    return f"turn:{session.sample_id}:{t}"
+
+
+def render_log(session: Session, j: int) -> str:
+    lg = session.logs[j]
+    return f"- [{lg.timestamp:%Y-%m-%d %H:%M}] {redact_text(lg.content)}"
+
+
+def render_logs(session: Session) -> str:
+    return "\n".join(render_log(session, j) for j in range(len(session.logs)))
+
+
+def forget_requests(session: Session) -> list[ForgetRequest]:
+    return find_forget_requests(session.sample_id, [(t, turn.user.content) for t, turn in enumerate(session.turns, 1)])
+
+
+def dialogue_turns(session: Session, with_acts: bool = False) -> list[tuple[int, str]]:
+    """(turn number, "user: …\\nassistant: …") with PII redacted and forget-request turns left out."""
+    forget_turns = {r.turn for r in forget_requests(session)}
+    out = []
+    for t, turn in enumerate(session.turns, 1):
+        if t in forget_turns:
+            continue
+        u = redact_text(turn.user.content)
+        a = redact_text(turn.assistant.content)
+        if with_acts:
+            out.append((t, f"user ({turn.user.action.value}): {u}\nassistant ({turn.assistant.action.value}): {a}"))
+        else:
+            out.append((t, f"user: {u}\nassistant: {a}"))
+    return out
+
+
+def render_dialogue(session: Session, with_acts: bool = False) -> str:
+    return "\n".join(text for _, text in dialogue_turns(session, with_acts))
+
+
+def render_session(session: Session) -> str:
+    """Logs then dialogue of one session, as a full-history method sees it."""
+    return (f"## Session {session.sample_id} ({session.dialogue_timestamp:%Y-%m-%d %H:%M})\n"
+            f"### Logs\n{render_logs(session)}\n### Dialogue\n{render_dialogue(session)}")
+
+
+def full_history_tokens(user: User, current: Session | None) -> int:
+    """Tokens of everything before the current session plus the current session's logs (the long-context baseline)."""
+    total = 0
+    for s in user.sessions:
+        if current is not None and s.index >= current.index:
+            break
+        total += count_tokens(render_session(s))
+    if current is not None:
+        total += count_tokens(render_logs(current))
+    return total
+
+
+def is_user_turn_with(session: Session, act: Act) -> bool:
+    return any(t.user.action is act for t in session.turns)
+
+
+# ---------------------------------------------------------------- the interface
+
+
+class MemoryMethod(ABC):
+    """Subclasses set ``name``, ``label``, ``layers`` and implement ``ingest`` and ``retrieve``."""
+
+    name: ClassVar[str]
+    label: ClassVar[str]
+    layers: ClassVar[tuple[str, ...]] = ()
+    uses_llm: ClassVar[bool] = False
+    description: ClassVar[str] = ""
+
+    def __init__(self, ctx: MethodContext):
+        self.ctx = ctx
+
+    def ingest_logs(self, session: Session, memory: MemoryView) -> Changes:
+        """What this session's logs add (``memory`` holds everything before them)."""
+        return Changes()
+
+    def ingest_dialogue(self, session: Session, memory: MemoryView) -> Changes:
+        """What this session's dialogue adds (``memory`` includes this session's logs)."""
+        return Changes()
+
+    def finish_history(self, memory: MemoryView) -> Changes:
+        """Called once between the last history session and the first query session (e.g. clustering)."""
+        return Changes()
+
+    @abstractmethod
+    def retrieve(self, query: str, purpose: Purpose, memory: MemoryView, current: Session | None) -> RetrievalTrace:
+        """Prompt context for ``query``; ``memory`` is as of ``current``'s logs (or the latest stage)."""
+
+    # helpers shared by methods -----------------------------------------------------------
+
+    def honour_forget_requests(self, session: Session, memory: MemoryView, changes: Changes) -> None:
+        """Delete every remembered item that carries what the user asked to forget in this session."""
+        requests = forget_requests(session)
+        if not requests:
+            return
+        candidates = list(memory.items.values()) + changes.upserts
+        doomed = {i.id for i in candidates for r in requests if mentions(i.text, r)}
+        changes.upserts = [i for i in changes.upserts if i.id not in doomed]
+        changes.deletes += sorted(d for d in doomed if d in memory.items)
+        for r in requests:
+            changes.notes.append(f"forget request (turn {r.turn}): '{r.target}' → {len(doomed)} item(s) removed")
+
+    def trace(self, query: str, purpose: Purpose, current: Session | None, retrieved: list[RetrievedItem],
+              blocks: list[PromptBlock]) -> RetrievalTrace:
+        context = "\n\n".join(f"# {b.title}\n{b.text}" for b in blocks if b.text.strip())
+        return RetrievalTrace(method=self.name, query=redact_text(query), purpose=purpose,
+                              as_of_session=current.sample_id if current else None, items=retrieved, blocks=blocks,
+                              tokens=count_tokens(context), full_history_tokens=full_history_tokens(self.ctx.user, current))
+
+    def current_logs_block(self, current: Session | None) -> PromptBlock:
+        return PromptBlock(title="Logs of the current session", text=render_logs(current) if current else "")

@@ -1,0 +1,171 @@
+"""Build, resume, inspect and query a user's memory with any method.
+
+``MemoryBuilder.run`` walks the user's sessions in time order, two stages per session (logs, then
+dialogue; see :mod:`memory.store`), commits each stage atomically with its LLM cost, and skips the
+stages a previous run finished — an interrupted build resumes where it stopped, and building
+session by session gives the same memory as building all at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from backends.embeddings import Embedder
+from backends.llm.client import LLMClient
+from backends.llm.errors import Cancelled
+from backends.vectorstore import VectorStore
+from memory.base import MemoryMethod, MemoryView, MethodContext
+from memory.index import VectorIndex
+from memory.methods import get_method_class
+from memory.store import BuildInfo, MemoryStore, derived_closure, dialogue_stage, logs_stage
+from memory.types import Changes, MemoryItem, Purpose, RetrievalTrace
+from palset.dataset import Session, User
+
+Progress = Callable[[int, int, str], None]  # (stages done, stages total, what just happened)
+
+
+@dataclass
+class MemoryBuilder:
+    dataset: str
+    user: User
+    method: str
+    store: MemoryStore
+    vectors: VectorStore
+    embedder: Embedder
+    llm: LLMClient | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    build_id: str = ""
+
+    def __post_init__(self) -> None:
+        cls = get_method_class(self.method)
+        self.config = {**getattr(cls, "default_config", {}), **self.config, "embedder": self.embedder.name}
+        self.build_id = self.store.open_build(self.dataset, self.user.uid, self.method, self.config)
+        self.index = VectorIndex(self.vectors, self.dataset, self.user.uid, self.build_id)
+        if self.llm is not None:
+            self.llm.run_id = self.build_id
+        self.impl: MemoryMethod = cls(MethodContext(self.dataset, self.user, self.build_id, self.llm, self.embedder,
+                                                    self.index, self.config))
+
+    # ------------------------------------------------------------------ building
+
+    @property
+    def total_stages(self) -> int:
+        return 2 * len(self.user.sessions)
+
+    def view(self, stage: int) -> MemoryView:
+        items = self.store.items_as_of(self.build_id, stage) if stage >= 0 else []
+        return MemoryView(stage, {i.id: i for i in items}, self.store.forgotten(self.build_id))
+
+    def run(self, until_session: int | None = None, progress: Progress | None = None,
+            cancel: threading.Event | None = None) -> BuildInfo:
+        """Ingest every session up to ``until_session`` (position, inclusive; default all)."""
+        sessions = self.user.sessions
+        last = len(sessions) - 1 if until_session is None else min(until_session, len(sessions) - 1)
+        done = set(self.store.done_stages(self.build_id))
+        total = 2 * (last + 1)
+        for pos in range(last + 1):
+            session = sessions[pos]
+            for stage, step in ((logs_stage(pos), "logs"), (dialogue_stage(pos), "dialogue")):
+                if stage in done:
+                    continue
+                if cancel is not None and cancel.is_set():
+                    raise Cancelled(f"build stopped before {session.sample_id} {step}")
+                self._run_stage(session, pos, stage, step)
+                if progress:
+                    progress(stage + 1, total, f"{session.sample_id}: {step}")
+        return self.store.info(self.build_id)
+
+    def _run_stage(self, session: Session, pos: int, stage: int, step: str) -> None:
+        memory = self.view(stage - 1)
+        calls_before = self._llm_totals()
+        started = time.perf_counter()
+        if step == "logs":
+            changes = self.impl.ingest_logs(session, memory)
+        else:
+            changes = self.impl.ingest_dialogue(session, memory)
+            nxt = self.user.sessions[pos + 1] if pos + 1 < len(self.user.sessions) else None
+            if session.split == "history" and (nxt is None or nxt.split == "query"):
+                after = self._apply_virtual(memory, changes)
+                extra = self.impl.finish_history(after)
+                changes = Changes(upserts=_merge(changes.upserts, extra.upserts),
+                                  deletes=changes.deletes + extra.deletes, notes=changes.notes + extra.notes)
+        seconds = time.perf_counter() - started
+        calls, tin, tout = (a - b for a, b in zip(self._llm_totals(), calls_before))
+        opened = self._opened_at()
+        closing = [memory.items[i] for i in changes.deletes if i in memory.items]
+        closing += [memory.items[i.id] for i in changes.upserts if i.id in memory.items
+                    and not memory.items[i.id].same_content(i)]
+        new = [i for i in changes.upserts if i.id not in memory.items or not memory.items[i.id].same_content(i)]
+        self.store.commit_stage(self.build_id, stage, session.sample_id, changes, llm_calls=calls, tokens_in=tin,
+                                tokens_out=tout, seconds=seconds)
+        self.index.close(closing, opened, stage)
+        self.index.add(new, stage)
+
+    @staticmethod
+    def _apply_virtual(memory: MemoryView, changes: Changes) -> MemoryView:
+        items = {k: v for k, v in memory.items.items() if k not in changes.deletes}
+        items.update({i.id: i for i in changes.upserts})
+        return MemoryView(memory.stage + 1, items, memory.forgotten)
+
+    def _opened_at(self) -> dict[str, int]:
+        from backends.store.db import connect
+
+        with connect(self.store.path) as conn:
+            return {r[0]: r[1] for r in conn.execute(
+                "SELECT item_id, valid_from FROM memory_items WHERE build_id=? AND valid_to IS NULL", (self.build_id,))}
+
+    def _llm_totals(self) -> tuple[int, int, int]:
+        if self.llm is None:
+            return (0, 0, 0)
+        t = self.llm.store.totals(run_id=self.build_id)
+        return (t.calls, t.tokens_in, t.tokens_out)
+
+    # ------------------------------------------------------------------ using
+
+    def latest_stage(self) -> int:
+        done = self.store.done_stages(self.build_id)
+        return max(done) if done else -1
+
+    def retrieve(self, query: str, purpose: Purpose, current: Session | None = None) -> RetrievalTrace:
+        """Context for ``query`` during ``current``'s dialogue (memory as of its logs), or from the latest memory."""
+        if current is not None:
+            pos = [s.sample_id for s in self.user.sessions].index(current.sample_id)
+            stage = logs_stage(pos)
+            if stage not in set(self.store.done_stages(self.build_id)):
+                self.run(until_session=pos)
+        else:
+            stage = self.latest_stage()
+        return self.impl.retrieve(query, purpose, self.view(stage), current)
+
+    def forget(self, item_ids: set[str], reason: str = "forgotten by a person") -> set[str]:
+        """Forget items and everything derived from them (by provenance); returns every id forgotten."""
+        all_versions = self._all_items()
+        closure = derived_closure(all_versions, item_ids)
+        self.store.forget(self.build_id, closure, reason)
+        self.index.forget([i for i in all_versions if i.id in closure])
+        return closure
+
+    def edit(self, item_id: str, text: str) -> MemoryItem:
+        item = self.store.edit(self.build_id, item_id, text)
+        self.index.forget([item])
+        opened = self._opened_at()
+        if item_id in opened:
+            self.index.add([item], opened[item_id])
+        return item
+
+    def _all_items(self) -> list[MemoryItem]:
+        from backends.store.db import connect
+
+        with connect(self.store.path) as conn:
+            return [MemoryItem.model_validate_json(r[0]) for r in conn.execute(
+                "SELECT data FROM memory_items WHERE build_id=?", (self.build_id,))]
+
+
+def _merge(a: list[MemoryItem], b: list[MemoryItem]) -> list[MemoryItem]:
+    by_id = {i.id: i for i in a}
+    by_id.update({i.id: i for i in b})
+    return list(by_id.values())

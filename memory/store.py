@@ -1,0 +1,215 @@
+"""Persistence of memory builds: versioned items in SQLite, so the memory as of any session can be shown.
+
+A build advances in *stages*, two per session: stage ``2k`` ingests session k's logs (known before
+its dialogue starts), stage ``2k+1`` its dialogue. Retrieval for session k's dialogue reads the
+memory as of stage ``2k``, so it sees that session's situations but nothing of its own dialogue.
+Each item version is valid for stages ``valid_from ≤ s < valid_to``; committing a stage closes the
+versions it changes or deletes and opens new ones, in one transaction with the record that the
+stage is done, so an interrupted build resumes after the last finished stage.
+A person's "forget" is stored separately and hides the item (and what derives from it) everywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from backends.paths import state_path
+from backends.store.db import connect
+from backends.store.runstore import RunStore
+from memory.types import Changes, MemoryItem
+
+
+class BuildInfo(BaseModel):
+    build_id: str
+    dataset: str
+    user_id: str
+    method: str
+    config: dict
+    stages_done: int
+    sessions_done: list[str]  # sessions with at least their logs ingested
+    llm_calls: int
+    tokens_in: int
+    tokens_out: int
+    seconds: float
+
+
+class SessionDiff(BaseModel):
+    added: list[MemoryItem]
+    changed: list[tuple[MemoryItem, MemoryItem]]  # (before, after)
+    removed: list[MemoryItem]
+
+
+def logs_stage(session_position: int) -> int:
+    """Stage after the logs of the session at this position (0-based, in time order)."""
+    return 2 * session_position
+
+
+def dialogue_stage(session_position: int) -> int:
+    """Stage after the whole session: the snapshot "memory as of session k"."""
+    return 2 * session_position + 1
+
+
+def rows_order(rows: list) -> object:
+    order = {r[0]: n for n, r in enumerate(rows)}
+    return lambda sample_id: order[sample_id]
+
+
+def build_id_for(dataset: str, user_id: str, method: str, config: dict) -> str:
+    raw = json.dumps({"d": dataset, "u": user_id, "m": method, "c": config}, sort_keys=True)
+    return f"{method}-{user_id}-{hashlib.sha1(raw.encode()).hexdigest()[:10]}"
+
+
+class MemoryStore:
+    def __init__(self, path: Path | None = None):
+        self.path = path or state_path("runs.sqlite")
+        RunStore(self.path)  # applies migrations
+
+    # ------------------------------------------------------------------ builds
+
+    def open_build(self, dataset: str, user_id: str, method: str, config: dict) -> str:
+        build_id = build_id_for(dataset, user_id, method, config)
+        now = time.time()
+        with connect(self.path) as conn:
+            conn.execute("INSERT OR IGNORE INTO memory_builds VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         (build_id, dataset, user_id, method, json.dumps(config, sort_keys=True), now, now))
+        return build_id
+
+    def find_build(self, dataset: str, user_id: str, method: str) -> str | None:
+        """The most recently updated build of this method for this user."""
+        with connect(self.path) as conn:
+            row = conn.execute("SELECT build_id FROM memory_builds WHERE dataset=? AND user_id=? AND method=? "
+                               "ORDER BY updated_at DESC LIMIT 1", (dataset, user_id, method)).fetchone()
+        return row[0] if row else None
+
+    def info(self, build_id: str) -> BuildInfo:
+        with connect(self.path) as conn:
+            b = conn.execute("SELECT * FROM memory_builds WHERE build_id=?", (build_id,)).fetchone()
+            if b is None:
+                raise KeyError(f"no memory build {build_id!r}")
+            rows = conn.execute("SELECT sample_id, llm_calls, tokens_in, tokens_out, seconds FROM memory_build_stages "
+                                "WHERE build_id=? ORDER BY stage", (build_id,)).fetchall()
+        return BuildInfo(build_id=build_id, dataset=b["dataset"], user_id=b["user_id"], method=b["method"],
+                         config=json.loads(b["config"]), stages_done=len(rows),
+                         sessions_done=sorted({r[0] for r in rows}, key=rows_order(rows)),
+                         llm_calls=sum(r[1] for r in rows), tokens_in=sum(r[2] for r in rows),
+                         tokens_out=sum(r[3] for r in rows), seconds=sum(r[4] for r in rows))
+
+    def session_costs(self, build_id: str) -> list[dict]:
+        with connect(self.path) as conn:
+            return [dict(r) for r in conn.execute("SELECT * FROM memory_build_stages WHERE build_id=? "
+                                                  "ORDER BY stage", (build_id,))]
+
+    def delete_build(self, build_id: str) -> None:
+        with connect(self.path) as conn:
+            conn.execute("DELETE FROM memory_builds WHERE build_id=?", (build_id,))
+
+    # ------------------------------------------------------------------ sessions
+
+    def commit_stage(self, build_id: str, index: int, sample_id: str, changes: Changes, *, llm_calls: int = 0,
+                     tokens_in: int = 0, tokens_out: int = 0, seconds: float = 0.0) -> None:
+        """Apply one stage's changes and mark it done, atomically."""
+        with connect(self.path) as conn:
+            current = {r["item_id"]: r for r in conn.execute(
+                "SELECT item_id, version, data FROM memory_items WHERE build_id=? AND valid_to IS NULL", (build_id,))}
+            for item_id in changes.deletes:
+                if item_id in current:
+                    conn.execute("UPDATE memory_items SET valid_to=? WHERE build_id=? AND item_id=? AND valid_to IS NULL",
+                                 (index, build_id, item_id))
+            for item in changes.upserts:
+                row = current.get(item.id)
+                if row is not None:
+                    if MemoryItem.model_validate_json(row["data"]).same_content(item) and item.id not in changes.deletes:
+                        continue
+                    conn.execute("UPDATE memory_items SET valid_to=? WHERE build_id=? AND item_id=? AND valid_to IS NULL",
+                                 (index, build_id, item.id))
+                version = (row["version"] + 1) if row is not None else 1
+                if row is None:
+                    prev = conn.execute("SELECT MAX(version) FROM memory_items WHERE build_id=? AND item_id=?",
+                                        (build_id, item.id)).fetchone()[0]
+                    version = (prev or 0) + 1
+                conn.execute("INSERT INTO memory_items VALUES (?, ?, ?, ?, ?, NULL, ?)",
+                             (build_id, item.id, version, item.layer, index, item.model_dump_json()))
+            conn.execute("INSERT OR REPLACE INTO memory_build_stages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         (build_id, index, sample_id, time.time(), llm_calls, tokens_in, tokens_out, seconds,
+                          json.dumps(changes.notes, ensure_ascii=False)))
+            conn.execute("UPDATE memory_builds SET updated_at=? WHERE build_id=?", (time.time(), build_id))
+
+    def done_stages(self, build_id: str) -> list[int]:
+        with connect(self.path) as conn:
+            return [r[0] for r in conn.execute(
+                "SELECT stage FROM memory_build_stages WHERE build_id=? ORDER BY stage", (build_id,))]
+
+    def notes(self, build_id: str) -> dict[int, list[str]]:
+        with connect(self.path) as conn:
+            return {r[0]: json.loads(r[1]) for r in conn.execute(
+                "SELECT stage, notes FROM memory_build_stages WHERE build_id=?", (build_id,))}
+
+    # ------------------------------------------------------------------ reading
+
+    def forgotten(self, build_id: str) -> set[str]:
+        with connect(self.path) as conn:
+            return {r[0] for r in conn.execute("SELECT item_id FROM memory_forgotten WHERE build_id=?", (build_id,))}
+
+    def items_as_of(self, build_id: str, index: int, include_forgotten: bool = False) -> list[MemoryItem]:
+        """The memory right after stage ``index``."""
+        with connect(self.path) as conn:
+            rows = conn.execute(
+                "SELECT data FROM memory_items WHERE build_id=? AND valid_from<=? AND (valid_to IS NULL OR valid_to>?) "
+                "ORDER BY valid_from, item_id", (build_id, index, index)).fetchall()
+        items = [MemoryItem.model_validate_json(r[0]) for r in rows]
+        if include_forgotten:
+            return items
+        hidden = self.forgotten(build_id)
+        return [i for i in items if i.id not in hidden]
+
+    def diff(self, build_id: str, index: int, since: int | None = None) -> SessionDiff:
+        """What changed between stage ``since`` (default ``index - 1``) and stage ``index``."""
+        since = index - 1 if since is None else since
+        before = {i.id: i for i in self.items_as_of(build_id, since)} if since >= 0 else {}
+        after = {i.id: i for i in self.items_as_of(build_id, index)}
+        return SessionDiff(
+            added=[after[k] for k in after if k not in before],
+            changed=[(before[k], after[k]) for k in after if k in before and not before[k].same_content(after[k])],
+            removed=[before[k] for k in before if k not in after],
+        )
+
+    # ------------------------------------------------------------------ a person's edits
+
+    def forget(self, build_id: str, item_ids: set[str], reason: str) -> None:
+        with connect(self.path) as conn:
+            for item_id in item_ids:
+                conn.execute("INSERT OR REPLACE INTO memory_forgotten VALUES (?, ?, ?, ?)",
+                             (build_id, item_id, time.time(), reason))
+
+    def edit(self, build_id: str, item_id: str, text: str) -> MemoryItem:
+        """Change an item's text in its current version (marked as edited by a person)."""
+        with connect(self.path) as conn:
+            row = conn.execute("SELECT version, data FROM memory_items WHERE build_id=? AND item_id=? "
+                               "ORDER BY version DESC LIMIT 1", (build_id, item_id)).fetchone()
+            if row is None:
+                raise KeyError(f"no memory item {item_id!r}")
+            item = MemoryItem.model_validate_json(row["data"])
+            item = item.model_copy(update={"text": text, "meta": {**item.meta, "edited_by_person": True}})
+            conn.execute("UPDATE memory_items SET data=? WHERE build_id=? AND item_id=? AND version=?",
+                         (item.model_dump_json(), build_id, item_id, row["version"]))
+        return item
+
+
+def derived_closure(items: list[MemoryItem], roots: set[str]) -> set[str]:
+    """Ids of ``roots`` and of every item whose provenance reaches them (directly or through other items)."""
+    out = set(roots)
+    changed = True
+    while changed:
+        changed = False
+        for item in items:
+            if item.id in out:
+                continue
+            if any(p.startswith("item:") and p[5:] in out for p in item.provenance):
+                out.add(item.id)
+                changed = True
+    return out
