@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cli import dataset_cmds, llm_cmds
+from cli import dataset_cmds, llm_cmds, memory_cmds
 
-COMMAND_MODULES = [dataset_cmds, llm_cmds]
+COMMAND_MODULES = [dataset_cmds, llm_cmds, memory_cmds]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -165,7 +165,7 @@ class LLMClient:
         schema = bounded_schema(model)
         mode = self.config.role(role).structured_mode
         msgs = _messages(messages)
-        instructions = schema_instructions(schema)
+        instructions = schema_instructions(schema, full=mode != "json_schema" or self.config.role(role).provider != "local")
         if msgs and msgs[0].role == "system":
             msgs[0] = Message(role="system", content=f"{msgs[0].content}\n\n{instructions}")
         else:

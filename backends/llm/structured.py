@@ -65,7 +65,12 @@ def bounded_schema(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
-def schema_instructions(schema: dict[str, Any]) -> str:
+def schema_instructions(schema: dict[str, Any], full: bool = True) -> str:
+    """What to tell the model about the format. When the endpoint enforces the schema by grammar
+    (``json_schema`` mode), naming the fields is enough and keeps prompts short for small models."""
+    if not full:
+        fields = ", ".join(schema.get("properties", {}))
+        return f"Reply with one JSON object only (fields: {fields}), no prose."
     return ("Reply with one JSON object only, no prose and no code fences. It must match this JSON schema:\n"
             + json.dumps(schema, ensure_ascii=False, separators=(",", ":")))
 

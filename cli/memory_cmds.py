@@ -1,0 +1,108 @@
+"""``pal memory build`` and ``pal memory trace``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from memory.methods import METHODS
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("memory", help="build and query assistant memories")
+    msub = p.add_subparsers(dest="memory_command", required=True)
+    for name, helptext in (("build", "build (or resume) a user's memory, session by session"),
+                           ("trace", "retrieve for a query and print the retrieval trace")):
+        c = msub.add_parser(name, help=helptext)
+        c.add_argument("--dataset", required=True, help="dataset folder in PAL-Set layout")
+        c.add_argument("--user", required=True)
+        c.add_argument("--method", required=True, choices=list(METHODS))
+        c.add_argument("--embedder", help="embedder name (default: configured, 'auto' by language)")
+        if name == "build":
+            c.add_argument("--until", help="stop after this session id (default: all sessions)")
+            c.set_defaults(func=cmd_build)
+        else:
+            c.add_argument("--query", required=True)
+            c.add_argument("--purpose", choices=["requirement", "solution"], default="requirement")
+            c.add_argument("--session", help="as of this session's logs (default: the latest memory)")
+            c.add_argument("--json", action="store_true")
+            c.set_defaults(func=cmd_trace)
+
+
+def _open(args: argparse.Namespace):
+    from memory.service import open_builder
+    from palset.loader import load_dataset
+
+    dataset = load_dataset(args.dataset, lazy=True)
+    if not dataset.users:
+        raise SystemExit(f"{args.dataset}: no users ({'; '.join(str(p) for p in dataset.problems[:3])})")
+    return dataset, open_builder(dataset, args.user, args.method, embedder_name=args.embedder)
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from backends.llm.errors import LLMError
+
+    try:
+        dataset, builder = _open(args)
+    except (KeyError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    user = builder.user
+    until = None
+    if args.until:
+        ids = [s.sample_id for s in user.sessions]
+        if args.until not in ids:
+            print(f"error: no session {args.until!r} for user {user.uid}", file=sys.stderr)
+            return 2
+        until = ids.index(args.until)
+    done_before = len(builder.store.done_stages(builder.build_id))
+    started = time.perf_counter()
+    print(f"building {args.method} for user {user.uid} ({len(user.sessions)} sessions, "
+          f"{done_before}/{builder.total_stages} stages already done)", file=sys.stderr)
+
+    def progress(done: int, total: int, what: str) -> None:
+        print(f"[{done}/{total}] {what} ({time.perf_counter() - started:.1f} s)", file=sys.stderr, flush=True)
+
+    try:
+        info = builder.run(until_session=until, progress=progress)
+    except KeyboardInterrupt:
+        print("interrupted: run the same command again to resume", file=sys.stderr)
+        return 130
+    except LLMError as e:
+        print(f"LLM error: {e}\nfinished stages are saved: run the same command again to resume", file=sys.stderr)
+        return 1
+    print(json.dumps({"build_id": info.build_id, "stages_done": info.stages_done, "sessions_done": len(info.sessions_done),
+                      "llm_calls": info.llm_calls, "tokens_in": info.tokens_in, "tokens_out": info.tokens_out,
+                      "seconds": round(info.seconds, 1)}))
+    return 0
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from backends.llm.errors import LLMError
+
+    try:
+        dataset, builder = _open(args)
+    except (KeyError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    session = None
+    if args.session:
+        session = builder.user.session(args.session)
+        if session is None:
+            print(f"error: no session {args.session!r} for user {builder.user.uid}", file=sys.stderr)
+            return 2
+    try:
+        trace = builder.retrieve(args.query, args.purpose, session)
+    except LLMError as e:
+        print(f"LLM error while building: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(trace.summary(), ensure_ascii=False, indent=2))
+    else:
+        for r in trace.items:
+            score = f"{r.score:.3f}" if r.score is not None else "  -  "
+            print(f"{score} [{r.item.layer}] {r.item.id}: {r.item.text[:100]}")
+        print(f"\n{trace.context}\n\ncontext tokens: {trace.tokens} (full history: {trace.full_history_tokens})")
+    return 0

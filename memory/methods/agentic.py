@@ -1,0 +1,263 @@
+"""Agentic memory (PersonaMem-v2, adapted from MemAgent): one human-readable memory, rewritten chunk by chunk.
+
+Each session is flattened to text (its logs at the logs stage, its dialogue at the dialogue stage),
+cut into chunks of at most ``chunk_tokens`` tokens, and after every chunk the LLM rewrites the whole
+memory: keep what is still valid, add what the chunk reveals about the user's persona, preferences
+and needs, as stand-alone bullet points, at most ``memory_chars`` characters (≈ 2k tokens). The
+memory is query-agnostic (the honest variant; see the PersonaMem-v2 notes). The text after every
+chunk is kept in ``meta["chunk_snapshots"]`` (the last 20) so the app can replay how it grew.
+
+The module also holds the helpers the other rewriting methods (RecurSum, MemoryBank) share:
+bounded structured-output fields, the forget instruction for prompts, and the scrub that drops
+every sentence still mentioning what the user asked to forget.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, Field, create_model
+
+from backends.llm.types import StructuredFailure, StructuredResult
+from backends.prompts import Prompt, load_prompt
+from memory.base import (
+    MemoryMethod,
+    MemoryView,
+    MethodContext,
+    dialogue_turns,
+    forget_requests,
+    log_ref,
+    render_log,
+    turn_ref,
+)
+from memory.privacy import ForgetRequest, mentions, redact_text
+from memory.tokens import count_tokens
+from memory.types import Changes, MemoryItem, PromptBlock, Purpose, RetrievalTrace, RetrievedItem
+from palset.dataset import Session
+
+# ---------------------------------------------------------------- helpers shared by the rewriting methods
+
+ROLE = "memory_builder"
+
+
+def bounded_text(limit: int) -> Any:
+    """A string field of at most ``limit`` characters; longer model output is cut, not rejected."""
+    return Annotated[str, BeforeValidator(lambda v: v[:limit] if isinstance(v, str) else v), Field(max_length=limit)]
+
+
+@lru_cache(maxsize=32)
+def text_schema(name: str, field: str, limit: int, description: str) -> type[BaseModel]:
+    """A one-field structured-output model ``{field: str}`` bounded to ``limit`` characters."""
+    return create_model(name, **{field: (bounded_text(limit), Field(description=description))})
+
+
+def language_name(code: str) -> str:
+    return {"zh": "Chinese (简体中文)", "en": "English"}.get(code, code)
+
+
+def forget_instruction(requests: list[ForgetRequest]) -> str:
+    """The line a rewrite prompt gets about what the user asked to forget ("None." when nothing)."""
+    if not requests:
+        return "None."
+    targets = "\n".join(f"- {redact_text(r.target)}" for r in requests)
+    return ("The user asked the assistant to forget the following. Remove it, and anything that reveals it, "
+            f"from the memory; do not mention it or that it was removed:\n{targets}")
+
+
+_BULLET = re.compile(r"^(\s*(?:[-*•]|\d+[.)])\s+)")
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*")
+
+
+def scrub(text: str, requests: list[ForgetRequest]) -> tuple[str, int]:
+    """Drop every bullet line or sentence of ``text`` that still mentions a forget request.
+
+    Returns the cleaned text and how many sentences were dropped.
+    """
+    if not requests:
+        return text, 0
+    dropped = 0
+    lines = []
+    for line in text.splitlines():
+        if not any(mentions(line, r) for r in requests):
+            lines.append(line)
+            continue
+        m = _BULLET.match(line)
+        prefix = m.group(1) if m else ""
+        sentences = [s for s in _SENTENCE_END.split(line[len(prefix):]) if s.strip()]
+        kept = [s for s in sentences if not any(mentions(s, r) for r in requests)]
+        dropped += len(sentences) - len(kept)
+        if kept:
+            lines.append(prefix + " ".join(s.strip() for s in kept))
+    return "\n".join(lines).strip(), dropped
+
+
+def scrub_items(items: list[MemoryItem], requests: list[ForgetRequest], memory: MemoryView,
+                changes: Changes) -> None:
+    """Replace (in ``changes``) every item whose text still mentions a forget request by its scrubbed copy;
+    an item left empty is deleted."""
+    for item in items:
+        cleaned, dropped = scrub(item.text, requests)
+        if not dropped:
+            continue
+        changes.upserts = [u for u in changes.upserts if u.id != item.id]
+        if cleaned:
+            changes.upserts.append(item.model_copy(update={"text": cleaned}))
+        elif item.id in memory.items:
+            changes.deletes.append(item.id)
+        changes.notes.append(f"forget request: dropped {dropped} sentence(s) from {item.id}")
+
+
+def view_with(memory: MemoryView, changes: Changes) -> MemoryView:
+    """``memory`` with ``changes`` applied (so forget handling sees the rewritten texts, not the old ones)."""
+    items = {k: v for k, v in memory.items.items() if k not in changes.deletes}
+    items.update({i.id: i for i in changes.upserts})
+    return MemoryView(memory.stage, items, memory.forgotten)
+
+
+def ask(ctx: MethodContext, prompt: Prompt, schema: type[BaseModel],
+        **values: object) -> StructuredResult[Any] | StructuredFailure:
+    """One structured call as ``memory_builder``; endpoint failures raise (the stage is retried on resume)."""
+    if ctx.llm is None:
+        raise RuntimeError("this memory method needs an LLM (role memory_builder); none was given")
+    return ctx.llm.structured(ROLE, [{"role": "user", "content": prompt.render(**values)}], schema, prompt=prompt)
+
+
+def failure_note(step: str, session: Session, failure: StructuredFailure, kept: str) -> str:
+    why = failure.errors[-1][:160] if failure.errors else "no valid output"
+    return (f"{step} failed for {session.sample_id}: invalid model output after {failure.attempts} attempt(s) "
+            f"({why}); kept the previous {kept}")
+
+
+def merge_refs(previous: list[str], new: list[str], keep_prefixes: tuple[str, ...]) -> list[str]:
+    """Refs of ``previous`` that start with one of ``keep_prefixes``, then ``new``, without duplicates."""
+    out = [r for r in previous if r.startswith(keep_prefixes)] + new
+    return list(dict.fromkeys(out))
+
+
+# ---------------------------------------------------------------- chunking
+
+
+def _split_unit(text: str, limit: int) -> list[str]:
+    """Cut one over-long unit into word runs of at most ``limit`` tokens."""
+    parts: list[str] = []
+    current: list[str] = []
+    used = 0
+    for word in text.split(" "):
+        n = max(1, count_tokens(word))
+        if current and used + n > limit:
+            parts.append(" ".join(current))
+            current, used = [], 0
+        current.append(word)
+        used += n
+    if current:
+        parts.append(" ".join(current))
+    return parts
+
+
+def chunk_units(units: list[str], limit: int) -> list[str]:
+    """Join units (log lines, dialogue turns) with newlines into chunks of at most ``limit`` tokens."""
+    limit = max(1, limit)
+    chunks: list[str] = []
+    current: list[str] = []
+    used = 0
+    for unit in units:
+        n = count_tokens(unit) + 1
+        pieces = [unit] if n <= limit else _split_unit(unit, limit - 1)
+        for piece in pieces:
+            n = count_tokens(piece) + 1
+            if current and used + n > limit:
+                chunks.append("\n".join(current))
+                current, used = [], 0
+            current.append(piece)
+            used += n
+    if current:
+        chunks.append("\n".join(current))
+    return chunks
+
+
+# ---------------------------------------------------------------- the method
+
+NO_MEMORY = "No previous memory."
+MAX_SNAPSHOTS = 20
+
+
+class AgenticMemory(MemoryMethod):
+    name = "agentic"
+    label = "Agentic memory (PersonaMem-v2)"
+    layers = ("memory",)
+    uses_llm = True
+    description = ("One human-readable memory of the user, rewritten by the LLM after every ≤5k-token chunk of the "
+                   "history (logs, then dialogue); the assistant sees it plus the current session's logs.")
+    default_config = {"chunk_tokens": 5000, "memory_chars": 8000}
+
+    @property
+    def item_id(self) -> str:
+        return f"{self.ctx.user.uid}_memory"
+
+    def ingest_logs(self, session: Session, memory: MemoryView) -> Changes:
+        units = [render_log(session, j) for j in range(len(session.logs))]
+        refs = [log_ref(session, j) for j in range(len(session.logs))]
+        return self._absorb(session, memory, "logs", units, refs, [])
+
+    def ingest_dialogue(self, session: Session, memory: MemoryView) -> Changes:
+        turns = dialogue_turns(session)
+        refs = [turn_ref(session, t) for t, _ in turns]
+        requests = forget_requests(session)
+        changes = self._absorb(session, memory, "dialogue", [text for _, text in turns], refs, requests)
+        self.honour_forget_requests(session, view_with(memory, changes), changes)
+        return changes
+
+    def _absorb(self, session: Session, memory: MemoryView, step: str, units: list[str], refs: list[str],
+                requests: list[ForgetRequest]) -> Changes:
+        changes = Changes()
+        prev = memory.items.get(self.item_id)
+        text = prev.text if prev else NO_MEMORY
+        meta = dict(prev.meta) if prev else {}
+        snapshots: list[dict[str, Any]] = list(meta.get("chunk_snapshots", []))
+        n = int(meta.get("chunks", 0))
+        limit = int(self.ctx.config.get("memory_chars", 8000))
+        header = f"Session {session.sample_id} ({session.dialogue_timestamp:%Y-%m-%d}): " + (
+            "device logs" if step == "logs" else "dialogue between the user and the assistant")
+        budget = int(self.ctx.config.get("chunk_tokens", 5000)) - count_tokens(header) - 8
+        chunks = chunk_units(units, budget)
+        prompt = load_prompt("memory/agentic_update")
+        schema = text_schema("AgenticMemoryUpdate", "memory", limit,
+                             "The whole updated memory: stand-alone bullet points about the user")
+        updated = False
+        for part, chunk in enumerate(chunks, 1):
+            n += 1
+            result = ask(self.ctx, prompt, schema, language=language_name(self.ctx.language), memory=text,
+                         chunk=f"{header} (part {part} of {len(chunks)})\n{chunk}",
+                         forget=forget_instruction(requests), memory_chars=limit)
+            if result.ok:
+                new_text = result.value.memory.strip()[:limit]
+                if new_text:
+                    text, updated = new_text, True
+            else:
+                changes.notes.append(failure_note(f"memory update (chunk {n}, {step} part {part})", session,
+                                                  result, "memory"))
+            snapshots.append({"chunk": n, "session": session.sample_id, "step": step, "part": part,
+                              "ok": bool(result.ok), "text": text})
+        scrubbed = 0
+        if requests and (prev is not None or updated):
+            text, scrubbed = scrub(text, requests)
+            for snap in snapshots:
+                snap["text"] = scrub(snap["text"], requests)[0]
+            if scrubbed:
+                changes.notes.append(f"forget request: dropped {scrubbed} sentence(s) from the memory")
+        if not updated and not scrubbed:
+            return changes
+        prefixes = (f"log:{session.sample_id}:", f"turn:{session.sample_id}:")
+        provenance = merge_refs(prev.provenance if prev else [], refs, prefixes) + [f"item:{self.item_id}"]
+        changes.upserts.append(MemoryItem(
+            id=self.item_id, layer="memory", text=text or NO_MEMORY, session_id=session.sample_id,
+            session_index=session.index, provenance=list(dict.fromkeys(provenance)),
+            meta={**meta, "chunks": n, "chunk_snapshots": snapshots[-MAX_SNAPSHOTS:]}))
+        return changes
+
+    def retrieve(self, query: str, purpose: Purpose, memory: MemoryView, current: Session | None) -> RetrievalTrace:
+        item = memory.items.get(self.item_id)
+        blocks = [PromptBlock(title="Memory", text=item.text if item else ""), self.current_logs_block(current)]
+        return self.trace(query, purpose, current, [RetrievedItem(item=item)] if item else [], blocks)

@@ -1,0 +1,467 @@
+"""H²Memory (Mem-PAL §3): hierarchical × heterogeneous memory.
+
+|            | concrete              | abstract    |
+|------------|-----------------------|-------------|
+| logs       | Log Graph → situations | Background  |
+| dialogues  | Topic Outline          | Principle   |
+
+Logs stage of session k: Log Graph over sliding windows of 10 logs (with the 10 before as
+context), connected components → situations with aspects, then the recursive 4-aspect background
+update. Dialogue stage: topic segmentation with solutions and feedback, requirement refinement with
+the session's top-3 situations and background. After the last history session, k-means (8
+clusters, ≥ 2 members each) over refined history requirements gives principles; query sessions then
+update clusters incrementally. Every LLM step has a bounded schema and a fallback, so a tiny model
+slows the memory's quality, never the build.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, Field, create_model
+
+from backends.llm.types import StructuredResult
+from backends.prompts import load_prompt
+from memory.base import MemoryMethod, MemoryView, dialogue_turns, log_ref, turn_ref
+from memory.privacy import redact_text
+from memory.types import Changes, MemoryItem, PromptBlock, Purpose, RetrievalTrace, RetrievedItem
+from palset.dataset import Session
+from palset.vocab import ASPECTS
+
+AspectName = Literal["work", "health", "family", "leisure"]
+WINDOW = 10
+
+
+# ---------------------------------------------------------------- bounded output schemas
+
+
+class SituationOut(BaseModel):
+    situation: str = Field(max_length=600)
+    situation_aspects: list[AspectName] = Field(min_length=1, max_length=4)
+
+
+class BackgroundContent(BaseModel):
+    work: str | None = Field(None, max_length=300)
+    health: str | None = Field(None, max_length=300)
+    family: str | None = Field(None, max_length=300)
+    leisure: str | None = Field(None, max_length=300)
+
+
+class BackgroundOut(BaseModel):
+    updating_aspects: list[AspectName] = Field(max_length=4)
+    updating_content: BackgroundContent
+
+
+class SolutionOut(BaseModel):
+    solution: str = Field(max_length=300)
+    user_feedback: str = Field(max_length=300)
+    feedback_type: Literal["pos", "neg", "others"]
+
+
+class TopicOut(BaseModel):
+    turn_span: list[int] = Field(min_length=2, max_length=2)
+    requirement: str = Field(max_length=400)
+    solution_list: list[SolutionOut] = Field(max_length=4)
+    preference: str = Field(max_length=400)
+
+
+class OutlineOut(BaseModel):
+    topics: list[TopicOut] = Field(min_length=1, max_length=3)
+
+
+class RefinedOut(BaseModel):
+    requirement: str = Field(max_length=500)
+
+
+class GeneralRequirementOut(BaseModel):
+    general_requirement: str = Field(max_length=120)
+
+
+class PrincipleOut(BaseModel):
+    principle: str = Field(max_length=400)
+
+
+class AdjustOut(BaseModel):
+    adjust: Literal["Yes", "No"]
+    value: str | None = Field(None, max_length=400)
+
+
+def log_graph_model(targets: list[str], allowed: list[str]) -> type[BaseModel]:
+    """A schema whose ids are enums of this window's logs, so even a tiny model can only name real logs."""
+    target_id = Literal[tuple(targets)]  # type: ignore[valid-type]
+    earlier_id = Literal[tuple(allowed)] if allowed else str  # type: ignore[valid-type]
+    relation = create_model(
+        "LogRelation",
+        log=(target_id, ...),
+        caused_by=(list[earlier_id], Field(default_factory=list, max_length=5)),  # type: ignore[valid-type]
+        follows=(list[earlier_id], Field(default_factory=list, max_length=5)),  # type: ignore[valid-type]
+    )
+    return create_model("LogGraphOut", relations=(list[relation], Field(max_length=len(targets))))  # type: ignore[valid-type]
+
+
+# ---------------------------------------------------------------- pure helpers (unit-tested)
+
+
+def windows(n_logs: int, size: int = WINDOW) -> list[tuple[list[int], list[int]]]:
+    """(analysed log indices, context log indices) per sliding window of ``size`` with ``size`` logs of context."""
+    return [(list(range(start, min(start + size, n_logs))), list(range(max(0, start - size), start)))
+            for start in range(0, n_logs, size)]
+
+
+def clean_edges(relations: list[dict[str, Any]], window: list[int], context: list[int]) -> list[tuple[int, int, str]]:
+    """Keep edges B←A with A earlier than B and inside the window; caused_by wins over follows."""
+    allowed = set(window) | set(context)
+    out: dict[tuple[int, int], str] = {}
+    for rel in relations:
+        b = int(str(rel["log"]).removeprefix("log_"))
+        if b not in window:
+            continue
+        for kind in ("caused_by", "follows"):
+            for a_id in rel.get(kind, []):
+                a = int(str(a_id).removeprefix("log_"))
+                if a in allowed and a < b and (a, b) not in out:
+                    out[(a, b)] = kind
+    return [(a, b, kind) for (a, b), kind in sorted(out.items())]
+
+
+def components(n_logs: int, edges: list[tuple[int, int, str]]) -> list[list[int]]:
+    """Connected components (singletons included) of the undirected log graph, each sorted, in order of first log."""
+    parent = list(range(n_logs))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b, _ in edges:
+        parent[find(a)] = find(b)
+    groups: dict[int, list[int]] = {}
+    for i in range(n_logs):
+        groups.setdefault(find(i), []).append(i)
+    return sorted((sorted(g) for g in groups.values()), key=lambda g: g[0])
+
+
+def constrained_kmeans(vectors: np.ndarray, k: int = 8, min_size: int = 2, attempts: int = 100,
+                       seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """k-means redone until every cluster has ≥ ``min_size`` members (Mem-PAL §3.4); k shrinks when data is scarce."""
+    from sklearn.cluster import KMeans
+
+    n = len(vectors)
+    distinct = len(np.unique(np.round(vectors, 6), axis=0))
+    k = max(1, min(k, n // min_size, distinct))
+    rng = random.Random(seed)
+    for k_try in range(k, 0, -1):  # if k cannot satisfy the size rule, fewer clusters can
+        for _ in range(attempts if k_try == k else 20):
+            km = KMeans(n_clusters=k_try, n_init=1, random_state=rng.randrange(2**31)).fit(vectors)
+            labels = _compact(km.labels_)
+            sizes = np.bincount(labels)
+            if sizes.min() >= min_size:
+                centers = np.vstack([vectors[labels == c].mean(axis=0) for c in range(len(sizes))])
+                return labels, centers
+    labels = np.zeros(n, dtype=int)
+    return labels, vectors.mean(axis=0, keepdims=True)
+
+
+def _compact(labels: np.ndarray) -> np.ndarray:
+    """Renumber cluster labels 0..m-1 (k-means may leave a cluster empty)."""
+    _, inverse = np.unique(labels, return_inverse=True)
+    return inverse
+
+
+def tile_spans(spans: list[list[int]], n_turns: int) -> list[tuple[int, int]]:
+    """Make topic turn spans contiguous and cover turns 1..n (a tolerable error in the spec)."""
+    starts = sorted({max(1, min(n_turns, s[0])) for s in spans})
+    starts[0] = 1
+    return [(start, (starts[i + 1] - 1) if i + 1 < len(starts) else n_turns) for i, start in enumerate(starts)]
+
+
+# ---------------------------------------------------------------- the method
+
+
+class H2Memory(MemoryMethod):
+    name = "h2memory"
+    label = "H²Memory"
+    layers = ("log_graph", "situation", "background", "topic_outline", "principle")
+    uses_llm = True
+    description = ("Log Graph → situations, recursive Background, Topic Outlines with refined requirements, "
+                   "Principles from clustered history topics (Mem-PAL).")
+    default_config = {"k_situations": 3, "k_topics": 3, "clusters": 8, "seed": 0}
+
+    # ------------------------------------------------------------ LLM plumbing
+
+    def _ask(self, prompt_name: str, model: type[BaseModel], notes: list[str], what: str, **values: Any):
+        """One structured call; None (and a note) when the model never produced valid output."""
+        if self.ctx.llm is None:
+            notes.append(f"{what}: no LLM configured")
+            return None
+        prompt = load_prompt(f"memory/{prompt_name}")
+        out = self.ctx.llm.structured("memory_builder", [{"role": "user", "content": prompt.render(**values)}], model,
+                                      prompt=prompt)
+        if isinstance(out, StructuredResult):
+            return out.value
+        notes.append(f"{what}: model output invalid after {out.attempts} tries ({out.errors[-1][:120]}); fallback used")
+        return None
+
+    # ------------------------------------------------------------ logs stage
+
+    def ingest_logs(self, session: Session, memory: MemoryView) -> Changes:
+        changes = Changes()
+        edges = self._log_graph(session, changes.notes)
+        if session.logs:
+            changes.upserts.append(MemoryItem(
+                id=f"{session.sample_id}_log_graph", layer="log_graph", session_id=session.sample_id,
+                session_index=session.index, provenance=[log_ref(session, j) for j in range(len(session.logs))],
+                text=f"{len(edges)} relations among {len(session.logs)} logs",
+                meta={"edges": [[a, b, kind] for a, b, kind in edges]}))
+        situations = self._situations(session, edges, changes.notes)
+        changes.upserts += situations
+        changes.upserts += self._background(session, memory, situations, changes.notes)
+        return changes
+
+    def _log_graph(self, session: Session, notes: list[str]) -> list[tuple[int, int, str]]:
+        logs = {f"log_{j}": {"timestamp": f"{lg.timestamp:%Y-%m-%d %H:%M}", "content": redact_text(lg.content)}
+                for j, lg in enumerate(session.logs)}
+        edges: list[tuple[int, int, str]] = []
+        for w, (window, context) in enumerate(windows(len(session.logs))):
+            if len(window) + len(context) < 2:
+                continue
+            targets = [f"log_{j}" for j in window]
+            allowed = [f"log_{j}" for j in context + window[:-1]]
+            out = self._ask("h2_log_graph", log_graph_model(targets, allowed), notes, f"log graph window {w}",
+                            targets=json.dumps({t: logs[t] for t in targets}, ensure_ascii=False),
+                            context=json.dumps({c: logs[c] for c in [f"log_{j}" for j in context]}, ensure_ascii=False),
+                            logs=", ".join(logs))
+            if out is not None:
+                edges += clean_edges([r.model_dump() for r in out.relations], window, context)
+        return sorted(set(edges))
+
+    def _situations(self, session: Session, edges: list[tuple[int, int, str]], notes: list[str]) -> list[MemoryItem]:
+        items = []
+        for c, group in enumerate(components(len(session.logs), edges)):
+            lines = []
+            for j in group:
+                # each log shows its caused_by list, or its follows list when it has no cause (spec §3.1)
+                caused = [a for a, b, kind in edges if b == j and kind == "caused_by"]
+                follows = [a for a, b, kind in edges if b == j and kind == "follows"]
+                rel = ("caused_by", caused) if caused else ("follows", follows) if follows else None
+                suffix = f" ({rel[0]}: {', '.join(f'log_{a}' for a in rel[1])})" if rel else ""
+                lg = session.logs[j]
+                lines.append(f"log_{j} [{lg.timestamp:%Y-%m-%d %H:%M}] {redact_text(lg.content)}{suffix}")
+            out = self._ask("h2_situation", SituationOut, notes, f"situation {c}", logs="\n".join(lines))
+            text = out.situation if out else " ".join(redact_text(session.logs[j].content) for j in group)[:600]
+            aspects = list(dict.fromkeys(out.situation_aspects)) if out else []
+            items.append(MemoryItem(
+                id=f"{session.sample_id}_situation{c}", layer="situation", text=text, session_id=session.sample_id,
+                session_index=session.index, provenance=[log_ref(session, j) for j in group],
+                importance=float(len(group)), meta={"aspects": aspects, "log_ids": group}))
+        return items
+
+    def _background(self, session: Session, memory: MemoryView, situations: list[MemoryItem],
+                    notes: list[str]) -> list[MemoryItem]:
+        uid = self.ctx.user.uid
+        current = {a: memory.items.get(f"{uid}_background_{a}") for a in ASPECTS}
+        first = self.ctx.user.sessions[0]
+        old_span = f"{first.logs[0].timestamp:%Y-%m-%d} … {session.logs[0].timestamp:%Y-%m-%d}" if session.logs and first.logs else "nothing yet"
+        new_span = (f"{session.logs[0].timestamp:%Y-%m-%d} … {session.dialogue_timestamp:%Y-%m-%d}"
+                    if session.logs else f"{session.dialogue_timestamp:%Y-%m-%d}")
+        out = self._ask("h2_background", BackgroundOut, notes, "background update",
+                        old_span=old_span, new_span=new_span,
+                        background="\n".join(f"- {a}: {current[a].text if current[a] else ''}" for a in ASPECTS),
+                        situations="\n".join(f"- {s.text}" for s in situations) or "(none)")
+        items = []
+        for a in ASPECTS:
+            new_text = getattr(out.updating_content, a) if out and a in out.updating_aspects else None
+            previous = current[a]
+            if new_text:
+                prov = [f"item:{s.id}" for s in situations if a in s.meta.get("aspects", [])][:10]
+                items.append(MemoryItem(id=f"{uid}_background_{a}", layer="background", text=new_text,
+                                        session_id=session.sample_id, session_index=session.index,
+                                        provenance=prov or [f"item:{s.id}" for s in situations[:3]], meta={"aspect": a}))
+            elif previous is None:
+                items.append(MemoryItem(id=f"{uid}_background_{a}", layer="background", text="",
+                                        session_id=session.sample_id, session_index=session.index, meta={"aspect": a}))
+        return items
+
+    # ------------------------------------------------------------ dialogue stage
+
+    def ingest_dialogue(self, session: Session, memory: MemoryView) -> Changes:
+        changes = Changes()
+        outlines = self._outlines(session, memory, changes.notes)
+        if session.split == "query":
+            outlines, principles = self._update_principles(outlines, memory, changes.notes)
+            changes.upserts += principles
+        changes.upserts += outlines
+        self.honour_forget_requests(session, memory, changes)
+        return changes
+
+    def _outlines(self, session: Session, memory: MemoryView, notes: list[str]) -> list[MemoryItem]:
+        turns = dialogue_turns(session)
+        if not turns:
+            return []
+        numbered = "\n".join(f"turn_{t}:\n{text}" for t, text in turns)
+        out = self._ask("h2_topic_outline", OutlineOut, notes, "topic outline", dialogue=numbered)
+        if out is None:
+            first_user = turns[0][1].split("\n")[0].removeprefix("user: ")
+            topics = [TopicOut(turn_span=[1, len(session.turns)], requirement=first_user[:400], solution_list=[],
+                               preference="")]
+        else:
+            topics = out.topics
+        spans = tile_spans([t.turn_span for t in topics], len(session.turns))
+        items = []
+        for t, (topic, (a, b)) in enumerate(zip(topics, spans)):
+            refined, situation_ids = self._refine(session, memory, topic.requirement, notes)
+            items.append(MemoryItem(
+                id=f"{session.sample_id}_topic{t}", layer="topic_outline", text=refined,
+                session_id=session.sample_id, session_index=session.index,
+                provenance=[turn_ref(session, n) for n in range(a, b + 1)] + [f"item:{s}" for s in situation_ids],
+                meta={"turn_span": [a, b], "requirement_original": topic.requirement,
+                      "solutions": [s.model_dump() for s in topic.solution_list], "preference": topic.preference,
+                      "cluster": None}))
+        return items
+
+    def _refine(self, session: Session, memory: MemoryView, requirement: str, notes: list[str]) -> tuple[str, list[str]]:
+        hits = self.ctx.index.search("situation", requirement, int(self.ctx.config["k_situations"]), memory.stage,
+                                     where={"session_index": session.index}, exclude=memory.forgotten)
+        situations = [memory.items[i] for i, _ in hits if i in memory.items]
+        background = self._background_lines(memory, situations)
+        out = self._ask("h2_refine", RefinedOut, notes, "requirement refinement", requirement=requirement,
+                        situations="\n".join(f"- {s.text}" for s in situations) or "(none)",
+                        background=background or "(none)")
+        return (out.requirement if out else requirement), [s.id for s in situations]
+
+    def _background_lines(self, memory: MemoryView, situations: list[MemoryItem]) -> str:
+        uid = self.ctx.user.uid
+        aspects = [a for a in ASPECTS if any(a in s.meta.get("aspects", []) for s in situations)]
+        lines = []
+        for a in aspects:
+            item = memory.items.get(f"{uid}_background_{a}")
+            if item and item.text:
+                lines.append(f"- {a}: {item.text}")
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------ principles
+
+    def finish_history(self, memory: MemoryView) -> Changes:
+        changes = Changes()
+        topics = sorted(memory.layer("topic_outline"), key=lambda i: i.id)
+        if not topics:
+            return changes
+        vectors = self.ctx.embedder.embed_documents([t.text for t in topics])
+        labels, centers = constrained_kmeans(vectors, int(self.ctx.config["clusters"]), seed=int(self.ctx.config["seed"]))
+        rng = random.Random(int(self.ctx.config["seed"]))
+        uid = self.ctx.user.uid
+        last = topics[-1]
+        for c in sorted(set(int(x) for x in labels)):
+            members = [t for t, lab in zip(topics, labels) if int(lab) == c]
+            sample = rng.sample(members, min(10, len(members)))
+            general = self._ask("h2_principle_requirement", GeneralRequirementOut, changes.notes, f"cluster {c} requirement",
+                                requirements="\n".join(f"- {t.text}" for t in sample))
+            general_text = general.general_requirement if general else sample[0].meta.get("requirement_original", sample[0].text)[:120]
+            principle = self._ask("h2_principle_preference", PrincipleOut, changes.notes, f"cluster {c} principle",
+                                  general_requirement=general_text,
+                                  preferences="\n".join(f"- {t.meta.get('preference', '')}" for t in sample if t.meta.get("preference")) or "(none)")
+            principle_text = principle.principle if principle else ""
+            changes.upserts.append(self._principle_item(uid, c, general_text, principle_text, members, centers[c],
+                                                        len(members), last))
+            for t in members:
+                changes.upserts.append(t.model_copy(update={"meta": {**t.meta, "cluster": c}}))
+        return changes
+
+    def _principle_item(self, uid: str, c: int, general: str, principle: str, members: list[MemoryItem],
+                        centroid: np.ndarray, count: int, at: MemoryItem) -> MemoryItem:
+        return MemoryItem(
+            id=f"{uid}_cluster{c}", layer="principle", text=f"{general}: {principle}".strip(": "),
+            session_id=at.session_id, session_index=at.session_index,
+            provenance=[f"item:{m.id}" for m in members][:20], importance=float(count),
+            meta={"general_requirement": general, "principle": principle, "members": [m.id for m in members],
+                  "centroid": [round(float(x), 6) for x in centroid], "count": count})
+
+    def _update_principles(self, outlines: list[MemoryItem], memory: MemoryView,
+                           notes: list[str]) -> tuple[list[MemoryItem], list[MemoryItem]]:
+        """Assign each new topic to the nearest centroid, move it, and let the LLM adjust the cluster's texts."""
+        principles = {p.id: p for p in memory.layer("principle")}
+        if not principles or not outlines:
+            return outlines, []
+        vectors = self.ctx.embedder.embed_documents([o.text for o in outlines])
+        updated: dict[str, MemoryItem] = {}
+        out_items: list[MemoryItem] = []
+        for outline, vec in zip(outlines, vectors):
+            current = {**principles, **updated}
+            pid = min(current, key=lambda k: float(np.linalg.norm(np.array(current[k].meta["centroid"]) - vec)))
+            p = current[pid]
+            count = int(p.meta["count"]) + 1
+            centroid = (np.array(p.meta["centroid"]) * (count - 1) + vec) / count
+            general, principle = p.meta["general_requirement"], p.meta["principle"]
+            adj = self._ask("h2_principle_update", AdjustOut, notes, f"{pid} requirement update", field="general requirement",
+                            current=general, requirement=outline.text, preference=outline.meta.get("preference", ""),
+                            extra=" and free of preferences")
+            if adj and adj.adjust == "Yes" and adj.value:
+                general = adj.value[:120]
+            adj = self._ask("h2_principle_update", AdjustOut, notes, f"{pid} principle update", field="principle",
+                            current=principle, requirement=outline.text, preference=outline.meta.get("preference", ""),
+                            extra="")
+            if adj and adj.adjust == "Yes" and adj.value:
+                principle = adj.value
+            members = [*p.meta["members"], outline.id]
+            updated[pid] = p.model_copy(update={
+                "text": f"{general}: {principle}".strip(": "), "session_id": outline.session_id,
+                "session_index": outline.session_index, "importance": float(count),
+                "provenance": (p.provenance + [f"item:{outline.id}"])[-20:],
+                "meta": {**p.meta, "general_requirement": general, "principle": principle, "members": members,
+                         "centroid": [round(float(x), 6) for x in centroid], "count": count}})
+            cluster = int(pid.rsplit("cluster", 1)[1])
+            out_items.append(outline.model_copy(update={"meta": {**outline.meta, "cluster": cluster}}))
+        return out_items, list(updated.values())
+
+    # ------------------------------------------------------------ retrieval
+
+    def retrieve(self, query: str, purpose: Purpose, memory: MemoryView, current: Session | None) -> RetrievalTrace:
+        cfg = self.ctx.config
+        if current is not None:
+            where_sit: dict[str, Any] = {"session_index": current.index}
+            where_topic: dict[str, Any] = {"session_index": {"$lt": current.index}}
+        else:
+            latest = max((i.session_index for i in memory.items.values()), default=0)
+            where_sit, where_topic = {"session_index": latest}, {}
+        sit_hits = self.ctx.index.search("situation", query, int(cfg["k_situations"]), memory.stage, where=where_sit,
+                                         exclude=memory.forgotten)
+        topic_hits = self.ctx.index.search("topic_outline", query, int(cfg["k_topics"]), memory.stage,
+                                           where=where_topic or None, exclude=memory.forgotten)
+        situations = [RetrievedItem(item=memory.items[i], score=s) for i, s in sit_hits if i in memory.items]
+        topics = [RetrievedItem(item=memory.items[i], score=s) for i, s in topic_hits if i in memory.items]
+        uid = self.ctx.user.uid
+        aspects = [a for a in ASPECTS if any(a in r.item.meta.get("aspects", []) for r in situations)]
+        background = [memory.items[f"{uid}_background_{a}"] for a in aspects
+                      if f"{uid}_background_{a}" in memory.items and memory.items[f"{uid}_background_{a}"].text]
+        clusters = list(dict.fromkeys(r.item.meta.get("cluster") for r in topics if r.item.meta.get("cluster") is not None))
+        principles = [memory.items[f"{uid}_cluster{c}"] for c in clusters if f"{uid}_cluster{c}" in memory.items][:3]
+        blocks = [PromptBlock(title="User background and recent situations", text="\n".join(
+            [f"- {b.meta['aspect']}: {b.text}" for b in background] + [f"- {r.item.text}" for r in situations]))]
+        if purpose == "requirement":
+            blocks.append(PromptBlock(title="The user's past requirements", text="\n".join(
+                [f"- general type: {p.meta['general_requirement']}" for p in principles]
+                + [f"- {r.item.text}" for r in topics])))
+        else:
+            blocks.append(PromptBlock(title="The user's principles", text="\n".join(
+                f"- {p.meta['general_requirement']}: {p.meta['principle']}" for p in principles)))
+            blocks.append(PromptBlock(title="Past requirements and how the user received solutions",
+                                      text="\n\n".join(self._topic_with_feedback(r.item) for r in topics)))
+        retrieved = situations + topics + [RetrievedItem(item=b) for b in background] + [RetrievedItem(item=p) for p in principles]
+        return self.trace(query, purpose, current, retrieved, blocks)
+
+    @staticmethod
+    def _topic_with_feedback(item: MemoryItem) -> str:
+        groups: dict[str, list[str]] = {"pos": [], "neg": [], "others": []}
+        for s in item.meta.get("solutions", []):
+            groups.get(s.get("feedback_type", "others"), groups["others"]).append(
+                f"  - {s.get('solution', '')} (user: {s.get('user_feedback', '')})")
+        lines = [f"- requirement: {item.text}"]
+        for kind, title in (("pos", "accepted"), ("neg", "rejected"), ("others", "other")):
+            if groups[kind]:
+                lines.append(f"  {title}:")
+                lines += groups[kind]
+        return "\n".join(lines)

@@ -1,0 +1,53 @@
+"""A scripted H²Memory 'LLM': answers each structured step by schema name, deterministically."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from backends.llm.types import ChatRequest
+from tests.memory.conftest import prompt_text, schema_name
+
+
+def h2_reply(req: ChatRequest) -> str:
+    name = schema_name(req)
+    prompt = prompt_text(req)
+    if name == "LogGraphOut":
+        schema = req.response_format["json_schema"]["schema"]
+        rel = schema["properties"]["relations"]["items"]["properties"]
+        targets = rel["log"]["enum"]
+        allowed = set(rel["follows"]["items"].get("enum", []))
+        out = []
+        for t in targets:
+            b = int(t.removeprefix("log_"))
+            prev = f"log_{b - 2}"  # even and odd logs form two chains → two situations per session
+            out.append({"log": t, "caused_by": [], "follows": [prev] if prev in allowed else []})
+        return json.dumps({"relations": out})
+    if name == "SituationOut":
+        first = re.search(r"log_(\d+)", prompt).group(1)
+        aspect = "work" if int(first) % 2 == 0 else "health"
+        return json.dumps({"situation": f"situation starting at log {first}: " + prompt.splitlines()[2][:80],
+                           "situation_aspects": [aspect]})
+    if name == "BackgroundOut":
+        span = re.search(r"New situations of the user \((.*?)\)", prompt).group(1)
+        return json.dumps({"updating_aspects": ["work"], "updating_content": {"work": f"works hard ({span})"}})
+    if name == "OutlineOut":
+        turns = [int(n) for n in re.findall(r"turn_(\d+):", prompt)]
+        mid = max(turns[len(turns) // 2 - 1], 1)
+        return json.dumps({"topics": [
+            {"turn_span": [1, mid], "requirement": "needs help with sleep after night shifts",
+             "solution_list": [{"solution": "blackout blind", "user_feedback": "liked it", "feedback_type": "pos"},
+                               {"solution": "meditation app", "user_feedback": "hated it", "feedback_type": "neg"}],
+             "preference": "likes concrete fixes, rejects apps"},
+            {"turn_span": [mid + 1, max(turns)], "requirement": "wants to support her brother",
+             "solution_list": [], "preference": "prefers listening"}]})
+    if name == "RefinedOut":
+        req_text = re.search(r"A user's requirement from a conversation: (.*)", prompt).group(1)
+        return json.dumps({"requirement": f"refined: {req_text}"})
+    if name == "GeneralRequirementOut":
+        return json.dumps({"general_requirement": "general need"})
+    if name == "PrincipleOut":
+        return json.dumps({"principle": "likes concrete fixes"})
+    if name == "AdjustOut":
+        return json.dumps({"adjust": "Yes", "value": "adjusted"} if "principle" in prompt[:60] else {"adjust": "No"})
+    raise AssertionError(f"unexpected request {name}")

@@ -1,0 +1,147 @@
+"""H²Memory with a scripted LLM: windows, components, background, outlines, principles, retrieval."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from backends.llm.errors import Cancelled
+from memory.methods.h2memory import clean_edges, components, constrained_kmeans, tile_spans, windows
+from memory.store import dialogue_stage, logs_stage
+from tests.memory.h2_fake import h2_reply
+
+
+def test_windows_are_ten_logs_with_ten_of_context():
+    w = windows(25)
+    assert w[0] == (list(range(10)), [])
+    assert w[1] == (list(range(10, 20)), list(range(10)))
+    assert w[2] == (list(range(20, 25)), list(range(10, 20)))
+
+
+def test_edges_only_point_to_earlier_logs_inside_the_window():
+    rels = [{"log": "log_12", "caused_by": ["log_3", "log_13"], "follows": ["log_3", "log_11"]},
+            {"log": "log_5", "caused_by": ["log_1"], "follows": []}]
+    assert clean_edges(rels, list(range(10, 20)), list(range(10))) == [(3, 12, "caused_by"), (11, 12, "follows")]
+
+
+def test_components_include_singletons_in_log_order():
+    assert components(6, [(0, 2, "follows"), (2, 4, "caused_by"), (1, 3, "follows")]) == [[0, 2, 4], [1, 3], [5]]
+
+
+def test_constrained_kmeans_gives_every_cluster_two_members():
+    rng = np.random.default_rng(0)
+    vecs = np.vstack([rng.normal(c, 0.1, size=(n, 4)) for c, n in ((0, 9), (5, 1), (10, 6))])
+    labels, centers = constrained_kmeans(vecs, k=8)
+    assert np.bincount(labels).min() >= 2 and len(centers) == len(set(labels.tolist())) <= 8
+
+
+def test_tile_spans_repairs_gaps_and_overlaps():
+    assert tile_spans([[1, 2], [4, 6]], 6) == [(1, 3), (4, 6)]
+    assert tile_spans([[2, 5]], 5) == [(1, 5)]
+
+
+def build(build_memory, user, **kw):
+    builder, fake = build_memory("h2memory", user, h2_reply, **kw)
+    builder.run()
+    return builder, fake
+
+
+def test_full_build_layers_and_provenance(build_memory, tiny_user):
+    builder, fake = build(build_memory, tiny_user)
+    final = {i.id: i for i in builder.store.items_as_of(builder.build_id, dialogue_stage(3))}
+    layers = {i.layer for i in final.values()}
+    assert layers == {"log_graph", "situation", "background", "topic_outline", "principle"}
+    for s in tiny_user.sessions:
+        sits = [i for i in final.values() if i.layer == "situation" and i.session_id == s.sample_id]
+        assert len(sits) == 2  # even and odd chains
+        assert all(p.startswith(f"log:{s.sample_id}:") for i in sits for p in i.provenance)  # never cross sessions
+        graph = final[f"{s.sample_id}_log_graph"]
+        assert all(0 <= a < b < len(s.logs) for a, b, _ in graph.meta["edges"])
+    outline = final[f"{tiny_user.sessions[0].sample_id}_topic0"]
+    assert outline.text.startswith("refined: ") and outline.meta["requirement_original"].startswith("needs help")
+    assert any(p.startswith("turn:") for p in outline.provenance) and any(p.startswith("item:") for p in outline.provenance)
+
+
+def test_background_is_versioned_per_session(build_memory, tiny_user):
+    builder, _ = build(build_memory, tiny_user)
+    uid = tiny_user.uid
+    texts = [next(i.text for i in builder.store.items_as_of(builder.build_id, logs_stage(k)) if i.id == f"{uid}_background_work")
+             for k in range(4)]
+    assert len(set(texts)) == 4
+    diff = builder.store.diff(builder.build_id, logs_stage(2), since=dialogue_stage(1))
+    assert [b.id for b, _ in diff.changed] == [f"{uid}_background_work"]
+    assert {i.layer for i in diff.added} == {"log_graph", "situation"}
+
+
+def test_principles_cluster_history_topics_then_update_on_query_sessions(build_memory, tiny_user):
+    builder, _ = build(build_memory, tiny_user)
+    after_history = builder.store.items_as_of(builder.build_id, dialogue_stage(2))
+    principles = [i for i in after_history if i.layer == "principle"]
+    topics = [i for i in after_history if i.layer == "topic_outline"]
+    assert principles and all(len(p.meta["members"]) >= 2 for p in principles)
+    assert sum(len(p.meta["members"]) for p in principles) == len(topics) == 6
+    assert all(t.meta["cluster"] is not None for t in topics)
+    final = builder.store.items_as_of(builder.build_id, dialogue_stage(3))
+    query_topics = [i for i in final if i.layer == "topic_outline" and i.session_id == tiny_user.query[0].sample_id]
+    assert query_topics and all(t.meta["cluster"] is not None for t in query_topics)
+    counts_before = sum(p.meta["count"] for p in principles)
+    counts_after = sum(p.meta["count"] for p in final if p.layer == "principle")
+    assert counts_after == counts_before + len(query_topics)
+    assert any(p.meta["principle"] == "adjusted" for p in final if p.layer == "principle")
+
+
+def test_incremental_build_equals_full_build_and_resumes(build_memory, tiny_user, tmp_path, monkeypatch):
+    full, fake_full = build(build_memory, tiny_user)
+    monkeypatch.setenv("PAL_HOME", str(tmp_path / "other"))
+    step, fake_step = build_memory("h2memory", tiny_user, h2_reply, dataset="ds2")
+    cancel = threading.Event()
+    with pytest.raises(Cancelled):
+        step.run(progress=lambda done, total, what: cancel.set() if done == 3 else None, cancel=cancel)
+    assert step.store.done_stages(step.build_id) == [0, 1, 2]
+    for k in range(len(tiny_user.sessions)):
+        step.run(until_session=k)
+    a = {(i.id, i.text) for i in full.store.items_as_of(full.build_id, dialogue_stage(3))}
+    b = {(i.id, i.text) for i in step.store.items_as_of(step.build_id, dialogue_stage(3))}
+    assert a == b
+    # every LLM call is recorded once per build (cache hits included): resuming redid nothing
+    assert step.llm.store.totals(run_id=step.build_id).calls == full.llm.store.totals(run_id=full.build_id).calls
+
+
+def test_retrieval_follows_the_spec(build_memory, tiny_user):
+    builder, _ = build(build_memory, tiny_user)
+    current = tiny_user.query[0]
+    req = builder.retrieve("sleep after night shifts", "requirement", current)
+    sits = [r.item for r in req.items if r.item.layer == "situation"]
+    topics = [r.item for r in req.items if r.item.layer == "topic_outline"]
+    assert sits and all(s.session_id == current.sample_id for s in sits) and len(sits) <= 3
+    assert topics and all(t.session_index < current.index for t in topics) and len(topics) <= 3
+    assert "rejected" not in req.context and "accepted" not in req.context  # no preference content
+    assert "general type: general need" in req.context
+    sol = builder.retrieve("sleep after night shifts", "solution", current)
+    assert "The user's principles" in sol.context and "rejected:" in sol.context and "meditation app" in sol.context
+    assert 0 < sol.tokens < sol.full_history_tokens
+
+
+def test_forgetting_an_item_forgets_what_derives_from_it(build_memory, tiny_user):
+    builder, _ = build(build_memory, tiny_user)
+    current = tiny_user.query[0]
+    before = builder.retrieve("needs help with sleep", "requirement", current)
+    target = next(r.item for r in before.items if r.item.layer == "topic_outline")
+    forgotten = builder.forget({target.id})
+    assert target.id in forgotten
+    principle_ids = {i.id for i in builder.store.items_as_of(builder.build_id, 10**6, include_forgotten=True)
+                     if i.layer == "principle" and f"item:{target.id}" in i.provenance}
+    assert principle_ids <= forgotten  # derived items go too
+    after = builder.retrieve("needs help with sleep", "requirement", current)
+    assert target.id not in {r.item.id for r in after.items}
+    assert not set(r.item.id for r in after.items) & forgotten
+
+
+def test_bad_model_output_never_breaks_the_build(build_memory, tiny_user):
+    builder, fake = build_memory("h2memory", tiny_user, lambda req: "I am a tiny model and I like turtles")
+    info = builder.run()
+    assert info.stages_done == 8
+    items = builder.store.items_as_of(builder.build_id, dialogue_stage(3))
+    assert {i.layer for i in items} >= {"situation", "topic_outline", "background"}
+    notes = [n for ns in builder.store.notes(builder.build_id).values() for n in ns]
+    assert any("fallback used" in n for n in notes)
