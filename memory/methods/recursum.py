@@ -14,7 +14,7 @@ from memory.base import (
     render_logs,
     turn_ref,
 )
-from memory.methods.agentic import (
+from memory.rewriting import (
     ask,
     failure_note,
     forget_instruction,
