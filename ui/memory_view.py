@@ -23,6 +23,7 @@ from backends.paths import state_path
 from backends.vectorstore import ChromaStore
 from memory.build import MemoryBuilder
 from memory.methods import METHODS, get_method_class
+from memory.service import dataset_key
 from memory.store import BuildInfo, MemoryStore, SessionDiff, dialogue_stage, logs_stage
 from memory.types import MemoryItem, Purpose, RetrievalTrace
 from palset.dataset import Dataset, Session, User
@@ -129,7 +130,7 @@ def render_memory(dataset: Dataset) -> None:
         st.info("This user has no sessions in this dataset (partial release): there is nothing to remember.")
         return
     try:
-        builder = open_builder(dataset.name, user, method)
+        builder = open_builder(dataset_key(dataset.root), user, method)
     except (ConfigError, ValueError) as e:
         st.error(f"Cannot open the memory of {md_escape(user.uid)} with {method}: {md_escape(e)}")
         return
