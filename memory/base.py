@@ -129,6 +129,7 @@ class MemoryMethod(ABC):
     label: ClassVar[str]
     layers: ClassVar[tuple[str, ...]] = ()
     uses_llm: ClassVar[bool] = False
+    uses_query: ClassVar[bool] = True
     description: ClassVar[str] = ""
 
     def __init__(self, ctx: MethodContext):

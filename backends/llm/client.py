@@ -8,7 +8,7 @@ tokens, latency, cache hit, error), and redact configured keys from anything tha
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -91,6 +91,12 @@ class LLMClient:
         redacted = type(e)(self.redact(str(e)), status=e.status, retry_after=e.retry_after)
         raise redacted from None
 
+    def evict(self, role: str, messages: MessagesIn, cache_salt: str = "", **overrides: Any) -> None:
+        """Drop a cached answer the caller rejected (unparsable, empty), so asking again really asks again."""
+        if self.cache is not None:
+            req = self._request(role, messages, overrides)
+            self.cache.delete(cache_key(self.provider(role).endpoint, req, cache_salt))
+
     # ------------------------------------------------------------------ calls
 
     def chat(self, role: str, messages: MessagesIn, *, prompt: Prompt | None = None, use_cache: bool = True,
@@ -116,12 +122,13 @@ class LLMClient:
         return result
 
     def stream(self, role: str, messages: MessagesIn, *, prompt: Prompt | None = None, use_cache: bool = True,
-               cancel: threading.Event | None = None, **overrides: Any) -> Iterator[str | ChatResult]:
+               cache_salt: str = "", cancel: threading.Event | None = None,
+               **overrides: Any) -> Iterator[str | ChatResult]:
         """Yield text deltas then the final :class:`ChatResult`. Connection failures before the first
         token are retried; a cached answer is replayed at once."""
         provider = self.provider(role)
         req = self._request(role, messages, overrides)
-        key = cache_key(provider.endpoint, req) if self.cache is not None and use_cache else None
+        key = cache_key(provider.endpoint, req, cache_salt) if self.cache is not None and use_cache else None
         if key and (hit := self.cache.get(key)) is not None:  # type: ignore[union-attr]
             self._record(role, provider, req, prompt, hit, None)
             yield hit.text
@@ -156,9 +163,12 @@ class LLMClient:
 
     def structured(self, role: str, messages: MessagesIn, model: type[M], *, prompt: Prompt | None = None,
                    retries: int = 2, use_cache: bool = True, cache_salt: str = "",
-                   cancel: threading.Event | None = None, **overrides: Any) -> StructuredResult[M] | StructuredFailure:
+                   cancel: threading.Event | None = None, check: Callable[[M], str | None] | None = None,
+                   **overrides: Any) -> StructuredResult[M] | StructuredFailure:
         """Ask for an instance of ``model``: bounded JSON schema, tolerant parsing, validation errors fed back.
 
+        ``check`` may reject a parsed value with a message (a semantic rule the schema cannot express);
+        it is treated like a validation error. Rejected answers are evicted from the cache.
         Never raises for a model's slip: after ``retries`` corrections it returns a
         :class:`StructuredFailure` with every raw text. Endpoint failures still raise :class:`LLMError`.
         """
@@ -183,8 +193,12 @@ class LLMClient:
             raws.append(result.text)
             try:
                 value, repaired = parse_structured(result.text, model)
+                if check is not None and (problem := check(value)):  # type: ignore[arg-type]
+                    raise StructuredError(problem)
             except StructuredError as e:
                 errors.append(str(e))
+                if use_cache:
+                    self.evict(role, msgs, cache_salt, **overrides)
                 msgs = [*msgs, Message(role="assistant", content=result.text[:4000]),
                         Message(role="user", content=f"That reply was rejected: {e}. Reply again with only the corrected JSON object.")]
                 continue

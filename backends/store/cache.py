@@ -55,6 +55,10 @@ class ResponseCache:
             conn.execute("INSERT OR REPLACE INTO response_cache (key, endpoint, model, result, created_at) "
                          "VALUES (?, ?, ?, ?, ?)", (key, endpoint, result.model, result.model_dump_json(), time.time()))
 
+    def delete(self, key: str) -> None:
+        with connect(self.path) as conn:
+            conn.execute("DELETE FROM response_cache WHERE key = ?", (key,))
+
     def size(self) -> int:
         with connect(self.path) as conn:
             return int(conn.execute("SELECT COUNT(*) FROM response_cache").fetchone()[0])

@@ -8,6 +8,7 @@ from palset.dataset import Session
 
 
 class Vanilla(MemoryMethod):
+    uses_query = False  # retrieval ignores the query: no summarisation call needed
     name = "vanilla"
     label = "Vanilla (w/o log)"
     description = "No memory: the assistant sees only the dialogue so far (the paper's multi-turn default assistant)."
@@ -17,6 +18,7 @@ class Vanilla(MemoryMethod):
 
 
 class VanillaWithLog(MemoryMethod):
+    uses_query = False  # retrieval ignores the query: no summarisation call needed
     name = "vanilla-log"
     label = "Vanilla (with log)"
     description = "All logs of the current session as '- [timestamp] content' lines; no dialogue history."
@@ -28,6 +30,7 @@ class VanillaWithLog(MemoryMethod):
 class FullHistory(MemoryMethod):
     """Long-context baseline: every earlier session's logs and dialogue, then the current logs."""
 
+    uses_query = False  # retrieval ignores the query: no summarisation call needed
     name = "full-history"
     label = "Full history (long context)"
     layers = ("session_logs", "session_dialogue")

@@ -1,0 +1,223 @@
+"""Run many simulations at once: plan every (user, query topic, method), run them on N worker threads.
+
+Run ids come from the specs, so a batch is resumable by construction: re-running the same batch skips
+the finished runs and completes the partial and failed ones at their next missing utterance (each
+utterance is written exactly once, see :mod:`sim.runner`). A cancel stops each worker between two
+utterances and leaves its run resumable.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+
+from backends.llm.client import LLMClient
+from backends.llm.errors import LLMError
+from memory.methods import get_method_class
+from memory.store import logs_stage
+from palset.dataset import Dataset
+from sim.roles import SimulationError
+from sim.runner import Simulation, retry_failed
+from sim.service import make_spec, open_simulation
+from sim.store import SimStore, run_id_for
+from sim.types import RunSpec
+
+LLMFactory = Callable[[], LLMClient]
+
+
+@dataclass
+class RunOutcome:
+    """What one run of the batch ended as: finished, failed, skipped (already finished) or cancelled."""
+
+    run_id: str
+    status: str
+    utterances: int = 0  # stored utterances of the run after this batch
+    written: int = 0  # of which written by this batch
+    seconds: float = 0.0
+    error: str | None = None
+
+
+Progress = Callable[[int, int, RunOutcome], None]  # (runs done, runs total, the run just done)
+
+
+@dataclass
+class BatchSummary:
+    runs: int = 0
+    finished: int = 0
+    failed: int = 0
+    skipped: int = 0
+    cancelled: int = 0
+    utterances_written: int = 0
+    llm_calls: int = 0
+    cache_hits: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    wall_seconds: float = 0.0
+    session_id: str = ""
+    errors: dict[str, str] = field(default_factory=dict)  # run id → error of the failed runs
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def plan_runs(dataset: Dataset, methods: Iterable[str], users: Iterable[str] | None = None, topics: str = "query",
+              seed: str = "0") -> list[RunSpec]:
+    """Fixed-schedule specs for every topic of every selected user's query sessions (``topics="all"``: every
+    session), for each method. Unknown users, methods or topic selections raise ``ValueError``."""
+    methods = list(methods)
+    for method in methods:
+        get_method_class(method)
+    if topics not in ("query", "all"):
+        raise ValueError(f"unknown topic selection {topics!r} (query, all)")
+    uids = list(users) if users is not None else sorted(dataset.users)
+    missing = [u for u in uids if u not in dataset.users]
+    if missing:
+        raise ValueError(f"no user {missing[0]!r} in {dataset.root}")
+    specs = []
+    for uid in uids:
+        user = dataset.users[uid]
+        for session in (user.query if topics == "query" else user.sessions):
+            for topic in session.topics:
+                specs += [make_spec(dataset, uid, session.sample_id, topic.key, m, mode="fixed", seed=seed)
+                          for m in methods]
+    return specs
+
+
+class _Batch:
+    """The shared state of one batch: store, cancel flag, the locks that serialise opening and memory builds."""
+
+    def __init__(self, dataset: Dataset, llm_factory: LLMFactory, store: SimStore, cancel: threading.Event,
+                 session_id: str):
+        self.dataset, self.llm_factory, self.store, self.cancel = dataset, llm_factory, store, cancel
+        self.session_id = session_id
+        self.open_lock = threading.Lock()
+        self._build_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+        self.stores: list = []  # run stores of the clients made, for the accounting totals
+
+    def build_lock(self, user_id: str, method: str) -> threading.Lock:
+        with self._locks_lock:
+            return self._build_locks.setdefault((user_id, method), threading.Lock())
+
+    def llm(self) -> LLMClient:
+        client = self.llm_factory()
+        client.session_id = self.session_id
+        if not self.stores:
+            self.stores.append(client.store)
+        return client
+
+    def run_one(self, spec: RunSpec) -> RunOutcome:
+        """Skip, resume or create the run for ``spec`` and drive it to its end; never raises."""
+        run_id = run_id_for(spec)
+        started = time.perf_counter()
+        try:
+            stored = self._stored_status(run_id)
+            if stored is not None and stored[0] == "finished":
+                return RunOutcome(run_id, "skipped", utterances=stored[1])
+            if self.cancel.is_set():
+                return RunOutcome(run_id, "cancelled", utterances=stored[1] if stored else 0)
+            sim = self._open(spec)
+            outcome = self._drive(sim)
+        except Exception as e:  # noqa: BLE001 - one broken run must not end the batch; it is reported
+            if self.cancel.is_set():  # e.g. a memory build stopped by the cancel: resumable, not failed
+                return RunOutcome(run_id, "cancelled", seconds=time.perf_counter() - started)
+            outcome = RunOutcome(run_id, "failed", error=f"{type(e).__name__}: {e}")
+            self._mark_failed(run_id, outcome.error)
+        outcome.seconds = time.perf_counter() - started
+        return outcome
+
+    def _stored_status(self, run_id: str) -> tuple[str, int] | None:
+        try:
+            record = self.store.load(run_id)
+        except KeyError:
+            return None
+        return record.status, len(record.utterances)
+
+    def _open(self, spec: RunSpec) -> Simulation:
+        """Open (create or resume) the run; build the memory it needs, one build per (user, method) at a time."""
+        llm = self.llm()
+        with self.open_lock:  # embedder/Chroma clients are created once per process: not concurrently
+            sim = open_simulation(self.dataset, spec, llm, store=self.store)
+        builder = sim.assistant.builder
+        if builder is not None:
+            with self.build_lock(spec.user_id, spec.method):
+                pos = [s.sample_id for s in builder.user.sessions].index(spec.sample_id)
+                if logs_stage(pos) not in set(builder.store.done_stages(builder.build_id)):
+                    builder.run(until_session=pos, cancel=self.cancel)
+        llm.run_id = sim.record.run_id  # the build's calls are on the build; the dialogue's on the run
+        if sim.record.status == "failed":
+            retry_failed(sim)
+        elif sim.record.status == "stopped":  # a batch completes every fixed-schedule run
+            sim.record.status = "running"
+            self.store.set_status(sim.record.run_id, "running")
+        return sim
+
+    def _drive(self, sim: Simulation) -> RunOutcome:
+        """Step to the end of the schedule, or until cancelled (the run stays resumable)."""
+        before = len(sim.record.utterances)
+        try:
+            while not self.cancel.is_set():
+                if sim.step() is None:
+                    break
+        except (SimulationError, LLMError) as e:
+            sim.record.status, sim.record.error = "failed", str(e)
+            self.store.set_status(sim.record.run_id, "failed", str(e))
+        status = sim.record.status if sim.record.status in ("finished", "failed") else "cancelled"
+        n = len(sim.record.utterances)
+        return RunOutcome(sim.record.run_id, status, utterances=n, written=n - before, error=sim.record.error)
+
+    def _mark_failed(self, run_id: str, error: str | None) -> None:
+        try:
+            self.store.set_status(run_id, "failed", error)
+        except Exception:  # noqa: BLE001 - the run was never created: nothing to mark
+            pass
+
+
+def run_batch(dataset: Dataset, specs: list[RunSpec], llm_factory: LLMFactory, concurrency: int = 4,
+              progress: Progress | None = None, cancel: threading.Event | None = None,
+              store: SimStore | None = None) -> BatchSummary:
+    """Run every spec on ``concurrency`` threads (each run on its own client from ``llm_factory``).
+
+    A ``KeyboardInterrupt`` sets the cancel flag, waits for the workers to stop between utterances and
+    re-raises: every stored utterance stays and the same batch resumes later.
+    """
+    cancel = cancel or threading.Event()
+    batch = _Batch(dataset, llm_factory, store or SimStore(), cancel, f"batch-{uuid.uuid4().hex[:12]}")
+    summary = BatchSummary(runs=len(specs), session_id=batch.session_id)
+    started = time.perf_counter()
+    pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="sim")
+    try:
+        futures: list[Future] = [pool.submit(batch.run_one, spec) for spec in specs]
+        for done, future in enumerate(as_completed(futures), 1):
+            outcome = future.result()
+            _count(summary, outcome)
+            if progress:
+                progress(done, len(specs), outcome)
+    except BaseException:
+        cancel.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    summary.wall_seconds = round(time.perf_counter() - started, 3)
+    _add_totals(summary, batch)
+    return summary
+
+
+def _count(summary: BatchSummary, outcome: RunOutcome) -> None:
+    setattr(summary, outcome.status, getattr(summary, outcome.status) + 1)
+    summary.utterances_written += outcome.written
+    if outcome.status == "failed":
+        summary.errors[outcome.run_id] = outcome.error or "failed"
+
+
+def _add_totals(summary: BatchSummary, batch: _Batch) -> None:
+    """LLM accounting of this batch: every call its clients recorded under the batch's session id."""
+    if not batch.stores:
+        return
+    totals = batch.stores[0].totals(session_id=batch.session_id)
+    summary.llm_calls, summary.cache_hits = totals.calls, totals.cache_hits
+    summary.tokens_in, summary.tokens_out = totals.tokens_in, totals.tokens_out

@@ -1,0 +1,66 @@
+"""A simulation run as a file: JSON (the stored record, complete) or Markdown (a transcript a person reads).
+
+Pure functions of a :class:`~sim.types.RunRecord`, shared by the Simulate page and the CLI.
+"""
+
+from __future__ import annotations
+
+import time
+
+from sim.types import RunRecord, Utterance
+
+SPEAKERS = {"simulator": "User (simulator)", "assistant": "Assistant", "human": "Person"}
+
+
+def run_to_json(record: RunRecord) -> str:
+    """The record exactly as stored: spec, status, schedule, settings and every utterance with its trace."""
+    return record.model_dump_json(indent=1)
+
+
+def speaker(side: str, actor: str) -> str:
+    """Who spoke, in words: a person is named with the side they took over."""
+    return f"Person (as {side})" if actor == "human" else SPEAKERS[actor]
+
+
+def run_to_markdown(record: RunRecord) -> str:
+    """A readable transcript: what was simulated, with which settings, then each utterance with its act."""
+    lines = [f"# Simulation {record.run_id}", "", *_header(record), "", "## Transcript", ""]
+    if not record.utterances:
+        lines += ["(no utterance yet)", ""]
+    for utt in record.utterances:
+        lines += _utterance(utt)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _header(record: RunRecord) -> list[str]:
+    spec = record.spec
+    mode = f"fixed ({record.schedule_source})" if spec.mode == "fixed" else f"free (at most {spec.max_turns} turns)"
+    lines = [f"- User: {spec.user_id}",
+             f"- Session and topic: {spec.sample_id} · {spec.topic_key}",
+             f"- Memory method: {spec.method}",
+             f"- Schedule: {mode}",
+             f"- Seed: {spec.seed}",
+             f"- Status: {record.status}" + (f" ({record.error})" if record.error else "")]
+    if spec.free_query:
+        lines.append(f"- Opening question (typed): {spec.free_query}")
+    if record.pair_id:
+        lines.append(f"- Compared in pair: {record.pair_id}")
+    for role, s in record.settings.items():
+        lines.append(f"- {role}: {s.get('provider', '?')} · {s.get('model', '?')} · temperature {s.get('temperature', '?')}")
+    if record.created_at:
+        lines.append(f"- Created: {time.strftime('%Y-%m-%d %H:%M', time.localtime(record.created_at))}")
+    return lines
+
+
+def _utterance(utt: Utterance) -> list[str]:
+    lines = [f"**Turn {utt.turn_no} · {speaker(utt.side, utt.actor)} · {utt.act.value}**", ""]
+    lines += [f"> {line}" if line else ">" for line in utt.content.splitlines()] or [">"]
+    notes = []
+    if utt.retrieval_query:
+        notes.append(f"retrieval query: {utt.retrieval_query}")
+    if utt.trace:
+        notes.append(f"memory context {utt.trace.get('tokens', 0):,} tokens of {utt.trace.get('full_history_tokens', 0):,} "
+                     f"in the full history, {len(utt.trace.get('items', []))} item(s) retrieved")
+    if notes:
+        lines += ["", "_" + "; ".join(notes) + "_"]
+    return [*lines, ""]

@@ -1,0 +1,219 @@
+"""The two sides of a simulated dialogue: the User-LLM and the memory-equipped assistant.
+
+What the simulator knows depends on the phase (Mem-PAL §4.3): while the assistant is guessing the
+need (Topic Inquiry, Requirement Confirmation) it sees the query, the implicit needs with evidence and
+the requirement — no preferences; while solutions are discussed (Solution Discussion/Feedback) it sees
+the requirement, the requirement type's pos/neg preference and the liked/disliked candidates with
+reasons — no implicit needs. Both sides' texts are PII-redacted before they reach a prompt.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pydantic import BaseModel, Field
+
+from backends.llm.client import LLMClient
+from backends.llm.types import ChatResult, StructuredResult
+from backends.prompts import Prompt, load_prompt
+from memory.build import MemoryBuilder
+from memory.privacy import redact_text
+from palset.dataset import Session, SessionTopic, User
+from palset.vocab import Act
+from sim.acts import DEFINITIONS, PURPOSE, REQUIREMENT_PHASE
+from sim.types import Utterance
+
+LANGUAGE = {"en": "English", "zh": "Chinese (简体中文)"}
+MAX_TRIES = 3
+
+
+class SimulationError(RuntimeError):
+    """A side could not produce a usable utterance after every retry."""
+
+
+class UserTurn(BaseModel):
+    content: str = Field(max_length=400)
+
+
+class FreeUserTurn(BaseModel):
+    content: str = Field(max_length=400)
+    end: bool = Field(False, description="true when you are done with this conversation")
+
+
+class QueryOut(BaseModel):
+    query: str = Field(max_length=300)
+
+
+def render_transcript(utterances: list[Utterance]) -> str:
+    lines = [f"- {u.side}: {redact_text(u.content)}" for u in utterances]
+    return "\n".join(lines) or "(nothing yet)"
+
+
+_PLACEHOLDER = re.compile(r"^\W*$|^<[^>]*>$|^\.\.\.$|^…$")
+_PREFIX = re.compile(r"^\s*(assistant|user|用户|助手)\s*[:：]\s*", re.I)
+
+
+def clean(text: str) -> str:
+    """Strip role prefixes and wrapping quotes a small model adds; keep at most the first paragraph."""
+    text = _PREFIX.sub("", text.strip()).strip().strip('"“”').strip()
+    return text.split("\n\n")[0].strip()
+
+
+def usable(text: str) -> bool:
+    return bool(text) and not _PLACEHOLDER.match(text) and len(text) >= 2
+
+
+@dataclass
+class TopicContext:
+    """Everything about the simulated topic, from the dataset."""
+
+    user: User
+    session: Session
+    topic: SessionTopic
+    free_query: str | None = None
+
+    @property
+    def language(self) -> str:
+        return LANGUAGE.get(self.user.language, "English")
+
+    def persona(self) -> str:
+        p = self.user.profile
+        if p is None:
+            return "(no profile)"
+        return redact_text(f"{p.name}, {p.age}, {p.gender}. Occupation: {p.occupation} Health: {p.health_status} "
+                           f"Family: {p.family_members} Hobbies: {p.hobbies}")
+
+    def personality(self) -> str:
+        p = self.user.profile
+        return ", ".join(f"{k} {v}" for k, v in p.personality.as_dict().items()) if p else "unknown"
+
+    def situation(self) -> str:
+        sit = self.user.situations.get(self.session.situation_id or "")
+        return redact_text(sit.situation) if sit else "(not recorded)"
+
+    def knowledge(self, act: Act) -> str:
+        t = self.topic.topic
+        if act in REQUIREMENT_PHASE:
+            needs = self.topic.framework.implicit_needs if self.topic.framework else None
+            lines = [f"Your opening question (paraphrase it lightly): {self.free_query or t.user_query}",
+                     "Your hidden needs (never volunteer them; confirm or correct only what the assistant guesses):"]
+            for i, need in enumerate(t.implicit_needs):
+                ev = needs[i].evidences if needs and i < len(needs) else []
+                lines.append(f"{i + 1}. {need}" + (f" (because: {'; '.join(ev)})" if ev else ""))
+            lines.append(f"What you really need overall: {t.requirement}")
+            return redact_text("\n".join(lines))
+        lines = [f"What you need: {t.requirement}"]
+        pref = self.user.preferences.get(self.topic.requirement_type_id or "")
+        if pref:
+            lines += [f"Kinds of solutions you accept: {pref.preference.pos}",
+                      f"Kinds of solutions you reject: {pref.preference.neg}"]
+        sp = self.topic.solution_preference
+        liked = [(r.solution, r.feedback_reason) for r in sp.pos_list] if sp else [(s, "") for s in t.solution.pos]
+        disliked = [(r.solution, r.feedback_reason) for r in sp.neg_list] if sp else [(s, "") for s in t.solution.neg]
+        lines.append("Solutions you would like: " + "; ".join(f"{s} ({r})" if r else s for s, r in liked))
+        lines.append("Solutions you would dislike: " + "; ".join(f"{s} ({r})" if r else s for s, r in disliked))
+        return redact_text("\n".join(lines))
+
+
+def _retrying(what: str, attempt_fn: Callable[[int], str | None]) -> tuple[str, int]:
+    """Call ``attempt_fn(n)`` until it returns usable text; an empty or broken turn is never accepted."""
+    for n in range(1, MAX_TRIES + 1):
+        text = attempt_fn(n)
+        if text is not None and usable(text):
+            return text, n
+    raise SimulationError(f"{what}: no usable utterance after {MAX_TRIES} tries")
+
+
+class UserSimulator:
+    """Role ``user_simulator``: one user utterance in the scheduled act."""
+
+    def __init__(self, llm: LLMClient, ctx: TopicContext, free_mode: bool = False):
+        self.llm, self.ctx, self.free_mode = llm, ctx, free_mode
+        self.prompt: Prompt = load_prompt("sim/user_simulator")
+
+    def messages(self, act: Act, history: list[Utterance]) -> list[dict[str, str]]:
+        text = self.prompt.render(
+            language=self.ctx.language, persona=self.ctx.persona(), personality=self.ctx.personality(),
+            situation=self.ctx.situation(), knowledge=self.ctx.knowledge(act), dialogue=render_transcript(history),
+            act=act.value, definition=DEFINITIONS[act],
+            ending=" Set end to true when your need is settled and you want to stop." if self.free_mode else "")
+        return [{"role": "user", "content": text}]
+
+    def say(self, turn_no: int, act: Act, history: list[Utterance], salt: str) -> tuple[Utterance, bool]:
+        """(utterance, wants_to_end)."""
+        msgs = self.messages(act, history)
+        model = FreeUserTurn if self.free_mode else UserTurn
+        ended = False
+        started = time.perf_counter()
+
+        def attempt(n: int) -> str | None:
+            nonlocal ended
+            out = self.llm.structured("user_simulator", msgs, model, prompt=self.prompt, cache_salt=f"{salt}/{n}",
+                                      check=lambda v: None if usable(clean(v.content)) else
+                                      "content is empty or a placeholder: write the user's actual words")
+            if isinstance(out, StructuredResult):
+                ended = bool(getattr(out.value, "end", False))
+                return clean(out.value.content)
+            return None
+
+        content, tries = _retrying(f"user simulator, turn {turn_no} ({act.value})", attempt)
+        return Utterance(turn_no=turn_no, side="user", actor="simulator", act=act, content=content,
+                         prompt_name=self.prompt.name, prompt_version=self.prompt.version, prompt=msgs[0]["content"],
+                         attempts=tries, model=self.llm.config.role("user_simulator").model,
+                         latency_ms=(time.perf_counter() - started) * 1000, created_at=time.time()), ended
+
+
+class Assistant:
+    """Role ``assistant``: summarise the need into a retrieval query, retrieve from memory, answer in the act."""
+
+    def __init__(self, llm: LLMClient, ctx: TopicContext, builder: MemoryBuilder | None, method_label: str):
+        self.llm, self.ctx, self.builder, self.method_label = llm, ctx, builder, method_label
+        self.prompt = load_prompt("sim/assistant")
+        self.summary_prompt = load_prompt("sim/query_summary")
+
+    def _query(self, history: list[Utterance], salt: str) -> str:
+        if self.builder is None or not getattr(self.builder.impl, "uses_query", True):
+            return ""
+        msgs = [{"role": "user", "content": self.summary_prompt.render(dialogue=render_transcript(history),
+                                                                       language=self.ctx.language)}]
+        out = self.llm.structured("assistant", msgs, QueryOut, prompt=self.summary_prompt, cache_salt=salt)
+        if isinstance(out, StructuredResult) and out.value.query.strip():
+            return out.value.query.strip()
+        return next((u.content for u in reversed(history) if u.side == "user"), "")
+
+    def say(self, turn_no: int, act: Act, history: list[Utterance], salt: str,
+            on_token: Callable[[str], None] | None = None) -> Utterance:
+        started = time.perf_counter()
+        query = self._query(history, salt)
+        trace = None
+        memory_text = "(nothing: this assistant has no memory of the user)"
+        if self.builder is not None:
+            trace = self.builder.retrieve(query or self.ctx.topic.topic.user_query, PURPOSE[act], self.ctx.session)
+            memory_text = trace.context or "(nothing relevant)"
+        msgs = [{"role": "user", "content": self.prompt.render(
+            memory_note=f"Memory method: {self.method_label}.", memory=memory_text, dialogue=render_transcript(history),
+            act=act.value, definition=DEFINITIONS[act], language=self.ctx.language)}]
+
+        def attempt(n: int) -> str | None:
+            final: ChatResult | None = None
+            for chunk in self.llm.stream("assistant", msgs, prompt=self.prompt, use_cache=True,
+                                         cache_salt=f"{salt}/{n}") if n == 1 else self._plain(msgs, f"{salt}/{n}"):
+                if isinstance(chunk, ChatResult):
+                    final = chunk
+                elif on_token:
+                    on_token(chunk)
+            return clean(final.text) if final else None
+
+        content, tries = _retrying(f"assistant, turn {turn_no} ({act.value})", attempt)
+        return Utterance(turn_no=turn_no, side="assistant", actor="assistant", act=act, content=content,
+                         prompt_name=self.prompt.name, prompt_version=self.prompt.version, prompt=msgs[0]["content"],
+                         retrieval_query=query or None, trace=trace.summary() if trace else None, attempts=tries,
+                         model=self.llm.config.role("assistant").model,
+                         latency_ms=(time.perf_counter() - started) * 1000, created_at=time.time())
+
+    def _plain(self, msgs: list[dict[str, str]], salt: str):
+        result = self.llm.chat("assistant", msgs, prompt=self.prompt, cache_salt=salt)
+        yield result

@@ -1,0 +1,131 @@
+"""Run a simulation turn by turn, saving each utterance the moment it exists.
+
+The next side to speak is derived from what is stored, so a run interrupted anywhere (closed
+browser, killed process, LLM failure) resumes at exactly the next missing utterance and never
+duplicates one. A person can take over either side for any turn.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from backends.llm.errors import LLMError
+from palset.vocab import Act
+from sim.roles import Assistant, SimulationError, TopicContext, UserSimulator, clean, usable
+from sim.schedule import next_assistant_act
+from sim.store import SimStore
+from sim.types import RunRecord, Side, Utterance
+
+OnUtterance = Callable[[Utterance], None]
+
+
+@dataclass
+class Simulation:
+    record: RunRecord
+    ctx: TopicContext
+    store: SimStore
+    simulator: UserSimulator
+    assistant: Assistant
+    ended_by_user: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # ------------------------------------------------------------------ what comes next
+
+    def next_slot(self) -> tuple[int, Side, Act] | None:
+        """(turn number, side, act) of the next utterance, or None when the dialogue is over."""
+        utts = self.record.utterances
+        if self.record.status in ("finished", "stopped"):
+            return None
+        if self.record.spec.mode == "fixed":
+            schedule = self.record.schedule
+            n = len(utts)
+            if n >= 2 * len(schedule):
+                return None
+            turn, side = n // 2 + 1, ("user" if n % 2 == 0 else "assistant")
+            user_act, assistant_act = schedule[turn - 1]
+            return turn, side, user_act if side == "user" else assistant_act
+        return self._free_slot(utts)
+
+    def _free_slot(self, utts: list[Utterance]) -> tuple[int, Side, Act] | None:
+        if self.ended_by_user and len(utts) % 2 == 0:
+            return None
+        n = len(utts)
+        turn = n // 2 + 1
+        if turn > self.record.spec.max_turns:
+            return None
+        if n % 2 == 1:
+            predictions = sum(1 for u in utts if u.act is Act.REQUIREMENT_PREDICTION)
+            proposals = sum(1 for u in utts if u.act is Act.SOLUTION_PROPOSAL)
+            return turn, "assistant", next_assistant_act(utts[-1].act, predictions, proposals)
+        if n == 0:
+            return turn, "user", Act.TOPIC_INQUIRY
+        last = utts[-1].act
+        if last is Act.FEEDBACK_RESPONSE:
+            return None
+        return turn, "user", (Act.REQUIREMENT_CONFIRMATION if last is Act.REQUIREMENT_PREDICTION
+                              else Act.SOLUTION_FEEDBACK)
+
+    # ------------------------------------------------------------------ doing it
+
+    def step(self, human_text: str | None = None, on_token: Callable[[str], None] | None = None) -> Utterance | None:
+        """Produce and save the next utterance (a person's words when ``human_text`` is given)."""
+        with self._lock:
+            slot = self.next_slot()
+            if slot is None:
+                self._finish()
+                return None
+            turn, side, act = slot
+            salt = f"{self.record.run_id}/{turn}/{side}"
+            history = list(self.record.utterances)
+            if human_text is not None:
+                text = clean(human_text)
+                if not usable(text):
+                    raise SimulationError("the typed message is empty")
+                utt = Utterance(turn_no=turn, side=side, actor="human", act=act, content=text)
+            elif side == "user":
+                utt, ended = self.simulator.say(turn, act, history, salt)
+                self.ended_by_user = self.ended_by_user or (ended and self.record.spec.mode == "free")
+            else:
+                utt = self.assistant.say(turn, act, history, salt, on_token=on_token)
+            if self.store.add_utterance(self.record.run_id, utt):
+                self.record.utterances.append(utt)
+            if self.next_slot() is None:
+                self._finish()
+            return utt
+
+    def run(self, cancel: threading.Event | None = None, on_utterance: OnUtterance | None = None,
+            human_sides: frozenset[str] = frozenset(), on_token: Callable[[str], None] | None = None) -> RunRecord:
+        """Step until the end, a cancel, or a side a person has taken over; failures are saved on the run."""
+        try:
+            while (slot := self.next_slot()) is not None:
+                if cancel is not None and cancel.is_set():
+                    self.stop()
+                    break
+                if slot[1] in human_sides:
+                    break
+                utt = self.step(on_token=on_token)
+                if utt and on_utterance:
+                    on_utterance(utt)
+        except (SimulationError, LLMError) as e:
+            self.record.status, self.record.error = "failed", str(e)
+            self.store.set_status(self.record.run_id, "failed", str(e))
+        return self.record
+
+    def stop(self) -> None:
+        """End the run cleanly: every saved utterance stays."""
+        self.record.status = "stopped"
+        self.store.set_status(self.record.run_id, "stopped")
+
+    def _finish(self) -> None:
+        if self.record.status != "finished":
+            self.record.status, self.record.error = "finished", None
+            self.store.set_status(self.record.run_id, "finished")
+
+
+def retry_failed(sim: Simulation) -> None:
+    """A failed run continues from its next missing utterance."""
+    if sim.record.status == "failed":
+        sim.record.status, sim.record.error = "running", None
+        sim.store.set_status(sim.record.run_id, "running")

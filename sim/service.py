@@ -1,0 +1,50 @@
+"""Create or resume a simulation run for (dataset, user, topic, method) with the platform's real parts."""
+
+from __future__ import annotations
+
+from backends.llm.client import LLMClient
+from memory.build import MemoryBuilder
+from memory.methods import get_method_class
+from memory.service import dataset_key, open_builder
+from palset.dataset import Dataset
+from sim.roles import Assistant, TopicContext, UserSimulator
+from sim.runner import Simulation
+from sim.schedule import fixed_schedule
+from sim.store import SimStore, run_id_for
+from sim.types import RunRecord, RunSpec
+
+
+class SimulationSetupError(ValueError):
+    """The spec names a user, session or topic the dataset does not have."""
+
+
+def make_spec(dataset: Dataset, user_id: str, sample_id: str, topic_key: str, method: str, **kw) -> RunSpec:
+    return RunSpec(dataset=dataset_key(dataset.root), user_id=user_id, sample_id=sample_id, topic_key=topic_key,
+                   method=method, **kw)
+
+
+def open_simulation(dataset: Dataset, spec: RunSpec, llm: LLMClient, *, store: SimStore | None = None,
+                    builder: MemoryBuilder | None = None, pair_id: str | None = None) -> Simulation:
+    """The run for ``spec``: created when new, resumed as stored otherwise."""
+    user = dataset.users.get(spec.user_id)
+    if user is None:
+        raise SimulationSetupError(f"no user {spec.user_id!r}")
+    session = user.session(spec.sample_id)
+    if session is None:
+        raise SimulationSetupError(f"user {spec.user_id} has no session {spec.sample_id!r}")
+    topic = next((t for t in session.topics if t.key == spec.topic_key), None)
+    if topic is None:
+        raise SimulationSetupError(f"session {spec.sample_id} has no {spec.topic_key!r}")
+    cls = get_method_class(spec.method)
+    store = store or SimStore()
+    task_id = f"{spec.sample_id}_{spec.topic_key}"
+    schedule, source = fixed_schedule(dataset, task_id) if spec.mode == "fixed" else ([], "free mode")
+    settings = {role: {"provider": llm.config.role(role).provider, "model": llm.config.role(role).model,
+                       "temperature": llm.config.role(role).temperature} for role in ("user_simulator", "assistant")}
+    record = store.create(RunRecord(run_id=run_id_for(spec), spec=spec, schedule=schedule, schedule_source=source,
+                                    settings=settings, pair_id=pair_id))
+    if builder is None and spec.method != "vanilla":
+        builder = open_builder(dataset, spec.user_id, spec.method, llm=llm if cls.uses_llm else None)
+    ctx = TopicContext(user=user, session=session, topic=topic, free_query=spec.free_query)
+    return Simulation(record=record, ctx=ctx, store=store, simulator=UserSimulator(llm, ctx, spec.mode == "free"),
+                      assistant=Assistant(llm, ctx, builder, cls.label))

@@ -1,0 +1,73 @@
+"""Simulation runs in the run store: every utterance is written as soon as it exists, exactly once."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+
+from backends.paths import state_path
+from backends.store.db import connect
+from backends.store.runstore import RunStore
+from sim.types import RunRecord, RunSpec, Status, Utterance
+
+
+def run_id_for(spec: RunSpec) -> str:
+    raw = json.dumps(spec.model_dump(), sort_keys=True)
+    return f"run-{spec.user_id}-{spec.method}-{hashlib.sha1(raw.encode()).hexdigest()[:10]}"
+
+
+class SimStore:
+    def __init__(self, path: Path | None = None):
+        self.path = path or state_path("runs.sqlite")
+        RunStore(self.path)
+
+    def create(self, record: RunRecord) -> RunRecord:
+        """Insert the run if new; an existing run with this id is returned as stored (resume)."""
+        now = time.time()
+        with connect(self.path) as conn:
+            conn.execute("INSERT OR IGNORE INTO sim_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         (record.run_id, record.spec.dataset, record.spec.user_id, record.spec.sample_id,
+                          record.spec.topic_key, record.spec.method, record.spec.mode, record.spec.seed, record.status,
+                          record.model_dump_json(exclude={"utterances"}), now, now))
+        return self.load(record.run_id)
+
+    def add_utterance(self, run_id: str, utt: Utterance) -> bool:
+        """Save one utterance; returns False when that turn side already exists (never duplicated)."""
+        with connect(self.path) as conn:
+            cur = conn.execute("INSERT OR IGNORE INTO sim_turns VALUES (?, ?, ?, ?, ?)",
+                               (run_id, utt.turn_no, utt.side, utt.model_dump_json(), utt.created_at or time.time()))
+            conn.execute("UPDATE sim_runs SET updated_at=? WHERE run_id=?", (time.time(), run_id))
+            return cur.rowcount == 1
+
+    def set_status(self, run_id: str, status: Status, error: str | None = None) -> None:
+        with connect(self.path) as conn:
+            row = conn.execute("SELECT data FROM sim_runs WHERE run_id=?", (run_id,)).fetchone()
+            data = json.loads(row[0])
+            data.update({"status": status, "error": error})
+            conn.execute("UPDATE sim_runs SET status=?, data=?, updated_at=? WHERE run_id=?",
+                         (status, json.dumps(data), time.time(), run_id))
+
+    def load(self, run_id: str) -> RunRecord:
+        with connect(self.path) as conn:
+            row = conn.execute("SELECT data, created_at, updated_at FROM sim_runs WHERE run_id=?", (run_id,)).fetchone()
+            if row is None:
+                raise KeyError(f"no simulation run {run_id!r}")
+            turns = conn.execute("SELECT data FROM sim_turns WHERE run_id=? ORDER BY turn_no, side DESC",
+                                 (run_id,)).fetchall()
+        record = RunRecord.model_validate_json(row[0])
+        record.utterances = [Utterance.model_validate_json(t[0]) for t in turns]
+        record.created_at, record.updated_at = row[1], row[2]
+        return record
+
+    def list(self, **filters: str) -> list[dict]:
+        """Run summaries (newest first), optionally filtered by dataset/user_id/method/status/sample_id/topic_key."""
+        allowed = {"dataset", "user_id", "method", "status", "sample_id", "topic_key"}
+        conds = [f"{k}=?" for k in filters if k in allowed]
+        args = [v for k, v in filters.items() if k in allowed]
+        sql = ("SELECT r.run_id, r.dataset, r.user_id, r.sample_id, r.topic_key, r.method, r.mode, r.seed, r.status, "
+               "r.created_at, r.updated_at, (SELECT COUNT(*) FROM sim_turns t WHERE t.run_id=r.run_id) AS utterances "
+               "FROM sim_runs r" + (" WHERE " + " AND ".join(conds) if conds else "") + " ORDER BY r.updated_at DESC")
+        with connect(self.path) as conn:
+            return [dict(r) for r in conn.execute(sql, args)]

@@ -1,0 +1,188 @@
+"""The simulator and the assistant with a scripted LLM: schedules, phase knowledge, takeover, stop, retries, resume."""
+
+import json
+
+import pytest
+
+from palset.loader import load_dataset
+from palset.vocab import Act
+from sim.roles import SimulationError
+from sim.runner import retry_failed
+from sim.schedule import derived_schedule
+from sim.service import SimulationSetupError, make_spec, open_simulation
+from tests.conftest import DEMO
+from tests.sim.conftest import default_reply, side_of
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return load_dataset(DEMO)
+
+
+def sim_for(demo, make_llm, store, method="vanilla-log", reply=default_reply, **kw):
+    llm, fake = make_llm(reply)
+    spec = make_spec(demo, "1000", "1000_sample7", "topic-1", method, **kw)
+    return open_simulation(demo, spec, llm, store=store), fake
+
+
+def test_derived_schedule_has_the_fixed_shape():
+    for seed in map(str, range(20)):
+        s = derived_schedule(seed)
+        assert 5 <= len(s) <= 7
+        assert s[:3] == [(Act.TOPIC_INQUIRY, Act.REQUIREMENT_PREDICTION),
+                         (Act.REQUIREMENT_CONFIRMATION, Act.REQUIREMENT_PREDICTION),
+                         (Act.REQUIREMENT_CONFIRMATION, Act.SOLUTION_PROPOSAL)]
+        assert s[-1] == (Act.SOLUTION_FEEDBACK, Act.FEEDBACK_RESPONSE)
+        assert sum(a is Act.SOLUTION_PROPOSAL for _, a in s) == 2
+    assert derived_schedule("x") == derived_schedule("x")
+
+
+def test_fixed_run_follows_the_schedule_and_saves_every_turn(demo, sim_env):
+    make_llm, store = sim_env
+    sim, _ = sim_for(demo, make_llm, store)
+    saved_counts = []
+    record = sim.run(on_utterance=lambda u: saved_counts.append(len(store.load(sim.record.run_id).utterances)))
+    assert record.status == "finished"
+    acts = [(u.side, u.act) for u in record.utterances]
+    expected = [x for u, a in record.schedule for x in (("user", u), ("assistant", a))]
+    assert acts == expected
+    assert saved_counts == list(range(1, len(expected) + 1))  # persisted before the next one starts
+    assert store.load(record.run_id).status == "finished"
+    assert "derived" in record.schedule_source
+
+
+def test_simulator_knowledge_depends_on_the_phase(demo, sim_env):
+    make_llm, store = sim_env
+    sim, fake = sim_for(demo, make_llm, store)
+    sim.run()
+    topic = sim.ctx.topic
+    pref = sim.ctx.user.preferences[topic.requirement_type_id].preference
+    user_prompts = {}
+    for req in fake.requests:
+        if side_of(req) == "user":
+            text = next(m.content for m in req.messages if m.role == "user")
+            act = text.split("Act: ", 1)[1].split(".", 1)[0]
+            user_prompts.setdefault(act, text)
+    need = topic.topic.implicit_needs[0]
+    liked = topic.solution_preference.pos_list[0].solution
+    req_phase = user_prompts["Topic Inquiry"]
+    assert need in req_phase and topic.topic.user_query in req_phase
+    assert pref.pos not in req_phase and liked not in req_phase
+    sol_phase = user_prompts["Solution Feedback"]
+    assert pref.pos in sol_phase and liked in sol_phase
+    assert need not in sol_phase
+
+
+def test_assistant_turns_keep_retrieval_trace_and_prompt(demo, sim_env):
+    make_llm, store = sim_env
+    sim, _ = sim_for(demo, make_llm, store, method="rag-turn")
+    record = sim.run()
+    assistant = [u for u in record.utterances if u.side == "assistant"]
+    assert all(u.trace and u.prompt and u.retrieval_query == "help with sleep" for u in assistant)
+    assert all(u.trace["as_of_session"] == "1000_sample7" for u in assistant)
+    assert all(all(i["session"] < "1000_sample7" or i["layer"] == "log" for i in u.trace["items"]) for u in assistant)
+    assert assistant[0].trace["purpose"] == "requirement" and assistant[-1].trace["purpose"] == "solution"
+
+
+def test_a_person_can_take_over_either_side_and_hand_back(demo, sim_env):
+    make_llm, store = sim_env
+    sim, _ = sim_for(demo, make_llm, store)
+    record = sim.run(human_sides=frozenset({"user"}))
+    assert record.utterances == [] and sim.next_slot()[1] == "user"
+    sim.step(human_text="How do I fix my Christmas rota?")
+    sim.run(human_sides=frozenset({"user"}))
+    assert [u.actor for u in sim.record.utterances] == ["human", "assistant"]
+    sim.step()  # handed back: the simulator plays the user again
+    sim.step(human_text="I think you need to swap a night.")
+    assert [u.actor for u in sim.record.utterances] == ["human", "assistant", "simulator", "human"]
+    with pytest.raises(SimulationError, match="empty"):
+        sim.step(human_text="   ")
+
+
+def test_stop_ends_cleanly_and_keeps_turns(demo, sim_env):
+    make_llm, store = sim_env
+    sim, _ = sim_for(demo, make_llm, store)
+    sim.step()
+    sim.step()
+    sim.stop()
+    assert sim.next_slot() is None and sim.run().status == "stopped"
+    assert len(store.load(sim.record.run_id).utterances) == 2
+
+
+def test_empty_or_broken_turns_are_retried_never_accepted(demo, sim_env):
+    make_llm, store = sim_env
+    calls = {"user": 0}
+
+    def flaky(req):
+        if side_of(req) == "user":
+            calls["user"] += 1
+            return ['{"content": ""}', "not json", '{"content": "<Topic Inquiry>"}',
+                    '{"content": "real words"}'][min(calls["user"] - 1, 3)]
+        return default_reply(req)
+
+    sim, _ = sim_for(demo, make_llm, store, reply=flaky)
+    utt = sim.step()
+    assert utt.content == "real words" and utt.attempts == 2  # 3 rejected answers inside the first attempt
+
+    def hopeless(req):
+        return '{"content": "..."}' if side_of(req) == "user" else default_reply(req)
+
+    sim2, _ = sim_for(demo, make_llm, store, reply=hopeless, seed="other")
+    record = sim2.run()
+    assert record.status == "failed" and "no usable utterance" in record.error and record.utterances == []
+
+
+def test_resume_after_interruption_without_duplicates(demo, sim_env):
+    make_llm, store = sim_env
+    calls = {"n": 0}
+
+    def dies_midway(req):
+        calls["n"] += 1
+        if calls["n"] == 6:
+            raise RuntimeError("process killed")
+        return default_reply(req)
+
+    sim, _ = sim_for(demo, make_llm, store, reply=dies_midway)
+    with pytest.raises(RuntimeError):
+        sim.run()
+    partial = store.load(sim.record.run_id)
+    assert 0 < len(partial.utterances) < 2 * len(partial.schedule)
+    resumed, _ = sim_for(demo, make_llm, store)  # a new process opens the same spec
+    assert resumed.record.run_id == sim.record.run_id and len(resumed.record.utterances) == len(partial.utterances)
+    resumed.run()
+    final = store.load(sim.record.run_id)
+    keys = [(u.turn_no, u.side) for u in final.utterances]
+    assert final.status == "finished" and len(keys) == len(set(keys)) == 2 * len(final.schedule)
+
+
+def test_failed_runs_resume(demo, sim_env):
+    make_llm, store = sim_env
+    sim, _ = sim_for(demo, make_llm, store, reply=lambda r: '{"content": ""}' if side_of(r) == "user" else "x")
+    assert sim.run().status == "failed"
+    again, _ = sim_for(demo, make_llm, store)
+    retry_failed(again)
+    assert again.run().status == "finished"
+
+
+def test_free_mode_ends_on_the_simulators_marker_or_max_turns(demo, sim_env):
+    make_llm, store = sim_env
+
+    def ends_at_turn_3(req):
+        if side_of(req) == "user":
+            text = next(m.content for m in req.messages if m.role == "user")
+            return json.dumps({"content": "ok", "end": text.count("- assistant:") >= 2})
+        return default_reply(req)
+
+    sim, _ = sim_for(demo, make_llm, store, reply=ends_at_turn_3, mode="free", max_turns=8)
+    record = sim.run()
+    assert record.status == "finished" and len(record.utterances) == 6
+    sim2, _ = sim_for(demo, make_llm, store, reply=lambda r: json.dumps({"content": "more", "end": False})
+                      if side_of(r) == "user" else default_reply(r), mode="free", max_turns=3, seed="b")
+    assert len(sim2.run().utterances) <= 6
+
+
+def test_setup_errors_name_what_is_missing(demo, sim_env):
+    make_llm, store = sim_env
+    llm, _ = make_llm()
+    with pytest.raises(SimulationSetupError, match="no session"):
+        open_simulation(demo, make_spec(demo, "1000", "1000_sample99", "topic-1", "vanilla"), llm, store=store)
