@@ -40,6 +40,10 @@ lint: setup
 
 bench: setup
 	$(PY) bench/dataset_load.py
+	$(PY) bench/llm_platform.py
+	$(PY) bench/memory_graph_render.py
+	$(PY) bench/memory_figures.py
+	$(PY) bench/sim_throughput.py
 
 clean:
 	rm -rf $(VENV) .pal

@@ -1,0 +1,34 @@
+"""One real H²Memory build with the bundled local model (SmolLM2-135M): the first session of a demo user,
+end to end through the platform — every LLM step has a bounded schema, so the tiny model completes it."""
+
+import pytest
+
+from backends.config import load_config
+from backends.embeddings import get_embedder
+from backends.llm.client import LLMClient
+from backends.vectorstore import ChromaStore
+from memory.build import MemoryBuilder
+from memory.store import MemoryStore, dialogue_stage
+from palset.loader import load_dataset
+from tests.conftest import DEMO
+
+pytestmark = pytest.mark.slow
+
+
+def test_h2memory_builds_a_demo_session_with_the_local_model(tmp_path, monkeypatch):
+    monkeypatch.setenv("PAL_HOME", str(tmp_path))
+    user = load_dataset(DEMO).users["1005"]
+    emb = get_embedder("minilm")
+    llm = LLMClient(load_config(secrets={}, env={}))
+    builder = MemoryBuilder("demo", user, "h2memory", MemoryStore(), ChromaStore(emb), emb, llm=llm)
+    info = builder.run(until_session=0)
+    assert info.stages_done == 2 and info.llm_calls >= 4 and info.tokens_out > 0
+    items = builder.store.items_as_of(builder.build_id, dialogue_stage(0))
+    layers = {i.layer for i in items}
+    assert {"log_graph", "situation", "background", "topic_outline"} <= layers
+    assert all(i.text for i in items if i.layer in ("situation", "topic_outline"))
+    calls = llm.store.calls(limit=1000)
+    assert {c["prompt_name"] for c in calls} >= {"memory/h2_log_graph", "memory/h2_situation", "memory/h2_background",
+                                                 "memory/h2_topic_outline", "memory/h2_refine"}
+    trace = builder.retrieve(user.sessions[0].topics[0].topic.user_query, "solution", user.sessions[0])
+    assert trace.blocks and trace.tokens > 0
