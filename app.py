@@ -12,6 +12,7 @@ PAGES = [
     st.Page("pages/home.py", title="Home", icon=":material/home:", url_path="home", default=True),
     st.Page("pages/users.py", title="Users", icon=":material/group:", url_path="users"),
     st.Page("pages/memory.py", title="Memory", icon=":material/hub:", url_path="memory"),
+    st.Page("pages/simulate.py", title="Simulate", icon=":material/forum:", url_path="simulate"),
     st.Page("pages/settings.py", title="Settings", icon=":material/settings:", url_path="settings"),
 ]
 

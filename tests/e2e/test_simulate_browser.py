@@ -1,0 +1,96 @@
+"""End to end: the Simulate page in headless Chromium, every role pointed at a local fake OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from palset.loader import load_dataset
+from sim.schedule import fixed_schedule
+from sim.service import make_spec
+from sim.store import SimStore, run_id_for
+from tests.backends.fault_server import FaultServer, completion
+from tests.conftest import DEMO
+from tests.e2e.browser import browser_page, chromium_available, running_app
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not chromium_available(), reason="Debian chromium not installed (make browser)"),
+]
+
+UID, SAMPLE, TOPIC = "1001", "1001_sample7", "topic-1"
+CHAT = "[data-testid='stChatMessage']"
+
+
+def _act(body: dict) -> str:
+    text = "\n".join(m["content"] for m in body["messages"])
+    found = re.search(r"Act: ([^.\n]+)\.", text)
+    return found.group(1) if found else "?"
+
+
+def _sse(text: str, model: str) -> bytes:
+    """A chat-completions stream: one chunk per word, a final chunk with the finish reason, then [DONE]."""
+    def chunk(delta: dict, finish: str | None = None) -> str:
+        return "data: " + json.dumps({"id": "x", "object": "chat.completion.chunk", "created": 0, "model": model,
+                                      "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}) + "\n\n"
+
+    words = [w + " " for w in text.split(" ")]
+    body = chunk({"role": "assistant", "content": ""}) + "".join(chunk({"content": w}) for w in words)
+    return (body + chunk({}, "stop") + "data: [DONE]\n\n").encode()
+
+
+def fake_llm(body: dict) -> tuple[int, dict, bytes]:
+    """JSON for a structured request (the user simulator), a streamed sentence for the assistant."""
+    model = body.get("model", "fake")
+    structured = body.get("response_format") or any("JSON" in m["content"] for m in body["messages"]
+                                                   if m["role"] == "system")
+    if structured:
+        text = json.dumps({"content": f"user says ({_act(body)})"})
+    else:
+        text = f"assistant answers ({_act(body)}) politely"
+    if body.get("stream"):
+        return 200, {"content-type": "text/event-stream"}, _sse(text, model)
+    return 200, {"content-type": "application/json"}, json.dumps(completion(text, model)).encode()
+
+
+@pytest.fixture
+def fake_server():
+    server = FaultServer(default=fake_llm)
+    with server.running():
+        yield server
+
+
+@pytest.fixture
+def app_env(tmp_path, monkeypatch, fake_server) -> dict[str, str]:
+    env = {"PAL_HOME": str(tmp_path / "pal"), "PAL_EMBEDDER": "hash", "PAL_DEFAULT_PROVIDER": "openai",
+           "PAL_DEFAULT_BASE_URL": fake_server.base_url, "PAL_DEFAULT_MODEL": "fake",
+           "PAL_DEFAULT_STRUCTURED_MODE": "prompt"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env
+
+
+def test_two_methods_side_by_side_stream_and_show_both_transcripts(app_env, fake_server):
+    dataset = load_dataset(DEMO)
+    turns = len(fixed_schedule(dataset, f"{SAMPLE}_{TOPIC}")[0])
+    with running_app(env=app_env) as url, browser_page(height=3000) as page:
+        page.goto(f"{url}/simulate?user={UID}&method=vanilla-log&compare=vanilla")
+        page.get_by_role("button", name="Start").click(timeout=45_000)
+        page.wait_for_function(f"document.querySelectorAll(\"{CHAT}\").length >= {4 * turns}", timeout=120_000)
+        page.wait_for_selector("text=Export Markdown", timeout=30_000)
+        columns = page.locator("[data-testid='stColumn']").filter(has=page.locator(CHAT))
+        assert columns.count() == 2
+        for i in range(2):
+            assert columns.nth(i).locator(CHAT).count() == 2 * turns
+            first_reply = columns.nth(i).locator(CHAT).nth(1).locator("[data-testid='stMarkdownContainer']").first
+            assert "assistant answers (Requirement Prediction) politely" in first_reply.inner_text()
+        assert page.get_by_text("Feedback Response").count() >= 2  # act badges
+        assert "run=run-1001-vanilla-log-" in page.evaluate("location.href")
+    runs = [SimStore().load(run_id_for(make_spec(dataset, UID, SAMPLE, TOPIC, m))) for m in ("vanilla-log", "vanilla")]
+    assert [r.status for r in runs] == ["finished", "finished"] and runs[0].pair_id == runs[1].pair_id
+    streamed = [b for b in fake_server.requests if b.get("stream")]
+    assert len(streamed) == 2 * turns  # every assistant turn of both runs came as a token stream
+    assert all(u.content == f"assistant answers ({u.act.value}) politely" for r in runs for u in r.utterances
+               if u.side == "assistant")

@@ -1,0 +1,178 @@
+"""AppTest of the Simulate page with a scripted LLM: a full fixed run, takeover by a person, Stop and Resume,
+errors as messages, the ?run= deep link (replay) and two methods side by side."""
+
+import pytest
+
+from backends.config import ROLES, load_config
+from backends.llm.client import LLMClient
+from backends.llm.errors import EndpointUnavailable
+from backends.llm.fake import ScriptedLLM
+from palset.loader import load_dataset
+from sim.schedule import fixed_schedule
+from sim.service import make_spec, open_simulation
+from sim.store import SimStore, run_id_for
+from tests.conftest import DEMO
+from tests.pages.apptest import open_page
+from tests.sim.conftest import default_reply, side_of
+from ui import platform_state
+
+UID, SAMPLE, TOPIC = "1001", "1001_sample7", "topic-1"
+
+
+def reply(req) -> str:
+    """The shared scripted reply, with markdown in the assistant's text (it must show literally)."""
+    text = default_reply(req)
+    return text + " **loud**" if side_of(req) == "assistant" else text
+
+
+@pytest.fixture
+def llm(tmp_path, monkeypatch):
+    """The page's LLM client: a scripted fake for every role, over a temporary PAL_HOME."""
+    monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
+    monkeypatch.setenv("PAL_EMBEDDER", "hash")
+    fake = ScriptedLLM(reply)
+    client = LLMClient(load_config(secrets={}, env={}), providers=dict.fromkeys(ROLES, fake))
+    monkeypatch.setattr(platform_state, "llm_client", lambda: client)
+    return fake
+
+
+def schedule_len() -> int:
+    return len(fixed_schedule(load_dataset(DEMO), f"{SAMPLE}_{TOPIC}")[0])
+
+
+def spec(method="vanilla-log"):
+    return make_spec(load_dataset(DEMO), UID, SAMPLE, TOPIC, method)
+
+
+def start(method="vanilla-log", compare=None, hold_user=False):
+    """Open the page, pick the method(s), optionally take the user side beforehand, press Start."""
+    params = {"user": UID, "method": method, **({"compare": compare} if compare else {})}
+    at = open_page("simulate", **params)
+    assert at.selectbox(key=f"sim_topic_{UID}").value == f"{SAMPLE}/{TOPIC}"  # query sessions come first
+    if hold_user:
+        at.session_state[f"sim_hold_user_{run_id_for(spec(method))}"] = "Me"
+    at.button(key="sim_start").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def transcript(at) -> list[tuple[str, str]]:
+    """(speaker, markdown) of every chat message on the page."""
+    return [(m.name, m.markdown[0].value) for m in at.chat_message]
+
+
+def test_a_full_fixed_run_renders_every_utterance_with_its_act(llm):
+    at = start()
+    run_id = run_id_for(spec())
+    assert at.query_params["run"] == run_id
+    rec = SimStore().load(run_id)
+    assert rec.status == "finished" and len(rec.utterances) == 2 * schedule_len()
+    shown = transcript(at)
+    assert [name for name, _ in shown] == ["User (simulator)", "Assistant"] * schedule_len()
+    for (_, text), utt in zip(shown, rec.utterances):
+        assert f"-badge[{utt.act.value}]" in text
+    assert "\\*\\*loud\\*\\*" in shown[1][1]  # data text is escaped
+    assert len(at.expander) >= 2 * schedule_len() and "Memory context" in "\n".join(c.value for c in at.caption)
+    assert not at.error and not at.button_group  # finished: no takeover controls
+    assert {b.label for b in at.get("download_button")} == {"Export JSON", "Export Markdown"}
+
+
+def test_a_person_takes_over_the_user_side_then_hands_it_back(llm):
+    at = start(hold_user=True)
+    run_id = run_id_for(spec())
+    assert SimStore().load(run_id).utterances == []  # paused at the first user turn
+    at.chat_input(key=f"sim_say_{run_id}").set_value("   ").run()
+    assert any("empty" in w.value for w in at.warning) and SimStore().load(run_id).utterances == []
+    at.chat_input(key=f"sim_say_{run_id}").set_value("I want somewhere quiet to eat tonight").run()
+    rec = SimStore().load(run_id)
+    assert [(u.side, u.actor) for u in rec.utterances] == [("user", "human"), ("assistant", "assistant")]
+    assert transcript(at)[0][0] == "Person (as user)"
+    assert at.chat_input(key=f"sim_say_{run_id}")  # waiting for the person again (turn 2)
+
+    at.button_group(key=f"sim_hold_user_{run_id}").set_value("Simulator").run()
+    at.button(key="sim_continue").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    rec = SimStore().load(run_id)
+    assert rec.status == "finished" and len(rec.utterances) == 2 * schedule_len()
+    assert [u.actor for u in rec.utterances if u.side == "user"][1:] == ["simulator"] * (schedule_len() - 1)
+
+
+def test_stop_keeps_the_saved_turns_and_resume_continues(llm):
+    at = start(hold_user=True)
+    run_id = run_id_for(spec())
+    at.chat_input(key=f"sim_say_{run_id}").set_value("Dinner plans, please").run()
+    at.button(key="sim_stop").click().run()
+    rec = SimStore().load(run_id)
+    assert rec.status == "stopped" and len(rec.utterances) == 2
+    assert len(transcript(at)) == 2
+
+    at.button_group(key=f"sim_hold_user_{run_id}").set_value("Simulator").run()
+    at.button(key="sim_resume").click().run()
+    rec = SimStore().load(run_id)
+    assert rec.status == "finished" and len(rec.utterances) == 2 * schedule_len()
+    assert rec.utterances[0].content == "Dinner plans, please"
+
+
+def test_an_llm_error_is_a_message_and_the_run_resumes(llm, monkeypatch):
+    def down(req):
+        if side_of(req) == "assistant":
+            raise EndpointUnavailable("assistant: cannot reach 127.0.0.1:9 (connection refused)")
+        return reply(req)
+
+    monkeypatch.setattr(llm, "_fn", down)
+    at = start()
+    run_id = run_id_for(spec())
+    assert any("connection refused" in e.value and "Resume" in e.value for e in at.error)
+    rec = SimStore().load(run_id)
+    assert rec.status == "failed" and len(rec.utterances) == 1
+
+    monkeypatch.setattr(llm, "_fn", reply)
+    at.button(key="sim_resume").click().run()
+    assert not at.error and SimStore().load(run_id).status == "finished"
+
+
+def test_run_deep_link_replays_a_stored_run(llm):
+    dataset = load_dataset(DEMO)
+    sim = open_simulation(dataset, spec(), platform_state.llm_client())
+    sim.step()
+    sim.step()
+    sim.stop()
+    at = open_page("simulate", run=sim.record.run_id)
+    assert [name for name, _ in transcript(at)] == ["User (simulator)", "Assistant"]
+    assert not at.button_group and not at.chat_input  # read-only
+    assert any("stopped" in m.value for m in at.markdown)
+    at.button(key="sim_resume_replay").click().run()
+    assert SimStore().load(sim.record.run_id).status == "finished"
+    assert len(transcript(at)) == 2 * schedule_len()
+
+
+def test_two_methods_side_by_side_show_two_transcripts(llm):
+    at = start(method="vanilla-log", compare="vanilla")
+    a, b = SimStore().load(run_id_for(spec("vanilla-log"))), SimStore().load(run_id_for(spec("vanilla")))
+    assert a.status == b.status == "finished" and a.pair_id == b.pair_id is not None
+    assert len(transcript(at)) == 2 * 2 * schedule_len()
+    assert a.utterances[1].trace is not None and b.utterances[1].trace is None  # vanilla has no memory
+    assert b.utterances[0].created_at < a.utterances[-1].created_at  # steps alternate between the runs
+    headers = [m.value.replace("\\", "") for m in at.markdown if m.value.startswith("####")]
+    assert len(headers) == 2 and "(vanilla-log)" in headers[0] and "(vanilla)" in headers[1]
+
+    replay = open_page("simulate", run=b.run_id)  # the pair is found from either run
+    assert len(transcript(replay)) == 2 * 2 * schedule_len()
+
+
+def test_free_mode_runs_up_to_the_max_turns(llm):
+    at = open_page("simulate", user=UID, method="vanilla-log")
+    at.button_group(key="sim_mode").set_value("free").run()
+    at.number_input(key="sim_max_turns").set_value(2).run()
+    at.button(key="sim_start").click().run()
+    rec = SimStore().load(at.query_params["run"])
+    assert rec.spec.mode == "free" and rec.status == "finished" and len(rec.utterances) == 4
+    assert [u.act.value for u in rec.utterances][:2] == ["Topic Inquiry", "Requirement Prediction"]
+
+
+def test_runs_list_shows_stored_runs(llm):
+    start()
+    at = open_page("simulate", tab="Runs")
+    frame = at.dataframe(key="sim_runs_table").value
+    assert list(frame["run_id"]) == [run_id_for(spec())]
+    assert frame["status"].iloc[0] == "finished" and frame["turns"].iloc[0] == schedule_len()
