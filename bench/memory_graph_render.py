@@ -69,7 +69,7 @@ def main() -> None:
         for _ in range(3):
             with browser_page(width=1400, height=900) as page:
                 requests: list[str] = []
-                page.on("request", lambda r: requests.append(r.url))
+                page.on("request", lambda r, seen=requests: seen.append(r.url))
                 page.goto(path.as_uri())
                 page.wait_for_function("window.__drawn !== null", timeout=60_000)
                 drawn = page.evaluate("window.__drawn")

@@ -1,0 +1,97 @@
+"""Aggregates over judged topics and bench results: counts, rates, seeded bootstrap CIs, per-user breakdowns."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from evaluation.faireval import Judgment, apply_decision
+from evaluation.tasks import TaskResult, g_report, s_report
+
+N_BOOT = 2000
+
+
+def bootstrap_ci(values: Sequence[float], stat: Callable[[np.ndarray], float] = np.mean, *, n_boot: int = N_BOOT,
+                 seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap CI of ``stat`` over items (topics), reproducible by seed; (nan, nan) when empty."""
+    arr = np.asarray(values, dtype=float)
+    if arr.size == 0:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, arr.size, size=(n_boot, arr.size))
+    stats = np.array([stat(arr[row]) for row in idx])
+    alpha = (1 - level) / 2
+    return float(np.quantile(stats, alpha)), float(np.quantile(stats, 1 - alpha))
+
+
+def outcome_counts(decisions: Sequence[str]) -> dict[str, float]:
+    """win/tie/lose counts, rates and the adjusted win rate (win + ½ tie) over valid decisions."""
+    c = {d: sum(x == d for x in decisions) for d in ("win", "tie", "lose", "invalid")}
+    n = c["win"] + c["tie"] + c["lose"]
+    rates = {f"{d}_rate": (c[d] / n if n else 0.0) for d in ("win", "tie", "lose")}
+    adjusted = (c["win"] + 0.5 * c["tie"]) / n if n else 0.0
+    return {**c, "n": n, **rates, "adjusted_win_rate": adjusted}
+
+
+def _adjusted_points(decisions: Sequence[str]) -> list[float]:
+    return [{"win": 1.0, "tie": 0.5, "lose": 0.0}[d] for d in decisions if d != "invalid"]
+
+
+def summarize_pair(judgments: Sequence[Judgment], *, n_boot: int = N_BOOT, seed: int = 0) -> dict:
+    """One (method A, method B, aspect) group: outcomes with CI, per-user outcomes, flip and slot-1 rates."""
+    decisions = [j.decision for j in judgments]
+    out = outcome_counts(decisions)
+    lo, hi = bootstrap_ci(_adjusted_points(decisions), n_boot=n_boot, seed=seed)
+    out["adjusted_win_rate_ci"] = [lo, hi]
+    win_lo, win_hi = bootstrap_ci([float(d == "win") for d in decisions if d != "invalid"], n_boot=n_boot, seed=seed)
+    out["win_rate_ci"] = [win_lo, win_hi]
+    by_user: dict[str, list[str]] = defaultdict(list)
+    for j in judgments:
+        by_user[j.user_id].append(j.decision)
+    out["per_user"] = {u: outcome_counts(d) for u, d in sorted(by_user.items())}
+    both = [j for j in judgments if "none" not in (j.order1_winner, j.order2_winner)]
+    out["flip_rate"] = sum(j.flipped for j in both) / len(both) if both else 0.0
+    samples = [s for j in judgments for s in j.samples if s.ok]
+    out["slot1_win_rate"] = sum(s.slot1 > s.slot2 for s in samples) / len(samples) if samples else 0.0  # type: ignore[operator]
+    out["invalid_samples"] = sum(j.invalid for j in judgments)
+    out["samples"] = sum(len(j.samples) for j in judgments)
+    return out
+
+
+def aggregate_judgments(judgments: Sequence[Judgment], threshold: float = 0.0, *, n_boot: int = N_BOOT,
+                        seed: int = 0) -> list[dict]:
+    """Per (method A, method B, aspect): decisions recomputed with ``threshold``, then :func:`summarize_pair`."""
+    groups: dict[tuple[str, str, str], list[Judgment]] = defaultdict(list)
+    for j in judgments:
+        groups[(j.method_a, j.method_b, j.aspect)].append(apply_decision(j, threshold))
+    return [{"method_a": a, "method_b": b, "aspect": asp, "threshold": threshold,
+             **summarize_pair(js, n_boot=n_boot, seed=seed)} for (a, b, asp), js in sorted(groups.items())]
+
+
+def _metric(values: list[float], scale: Callable[[list], float], n_boot: int, seed: int) -> dict:
+    lo, hi = bootstrap_ci(values, lambda a: scale(list(a)), n_boot=n_boot, seed=seed)
+    return {"value": scale(values), "ci": [lo, hi], "n": len(values)}
+
+
+def leaderboard(results: Sequence[TaskResult], *, n_boot: int = N_BOOT, seed: int = 0) -> list[dict]:
+    """Per method: restatement BLEU-1…4 and G-score, proposal BLEU-1…4, S-score, each with a bootstrap CI."""
+    by_method: dict[str, dict[str, list[TaskResult]]] = defaultdict(lambda: defaultdict(list))
+    for r in results:
+        by_method[r.method][r.task].append(r)
+    mean100 = lambda v: 100.0 * float(np.mean(v)) if len(v) else 0.0  # noqa: E731 — BLEU shown ×100
+    rows = []
+    for method, tasks in sorted(by_method.items()):
+        row: dict = {"method": method}
+        for task in ("restatement", "proposal"):
+            rs = tasks.get(task, [])
+            for n in (1, 2, 3, 4):
+                row[f"{task}_bleu{n}"] = _metric([(r.bleu or {}).get(n, 0.0) for r in rs], mean100, n_boot, seed)
+            row[f"{task}_invalid"] = sum(not r.ok for r in rs)
+        row["g_score"] = _metric([r.g_score or 0.0 for r in tasks.get("restatement", [])], g_report, n_boot, seed)
+        sel = tasks.get("selection", [])
+        row["s_score"] = _metric([float(r.s_score or 0) for r in sel], s_report, n_boot, seed)
+        row["selection_invalid"] = sum(not r.ok for r in sel)
+        rows.append(row)
+    return rows

@@ -1,0 +1,222 @@
+"""FairEval pairwise judging of two simulated runs on the same topic (Mem-PAL §4.4).
+
+Each aspect (requirement, preference) is judged separately with its own prompt: k samples with
+method A's dialogue shown as assistant-1 and k with the two dialogues really swapped (Multiple
+Evidence + Balanced Position Calibration). The decision averages each method's 2k scores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from backends.llm.client import LLMClient
+from backends.prompts import Prompt, load_prompt
+from memory.privacy import redact_text
+from sim.roles import TopicContext
+from sim.types import RunRecord
+
+Aspect = Literal["requirement", "preference"]
+ASPECTS: tuple[Aspect, ...] = ("requirement", "preference")
+Decision = Literal["win", "tie", "lose", "invalid"]
+Winner = Literal["A", "B", "tie", "none"]
+ORDER_WARNING = ("The two conversations are shown in random order. The order in which they appear must not "
+                 "influence your judgement.")
+
+
+class SlotTexts(BaseModel):
+    """Free-text analysis per assistant slot, as the judge wrote it."""
+
+    model_config = ConfigDict(populate_by_name=True)
+    assistant_1: str = Field(alias="assistant-1", max_length=2000)
+    assistant_2: str = Field(alias="assistant-2", max_length=2000)
+    overall: str = Field(max_length=2000)
+
+
+class SlotScores(BaseModel):
+    """Integer scores 1–10 per slot."""
+
+    model_config = ConfigDict(populate_by_name=True)
+    assistant_1: int = Field(alias="assistant-1", ge=1, le=10)
+    assistant_2: int = Field(alias="assistant-2", ge=1, le=10)
+
+
+class JudgeOut(BaseModel):
+    """The judge's reply: analysis then scores (the paper's output format)."""
+
+    analysis: SlotTexts
+    scores: SlotScores
+
+
+class JudgeSample(BaseModel):
+    """One judge call: which order, its scores mapped back to methods, and everything it returned."""
+
+    order: Literal[1, 2]  # 1: method A is assistant-1; 2: swapped
+    index: int
+    ok: bool
+    slot1: int | None = None  # score given to assistant-1
+    slot2: int | None = None
+    score_a: int | None = None
+    score_b: int | None = None
+    analysis: dict[str, str] | None = None
+    raw: list[str] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+    attempts: int = 0
+
+
+class OrderTexts(BaseModel):
+    """The two dialogues exactly as the judge saw them in one order."""
+
+    assistant_1: str
+    assistant_2: str
+
+
+class Judgment(BaseModel):
+    """A self-describing pairwise judgment of run A against run B on one topic and aspect."""
+
+    judgment_key: str
+    dataset: str
+    user_id: str
+    sample_id: str
+    topic_key: str
+    aspect: Aspect
+    method_a: str
+    method_b: str
+    run_a: str
+    run_b: str
+    k: int
+    threshold: float = 0.0
+    judge_provider: str = ""
+    judge_model: str
+    judge_temperature: float | None = None
+    prompt_name: str
+    prompt_version: str
+    created_at: float = 0.0
+    texts: dict[str, OrderTexts]  # "order1" / "order2"
+    samples: list[JudgeSample]
+    mean_a: float | None = None
+    mean_b: float | None = None
+    decision: Decision = "invalid"
+    invalid: int = 0
+    order1_winner: Winner = "none"
+    order2_winner: Winner = "none"
+    flipped: bool = False
+    slot1_preference: float | None = None  # share of valid samples where assistant-1 scored higher
+
+
+def judgment_key(run_a: str, run_b: str, aspect: str, k: int, judge_model: str, prompt_version: str) -> str:
+    """The resume key: the same pair, aspect, k, judge model and prompt version is judged once."""
+    raw = "|".join([run_a, run_b, aspect, str(k), judge_model, prompt_version])
+    return "jdg-" + hashlib.sha1(raw.encode()).hexdigest()[:16]
+
+
+def render_dialogue(record: RunRecord) -> str:
+    """A run's transcript as the paper shows it to the judge: '- "user": …' lines, no action labels."""
+    return "\n".join(f'- "{u.side}": {redact_text(u.content)}' for u in record.utterances) or "(empty)"
+
+
+def ground_truth(ctx: TopicContext, aspect: Aspect) -> str:
+    """What the judge knows about the topic: the needs (requirement) or the preferences (preference)."""
+    t = ctx.topic.topic
+    if aspect == "requirement":
+        needs = ctx.topic.framework.implicit_needs if ctx.topic.framework else None
+        lines = [f"User query: {t.user_query}", "Implicit needs:"]
+        for i, need in enumerate(t.implicit_needs):
+            ev = needs[i].evidences if needs and i < len(needs) else []
+            lines.append(f"{i + 1}. {need}" + (f" (evidence: {'; '.join(ev)})" if ev else ""))
+        lines.append(f"Requirement: {t.requirement}")
+        return redact_text("\n".join(lines))
+    lines = [f"Requirement: {t.requirement}"]
+    pref = ctx.user.preferences.get(ctx.topic.requirement_type_id or "")
+    if pref:
+        lines += [f"General preference (accepts): {pref.preference.pos}",
+                  f"General preference (rejects): {pref.preference.neg}"]
+    sp = ctx.topic.solution_preference
+    liked = [(r.solution, r.feedback_reason) for r in sp.pos_list] if sp else [(s, "") for s in t.solution.pos]
+    disliked = [(r.solution, r.feedback_reason) for r in sp.neg_list] if sp else [(s, "") for s in t.solution.neg]
+    lines += ["Candidate solutions the user likes:", *(f"- {s}" + (f" (reason: {r})" if r else "") for s, r in liked),
+              "Candidate solutions the user dislikes:", *(f"- {s}" + (f" (reason: {r})" if r else "") for s, r in disliked)]
+    return redact_text("\n".join(lines))
+
+
+def render_pair(first: str, second: str) -> str:
+    """Both dialogues under the names assistant-1 / assistant-2, with the order warning."""
+    return f"{ORDER_WARNING}\n\n## assistant-1\n{first}\n\n## assistant-2\n{second}"
+
+
+def judge_messages(prompt: Prompt, ctx: TopicContext, aspect: Aspect, first: str, second: str) -> list[dict[str, str]]:
+    """The judge input per §4.4: profile (no personality), personality, situation, ground truth, dialogues."""
+    text = prompt.render(persona=ctx.persona(), personality=ctx.personality(), situation=ctx.situation(),
+                         truth=ground_truth(ctx, aspect), dialogues=render_pair(first, second))
+    return [{"role": "user", "content": text}]
+
+
+def ask_judge(llm: LLMClient, prompt: Prompt, messages: list[dict[str, str]], order: Literal[1, 2], index: int,
+              aspect: str) -> JudgeSample:
+    """One sample; the client retries invalid outputs, a final failure is kept as an invalid sample."""
+    res = llm.structured("judge", messages, JudgeOut, prompt=prompt, cache_salt=f"faireval:{aspect}:o{order}:s{index}")
+    if not res.ok:
+        return JudgeSample(order=order, index=index, ok=False, raw=res.raw, errors=res.errors, attempts=res.attempts)
+    s1, s2 = res.value.scores.assistant_1, res.value.scores.assistant_2
+    a, b = (s1, s2) if order == 1 else (s2, s1)
+    return JudgeSample(order=order, index=index, ok=True, slot1=s1, slot2=s2, score_a=a, score_b=b,
+                       analysis=res.value.analysis.model_dump(by_alias=True), raw=[res.raw], attempts=res.attempts)
+
+
+def _winner(samples: list[JudgeSample]) -> Winner:
+    valid = [s for s in samples if s.ok]
+    if not valid:
+        return "none"
+    diff = sum(s.score_a - s.score_b for s in valid)  # type: ignore[operator]
+    return "A" if diff > 0 else "B" if diff < 0 else "tie"
+
+
+def decide(samples: list[JudgeSample], threshold: float = 0.0) -> tuple[Decision, float | None, float | None]:
+    """(decision, mean A, mean B) over valid samples: win/lose when the mean difference exceeds the
+    threshold, tie otherwise (threshold 0: tie only on exact equality, as the paper)."""
+    valid = [s for s in samples if s.ok]
+    if not valid:
+        return "invalid", None, None
+    n = len(valid)
+    total_a, total_b = sum(s.score_a for s in valid), sum(s.score_b for s in valid)  # type: ignore[misc]
+    diff = (total_a - total_b) / n
+    decision: Decision = "win" if diff > threshold else "lose" if diff < -threshold else "tie"
+    return decision, total_a / n, total_b / n
+
+
+def apply_decision(j: Judgment, threshold: float) -> Judgment:
+    """The judgment with decision, means and diagnostics (re)computed from its samples."""
+    decision, mean_a, mean_b = decide(j.samples, threshold)
+    o1, o2 = _winner([s for s in j.samples if s.order == 1]), _winner([s for s in j.samples if s.order == 2])
+    valid = [s for s in j.samples if s.ok]
+    slot1 = sum(s.slot1 > s.slot2 for s in valid) / len(valid) if valid else None  # type: ignore[operator]
+    return j.model_copy(update={
+        "threshold": threshold, "decision": decision, "mean_a": mean_a, "mean_b": mean_b,
+        "invalid": len(j.samples) - len(valid), "order1_winner": o1, "order2_winner": o2,
+        "flipped": o1 != o2 and "none" not in (o1, o2), "slot1_preference": slot1})
+
+
+def judge_pair(llm: LLMClient, ctx: TopicContext, run_a: RunRecord, run_b: RunRecord, aspect: Aspect, *,
+               k: int = 3, threshold: float = 0.0) -> Judgment:
+    """Judge run A against run B on one aspect: k samples in each order, then the decision."""
+    prompt = load_prompt(f"eval/faireval_{aspect}")
+    text_a, text_b = render_dialogue(run_a), render_dialogue(run_b)
+    samples: list[JudgeSample] = []
+    for order, (first, second) in ((1, (text_a, text_b)), (2, (text_b, text_a))):
+        msgs = judge_messages(prompt, ctx, aspect, first, second)
+        samples += [ask_judge(llm, prompt, msgs, order, i, aspect) for i in range(k)]  # type: ignore[arg-type]
+    rc = llm.config.role("judge")
+    spec = run_a.spec
+    j = Judgment(
+        judgment_key=judgment_key(run_a.run_id, run_b.run_id, aspect, k, rc.model, prompt.version),
+        dataset=spec.dataset, user_id=spec.user_id, sample_id=spec.sample_id, topic_key=spec.topic_key, aspect=aspect,
+        method_a=spec.method, method_b=run_b.spec.method, run_a=run_a.run_id, run_b=run_b.run_id, k=k,
+        judge_provider=rc.provider, judge_model=rc.model, judge_temperature=rc.temperature,
+        prompt_name=prompt.name, prompt_version=prompt.version, created_at=time.time(),
+        texts={"order1": OrderTexts(assistant_1=text_a, assistant_2=text_b),
+               "order2": OrderTexts(assistant_1=text_b, assistant_2=text_a)},
+        samples=samples)
+    return apply_decision(j, threshold)

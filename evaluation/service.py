@@ -1,0 +1,114 @@
+"""Batch drivers: pair finished runs and judge them, run the single-turn tasks — both resumable."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from backends.llm.client import LLMClient
+from evaluation.faireval import Aspect, Judgment, judge_pair, judgment_key
+from evaluation.store import EvalStore
+from evaluation.tasks import TASKS, Task, TaskResult, TopicTasks
+from memory.methods import get_method_class
+from memory.service import dataset_key, open_builder
+from palset.dataset import Dataset
+from sim.roles import TopicContext
+from sim.store import SimStore
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass
+class RunPair:
+    """Finished runs of methods A and B on the same (user, sample, topic)."""
+
+    user_id: str
+    sample_id: str
+    topic_key: str
+    run_a: str
+    run_b: str
+
+
+def pair_runs(sims: SimStore, dataset: str, method_a: str, method_b: str,
+              users: Iterable[str] | None = None) -> list[RunPair]:
+    """Pairs by (user, sample, topic); the newest finished run of each method is used."""
+    wanted = set(users) if users else None
+
+    def newest(method: str) -> dict[tuple[str, str, str], str]:
+        found: dict[tuple[str, str, str], str] = {}
+        for r in sims.list(dataset=dataset, method=method, status="finished"):  # newest first
+            key = (r["user_id"], r["sample_id"], r["topic_key"])
+            if (wanted is None or r["user_id"] in wanted) and key not in found:
+                found[key] = r["run_id"]
+        return found
+
+    a, b = newest(method_a), newest(method_b)
+    return [RunPair(*key, a[key], b[key]) for key in sorted(set(a) & set(b))]
+
+
+def topic_context(dataset: Dataset, user_id: str, sample_id: str, topic_key: str) -> TopicContext:
+    """The dataset's view of one topic (raises KeyError when the dataset lacks it)."""
+    user = dataset.users[user_id]
+    session = user.session(sample_id)
+    topic = next((t for t in session.topics if t.key == topic_key), None) if session else None
+    if session is None or topic is None:
+        raise KeyError(f"user {user_id} has no {sample_id}/{topic_key}")
+    return TopicContext(user=user, session=session, topic=topic)
+
+
+def judge_runs(llm: LLMClient, dataset: Dataset, sims: SimStore, store: EvalStore, pairs: list[RunPair],
+               aspects: Iterable[Aspect], *, k: int = 3, threshold: float = 0.0,
+               progress: Progress | None = None) -> list[Judgment]:
+    """Judge every pair on every aspect; a judgment already stored for the same key is loaded, not redone."""
+    from backends.prompts import load_prompt
+
+    judge_model = llm.config.role("judge").model
+    jobs = [(p, a) for p in pairs for a in aspects]
+    out: list[Judgment] = []
+    for done, (pair, aspect) in enumerate(jobs, 1):
+        version = load_prompt(f"eval/faireval_{aspect}").version
+        key = judgment_key(pair.run_a, pair.run_b, aspect, k, judge_model, version)
+        if store.has_judgment(key):
+            out.append(store.load_judgment(key))
+            what = "stored"
+        else:
+            ctx = topic_context(dataset, pair.user_id, pair.sample_id, pair.topic_key)
+            j = judge_pair(llm, ctx, sims.load(pair.run_a), sims.load(pair.run_b), aspect, k=k, threshold=threshold)
+            store.save_judgment(j)
+            out.append(j)
+            what = j.decision
+        if progress:
+            progress(done, len(jobs), f"{pair.user_id} {pair.sample_id} {pair.topic_key} {aspect}: {what}")
+    return out
+
+
+def query_topics(dataset: Dataset, users: Iterable[str] | None) -> list[tuple[str, str, str]]:
+    """(user, sample, topic) of every query-session topic of the selected users."""
+    ids = list(users) if users else list(dataset.users)
+    return [(u, s.sample_id, t.key) for u in ids for s in dataset.users[u].query for t in s.topics]
+
+
+def bench_tasks(llm: LLMClient, dataset: Dataset, methods: list[str], store: EvalStore,
+                users: Iterable[str] | None = None, tasks: tuple[Task, ...] = TASKS,
+                progress: Progress | None = None) -> list[TaskResult]:
+    """Every task on every query topic for every method; stored results are reused (resume)."""
+    key = dataset_key(dataset.root)
+    topics = query_topics(dataset, users)
+    results: list[TaskResult] = []
+    done, total = 0, len(topics) * len(methods)
+    for method in methods:
+        cls = get_method_class(method)
+        builders: dict[str, object] = {}
+        for user_id, sample_id, topic_key in topics:
+            if method != "vanilla" and user_id not in builders:
+                builders[user_id] = open_builder(dataset, user_id, method, llm=llm if cls.uses_llm else None)
+            ctx = topic_context(dataset, user_id, sample_id, topic_key)
+            runner = TopicTasks(llm, ctx, method, builders.get(user_id), key)  # type: ignore[arg-type]
+            new = runner.run(tasks, known=lambda _t, k: store.get_result(k))
+            for r in new:
+                store.save_result(r)
+            results += new
+            done += 1
+            if progress:
+                progress(done, total, f"{method} {user_id} {sample_id} {topic_key}")
+    return results

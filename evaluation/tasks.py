@@ -1,0 +1,214 @@
+"""PAL-Bench single-turn tasks per memory method on query topics (Mem-PAL §4.1–4.2).
+
+* Requirement Restatement: memory (retrieved with the user query) + query → one sentence; BLEU
+  against the gold requirement, and the G-score judge (each of the two implicit needs 1 / 0.5 / 0).
+* Solution Proposal: memory (retrieved with the gold requirement) + requirement → one sentence;
+  BLEU against each positive solution, max per n.
+* Solution Selection: the candidates as S1…Sn in stored order → exactly two distinct ids;
+  +1 per positive, −1 per negative, 0 per neutral pick.
+
+A failed prediction (invalid after the client's retries) scores 0 on every metric and is counted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from typing import Literal
+
+from pydantic import BaseModel, Field, create_model, field_validator, model_validator
+
+from backends.llm.client import LLMClient
+from backends.prompts import Prompt, load_prompt
+from evaluation.bleu import bleu, bleu_max
+from memory.build import MemoryBuilder
+from sim.roles import LANGUAGE, TopicContext
+
+Task = Literal["restatement", "proposal", "selection"]
+TASKS: tuple[Task, ...] = ("restatement", "proposal", "selection")
+G_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0)
+FEEDBACK_POINTS = {"pos": 1, "neg": -1, "neu": 0}
+NO_MEMORY = "(nothing remembered)"
+
+
+class Restatement(BaseModel):
+    requirement: str = Field(max_length=600, description="one sentence: what the user actually needs")
+
+
+class Proposal(BaseModel):
+    solution: str = Field(max_length=600, description="one sentence: the proposed solution")
+
+
+class GScoreOut(BaseModel):
+    """The G-score judge's reply: analysis, then the summed match score."""
+
+    analysis: str = Field(max_length=2000)
+    score: float = Field(ge=0, le=2, json_schema_extra={"enum": list(G_VALUES)})
+
+    @field_validator("score")
+    @classmethod
+    def _half_steps(cls, v: float) -> float:
+        if v not in G_VALUES:
+            raise ValueError("score must be one of 0, 0.5, 1, 1.5, 2")
+        return v
+
+
+class SelectionBase(BaseModel):
+    """Two distinct candidate ids; the id enum is set per topic by :func:`selection_model`."""
+
+    @model_validator(mode="after")
+    def _distinct(self):
+        if len(set(self.choices)) != len(self.choices):  # type: ignore[attr-defined]
+            raise ValueError("choose two DIFFERENT candidate ids")
+        return self
+
+
+def selection_model(n: int) -> type[SelectionBase]:
+    """A schema allowing exactly two of the ids S1…Sn (enum-bounded)."""
+    ids = tuple(f"S{i}" for i in range(1, n + 1))
+    return create_model("Selection", __base__=SelectionBase,
+                        choices=(list[Literal[ids]], Field(min_length=2, max_length=2)))  # type: ignore[valid-type]
+
+
+def selection_score(picks: list[str], feedbacks: list[str]) -> int:
+    """Σ over the picked ids S<i> of +1 (pos), −1 (neg), 0 (neu) — in [−2, 2]."""
+    if len(set(picks)) != len(picks):
+        raise ValueError("duplicate candidate ids")
+    return sum(FEEDBACK_POINTS[feedbacks[int(p[1:]) - 1]] for p in picks)
+
+
+def g_report(scores: list[float]) -> float:
+    """Mean G-score × 50 → [0, 100]."""
+    return 50.0 * sum(scores) / len(scores) if scores else 0.0
+
+
+def s_report(scores: list[int]) -> float:
+    """Mean selection score × 50 → [−100, 100]."""
+    return 50.0 * sum(scores) / len(scores) if scores else 0.0
+
+
+class TaskResult(BaseModel):
+    """One task on one topic for one method, with everything needed to audit it."""
+
+    result_key: str
+    dataset: str
+    user_id: str
+    sample_id: str
+    topic_key: str
+    method: str
+    task: Task
+    model: str
+    prompt_name: str
+    prompt_version: str
+    ok: bool
+    prediction: str | None = None
+    raw: list[str] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+    memory_tokens: int = 0
+    bleu: dict[int, float] | None = None
+    g_score: float | None = None
+    g_ok: bool | None = None
+    g_raw: list[str] = Field(default_factory=list)
+    g_analysis: str | None = None
+    judge_model: str | None = None
+    g_prompt_version: str | None = None
+    picks: list[str] = Field(default_factory=list)
+    s_score: int | None = None
+    created_at: float = 0.0
+
+
+def result_key(dataset: str, ctx: TopicContext, method: str, task: str, model: str, prompt_version: str) -> str:
+    raw = "|".join([dataset, ctx.user.uid, ctx.session.sample_id, ctx.topic.key, method, task, model, prompt_version])
+    return "res-" + hashlib.sha1(raw.encode()).hexdigest()[:16]
+
+
+def memory_context(builder: MemoryBuilder | None, query: str, purpose: str, ctx: TopicContext) -> tuple[str, int]:
+    """(context text, tokens) the method retrieves for ``query`` as of the topic's session; none without memory."""
+    if builder is None:
+        return NO_MEMORY, 0
+    trace = builder.retrieve(query, purpose, ctx.session)  # type: ignore[arg-type]
+    return trace.context or NO_MEMORY, trace.tokens
+
+
+class TopicTasks:
+    """Runs the tasks of one topic for one method (role ``assistant`` answers, role ``judge`` grades)."""
+
+    def __init__(self, llm: LLMClient, ctx: TopicContext, method: str, builder: MemoryBuilder | None, dataset: str):
+        self.llm, self.ctx, self.method, self.builder, self.dataset = llm, ctx, method, builder, dataset
+        self.language = LANGUAGE.get(ctx.user.language, "English")
+
+    def _base(self, task: Task, prompt: Prompt) -> TaskResult:
+        model = self.llm.config.role("assistant").model
+        return TaskResult(result_key=result_key(self.dataset, self.ctx, self.method, task, model, prompt.version),
+                          dataset=self.dataset, user_id=self.ctx.user.uid, sample_id=self.ctx.session.sample_id,
+                          topic_key=self.ctx.topic.key, method=self.method, task=task, model=model,
+                          prompt_name=prompt.name, prompt_version=prompt.version, ok=False, created_at=time.time())
+
+    def _ask(self, r: TaskResult, prompt: Prompt, schema: type[BaseModel], **values: object):
+        res = self.llm.structured("assistant", [{"role": "user", "content": prompt.render(**values)}], schema,
+                                  prompt=prompt, cache_salt=f"bench:{self.method}:{r.task}")
+        r.raw, r.ok = ([res.raw], True) if res.ok else (res.raw, False)
+        r.errors = [] if res.ok else res.errors
+        return res.value if res.ok else None
+
+    def restatement(self) -> TaskResult:
+        prompt = load_prompt("eval/requirement_restatement")
+        r = self._base("restatement", prompt)
+        t = self.ctx.topic.topic
+        memory, r.memory_tokens = memory_context(self.builder, t.user_query, "requirement", self.ctx)
+        out = self._ask(r, prompt, Restatement, memory=memory, query=t.user_query, language=self.language)
+        r.prediction = out.requirement if out else None
+        r.bleu = bleu(t.requirement, r.prediction or "")
+        self._g_score(r)
+        return r
+
+    def _g_score(self, r: TaskResult) -> None:
+        """Grade the restatement against the two implicit needs; a failed prediction or judge scores 0."""
+        t = self.ctx.topic.topic
+        r.g_score, r.g_ok = 0.0, None
+        if not r.prediction:
+            return
+        prompt = load_prompt("eval/gscore")
+        needs = "\n".join(f"- {n}" for n in t.implicit_needs)
+        msg = prompt.render(query=t.user_query, requirement=t.requirement, needs=needs, prediction=r.prediction)
+        res = self.llm.structured("judge", [{"role": "user", "content": msg}], GScoreOut, prompt=prompt,
+                                  cache_salt="bench:gscore")
+        r.judge_model, r.g_prompt_version = self.llm.config.role("judge").model, prompt.version
+        r.g_ok, r.g_raw = res.ok, ([res.raw] if res.ok else res.raw)
+        if res.ok:
+            r.g_score, r.g_analysis = res.value.score, res.value.analysis
+
+    def proposal(self) -> TaskResult:
+        prompt = load_prompt("eval/solution_proposal")
+        r = self._base("proposal", prompt)
+        t = self.ctx.topic.topic
+        memory, r.memory_tokens = memory_context(self.builder, t.requirement, "solution", self.ctx)
+        out = self._ask(r, prompt, Proposal, memory=memory, requirement=t.requirement, language=self.language)
+        r.prediction = out.solution if out else None
+        r.bleu = bleu_max(t.solution.pos, r.prediction or "")
+        return r
+
+    def selection(self) -> TaskResult:
+        prompt = load_prompt("eval/solution_selection")
+        r = self._base("selection", prompt)
+        t = self.ctx.topic.topic
+        memory, r.memory_tokens = memory_context(self.builder, t.requirement, "solution", self.ctx)
+        cands = "\n".join(f'"S{i}": {c.solution}' for i, c in enumerate(t.candidate_solutions, 1))
+        out = self._ask(r, prompt, selection_model(len(t.candidate_solutions)), memory=memory,
+                        requirement=t.requirement, candidates=cands)
+        r.picks = list(out.choices) if out else []  # type: ignore[attr-defined]
+        r.prediction = ",".join(r.picks) or None
+        r.s_score = selection_score(r.picks, [c.feedback for c in t.candidate_solutions]) if out else 0
+        return r
+
+    def run(self, tasks: tuple[Task, ...] = TASKS, known: Callable[[Task, str], TaskResult | None] | None = None
+            ) -> list[TaskResult]:
+        """Each requested task, or its stored result when ``known(task, key)`` has one (resume)."""
+        results = []
+        for task in tasks:
+            prompt = load_prompt({"restatement": "eval/requirement_restatement", "proposal": "eval/solution_proposal",
+                                  "selection": "eval/solution_selection"}[task])
+            stored = known(task, self._base(task, prompt).result_key) if known else None
+            results.append(stored or getattr(self, task)())
+        return results

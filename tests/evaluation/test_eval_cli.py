@@ -1,0 +1,68 @@
+"""`pal judge` and `pal bench-tasks` in-process, with a scripted LLM and runs stored in the simulation store."""
+
+import json
+
+import pytest
+
+from cli import eval_cmds
+from cli.main import main
+from tests.conftest import DEMO
+from tests.evaluation.conftest import MARKER, USER, prefers_marker, store_run
+from tests.evaluation.test_tasks import scripted
+
+
+@pytest.fixture
+def cli_llm(env, monkeypatch):
+    """Point the commands at a scripted LLM; returns a setter for the reply function and the request log."""
+    make_llm, _, _ = env
+    log: list = []
+
+    def use(reply):
+        def factory():
+            llm, fake = make_llm(reply)
+            log.append(fake)
+            return llm
+        monkeypatch.setattr(eval_cmds, "make_llm", factory)
+    return use, log
+
+
+def test_pal_judge_pairs_runs_judges_and_resumes(env, cli_llm, capsys):
+    _, sims, _ = env
+    use, log = cli_llm
+    for topic in ("topic-1", "topic-2"):
+        store_run(sims, "h2memory", MARKER, topic=topic)
+        store_run(sims, "vanilla", "plain", topic=topic)
+    store_run(sims, "h2memory", MARKER, sample="1000_sample8")  # no baseline run: not paired
+    use(prefers_marker)
+    argv = ["judge", "--dataset", str(DEMO), "--runs", "h2memory", "--baseline", "vanilla", "--k", "1", "--json"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    rows = json.loads(out)
+    assert [(r["aspect"], r["win"], r["tie"], r["lose"]) for r in rows] == [("preference", 2, 0, 0),
+                                                                            ("requirement", 2, 0, 0)]
+    assert rows[0]["adjusted_win_rate"] == 1.0 and rows[0]["flip_rate"] == 0.0
+    assert "[4/4]" in err and len(log[-1].requests) == 8
+    assert main(argv[:-1]) == 0  # resumed: nothing judged again, table printed
+    out, err = capsys.readouterr()
+    assert len(log[-1].requests) == 0 and "stored" in err and "h2memory vs vanilla" in out
+
+
+def test_pal_judge_without_pairs_and_bad_args(env, cli_llm, capsys):
+    use, _ = cli_llm
+    use(prefers_marker)
+    base = ["judge", "--dataset", str(DEMO), "--runs", "h2memory", "--baseline", "vanilla"]
+    assert main(base) == 2
+    assert main([*base, "--aspects", "style"]) == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_pal_bench_tasks_prints_a_leaderboard(env, cli_llm, capsys):
+    use, _ = cli_llm
+    use(scripted())
+    assert main(["bench-tasks", "--dataset", str(DEMO), "--methods", "vanilla", "--users", USER, "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["method"] == "vanilla" and -100 <= row["s_score"]["value"] <= 100 and row["g_score"]["value"] == 75.0
+    assert row["s_score"]["n"] == row["g_score"]["n"] > 0 and row["selection_invalid"] == 0
+    assert main(["bench-tasks", "--dataset", str(DEMO), "--methods", "vanilla", "--users", USER]) == 0  # resumed
+    assert "vanilla" in capsys.readouterr().out
+    assert main(["bench-tasks", "--dataset", str(DEMO), "--methods", "nope"]) == 2

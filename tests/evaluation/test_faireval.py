@@ -1,0 +1,112 @@
+"""FairEval with a scripted judge: position bias cancels, real preference wins in both orders, invalid
+outputs are retried then recorded, records are complete, thresholds make ties, stored judgments are skipped."""
+
+import pytest
+
+from evaluation.faireval import apply_decision, judge_pair, render_dialogue
+from evaluation.service import judge_runs, pair_runs, topic_context
+from evaluation.store import EvalStore
+from memory.service import dataset_key
+from tests.conftest import DEMO
+from tests.evaluation.conftest import (
+    MARKER,
+    SAMPLE,
+    TOPIC,
+    USER,
+    judge_reply,
+    prefers_first,
+    prefers_marker,
+    slots,
+    store_run,
+)
+
+
+@pytest.fixture
+def runs(env):
+    _, sims, _ = env
+    return store_run(sims, "h2memory", MARKER), store_run(sims, "vanilla", "plain")
+
+
+def judge(demo, env, runs, reply, aspect="requirement", **kw):
+    make_llm, _, _ = env
+    llm, fake = make_llm(reply)
+    ctx = topic_context(demo, USER, SAMPLE, TOPIC)
+    return judge_pair(llm, ctx, runs[0], runs[1], aspect, **kw), fake
+
+
+def test_position_bias_alone_gives_a_tie(demo, env, runs):
+    j, fake = judge(demo, env, runs, prefers_first)
+    assert len(fake.requests) == 6  # k=3 per order, each a real call (salted per sample)
+    assert j.decision == "tie" and j.mean_a == j.mean_b == 6.5
+    assert j.flipped and j.order1_winner == "A" and j.order2_winner == "B"
+    assert j.slot1_preference == 1.0
+
+
+def test_a_real_preference_wins_in_both_orders(demo, env, runs):
+    j, fake = judge(demo, env, runs, prefers_marker)
+    assert j.decision == "win" and j.mean_a == 9 and j.mean_b == 4
+    assert not j.flipped and j.order1_winner == j.order2_winner == "A"
+    assert j.slot1_preference == 0.5
+    firsts = [MARKER in slots(r)[0] for r in fake.requests]
+    assert firsts.count(True) == 3 and firsts.count(False) == 3  # the dialogues really were swapped
+
+
+def test_record_keeps_both_orders_and_every_sample(demo, env, runs):
+    j, _ = judge(demo, env, runs, prefers_marker, aspect="preference", k=2)
+    a, b = render_dialogue(runs[0]), render_dialogue(runs[1])
+    assert a.startswith('- "user": ') and '- "assistant": ' in a
+    assert j.texts["order1"].assistant_1 == a and j.texts["order1"].assistant_2 == b
+    assert j.texts["order2"].assistant_1 == b and j.texts["order2"].assistant_2 == a
+    assert [(s.order, s.index) for s in j.samples] == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    assert all(s.ok and s.raw and s.analysis["overall"] == "o" for s in j.samples)
+    assert j.k == 2 and j.aspect == "preference" and j.prompt_name == "eval/faireval_preference"
+    assert j.prompt_version and j.judge_model and j.judge_temperature == 0.0
+    assert (j.method_a, j.method_b, j.run_a, j.run_b) == ("h2memory", "vanilla", runs[0].run_id, runs[1].run_id)
+
+
+def test_judge_prompt_has_the_ground_truth_and_order_warning(demo, env, runs):
+    _, fake = judge(demo, env, runs, prefers_first, k=1)
+    text = next(m.content for m in fake.requests[0].messages if m.role == "user")
+    topic = topic_context(demo, USER, SAMPLE, TOPIC).topic.topic
+    assert topic.implicit_needs[0] in text and topic.requirement in text
+    assert "random order" in text and "Personality" in text
+
+
+def test_malformed_outputs_are_retried_then_recorded_invalid(demo, env, runs):
+    replies = iter(["not json", judge_reply(7, 3)] + ["{oops"] * 3 + [judge_reply(11, 2)] * 3 + [judge_reply(5, 5)] * 20)
+    j, fake = judge(demo, env, runs, lambda req: next(replies), k=3)
+    first, second, third = j.samples[:3]
+    assert first.ok and first.attempts == 2 and first.score_a == 7
+    assert not second.ok and len(second.raw) == 3 and second.errors
+    assert not third.ok  # score 11 is outside 1..10
+    assert j.invalid == 2 and j.decision == "win"  # means over the 4 valid samples only
+    assert j.mean_a == pytest.approx((7 + 5 * 3) / 4)
+
+
+def test_all_invalid_gives_an_invalid_decision(demo, env, runs):
+    j, _ = judge(demo, env, runs, lambda req: "no", k=1)
+    assert j.decision == "invalid" and j.invalid == 2 and j.mean_a is None
+
+
+def test_threshold_turns_small_differences_into_ties(demo, env, runs):
+    j, _ = judge(demo, env, runs, lambda req: judge_reply(7, 6) if MARKER in slots(req)[0] else judge_reply(6, 7))
+    assert j.decision == "win"
+    assert apply_decision(j, 1.0).decision == "tie"
+    assert apply_decision(j, 0.5).decision == "win"
+
+
+def test_resume_skips_stored_judgments(demo, env, runs):
+    make_llm, sims, db = env
+    store = EvalStore(db)
+    pairs = pair_runs(sims, dataset_key(DEMO), "h2memory", "vanilla")
+    assert [(p.run_a, p.run_b) for p in pairs] == [(runs[0].run_id, runs[1].run_id)]
+    llm, fake = make_llm(prefers_marker)
+    first = judge_runs(llm, demo, sims, store, pairs, ["requirement", "preference"], k=2)
+    assert len(fake.requests) == 8 and len(store.judgments()) == 2
+    llm2, fake2 = make_llm(prefers_first)
+    again = judge_runs(llm2, demo, sims, store, pairs, ["requirement", "preference"], k=2)
+    assert fake2.requests == [] and [j.decision for j in again] == [j.decision for j in first] == ["win", "win"]
+    llm3, fake3 = make_llm(prefers_first)
+    judge_runs(llm3, demo, sims, store, pairs, ["requirement"], k=3)  # a different k is a new judgment
+    assert len(store.judgments()) == 3
+    assert len(fake3.requests) == 2  # samples 0-1 of each order come from the response cache, sample 2 is new
