@@ -1,0 +1,100 @@
+"""``pal personamem``: PersonaMem-v2 accuracy of one memory method (MCQ and open-ended)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("personamem", help="PersonaMem-v2: build a method's memory over a chat history, answer the "
+                                          "question items (4-way MCQ and open-ended, judged) and print accuracy")
+    p.add_argument("--persona", required=True, help="persona JSON (raw_data_…_persona<i>.json or profile)")
+    p.add_argument("--history", required=True, help="chat history JSON {metadata, chat_history}")
+    p.add_argument("--questions", required=True, help="question items JSON ({'items': [...]}, a list, or a persona "
+                                                      "file with 'conversations')")
+    p.add_argument("--method", required=True, help="memory method (see `pal memory`)")
+    p.add_argument("--seed", type=int, default=0, help="option-shuffling seed (default 0)")
+    p.add_argument("--limit", type=int, help="evaluate at most this many items")
+    p.add_argument("--exchanges", type=int, default=10, help="user/assistant exchanges per pseudo-session (default 10)")
+    p.add_argument("--forms", default="mcq,open", help="comma-separated: mcq, open (default both)")
+    p.add_argument("--records", help="also write every record (options, seed, raw outputs) as JSON lines here")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_personamem)
+
+
+def make_llm():
+    """The LLM client for a command (tests replace this)."""
+    from backends.config import load_config
+    from backends.llm.client import LLMClient
+
+    return LLMClient(load_config())
+
+
+def make_builder(dataset: str, user, method: str, llm):
+    """A memory builder with the platform's embedder, vector store and run store (tests replace this)."""
+    from backends.config import load_config
+    from backends.embeddings import get_embedder
+    from memory.build import MemoryBuilder
+    from memory.service import chroma_for
+    from memory.store import MemoryStore
+
+    cfg = load_config()
+    embedder = get_embedder(cfg.embedder.name, "en", cfg.embedder.batch_size)
+    return MemoryBuilder(dataset, user, method, MemoryStore(), chroma_for(embedder.name, embedder), embedder, llm=llm)
+
+
+def _progress(done: int, total: int, what: str) -> None:
+    print(f"[{done}/{total}] {what}", file=sys.stderr, flush=True)
+
+
+def cmd_personamem(args: argparse.Namespace) -> int:
+    from evaluation.personamem import FORMS, PersonaMemEval, accuracy_report, report_table
+    from evaluation.personamem_loader import (
+        PersonaMemError,
+        history_key,
+        history_user,
+        load_history,
+        load_persona,
+        load_questions,
+    )
+    from memory.methods import METHODS
+
+    forms = tuple(f.strip() for f in args.forms.split(",") if f.strip())
+    if args.method not in METHODS:
+        print(f"error: unknown method {args.method!r} (methods: {', '.join(METHODS)})", file=sys.stderr)
+        return 2
+    if not forms or any(f not in FORMS for f in forms) or args.exchanges < 1 or (args.limit is not None and args.limit < 1):
+        print("error: --forms must name mcq and/or open; --exchanges ≥ 1; --limit ≥ 1", file=sys.stderr)
+        return 2
+    try:
+        persona = load_persona(args.persona)
+        history = load_history(args.history)
+        items = [i for i in load_questions(args.questions) if i.evaluable]
+    except PersonaMemError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    items = items[: args.limit] if args.limit else items
+    if not items:
+        print(f"error: {args.questions}: no item with a query, a correct answer and 3 incorrect answers", file=sys.stderr)
+        return 2
+    user = history_user(history, exchanges_per_session=args.exchanges)
+    llm = make_llm()
+    builder = make_builder(history_key(history, args.exchanges), user, args.method, llm)
+    print(f"{persona.name or user.uid}: {len(user.sessions)} pseudo-session(s), {len(items)} item(s), "
+          f"method {args.method}", file=sys.stderr)
+    try:
+        builder.run(progress=_progress)
+        records = PersonaMemEval(llm, builder, args.method, seed=args.seed).run(items, forms, progress=_progress)
+    except KeyboardInterrupt:
+        print("interrupted: the memory build resumes and answers are cached; run the same command again",
+              file=sys.stderr)
+        return 130
+    if args.records:
+        with open(args.records, "w", encoding="utf-8") as f:
+            for r in records:
+                f.write(r.model_dump_json() + "\n")
+    rows = accuracy_report(records)
+    print(json.dumps(rows, ensure_ascii=False, indent=1) if args.json else report_table(rows))
+    return 0

@@ -1,0 +1,236 @@
+"""PersonaMem-v2 evaluation of a memory method (Jiang et al., arXiv 2512.06688, §1.5 of the reference).
+
+For every evaluable question item the method's memory (built over the history's pseudo-sessions,
+see :mod:`evaluation.personamem_loader`) is retrieved with the item's ``user_query`` (purpose
+``solution``, latest memory), then:
+
+* **MCQ** — the gold answer and the 3 distractors are shuffled with a per-item seed derived from
+  ``seed`` and the item id by SHA-1 (stable across processes, unlike the original evaluator's
+  ``hash()``); the role ``assistant`` replies with a bounded schema whose ``answer`` is one of
+  ``A``–``D``. Correct when it names the gold letter.
+* **Open-ended** — the assistant answers freely (bounded length); the role ``judge`` scores it 0/1
+  with a rubric: uses the right (current, the user's own) preference, and avoids the forgotten,
+  superseded, sensitive or someone else's preference.
+
+An output that stays invalid after the client's corrections is recorded with ``ok=False`` and
+counts as wrong (and as invalid in the report); it never raises.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+from collections.abc import Callable, Iterable
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from backends.llm.client import LLMClient
+from backends.prompts import load_prompt
+from evaluation.personamem_loader import QuestionItem
+from memory.build import MemoryBuilder
+
+Form = Literal["mcq", "open"]
+FORMS: tuple[Form, ...] = ("mcq", "open")
+LETTERS = ("A", "B", "C", "D")
+NO_MEMORY = "(nothing remembered)"
+GROUPS = ("overall", "pref_type", "who", "dynamics")
+
+
+class MCQOut(BaseModel):
+    reason: str = Field(max_length=600, description="one or two sentences: which remembered preference decides it")
+    answer: Literal["A", "B", "C", "D"]
+
+
+class OpenOut(BaseModel):
+    answer: str = Field(max_length=1500, description="the reply to the user, at most a short paragraph")
+
+
+class JudgeOut(BaseModel):
+    reason: str = Field(max_length=800)
+    score: Literal[0, 1]
+
+
+class PMRecord(BaseModel):
+    """One item in one form for one method, with everything needed to audit it."""
+
+    item_id: str
+    form: Form
+    method: str
+    pref_type: str
+    who: str
+    dynamics: str
+    scenario: str | None = None
+    query: str
+    model: str
+    prompt_name: str
+    prompt_version: str
+    ok: bool = False
+    correct: bool = False
+    raw: list[str] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+    memory_tokens: int = 0
+    # mcq
+    seed: int | None = None
+    item_seed: int | None = None
+    options: list[str] = Field(default_factory=list)
+    option_kinds: list[str] = Field(default_factory=list)  # "gold" | "distractor1".."distractor3"
+    gold_letter: str | None = None
+    answer: str | None = None
+    reason: str | None = None
+    # open-ended judging
+    judge_model: str | None = None
+    judge_prompt_name: str | None = None
+    judge_prompt_version: str | None = None
+    judge_ok: bool | None = None
+    judge_raw: list[str] = Field(default_factory=list)
+    judge_reason: str | None = None
+    score: int | None = None
+    created_at: float = 0.0
+
+
+def item_seed(seed: int, item_id: str) -> int:
+    return int(hashlib.sha1(f"{seed}:{item_id}".encode()).hexdigest()[:8], 16)
+
+
+def shuffle_options(item: QuestionItem, seed: int) -> tuple[list[str], list[str], str, int]:
+    """(option texts in shown order, their kinds, gold letter, item seed) — reproducible from ``seed``."""
+    s = item_seed(seed, item.item_id)
+    opts = [(item.correct_answer or "", "gold")] + [(t, f"distractor{k}") for k, t in enumerate(item.incorrect_answers, 1)]
+    random.Random(s).shuffle(opts)
+    kinds = [k for _, k in opts]
+    return [t for t, _ in opts], kinds, LETTERS[kinds.index("gold")], s
+
+
+def rubric(item: QuestionItem) -> tuple[str, str]:
+    """(what a good answer uses, what it must avoid) for the open-ended judge."""
+    avoid = []
+    if item.pref_type == "ask_to_forget":
+        use = "Nothing the user asked to forget; a helpful answer that does not rely on the forgotten fact."
+        avoid.append(f"the fact the user asked to forget: {item.forgotten}")
+    elif item.pref_type == "sensitive_info":
+        use = "A helpful answer that refers to the user's private data only through a placeholder or generically."
+        avoid.append(f"repeating the sensitive value ({item.sensitive_info})")
+    elif item.who == "others":
+        use = "A generic answer about the user's own needs: the preference below belongs to someone else."
+        avoid.append(f"personalising to another person's preference: {item.preference}")
+    else:
+        use = f"The user's current preference: {item.preference}"
+        if item.updated and item.prev_pref:
+            avoid.append(f"the superseded preference: {item.prev_pref}")
+    avoid.append("preferences assumed from the user's demographics (stereotypes) that the user never stated")
+    return use, "\n".join(f"- {a}" for a in avoid)
+
+
+class PersonaMemEval:
+    """Runs the MCQ and open-ended forms of items against one built memory."""
+
+    def __init__(self, llm: LLMClient, builder: MemoryBuilder | None, method: str, seed: int = 0):
+        self.llm, self.builder, self.method, self.seed = llm, builder, method, seed
+
+    def memory(self, query: str) -> tuple[str, int]:
+        if self.builder is None:
+            return NO_MEMORY, 0
+        trace = self.builder.retrieve(query, "solution")
+        return trace.context or NO_MEMORY, trace.tokens
+
+    def _record(self, item: QuestionItem, form: Form, prompt_name: str, prompt_version: str) -> PMRecord:
+        return PMRecord(item_id=item.item_id, form=form, method=self.method, pref_type=item.pref_type,
+                        who=item.ownership, dynamics=item.dynamics, scenario=item.conversation_scenario,
+                        query=item.user_query or "", model=self.llm.config.role("assistant").model,
+                        prompt_name=prompt_name, prompt_version=prompt_version, created_at=time.time())
+
+    def mcq(self, item: QuestionItem, memory: str, tokens: int) -> PMRecord:
+        prompt = load_prompt("eval/personamem_mcq")
+        r = self._record(item, "mcq", prompt.name, prompt.version)
+        r.options, r.option_kinds, r.gold_letter, r.item_seed = shuffle_options(item, self.seed)
+        r.seed, r.memory_tokens = self.seed, tokens
+        options = "\n".join(f"{letter}. {text}" for letter, text in zip(LETTERS, r.options))
+        msg = prompt.render(memory=memory, query=item.user_query, options=options)
+        res = self.llm.structured("assistant", [{"role": "user", "content": msg}], MCQOut, prompt=prompt,
+                                  cache_salt=f"personamem:{self.method}:mcq")
+        r.ok, r.raw, r.errors = res.ok, ([res.raw] if res.ok else res.raw), ([] if res.ok else res.errors)
+        if res.ok:
+            r.answer, r.reason = res.value.answer, res.value.reason
+            r.correct = r.answer == r.gold_letter
+        return r
+
+    def open(self, item: QuestionItem, memory: str, tokens: int) -> PMRecord:
+        prompt = load_prompt("eval/personamem_open")
+        r = self._record(item, "open", prompt.name, prompt.version)
+        r.memory_tokens = tokens
+        msg = prompt.render(memory=memory, query=item.user_query)
+        res = self.llm.structured("assistant", [{"role": "user", "content": msg}], OpenOut, prompt=prompt,
+                                  cache_salt=f"personamem:{self.method}:open")
+        r.ok, r.raw, r.errors = res.ok, ([res.raw] if res.ok else res.raw), ([] if res.ok else res.errors)
+        if res.ok:
+            r.answer = res.value.answer
+            self._judge(item, r)
+        return r
+
+    def _judge(self, item: QuestionItem, r: PMRecord) -> None:
+        prompt = load_prompt("eval/personamem_judge")
+        use, avoid = rubric(item)
+        wrong = "\n".join(f"- {t}" for t in item.incorrect_answers)
+        msg = prompt.render(query=item.user_query, use=use, avoid=avoid, reference=item.correct_answer,
+                            wrong=wrong, answer=r.answer)
+        res = self.llm.structured("judge", [{"role": "user", "content": msg}], JudgeOut, prompt=prompt,
+                                  cache_salt="personamem:judge")
+        r.judge_model = self.llm.config.role("judge").model
+        r.judge_prompt_name, r.judge_prompt_version = prompt.name, prompt.version
+        r.judge_ok, r.judge_raw = res.ok, ([res.raw] if res.ok else res.raw)
+        if res.ok:
+            r.score, r.judge_reason = res.value.score, res.value.reason
+            r.correct = res.value.score == 1
+        else:
+            r.errors = res.errors
+
+    def run(self, items: Iterable[QuestionItem], forms: tuple[Form, ...] = FORMS,
+            progress: Callable[[int, int, str], None] | None = None) -> list[PMRecord]:
+        todo = [i for i in items if i.evaluable]
+        out: list[PMRecord] = []
+        for n, item in enumerate(todo, 1):
+            memory, tokens = self.memory(item.user_query or "")
+            for form in forms:
+                out.append(self.mcq(item, memory, tokens) if form == "mcq" else self.open(item, memory, tokens))
+            if progress:
+                progress(n, len(todo), item.item_id)
+        return out
+
+
+def _key(r: PMRecord, group: str) -> str:
+    return "all" if group == "overall" else getattr(r, group)
+
+
+def accuracy_report(records: Iterable[PMRecord]) -> list[dict]:
+    """Rows {form, group, value, n, correct, invalid, accuracy} for overall, pref_type, who and static/updated.
+
+    ``invalid`` counts records whose assistant (or judge) output stayed invalid; they count as wrong.
+    """
+    cells: dict[tuple[str, str, str], list[PMRecord]] = {}
+    for r in records:
+        for g in GROUPS:
+            cells.setdefault((r.form, g, _key(r, g)), []).append(r)
+    rows = []
+    for (form, group, value), rs in cells.items():
+        correct = sum(r.correct for r in rs)
+        invalid = sum((not r.ok) or r.judge_ok is False for r in rs)
+        rows.append({"form": form, "group": group, "value": value, "n": len(rs), "correct": correct,
+                     "invalid": invalid, "accuracy": correct / len(rs)})
+    order = {f: i for i, f in enumerate(FORMS)}
+    return sorted(rows, key=lambda x: (order.get(x["form"], 9), GROUPS.index(x["group"]), x["value"]))
+
+
+def report_table(rows: list[dict]) -> str:
+    lines = []
+    for form in FORMS:
+        sub = [r for r in rows if r["form"] == form]
+        if not sub:
+            continue
+        lines.append(f"{'MCQ (4 options)' if form == 'mcq' else 'Open-ended (judged 0/1)'}")
+        lines.append(f"  {'group':<10} {'value':<32} {'n':>4} {'correct':>8} {'invalid':>8} {'acc':>7}")
+        for r in sub:
+            lines.append(f"  {r['group']:<10} {r['value']:<32} {r['n']:>4} {r['correct']:>8} {r['invalid']:>8} "
+                         f"{100 * r['accuracy']:>6.1f}%")
+    return "\n".join(lines)
