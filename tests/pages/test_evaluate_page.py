@@ -1,0 +1,193 @@
+"""AppTest of the Evaluate page with a scripted judge: Judge over paired finished runs, the outcome bars and
+diagnostics, the ?pair=&topic= deep link with both orders' samples, escaping, errors as messages, the
+single-turn leaderboard from stored results and the placeholders."""
+
+import json
+
+import pytest
+
+from backends.config import ROLES, load_config
+from backends.llm.client import LLMClient
+from backends.llm.errors import EndpointUnavailable
+from backends.llm.fake import ScriptedLLM
+from evaluation.service import judge_runs, pair_runs
+from evaluation.store import EvalStore
+from evaluation.tasks import TaskResult
+from memory.service import dataset_key
+from palset.loader import load_dataset
+from palset.vocab import Act
+from sim.store import SimStore, run_id_for
+from sim.types import RunRecord, RunSpec, Utterance
+from tests.conftest import DEMO
+from tests.evaluation.conftest import MARKER, slots
+from tests.pages.apptest import all_markdown, open_page
+from ui import platform_state
+from ui.text import md_escape
+
+USER, SAMPLE = "1000", "1000_sample7"
+A, B = "h2memory", "vanilla"
+PAIR = f"{A}__{B}"
+# topic-1: A has the marker (win); topic-2: B has it (lose); topic-3: neither (the judge prefers slot 2: a flipped tie)
+TOPICS = {"topic-1": (MARKER, "plain"), "topic-2": ("plain", MARKER), "topic-3": ("plain", "plain")}
+
+
+def judge(req) -> str:
+    first, _ = slots(req)
+    s1, s2 = (9, 4) if MARKER in first else (4, 9)
+    return json.dumps({"analysis": {"assistant-1": "first is **bold** [x](y)", "assistant-2": "second one",
+                                    "overall": f"overall {s1}-{s2}"},
+                       "scores": {"assistant-1": s1, "assistant-2": s2}})
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    """(ScriptedLLM judge, LLMClient) as the page's client, over a temporary PAL_HOME."""
+    monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
+    monkeypatch.setenv("PAL_EMBEDDER", "hash")
+    fake = ScriptedLLM(judge)
+    client = LLMClient(load_config(secrets={}, env={}), providers=dict.fromkeys(ROLES, fake))
+    monkeypatch.setattr(platform_state, "llm_client", lambda: client)
+    return fake, client
+
+
+def store_run(method: str, topic: str, words: str) -> RunRecord:
+    sims = SimStore()
+    spec = RunSpec(dataset=dataset_key(DEMO), user_id=USER, sample_id=SAMPLE, topic_key=topic, method=method)
+    rec = sims.create(RunRecord(run_id=run_id_for(spec), spec=spec))
+    turns = [("user", Act.TOPIC_INQUIRY, "I need help with my *rota*."),
+             ("assistant", Act.REQUIREMENT_PREDICTION, f"Do you need a swap partner? {words} [{method}]"),
+             ("user", Act.REQUIREMENT_CONFIRMATION, "Yes, for Boxing Day."),
+             ("assistant", Act.SOLUTION_PROPOSAL, f"Ask Aisha to swap. {words}")]
+    for i, (side, act, text) in enumerate(turns):
+        sims.add_utterance(rec.run_id, Utterance(turn_no=i // 2, side=side, actor="simulator", act=act, content=text))
+    sims.set_status(rec.run_id, "finished")
+    return sims.load(rec.run_id)
+
+
+@pytest.fixture
+def runs(env):
+    return {t: (store_run(A, t, wa), store_run(B, t, wb)) for t, (wa, wb) in TOPICS.items()}
+
+
+def judge_directly(client, k=1):
+    dataset = load_dataset(DEMO)
+    pairs = pair_runs(SimStore(), dataset_key(DEMO), A, B)
+    return judge_runs(client, dataset, SimStore(), EvalStore(), pairs, ["requirement", "preference"], k=k)
+
+
+def figure(at) -> dict:
+    charts = at.get("plotly_chart")
+    assert charts, "no chart"
+    return json.loads(charts[0].proto.spec)
+
+
+def test_judge_button_judges_every_paired_topic_and_draws_the_bars(env, runs):
+    fake, _ = env
+    at = open_page("evaluate", pair=PAIR)
+    assert at.selectbox(key="eval_a").value == A and at.selectbox(key="eval_b").value == B
+    assert "3 paired topic(s); 3 not judged yet" in all_markdown(at)
+    at.number_input(key="eval_k").set_value(1).run()
+    at.button(key="eval_judge").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    stored = EvalStore().judgments(dataset=dataset_key(DEMO))
+    assert len(stored) == 6 and len(fake.requests) == 6 * 2  # 3 topics × 2 aspects × (1 sample × 2 orders)
+    decisions = {(j.topic_key, j.aspect): j.decision for j in stored}
+    assert {decisions[(t, "requirement")] for t in TOPICS} == {"win", "lose", "tie"}
+
+    spec = figure(at)
+    bars = {t["name"]: t for t in spec["data"] if t["type"] == "bar"}
+    assert set(bars) == {"win", "tie", "lose"}
+    for name in ("win", "tie", "lose"):
+        assert bars[name]["x"] == pytest.approx([1 / 3, 1 / 3]) and bars[name]["text"] == ["1", "1"]
+    ci = next(t for t in spec["data"] if t["type"] == "scatter")
+    assert ci["x"] == pytest.approx([0.5, 0.5]) and "array" in ci["error_x"]
+    assert len(spec["layout"]["annotations"]) == 2
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Flip rate"] == "33%" and metrics["Invalid samples"] == "0 / 6"
+    assert at.dataframe(key="eval_topics_table").value.shape[0] == 3
+    assert {b.label for b in at.get("download_button")} >= {"Judgments CSV", "Aggregates CSV",
+                                                            "Judgments + aggregates JSONL"}
+
+    at.button(key="eval_judge").click().run()  # nothing left: judging again asks nothing
+    assert len(fake.requests) == 12 and "3 paired topic(s); 0 not judged yet" in all_markdown(at)
+
+
+def test_aspect_selector_filters_the_shown_judgments(env, runs):
+    judge_directly(env[1])
+    at = open_page("evaluate", pair=PAIR, aspect="preference")
+    spec = figure(at)
+    assert [t["y"] for t in spec["data"] if t["type"] == "bar"][0] == ["preference"]
+    aggregates = next(d.value for d in at.dataframe if "adjusted_win_rate" in d.value.columns)
+    assert list(aggregates["aspect"]) == ["preference"]
+
+
+def test_deep_link_opens_one_topic_with_both_dialogues_and_both_orders(env, runs):
+    judge_directly(env[1], k=2)
+    at = open_page("evaluate", pair=PAIR, topic=f"{SAMPLE}_topic-1")
+    assert not at.exception
+    text = all_markdown(at)
+    for aspect in ("Requirement", "Preference"):
+        assert f"##### {aspect}: :green-badge[win]" in text
+    assert text.count("Order 1 (as is)") == 2 and text.count("Order 2 (swapped)") == 2
+    assert text.count("sample 2") == 4  # k=2 per order, both orders, both aspects
+    assert "overall 9\\-4" in text and "overall 4\\-9" in text  # the swapped order really scored B first
+    assert "first is \\*\\*bold\\*\\* \\[x\\]\\(y\\)" in text  # judge text is escaped
+    contents = [m.markdown[0].value for m in at.chat_message]
+    assert len(contents) == 8  # both runs, four utterances each
+    assert any(f"\\[{A}\\]" in c for c in contents) and any(f"\\[{B}\\]" in c for c in contents)
+    assert any("my \\*rota\\*" in c for c in contents)  # dialogue text is escaped
+    topic = load_dataset(DEMO).users[USER].session(SAMPLE).topics[0].topic
+    assert "User query\\:" in text and "Candidate solutions the user likes\\:" in text
+    assert md_escape(topic.requirement) in text and md_escape(topic.implicit_needs[0]) in text
+
+
+def test_an_unknown_topic_is_a_warning(env, runs):
+    judge_directly(env[1])
+    at = open_page("evaluate", pair=PAIR, topic="nope_topic-9")
+    assert any("nope" in w.value for w in at.warning)
+
+
+def test_a_judge_error_is_a_message_and_finished_judgments_stay(env, runs, monkeypatch):
+    fake, _ = env
+    calls = {"n": 0}
+
+    def flaky(req):
+        calls["n"] += 1
+        if calls["n"] > 4:  # the first topic's two aspects (k=1: 2 calls each) succeed, then the endpoint is gone
+            raise EndpointUnavailable("judge: cannot reach 127.0.0.1:9 (connection refused)")
+        return judge(req)
+
+    monkeypatch.setattr(fake, "_fn", flaky)
+    at = open_page("evaluate", pair=PAIR)
+    at.number_input(key="eval_k").set_value(1).run()
+    at.button(key="eval_judge").click().run()
+    assert not at.exception
+    assert any("connection refused" in e.value and "press Judge" in e.value for e in at.error)
+    assert len(EvalStore().judgments()) == 2
+    monkeypatch.setattr(fake, "_fn", judge)
+    at.button(key="eval_judge").click().run()
+    assert not at.error and len(EvalStore().judgments()) == 6
+
+
+def test_without_runs_the_page_explains_and_shows_placeholders(env):
+    at = open_page("evaluate")
+    infos = " ".join(i.value for i in at.info)
+    assert "at least two methods" in infos
+    assert "No single-turn results" in infos and "no PersonaMem-v2 results yet".lower() in infos.lower()
+    assert "pairwise human annotations" in infos
+
+
+def test_leaderboard_from_stored_bench_results(env):
+    store = EvalStore()
+    for i, (method, g, s) in enumerate([("vanilla", 1.0, 1), ("h2memory", 2.0, 2)]):
+        for task in ("restatement", "proposal", "selection"):
+            store.save_result(TaskResult(
+                result_key=f"res-{i}-{task}", dataset=dataset_key(DEMO), user_id=USER, sample_id=SAMPLE,
+                topic_key="topic-1", method=method, task=task, model="m", prompt_name="p", prompt_version="1", ok=True,
+                bleu={1: 0.5, 2: 0.25, 3: 0.1, 4: 0.0} if task != "selection" else None,
+                g_score=g if task == "restatement" else None, s_score=s if task == "selection" else None))
+    at = open_page("evaluate")
+    frame = next(d.value for d in at.dataframe if "G-score" in d.value.columns)
+    assert list(frame["method"]) == ["h2memory", "vanilla"]
+    assert frame["G-score"].iloc[0].startswith("100.0") and frame["S-score"].iloc[1].startswith("50.0")
+    assert frame["R-BLEU-1"].iloc[0].startswith("50.0")
