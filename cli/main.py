@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cli import dataset_cmds, llm_cmds, memory_cmds
+from cli import dataset_cmds, eval_cmds, llm_cmds, memory_cmds, personamem_cmds, sim_cmds
 
-COMMAND_MODULES = [dataset_cmds, llm_cmds, memory_cmds]
+COMMAND_MODULES = [dataset_cmds, llm_cmds, memory_cmds, sim_cmds, eval_cmds, personamem_cmds]
 
 
 def build_parser() -> argparse.ArgumentParser:

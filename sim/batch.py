@@ -8,12 +8,14 @@ utterances and leaves its run resumable.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from backends.llm.client import LLMClient
 from backends.llm.errors import LLMError
@@ -22,11 +24,12 @@ from memory.store import logs_stage
 from palset.dataset import Dataset
 from sim.roles import SimulationError
 from sim.runner import Simulation, retry_failed
+from sim.schedule import fixed_schedule
 from sim.service import make_spec, open_simulation
 from sim.store import SimStore, run_id_for
 from sim.types import RunSpec
 
-LLMFactory = Callable[[], LLMClient]
+LLMFactory = Callable[[], LLMClient]  # called once per worker thread
 
 
 @dataclass
@@ -97,18 +100,47 @@ class _Batch:
         self.open_lock = threading.Lock()
         self._build_locks: dict[tuple[str, str], threading.Lock] = {}
         self._locks_lock = threading.Lock()
+        self._local = threading.local()
         self.stores: list = []  # run stores of the clients made, for the accounting totals
+        self._held: dict[Path, sqlite3.Connection] = {}
+        self.hold_open(store.path)
 
     def build_lock(self, user_id: str, method: str) -> threading.Lock:
         with self._locks_lock:
             return self._build_locks.setdefault((user_id, method), threading.Lock())
 
     def llm(self) -> LLMClient:
-        client = self.llm_factory()
-        client.session_id = self.session_id
-        if not self.stores:
-            self.stores.append(client.store)
+        """This worker thread's client (one per thread: its HTTP connections are reused from run to run)."""
+        client = getattr(self._local, "llm", None)
+        if client is None:
+            client = self._local.llm = self.llm_factory()
+            client.session_id = self.session_id
+            with self._locks_lock:
+                self.stores.append(client.store)
+            self.hold_open(client.store.path)
+            if client.cache is not None:
+                self.hold_open(client.cache.path)
         return client
+
+    def hold_open(self, path: Path) -> None:
+        """Keep one idle connection to this SQLite file while the batch runs.
+
+        The stores open a connection per operation; when the last connection to a WAL database closes,
+        SQLite checkpoints and deletes the WAL, which made each write cost milliseconds (most of the
+        batch's overhead over the LLM's latency). An idle reader holds no lock and stops that.
+        """
+        with self._locks_lock:
+            if path in self._held:
+                return
+            conn = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False)
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
+            self._held[path] = conn
+
+    def close(self) -> None:
+        with self._locks_lock:
+            for conn in self._held.values():
+                conn.close()
+            self._held.clear()
 
     def run_one(self, spec: RunSpec) -> RunOutcome:
         """Skip, resume or create the run for ``spec`` and drive it to its end; never raises."""
@@ -144,6 +176,7 @@ class _Batch:
             sim = open_simulation(self.dataset, spec, llm, store=self.store)
         builder = sim.assistant.builder
         if builder is not None:
+            self.hold_open(builder.store.path)
             with self.build_lock(spec.user_id, spec.method):
                 pos = [s.sample_id for s in builder.user.sessions].index(spec.sample_id)
                 if logs_stage(pos) not in set(builder.store.done_stages(builder.build_id)):
@@ -180,7 +213,7 @@ class _Batch:
 def run_batch(dataset: Dataset, specs: list[RunSpec], llm_factory: LLMFactory, concurrency: int = 4,
               progress: Progress | None = None, cancel: threading.Event | None = None,
               store: SimStore | None = None) -> BatchSummary:
-    """Run every spec on ``concurrency`` threads (each run on its own client from ``llm_factory``).
+    """Run every spec on ``concurrency`` threads (each thread with its own client from ``llm_factory``).
 
     A ``KeyboardInterrupt`` sets the cancel flag, waits for the workers to stop between utterances and
     re-raises: every stored utterance stays and the same batch resumes later.
@@ -191,7 +224,7 @@ def run_batch(dataset: Dataset, specs: list[RunSpec], llm_factory: LLMFactory, c
     started = time.perf_counter()
     pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="sim")
     try:
-        futures: list[Future] = [pool.submit(batch.run_one, spec) for spec in specs]
+        futures: list[Future] = [pool.submit(batch.run_one, spec) for spec in _longest_first(dataset, specs)]
         for done, future in enumerate(as_completed(futures), 1):
             outcome = future.result()
             _count(summary, outcome)
@@ -201,10 +234,19 @@ def run_batch(dataset: Dataset, specs: list[RunSpec], llm_factory: LLMFactory, c
         cancel.set()
         pool.shutdown(wait=True, cancel_futures=True)
         raise
-    pool.shutdown(wait=True)
+    finally:
+        pool.shutdown(wait=True)
+        batch.close()
     summary.wall_seconds = round(time.perf_counter() - started, 3)
     _add_totals(summary, batch)
     return summary
+
+
+def _longest_first(dataset: Dataset, specs: list[RunSpec]) -> list[RunSpec]:
+    """Longest schedules first, so the last runs to finish are short ones and no worker idles long at the end."""
+    def turns(spec: RunSpec) -> int:
+        return len(fixed_schedule(dataset, f"{spec.sample_id}_{spec.topic_key}")[0]) if spec.mode == "fixed" else 0
+    return sorted(specs, key=turns, reverse=True)
 
 
 def _count(summary: BatchSummary, outcome: RunOutcome) -> None:

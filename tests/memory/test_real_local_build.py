@@ -19,7 +19,7 @@ def test_h2memory_builds_a_demo_session_with_the_local_model(tmp_path, monkeypat
     monkeypatch.setenv("PAL_HOME", str(tmp_path))
     user = load_dataset(DEMO).users["1005"]
     emb = get_embedder("minilm")
-    llm = LLMClient(load_config(secrets={}, env={}))
+    llm = LLMClient(load_config(secrets={}, env={"PAL_DEFAULT_TIMEOUT": "600"}))  # CPU may be shared in CI
     builder = MemoryBuilder("demo", user, "h2memory", MemoryStore(), ChromaStore(emb), emb, llm=llm)
     info = builder.run(until_session=0)
     assert info.stages_done == 2 and info.llm_calls >= 4 and info.tokens_out > 0

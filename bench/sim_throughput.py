@@ -1,0 +1,134 @@
+"""Batch simulation throughput vs concurrency (1, 2, 4, 8) against a real local HTTP server.
+
+The server answers every chat completion (JSON for the user simulator, SSE for the streaming assistant)
+after a fixed latency, so the ideal wall time of a batch is calls × latency / concurrency. Reported per
+level: runs, utterances, wall time, runs/s, the platform's overhead over the server's latency
+(wall × concurrency / (calls × latency) − 1) and the speedup over concurrency 1.
+
+Targets (simulation issue): overhead ≤ 5%, speedup ≥ 6× at concurrency 8.
+Run: ``.venv/bin/python bench/sim_throughput.py`` (a few minutes; temporary PAL_HOME; every level uses its own
+seed, so nothing is answered from the response cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ["PAL_HOME"] = tempfile.mkdtemp(prefix="pal-bench-")
+os.environ["PAL_EMBEDDER"] = "hash"  # vanilla-log embeds nothing: don't load a real model
+
+from backends.config import load_config  # noqa: E402
+from backends.llm.client import LLMClient  # noqa: E402
+from bench.fixture import make_release  # noqa: E402
+from palset.loader import load_dataset  # noqa: E402
+from sim.batch import plan_runs, run_batch  # noqa: E402
+
+
+class LatencyServer:
+    """OpenAI-compatible chat completions on 127.0.0.1, every answer well-formed after ``latency`` seconds."""
+
+    def __init__(self, latency: float):
+        self.latency = latency
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, like a real endpoint
+            wbufsize = 1 << 16  # headers and body in one send (flushed after each request)
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+                time.sleep(server.latency)
+                ctype, payload = server.answer(body)
+                self.send_response(200)
+                self.send_header("content-type", ctype)
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    @classmethod
+    def in_process(cls, latency: float) -> str:
+        """Start the server in its own process (its CPU work is not the platform's) and return its base URL."""
+        parent, child = multiprocessing.Pipe()
+        multiprocessing.get_context("fork").Process(target=cls._serve, args=(latency, child), daemon=True).start()
+        return parent.recv()
+
+    @classmethod
+    def _serve(cls, latency: float, conn) -> None:
+        server = cls(latency)
+        conn.send(server.base_url)
+        server.httpd.serve_forever()
+
+    @staticmethod
+    def answer(body: dict) -> tuple[str, bytes]:
+        model = body.get("model", "bench")
+        if body.get("stream"):
+            chunks = [{"choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]}
+                      for w in ("Here is ", "one idea ", "for your week.")]
+            chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+            text = "".join(f"data: {json.dumps({'id': 'b', 'object': 'chat.completion.chunk', 'created': 0, 'model': model, **c})}\n\n"
+                           for c in chunks) + "data: [DONE]\n\n"
+            return "text/event-stream", text.encode()
+        asks_json = any("JSON" in m["content"] for m in body["messages"] if m["role"] == "system")
+        content = json.dumps({"content": "I could use some help with this."}) if asks_json else "A short plan."
+        return "application/json", json.dumps({
+            "id": "b", "object": "chat.completion", "created": 0, "model": model,
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 8, "total_tokens": 58}}).encode()
+
+
+def level(dataset, config, latency: float, concurrency: int, seed: str) -> dict:
+    """One batch at ``concurrency`` with its own seed (fresh run ids: no cache hits)."""
+    specs = plan_runs(dataset, ["vanilla-log"], seed=seed)
+    summary = run_batch(dataset, specs, lambda: LLMClient(config), concurrency)
+    assert summary.failed == 0 and summary.cache_hits == 0, summary
+    calls, wall = summary.llm_calls, summary.wall_seconds  # every answer well-formed: one request per call
+    return {"concurrency": concurrency, "runs": summary.finished, "utterances": summary.utterances_written,
+            "calls": calls, "wall": wall, "runs_per_s": summary.finished / wall,
+            "overhead": wall * concurrency / (calls * latency) - 1}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--users", type=int, default=16, help="filler users (2 query topics each = 2 runs each)")
+    parser.add_argument("--latency", type=float, default=0.2, help="server seconds per call")
+    parser.add_argument("--levels", default="1,2,4,8")
+    args = parser.parse_args()
+    root = make_release(Path(os.environ["PAL_HOME"]) / "ds", users=args.users, sessions=3, logs_per_session=8,
+                        turns=8, query_sessions=1)
+    dataset = load_dataset(root)
+    base_url = LatencyServer.in_process(args.latency)
+    config = load_config(secrets={}, env={"PAL_DEFAULT_PROVIDER": "openai", "PAL_DEFAULT_BASE_URL": base_url,
+                                          "PAL_DEFAULT_MODEL": "bench", "PAL_DEFAULT_STRUCTURED_MODE": "prompt"})
+    run_batch(dataset, plan_runs(dataset, ["vanilla-log"], users=[next(iter(dataset.users))], seed="warm-up")[:1],
+              lambda: LLMClient(config), 1)  # imports, Chroma client, memory build: not part of the figures
+    print(f"vanilla-log on {args.users} filler users, server latency {args.latency * 1000:.0f} ms per call "
+          "(targets: overhead <= 5%, speedup >= 6x at 8)")
+    print(f"{'conc':>4} {'runs':>5} {'utt':>5} {'calls':>6} {'wall s':>7} {'runs/s':>7} {'overhead':>9} {'speedup':>8}")
+    base = None
+    for c in (int(x) for x in args.levels.split(",")):
+        r = level(dataset, config, args.latency, c, seed=f"bench-{c}-{time.time_ns()}")
+        base = base or r["wall"] * (1 if c == 1 else c)  # speedup vs concurrency 1 (estimated if 1 is skipped)
+        print(f"{c:>4} {r['runs']:>5} {r['utterances']:>5} {r['calls']:>6} {r['wall']:>7.1f} {r['runs_per_s']:>7.2f} "
+              f"{r['overhead']:>8.1%} {base / r['wall']:>7.1f}x", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""``pal simulate`` (batch simulation, resumable), ``pal runs list`` and ``pal runs export``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from pathlib import Path
+
+from memory.methods import METHODS
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("simulate", help="simulate every query topic of the selected users with each method "
+                                        "(re-running the same command resumes)")
+    p.add_argument("--dataset", required=True, help="dataset folder in PAL-Set layout")
+    p.add_argument("--methods", required=True, help=f"comma-separated memory methods ({', '.join(METHODS)})")
+    p.add_argument("--users", help="comma-separated user ids (default: every user)")
+    p.add_argument("--topics", choices=["query", "all"], default="query",
+                   help="topics of the query sessions (default) or of every session")
+    p.add_argument("--concurrency", type=int, default=4, help="runs in parallel (default 4)")
+    p.set_defaults(func=cmd_simulate)
+
+    p = sub.add_parser("runs", help="list and export simulation runs")
+    rsub = p.add_subparsers(dest="runs_command", required=True)
+    ls = rsub.add_parser("list", help="stored simulation runs, newest first")
+    _add_filters(ls)
+    ls.add_argument("--json", action="store_true", help="print JSON")
+    ls.set_defaults(func=cmd_list)
+    ex = rsub.add_parser("export", help="export runs as JSON lines or Markdown transcripts")
+    ex.add_argument("run_id", nargs="?", help="the run to export (or --all)")
+    ex.add_argument("--all", action="store_true", help="every stored run (narrowed by the filters)")
+    _add_filters(ex)
+    ex.add_argument("--format", choices=["jsonl", "md"], default="jsonl")
+    ex.add_argument("--out", help="write to this file instead of stdout")
+    ex.set_defaults(func=cmd_export)
+
+
+def _add_filters(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--user", help="only this user's runs")
+    p.add_argument("--method", help="only runs of this memory method")
+    p.add_argument("--status", choices=["running", "finished", "stopped", "failed"])
+
+
+def _filters(args: argparse.Namespace) -> dict[str, str]:
+    pairs = {"user_id": args.user, "method": args.method, "status": args.status}
+    return {k: v for k, v in pairs.items() if v}
+
+
+# ---------------------------------------------------------------------------------------------- simulate
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from palset.loader import load_dataset
+    from sim.batch import plan_runs
+
+    if args.concurrency < 1:
+        print("error: --concurrency must be at least 1", file=sys.stderr)
+        return 2
+    dataset = load_dataset(args.dataset, lazy=True)
+    if not dataset.users:
+        print(f"error: {args.dataset}: no users ({'; '.join(str(p) for p in dataset.problems[:3])})", file=sys.stderr)
+        return 2
+    users = [u.strip() for u in args.users.split(",") if u.strip()] if args.users else None
+    try:
+        specs = plan_runs(dataset, [m.strip() for m in args.methods.split(",") if m.strip()], users, args.topics)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"simulating {len(specs)} run(s) with concurrency {args.concurrency}", file=sys.stderr, flush=True)
+    return _run(dataset, specs, args.concurrency)
+
+
+def _run(dataset, specs, concurrency: int) -> int:
+    from backends.config import ConfigError, load_config
+    from backends.llm.client import LLMClient
+    from sim.batch import RunOutcome, run_batch
+
+    try:
+        config = load_config()
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+    def progress(done: int, total: int, o: RunOutcome) -> None:
+        detail = f" ({o.error})" if o.error else ""
+        print(f"[{done}/{total}] {o.run_id} {o.status} {o.utterances} utterances{detail}", file=sys.stderr, flush=True)
+
+    try:
+        summary = run_batch(dataset, specs, lambda: LLMClient(config), concurrency, progress, threading.Event())
+    except KeyboardInterrupt:
+        print("interrupted: every saved utterance is kept; run the same command again to resume", file=sys.stderr)
+        return 130
+    print(json.dumps(summary.as_dict(), ensure_ascii=False))
+    return 1 if summary.failed else 0
+
+
+# ---------------------------------------------------------------------------------------------- runs
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from sim.store import SimStore
+
+    rows = SimStore().list(**_filters(args))
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, indent=1))
+        return 0
+    for r in rows:
+        print(f"{r['run_id']:<44} {r['status']:<9} {r['utterances']:>3} utt  user {r['user_id']} "
+              f"{r['sample_id']} {r['topic_key']} {r['method']}")
+    print(f"{len(rows)} run(s)", file=sys.stderr)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from sim.store import SimStore
+
+    store = SimStore()
+    if bool(args.run_id) == bool(args.all):
+        print("error: give a run id or --all (not both)", file=sys.stderr)
+        return 2
+    ids = [args.run_id] if args.run_id else [r["run_id"] for r in reversed(store.list(**_filters(args)))]
+    try:
+        records = [store.load(i) for i in ids]
+    except KeyError as e:
+        print(f"error: {e.args[0]}", file=sys.stderr)
+        return 2
+    text = _render(records, args.format)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"wrote {len(records)} run(s) to {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _render(records: list, fmt: str) -> str:
+    """jsonl: one complete run record per line; md: the transcripts separated by '---' lines."""
+    from sim.export import run_to_json, run_to_markdown
+
+    if fmt == "jsonl":
+        return "".join(json.dumps(json.loads(run_to_json(r)), ensure_ascii=False) + "\n" for r in records)
+    return "\n---\n\n".join(run_to_markdown(r) for r in records)

@@ -1,0 +1,44 @@
+"""One real FairEval of two real simulated runs, everything on the bundled local model (SmolLM2-135M).
+
+Short answers (max_tokens capped by environment, as a user would) keep it to a couple of minutes on CPU.
+The 135M model is no judge — this proves the whole path, not the verdict."""
+
+import time
+
+import pytest
+
+from backends.config import load_config
+from backends.llm.client import LLMClient
+from evaluation.faireval import judge_pair
+from palset.loader import load_dataset
+from sim.service import make_spec, open_simulation
+from sim.store import SimStore
+from tests.conftest import DEMO
+
+pytestmark = pytest.mark.slow
+
+
+def test_faireval_of_two_local_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("PAL_HOME", str(tmp_path))
+    env = {"PAL_DEFAULT_MAX_TOKENS": "48", "PAL_JUDGE_MAX_TOKENS": "220", "PAL_DEFAULT_TIMEOUT": "600"}
+    llm = LLMClient(load_config(secrets={}, env=env), session_id="real-faireval")
+    ds = load_dataset(DEMO)
+    runs = []
+    for method in ("vanilla", "vanilla-log"):
+        spec = make_spec(ds, "1002", "1002_sample7", "topic-1", method)
+        sim = open_simulation(ds, spec, llm, store=SimStore())
+        record = sim.run()
+        assert record.status == "finished", record.error
+        assert len(record.utterances) == 2 * len(record.schedule)
+        runs.append(record)
+    ctx = sim.ctx
+    started = time.perf_counter()
+    judgment = judge_pair(llm, ctx, runs[0], runs[1], "requirement", k=1)
+    elapsed = time.perf_counter() - started
+    assert len(judgment.samples) == 2 and {s.order for s in judgment.samples} == {1, 2}
+    assert judgment.texts["order1"].assistant_1 == judgment.texts["order2"].assistant_2
+    assert judgment.judge_model == "SmolLM2-135M-Instruct" and judgment.prompt_name == "eval/faireval_requirement"
+    assert judgment.decision in ("win", "tie", "lose", "invalid")
+    valid = [s for s in judgment.samples if s.ok]
+    assert all(1 <= s.score_a <= 10 and 1 <= s.score_b <= 10 for s in valid)
+    print(f"judge: {len(judgment.samples)} samples in {elapsed:.1f} s, decision {judgment.decision}")
