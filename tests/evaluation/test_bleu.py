@@ -59,3 +59,14 @@ def test_generation_takes_the_max_separately_per_n():
     best = bleu_max(refs, hyp)
     assert best == {n: max(p[n] for p in per_ref) for n in WEIGHTS}
     assert bleu_max([], hyp) == dict.fromkeys(WEIGHTS, 0.0)
+
+
+def test_reproduces_the_spec_sanity_vector():
+    """The example pair of the authors' metrics.py (a fact quoted as test data); expected values from the spec §4.1."""
+    from evaluation.bleu import bleu
+
+    reference = "用户需要一种既能满足工作需求又能持续改善健康状况的综合计划，重点在于如何在不影响职业发展的前提下逐步建立健康的生活习惯。"
+    candidate = ("用户希望获得一个全面的健康管理方案，包括饮食调整、适合当前身体状况的运动建议以及有效的压力管理方法，"
+                 "以帮助其在忙碌的工作生活中保持良好的身体和精神状态。")
+    scores = bleu(reference, candidate)
+    assert [round(scores[n], 4) for n in (1, 2, 3, 4)] == [0.2143, 0.0229, 0.0114, 0.0076]
