@@ -1,0 +1,58 @@
+"""``pal users add NAME --role admin|annotator``, ``pal users remove NAME``, ``pal users list``: review accounts."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("users", help="review accounts (admins and annotators)")
+    usub = p.add_subparsers(dest="users_command", required=True)
+    add = usub.add_parser("add", help="add an account (the password is stored only as a salted bcrypt hash)")
+    add.add_argument("name")
+    add.add_argument("--role", choices=["admin", "annotator"], required=True)
+    add.add_argument("--password", help="the password (default: asked for, twice)")
+    add.set_defaults(func=cmd_add)
+    rm = usub.add_parser("remove", help="remove an account")
+    rm.add_argument("name")
+    rm.set_defaults(func=cmd_remove)
+    ls = usub.add_parser("list", help="list accounts and roles")
+    ls.set_defaults(func=cmd_list)
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    from review.accounts import AccountStore
+
+    password = args.password
+    if password is None:
+        password = getpass.getpass("Password: ")
+        if getpass.getpass("Repeat: ") != password:
+            print("error: the passwords differ", file=sys.stderr)
+            return 1
+    try:
+        account = AccountStore().add(args.name, args.role, password)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"added {account.name} ({account.role})")
+    return 0
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    from review.accounts import AccountStore
+
+    if not AccountStore().remove(args.name):
+        print(f"error: no account {args.name!r}", file=sys.stderr)
+        return 1
+    print(f"removed {args.name}")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from review.accounts import AccountStore
+
+    for account in AccountStore().list():
+        print(f"{account.name}\t{account.role}")
+    return 0

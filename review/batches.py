@@ -1,0 +1,179 @@
+"""Task types, candidate items, seeded sampling and round-robin assignment with overlap.
+
+A batch records everything needed to reproduce it: the seed, the candidate keys it sampled from
+(in the order sampled), the overlap and the annotators in rotation order. Sampling draws from the
+candidates sorted by key with ``random.Random(seed)``, so the same seed gives the same items.
+For pairwise items the A/B order is drawn from the same generator and stored with the item.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from palset.dataset import Dataset
+
+
+@dataclass(frozen=True)
+class Question:
+    key: str
+    label: str
+    options: tuple[tuple[str, str], ...] = ()  # (value, label); empty: free text
+    required: bool = True
+
+    @property
+    def free_text(self) -> bool:
+        return not self.options
+
+
+SCALE = (("1", "1 · poor"), ("2", "2 · partly"), ("3", "3 · good"))
+AB = (("A", "A better"), ("tie", "Tie"), ("B", "B better"))
+
+
+@dataclass(frozen=True)
+class TaskType:
+    key: str
+    label: str
+    questions: tuple[Question, ...]
+    guidelines: str = ""
+
+    @property
+    def required(self) -> list[Question]:
+        return [q for q in self.questions if q.required]
+
+
+TASKS: dict[str, TaskType] = {
+    "quality": TaskType(
+        "quality", "Data quality of a session",
+        (Question("logs", "The logs reflect the situation", SCALE),
+         Question("dialogue", "The dialogue fits the user's profile and preferences", SCALE),
+         Question("comment", "Comment", required=False)),
+        "Read the user's profile, preferences and situation, then the session's logs and dialogue.\n\n"
+        "- **Logs (1–3)**: 3 when the logs plausibly reflect the situation, 1 when they contradict it or are unrelated.\n"
+        "- **Dialogue (1–3)**: 3 when the user speaks in line with profile and preferences, 1 when not.\n\n"
+        "Keys: **1 2 3** answer the highlighted question, **n / p** next / previous item, **u** undo."),
+    "pairwise": TaskType(
+        "pairwise", "Pairwise: two simulated dialogues",
+        (Question("requirement", "Which assistant meets the user's requirement better?", AB),
+         Question("preference", "Which assistant fits the user's preference better?", AB)),
+        "Two dialogues on the same topic with different assistants, in random order.\n\n"
+        "- **Requirement**: which assistant addresses what the user needs.\n"
+        "- **Preference**: which assistant's suggestions fit what the user likes and dislikes.\n\n"
+        "Keys: **1** A better, **2** tie, **3** B better, **n / p** next / previous, **u** undo."),
+    "memory": TaskType(
+        "memory", "Memory audit",
+        (Question("verdict", "Is this memory item right?",
+                  (("correct", "Correct"), ("incorrect", "Incorrect"), ("unsupported", "Unsupported"))),
+         Question("correction", "Correction (optional)", required=False)),
+        "Compare the memory item with its sources.\n\n"
+        "- **Correct**: the sources support it. **Incorrect**: the sources contradict it. "
+        "**Unsupported**: nothing in the sources says it.\n\n"
+        "Keys: **1 2 3** verdict, **n / p** next / previous, **u** undo."),
+}
+
+
+@dataclass
+class BatchPlan:
+    title: str
+    task: str
+    dataset: str
+    seed: int
+    overlap: int
+    annotators: list[str]
+    guidelines: str
+    items: list[tuple[str, dict]]  # (item key, payload), in item order
+    data: dict = field(default_factory=dict)
+
+
+def sample(candidates: list[tuple[str, dict]], n: int, seed: int) -> tuple[list[tuple[str, dict]], random.Random]:
+    """``n`` candidates (all when fewer) drawn with ``random.Random(seed)`` from the candidates sorted by key."""
+    pool = sorted(candidates, key=lambda kv: kv[0])
+    rng = random.Random(seed)
+    return rng.sample(pool, min(max(n, 0), len(pool))), rng
+
+
+def assign(n_items: int, annotators: list[str], overlap: int) -> list[list[str]]:
+    """Round-robin: item i goes to ``overlap`` consecutive annotators of the rotation, starting after item i-1's."""
+    if not annotators:
+        raise ValueError("choose at least one annotator")
+    if len(set(annotators)) != len(annotators):
+        raise ValueError("annotators must be distinct")
+    if not 1 <= overlap <= len(annotators):
+        raise ValueError(f"overlap must be between 1 and the number of annotators ({len(annotators)})")
+    m = len(annotators)
+    return [[annotators[(i * overlap + j) % m] for j in range(overlap)] for i in range(n_items)]
+
+
+def plan_batch(title: str, task: str, dataset: str, candidates: list[tuple[str, dict]], n: int, seed: int,
+               overlap: int, annotators: list[str], guidelines: str | None = None) -> BatchPlan:
+    if task not in TASKS:
+        raise ValueError(f"unknown task type {task!r}")
+    if not candidates:
+        raise ValueError("no candidate items for this task")
+    assign(1, annotators, overlap)  # validates
+    chosen, rng = sample(candidates, n, seed)
+    items = []
+    for key, payload in chosen:
+        payload = dict(payload)
+        if task == "pairwise":
+            payload["swap"] = rng.random() < 0.5  # True: method_b is shown as A
+        items.append((key, payload))
+    return BatchPlan(title=title.strip() or TASKS[task].label, task=task, dataset=dataset, seed=seed, overlap=overlap,
+                     annotators=list(annotators), guidelines=TASKS[task].guidelines if guidelines is None else guidelines,
+                     items=items, data={"n_requested": n, "n_candidates": len(candidates)})
+
+
+# ---------------------------------------------------------------------------------------------- candidates
+
+
+def quality_candidates(dataset: Dataset) -> list[tuple[str, dict]]:
+    """Every session with logs or turns: (``uid/sample_id``, payload)."""
+    out = []
+    for uid, user in dataset.users.items():
+        for s in user.sessions:
+            if s.logs or s.turns:
+                out.append((f"{uid}/{s.sample_id}", {"user_id": uid, "sample_id": s.sample_id}))
+    return out
+
+
+def pairwise_candidates(runs: list[dict], method_a: str, method_b: str) -> list[tuple[str, dict]]:
+    """Pairs of finished runs of the two methods on the same user, sample and topic (newest run of each)."""
+    if method_a == method_b:
+        raise ValueError("choose two different methods")
+    best: dict[tuple[str, str, str, str], dict] = {}
+    for r in runs:
+        if r.get("status") != "finished" or r["method"] not in (method_a, method_b):
+            continue
+        key = (r["user_id"], r["sample_id"], r["topic_key"], r["method"])
+        if key not in best or r["updated_at"] > best[key]["updated_at"]:
+            best[key] = r
+    out = []
+    for (uid, sample_id, topic, method), run in best.items():
+        if method != method_a or (uid, sample_id, topic, method_b) not in best:
+            continue
+        other = best[(uid, sample_id, topic, method_b)]
+        out.append((f"{uid}/{sample_id}/{topic}", {
+            "user_id": uid, "sample_id": sample_id, "topic_key": topic, "method_a": method_a, "method_b": method_b,
+            "run_a": run["run_id"], "run_b": other["run_id"]}))
+    return out
+
+
+def memory_candidates(build_id: str, items: list, user_id: str = "") -> list[tuple[str, dict]]:
+    """Memory items (``memory.types.MemoryItem``) of one build, each with its provenance."""
+    return [(f"{build_id}/{it.id}", {"build_id": build_id, "user_id": user_id, "item_id": it.id, "layer": it.layer,
+                                      "text": it.text, "session_id": it.session_id, "provenance": list(it.provenance)})
+            for it in items]
+
+
+def shown_order(payload: dict) -> tuple[str, str]:
+    """(method shown as A, method shown as B) of a pairwise item."""
+    a, b = payload["method_a"], payload["method_b"]
+    return (b, a) if payload.get("swap") else (a, b)
+
+
+def winner(payload: dict, value: str) -> str:
+    """A pairwise answer as the method it favours, or ``tie``."""
+    if value == "tie":
+        return "tie"
+    shown_a, shown_b = shown_order(payload)
+    return shown_a if value == "A" else shown_b

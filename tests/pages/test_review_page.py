@@ -1,0 +1,183 @@
+"""AppTest of the Review page: sign-in, the annotator flow (buttons, progress, undo, resume), access control
+through crafted query parameters, the local single-admin mode and the admin flow (create a batch, agreement)."""
+
+import pytest
+
+from memory.service import dataset_key
+from palset.loader import load_dataset
+from review.accounts import AccountStore
+from review.batches import plan_batch, quality_candidates
+from review.store import ReviewStore
+from tests.conftest import DEMO
+from tests.pages.apptest import all_markdown, open_page
+from ui import review_view
+
+PASSWORD = "correct-horse"
+
+
+@pytest.fixture
+def team(tmp_path, monkeypatch):
+    """Accounts boss (admin), ann1, ann2, ann3 and two quality batches of the demo dataset."""
+    monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
+    monkeypatch.setenv("PAL_EMBEDDER", "hash")
+    accounts = AccountStore()
+    accounts.add("boss", "admin", PASSWORD)
+    for name in ("ann1", "ann2", "ann3"):
+        accounts.add(name, "annotator", PASSWORD)
+    store = ReviewStore()
+    cands = quality_candidates(load_dataset(DEMO))
+    shared = store.create_batch(plan_batch("Shared", "quality", dataset_key(DEMO), cands, 4, 5, 2, ["ann1", "ann2"]),
+                                "boss")
+    split = store.create_batch(plan_batch("Split", "quality", dataset_key(DEMO), cands, 4, 5, 1, ["ann1", "ann3"]),
+                               "boss")
+    other = store.create_batch(plan_batch("Theirs", "quality", dataset_key(DEMO), cands, 2, 5, 1, ["ann3"]), "boss")
+    return store, {"shared": shared, "split": split, "other": other}
+
+
+def sign_in(name: str, **params: str):
+    at = open_page("review", **params)
+    at.text_input(key="review_login_name").input(name)
+    at.text_input(key="review_login_password").input(PASSWORD)
+    at.button(key="review_login_submit").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def click(at, key: str):
+    at.button(key=key).click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def progress_text(at) -> str:
+    return at.get("progress")[0].proto.text
+
+
+def test_without_accounts_a_public_server_asks_for_an_account_and_localhost_runs_as_local_admin(tmp_path, monkeypatch):
+    monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
+    at = open_page("review")
+    assert "pal users add" in at.info[0].value and not at.tabs
+    monkeypatch.setattr(review_view, "bound_to_localhost", lambda: True)
+    at = open_page("review")
+    assert "local" in all_markdown(at) and [t.label for t in at.tabs][:2] == ["My assignments", "Batches"]
+
+
+def test_wrong_password_is_refused(team):
+    at = open_page("review")
+    at.text_input(key="review_login_name").input("ann1")
+    at.text_input(key="review_login_password").input("nope-nope")
+    at.button(key="review_login_submit").click().run()
+    assert at.error and "wrong password" in at.error[0].value
+    assert not at.tabs and not at.button(key="review_login_submit").proto.disabled
+
+
+def test_annotator_answers_with_buttons_sees_progress_undoes_and_resumes(team):
+    store, b = team
+    at = sign_in("ann1")
+    assert {btn.key for btn in at.button if btn.key and btn.key.startswith("review_open_")} == {
+        f"review_open_{b['shared']}", f"review_open_{b['split']}"}  # not ann3's batch
+    click(at, f"review_open_{b['shared']}")
+    assert "Guidelines" in all_markdown(at)
+    click(at, "review_start")
+    assert at.query_params["item"] == "1" and progress_text(at) == "0/4 done"
+    click(at, "review_logs_3")
+    assert store.answers(b["shared"], "ann1") and at.query_params["item"] == "1"  # saved at once
+    click(at, "review_dialogue_2")
+    assert at.query_params["item"] == "2" and progress_text(at) == "1/4 done"  # complete: moves on
+    click(at, "review_logs_1")
+    click(at, "review_undo")
+    assert at.query_params["item"] == "2" and [a["item_no"] for a in store.answers(b["shared"], "ann1")] == [1, 1]
+    click(at, "review_undo")
+    assert at.query_params["item"] == "1" and progress_text(at) == "0/4 done"
+    click(at, "review_next")
+    assert at.query_params["item"] == "2"
+    click(at, "review_prev")
+    assert at.query_params["item"] == "1"
+    # a fresh session resumes at the first unanswered item
+    store.answer(b["shared"], 1, "ann1", "dialogue", "3")
+    at = sign_in("ann1", batch=b["shared"])
+    assert at.query_params["item"] == "2" and progress_text(at) == "1/4 done"
+    assert not at.get("download_button") and not any("overview" in e.label for e in at.expander)
+
+
+def test_crafted_query_params_never_show_someone_elses_item(team):
+    store, b = team
+    theirs = store.assigned(b["split"], "ann3")[0]
+    at = sign_in("ann1", batch=b["other"])
+    assert at.error and "not among your assignments" in at.error[0].value and not at.get("progress")
+    at = sign_in("ann1", batch=b["split"], item=str(theirs))
+    assert at.error and "not one of your assignments" in at.error[0].value
+    assert not any(btn.key == "review_logs_1" for btn in at.button)
+    assert "Logs" not in all_markdown(at)
+    at = sign_in("ann1", batch="b-doesnotexist")
+    assert "not among your assignments" in at.error[0].value
+    at = sign_in("ann1", batch=b["split"], item="abc")
+    assert "not one of your assignments" in at.error[0].value
+    with pytest.raises(PermissionError):
+        store.answer(b["split"], theirs, "ann1", "logs", "3")
+
+
+def test_admin_creates_a_batch_and_sees_agreement(team):
+    store, b = team
+    at = sign_in("boss")
+    at.selectbox(key="review_new_task").set_value("quality").run()
+    at.multiselect(key="review_new_annotators").select("ann1").select("ann2").run()
+    at.number_input(key="review_new_n").set_value(3).run()
+    at.number_input(key="review_new_seed").set_value(11).run()
+    at.number_input(key="review_new_overlap").set_value(2).run()
+    click(at, "review_create")
+    assert at.success and "3 items" in at.success[0].value
+    new = next(x for x in store.batches() if x["batch_id"] not in b.values())
+    assert new["seed"] == 11 and new["overlap"] == 2 and new["created_by"] == "boss"
+    assert all(sorted(p) == ["ann1", "ann2"] for p in store.assignments(new["batch_id"]).values())
+    for no, (x, y) in enumerate([("3", "3"), ("1", "1"), ("2", "3")], start=1):
+        for who, v in (("ann1", x), ("ann2", y)):
+            store.answer(new["batch_id"], no, who, "logs", v)
+            store.answer(new["batch_id"], no, who, "dialogue", "2")
+    at = sign_in("boss", batch=new["batch_id"])
+    table = next(d.value for d in at.dataframe if "kappa" in d.value.columns)
+    logs = table[table["question"] == "logs"].iloc[0]
+    assert logs["method"] == "Cohen" and logs["items"] == 3 and logs["kappa"] == pytest.approx(0.5)  # po 2/3, pe 1/3
+    assert "**Disagreements** (1)" in all_markdown(at)
+    assert {d.label for d in at.get("download_button")} >= {"Answers CSV", "Answers JSONL"}
+
+
+def test_local_admin_audits_memory_and_compares_dialogues_with_a_recorded_order(tmp_path, monkeypatch):
+    from palset.vocab import Act
+    from review.batches import memory_candidates, pairwise_candidates
+    from sim.store import SimStore
+    from sim.types import RunRecord, RunSpec, Utterance
+    from tests.review.conftest import memory_items
+
+    monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
+    monkeypatch.setattr(review_view, "bound_to_localhost", lambda: True)
+    store, sims = ReviewStore(), SimStore()
+    for method in ("x", "y"):
+        spec = RunSpec(dataset=dataset_key(DEMO), user_id="1001", sample_id="1001_sample7", topic_key="topic-1",
+                       method=method)
+        sims.create(RunRecord(run_id=f"run-{method}", spec=spec, status="finished"))
+        sims.add_utterance(f"run-{method}", Utterance(turn_no=0, side="assistant", actor="assistant",
+                                                      act=Act.TOPIC_INQUIRY, content=f"*reply of {method}*"))
+    pairs = pairwise_candidates(sims.list(), "x", "y")
+    pair = store.create_batch(plan_batch("P", "pairwise", dataset_key(DEMO), pairs, 1, 3, 1, ["local"]), "local")
+    at = open_page("review", batch=pair)
+    click(at, "review_start")
+    text = all_markdown(at)
+    assert "\\*reply of x\\*" in text and "\\*reply of y\\*" in text  # data text escaped
+    first = "x" if text.index("reply of x") < text.index("reply of y") else "y"
+    swap = store.item(pair, 1)["payload"]["swap"]
+    assert first == ("y" if swap else "x")
+    click(at, "review_requirement_A")
+    click(at, "review_preference_tie")
+    assert progress_text(at) == "1/1 done" and at.success
+    items = [(k, {**p, "user_id": "1001"}) for k, p in memory_items(3)]
+    mem = store.create_batch(plan_batch("M", "memory", dataset_key(DEMO), items, 3, 3, 1, ["local"]), "local")
+    at = open_page("review", batch=mem)
+    click(at, "review_start")
+    assert "fact" in all_markdown(at) + "".join(i.value for i in at.info)
+    at.text_input(key=f"review_text_{mem}_1_correction").input("a better fact").run()
+    click(at, "review_verdict_incorrect")
+    assert at.query_params["item"] == "2" and progress_text(at) == "1/3 done"
+    assert {a["question"]: a["value"] for a in store.answers(mem, "local", 1)} == {
+        "correction": "a better fact", "verdict": "incorrect"}
+    assert memory_candidates("b", [], "u") == []
