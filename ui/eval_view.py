@@ -5,7 +5,8 @@ FairEval (k samples per order, both orders) on the paired finished runs not judg
 judgment the moment it completes. Results: stacked win/tie/lose bars with the bootstrap 95% CI of the
 adjusted win rate, the position-bias diagnostics, a per-topic drill-down (both dialogues, every judge
 sample in both orders, the ground truth) and exports. Below: the single-turn leaderboard from stored
-bench results, judge–human agreement and PersonaMem-v2 accuracy (placeholders until those exist).
+bench results, judge–human agreement against pairwise review answers (for the chosen pair and aspects)
+and PersonaMem-v2 accuracy (a placeholder until results exist).
 
 State lives in the URL (``?pair=<A>__<B>&aspect=…&topic=<sample_id>_<topic_key>``): a deep link opens
 exactly one judged topic. All text from data goes through :func:`ui.text.md_escape` or a dataframe cell.
@@ -27,11 +28,13 @@ import streamlit as st
 from backends.store.db import connect
 from evaluation.aggregate import aggregate_judgments, leaderboard
 from evaluation.faireval import ASPECTS, Judgment, apply_decision, ground_truth, judgment_key
+from evaluation.human_agreement import AgreementReport, compare_by_aspect, pairwise_votes
 from evaluation.service import RunPair, bench_tasks, judge_runs, pair_runs, topic_context
 from evaluation.store import EvalStore
 from evaluation.tasks import TaskResult
 from memory.service import dataset_key
 from palset.dataset import Dataset
+from review.store import ReviewStore
 from sim.store import SimStore
 from sim.types import RunRecord
 from ui import platform_state
@@ -188,15 +191,16 @@ def render_evaluate(dataset: Dataset) -> None:
     sims = SimStore()
     methods = finished_methods(sims, dkey)
     st.header("Multi-turn: FairEval pairwise judging")
+    selection = None
     if len(methods) < 2:
         st.info("Judging needs finished simulation runs of at least two methods on the same topics in this dataset. "
                 "Run them on the Simulate page (or with `pal simulate`).")
     else:
-        render_pairwise(dataset, dkey, sims, methods)
+        selection = render_pairwise(dataset, dkey, sims, methods)
     st.header("Single-turn leaderboard")
     render_leaderboard(dataset, dkey)
     st.header("Judge–human agreement")
-    render_agreement()
+    render_agreement(dkey, selection)
     st.header("PersonaMem-v2 accuracy by type")
     render_personamem(dkey)
 
@@ -224,7 +228,9 @@ def _pick(methods: list[str]) -> tuple[str, str, list[str]]:
     return a, b, list(ASPECTS) if aspect == "both" else [aspect]
 
 
-def render_pairwise(dataset: Dataset, dkey: str, sims: SimStore, methods: list[str]) -> None:
+def render_pairwise(dataset: Dataset, dkey: str, sims: SimStore,
+                    methods: list[str]) -> tuple[str, str, list[str], float]:
+    """The pairwise section; returns the chosen (A, B, aspects, tie threshold) for the agreement section."""
     a, b, aspects = _pick(methods)
     pairs = pair_runs(sims, dkey, a, b)
     c1, c2, c3 = st.columns([1, 1, 2])
@@ -241,11 +247,12 @@ def render_pairwise(dataset: Dataset, dkey: str, sims: SimStore, methods: list[s
     judgments = [apply_decision(j, threshold) for j in judgments]
     if not judgments:
         st.info(f"No judgments of {md_escape(a)} vs {md_escape(b)} yet: press Judge.")
-        return
+        return a, b, aspects, threshold
     rows = aggregate_judgments(judgments, threshold)
     render_results(rows, judgments, a, b)
     render_drilldown(dataset, sims, judgments, a, b)
     render_exports(judgments, rows, a, b)
+    return a, b, aspects, threshold
 
 
 def render_judge_button(dataset: Dataset, sims: SimStore, pairs: list[RunPair], aspects: list[str], k: int,
@@ -478,11 +485,54 @@ def render_leaderboard(dataset: Dataset, dkey: str) -> None:
 # ---------------------------------------------------------------- agreement and PersonaMem-v2
 
 
-def render_agreement() -> None:
-    if importlib.util.find_spec("evaluation.annotations") is None:
-        st.info("Judge–human agreement appears here once pairwise human annotations exist.")
-    else:
-        st.info("Human annotations exist; judge–human agreement is not computed on this page yet.")
+def agreement_reports(dkey: str, a: str, b: str, aspects: list[str], threshold: float) -> dict[str, AgreementReport]:
+    """Per aspect: the judge (either orientation, decisions recomputed with the threshold) against the human
+    majority of every pairwise review batch of this dataset on the pair ``a``/``b``; win is ``a``'s side."""
+    votes = [v for v in pairwise_votes(ReviewStore(), dataset=dkey)
+             if set(v.methods) == {a, b} and v.aspect in aspects]
+    judgments = [apply_decision(j, threshold) for j in EvalStore().judgments(dataset=dkey)
+                 if {j.method_a, j.method_b} == {a, b} and j.aspect in aspects]
+    return compare_by_aspect(votes, judgments, (a, b))
+
+
+def render_agreement(dkey: str, selection: tuple[str, str, list[str], float] | None) -> None:
+    reports = agreement_reports(dkey, *selection) if selection else {}
+    if not any(r.matched for r in reports.values()):
+        items = sum(r.items for r in reports.values())
+        st.info("Judge–human agreement appears here once pairwise human annotations (Review page) of the chosen "
+                "method pair match stored judgments" + (f": {items} answered item(s), none judged yet." if items
+                                                       else "."))
+        return
+    render_judge_human(reports, "eval_human")
+
+
+def render_judge_human(reports: dict[str, AgreementReport], key: str) -> None:
+    """The agreement section: one block per aspect (metrics, the confusion table, the items)."""
+    for aspect, report in reports.items():
+        render_agreement_report(aspect, report, f"{key}_{aspect}")
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "–" if value is None else format(value, spec)
+
+
+def render_agreement_report(aspect: str, r: AgreementReport, key: str) -> None:
+    a, b = r.pair
+    st.markdown(f"**{md_escape(aspect.capitalize())}**: win/tie/lose from {md_escape(a)}'s side against "
+                f"{md_escape(b)}, judge vs the human majority")
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric("Matched items", r.matched, help=f"human items with a judgment; {r.unmatched} without one, "
+                                                 f"{r.unmatched_judgments} judgment(s) without human answers")
+    c2.metric("Agreement (no ties)", _fmt(r.agreement_rate, ".0%"),
+              help=f"{r.agreements} of {r.compared} items that neither side called a tie")
+    c3.metric("Cohen's κ (no ties)", _fmt(r.kappa, ".3f"),
+              help=f"win/lose items only; over win/tie/lose: {_fmt(r.kappa_all, '.3f')}")
+    c4.metric("Unmatched items", r.unmatched, help="human items without a valid judgment")
+    st.caption(f"{r.human_ties} human tie(s), {r.judge_ties} judge tie(s), {r.splits} split vote(s) "
+               "(no majority: left out of the table).")
+    left, right = st.columns([2, 3])
+    left.dataframe(r.confusion, key=f"{key}_confusion")
+    right.dataframe(pd.DataFrame(r.rows), hide_index=True, width="stretch", key=f"{key}_items")
 
 
 def personamem_results(dkey: str) -> list[dict] | None:

@@ -18,6 +18,8 @@ import pandas as pd
 import streamlit as st
 
 from backends.store.db import connect
+from evaluation.human_agreement import compare_by_aspect, pairwise_votes
+from evaluation.store import EvalStore
 from memory.service import dataset_key
 from memory.store import MemoryStore
 from palset.dataset import Dataset
@@ -27,6 +29,7 @@ from review.batches import TASKS, memory_candidates, pairwise_candidates, plan_b
 from review.export import answer_rows, item_rows, to_csv, to_jsonl
 from review.store import ReviewStore
 from sim.store import SimStore
+from ui.eval_view import render_judge_human
 from ui.text import md_escape
 
 ACCOUNT_KEY = "review_account"
@@ -397,12 +400,32 @@ def _overview(store: ReviewStore, batch: dict) -> None:
         cols[1].markdown(md_escape(d["question"]))
         cols[2].markdown(md_escape(", ".join(f"{k}: {v}" for k, v in d["answers"].items())))
         cols[3].button("Open", key=f"review_dis_{i}", on_click=_go, args=(batch_id, d["item_no"]))
+    if batch["task"] == "pairwise":
+        _judge_agreement(store, batch)
     items, answers = item_rows(store, batch_id), answer_rows(store, batch_id)
     cols = st.columns(4)
     cols[0].download_button("Items CSV", to_csv(items), f"{batch_id}-items.csv", "text/csv")
     cols[1].download_button("Items JSONL", to_jsonl(items), f"{batch_id}-items.jsonl", "application/jsonl")
     cols[2].download_button("Answers CSV", to_csv(answers), f"{batch_id}-answers.csv", "text/csv")
     cols[3].download_button("Answers JSONL", to_jsonl(answers), f"{batch_id}-answers.jsonl", "application/jsonl")
+
+
+def _judge_agreement(store: ReviewStore, batch: dict) -> None:
+    """The LLM judge's stored FairEval decisions against this batch's human majority, per aspect."""
+    st.markdown("**Judge–human agreement**")
+    votes = pairwise_votes(store, [batch["batch_id"]])
+    if not votes:
+        st.caption("No answers yet.")
+        return
+    pair = votes[0].methods
+    judgments = [j for j in EvalStore(store.path).judgments(dataset=batch["dataset"])
+                 if {j.method_a, j.method_b} == set(pair)]
+    reports = compare_by_aspect(votes, judgments, pair)
+    if not any(r.matched for r in reports.values()):
+        st.caption(f"No stored judgment of {md_escape(pair[0])} vs {md_escape(pair[1])} matches these items yet "
+                   "(Evaluate page).")
+        return
+    render_judge_human(reports, f"review_human_{batch['batch_id']}")
 
 
 def _builds(dataset: Dataset) -> list[tuple[str, str]]:

@@ -191,3 +191,22 @@ def test_leaderboard_from_stored_bench_results(env):
     assert list(frame["method"]) == ["h2memory", "vanilla"]
     assert frame["G-score"].iloc[0].startswith("100.0") and frame["S-score"].iloc[1].startswith("50.0")
     assert frame["R-BLEU-1"].iloc[0].startswith("50.0")
+
+
+def test_judge_human_agreement_section_from_pairwise_review_answers(env, runs):
+    from review.batches import pairwise_candidates, plan_batch, shown_order
+    from review.store import ReviewStore
+
+    judge_directly(env[1])  # requirement: topic-1 win, topic-2 lose, topic-3 tie (from A's side)
+    store = ReviewStore()
+    cands = pairwise_candidates(SimStore().list(), B, A)  # stored the other way round
+    batch = store.create_batch(plan_batch("P", "pairwise", dataset_key(DEMO), cands, 3, 7, 1, ["ann"]), "boss")
+    for item in store.items(batch):
+        letter = "A" if shown_order(item["payload"])[0] == A else "B"
+        store.answer(batch, item["item_no"], "ann", "requirement", letter)  # A better everywhere
+    at = open_page("evaluate", pair=PAIR, aspect="requirement")
+    table = next(d.value for d in at.dataframe if "human win" in d.value.columns)
+    assert table.loc["judge win", "human win"] == 1 and table.loc["judge lose", "human win"] == 1
+    assert table.loc["judge tie", "human win"] == 1
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Matched items"] == "3" and metrics["Agreement (no ties)"] == "50%"

@@ -181,3 +181,31 @@ def test_local_admin_audits_memory_and_compares_dialogues_with_a_recorded_order(
     assert {a["question"]: a["value"] for a in store.answers(mem, "local", 1)} == {
         "correction": "a better fact", "verdict": "incorrect"}
     assert memory_candidates("b", [], "u") == []
+
+
+def test_admin_overview_of_a_pairwise_batch_shows_judge_human_agreement(tmp_path, monkeypatch):
+    from evaluation.faireval import Judgment
+    from evaluation.store import EvalStore
+    from review.batches import pairwise_candidates, shown_order
+    from sim.store import SimStore
+    from sim.types import RunRecord, RunSpec
+
+    monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
+    monkeypatch.setattr(review_view, "bound_to_localhost", lambda: True)
+    store, sims = ReviewStore(), SimStore()
+    for method in ("x", "y"):
+        spec = RunSpec(dataset=dataset_key(DEMO), user_id="1001", sample_id="1001_sample7", topic_key="topic-1",
+                       method=method)
+        sims.create(RunRecord(run_id=f"run-{method}", spec=spec, status="finished"))
+    pair = store.create_batch(plan_batch("P", "pairwise", dataset_key(DEMO), pairwise_candidates(sims.list(), "x", "y"),
+                                         1, 3, 1, ["local"]), "local")
+    store.answer(pair, 1, "local", "requirement", "A" if shown_order(store.item(pair, 1)["payload"])[0] == "y" else "B")
+    EvalStore().save_judgment(Judgment(
+        judgment_key="jdg-1", dataset=dataset_key(DEMO), user_id="1001", sample_id="1001_sample7", topic_key="topic-1",
+        aspect="requirement", method_a="y", method_b="x", run_a="run-y", run_b="run-x", k=1, judge_model="m",
+        prompt_name="p", prompt_version="1", texts={}, samples=[], decision="win"))  # y better: agrees
+    at = open_page("review", batch=pair)
+    table = next(d.value for d in at.dataframe if "human win" in d.value.columns)
+    assert table.loc["judge lose", "human lose"] == 1  # from x's side (the batch's method 1)
+    assert "Judge–human agreement" in all_markdown(at)
+    assert {m.label: m.value for m in at.metric}["Matched items"] == "1"
