@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import os
 import signal
 import sys
 import threading
@@ -53,8 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     server = xllamacpp.Server(params)  # returns once listening
     print(f"ready on 127.0.0.1:{args.port}", flush=True)
     stop.wait()
+    # a generation in flight can keep the server's shutdown waiting: never outlive the grace period
+    threading.Timer(3.0, lambda: os._exit(0)).start()
     del server
-    return 0
+    os._exit(0)
 
 
 if __name__ == "__main__":

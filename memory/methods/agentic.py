@@ -159,6 +159,8 @@ class AgenticMemory(MemoryMethod):
         return changes
 
     def retrieve(self, query: str, purpose: Purpose, memory: MemoryView, current: Session | None) -> RetrievalTrace:
+        # PersonaMem-v2 answers from the query and the memory alone: the current session's logs were already
+        # read into the memory at its logs stage, so they are not repeated here
         item = memory.items.get(self.item_id)
-        blocks = [PromptBlock(title="Memory", text=item.text if item else ""), self.current_logs_block(current)]
+        blocks = [PromptBlock(title="Memory", text=item.text if item else "")]
         return self.trace(query, purpose, current, [RetrievedItem(item=item)] if item else [], blocks)
