@@ -104,7 +104,18 @@ def render_session(session: Session) -> str:
 
 
 def full_history_tokens(user: User, current: Session | None) -> int:
-    """Tokens of everything before the current session plus the current session's logs (the long-context baseline)."""
+    """Tokens of everything before the current session plus the current session's logs (the long-context baseline).
+
+    Cached per (user object, session): sessions never change once loaded, and tokenising the whole
+    history on every assistant turn was most of a retrieval's time."""
+    cache = user.derived_cache.setdefault("full_history_tokens", {})
+    key = current.index if current is not None else -1
+    if key not in cache:
+        cache[key] = _count_full_history(user, current)
+    return cache[key]
+
+
+def _count_full_history(user: User, current: Session | None) -> int:
     total = 0
     for s in user.sessions:
         if current is not None and s.index >= current.index:

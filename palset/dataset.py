@@ -92,6 +92,12 @@ class User(View):
     _sessions: list[Session] | None = PrivateAttr(default=None)
     _session_loader: Callable[[], list[Session]] | None = PrivateAttr(default=None)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _derived: dict = PrivateAttr(default_factory=dict)
+
+    @property
+    def derived_cache(self) -> dict:
+        """Per-user memo for values derived from the (immutable once loaded) sessions, e.g. token counts."""
+        return self._derived
 
     def set_session_loader(self, loader: Callable[[], list[Session]]) -> None:
         self._sessions, self._session_loader = None, loader
