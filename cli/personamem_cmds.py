@@ -50,7 +50,7 @@ def _progress(done: int, total: int, what: str) -> None:
 
 
 def cmd_personamem(args: argparse.Namespace) -> int:
-    from evaluation.personamem import FORMS, PersonaMemEval, accuracy_report, report_table
+    from evaluation.personamem import FORMS, PersonaMemEval, accuracy_report, report_table, save_records
     from evaluation.personamem_loader import (
         PersonaMemError,
         history_key,
@@ -91,6 +91,8 @@ def cmd_personamem(args: argparse.Namespace) -> int:
         print("interrupted: the memory build resumes and answers are cached; run the same command again",
               file=sys.stderr)
         return 130
+    stored = save_records(records, history_key(history, args.exchanges))
+    print(f"{stored} record(s) stored (shown on the Evaluate page)", file=sys.stderr)
     if args.records:
         with open(args.records, "w", encoding="utf-8") as f:
             for r in records:

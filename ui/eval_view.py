@@ -543,9 +543,9 @@ def personamem_results(dkey: str) -> list[dict] | None:
         mod = importlib.import_module("evaluation.personamem")
     except Exception:  # noqa: BLE001 - a module being written must not break the page
         return None
-    if callable(getattr(mod, "stored_records", None)) and callable(getattr(mod, "accuracy_report", None)):
+    if callable(getattr(mod, "stored_records", None)) and callable(getattr(mod, "accuracy_by_method", None)):
         try:
-            return mod.accuracy_report(mod.stored_records())
+            return mod.accuracy_by_method(mod.stored_records())
         except Exception:  # noqa: BLE001
             return None
     for name in ("accuracy_by_type", "stored_accuracy", "stored_results"):

@@ -195,6 +195,22 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         )
         """,
     ),
+    (
+        6,
+        "PersonaMem-v2 answer records",
+        """
+        CREATE TABLE personamem_records (
+            history_key TEXT NOT NULL,
+            method TEXT NOT NULL,
+            item_id TEXT NOT NULL,
+            form TEXT NOT NULL,
+            seed INTEGER,
+            data TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (history_key, method, item_id, form)
+        )
+        """,
+    ),
 ]
 
 

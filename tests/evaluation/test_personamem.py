@@ -266,3 +266,22 @@ def test_pal_personamem_on_the_sample(env, monkeypatch, capsys, tmp_path):
     assert len(lines) == 3 and all(x["seed"] == 1 and len(x["options"]) == 4 for x in lines)
     bad = ["personamem", "--persona", str(PROFILE), "--history", str(HISTORY), "--questions", str(QUESTIONS)]
     assert main([*bad, "--method", "nope"]) == 2
+
+
+def test_records_are_stored_per_method_and_reported_for_the_page(tmp_path, monkeypatch):
+    from evaluation.personamem import PMRecord, accuracy_by_method, save_records, stored_records
+
+    monkeypatch.setenv("PAL_HOME", str(tmp_path))
+
+    def rec(item, method, correct, form="mcq"):
+        return PMRecord(item_id=item, form=form, method=method, pref_type="ask_to_forget", who="self",
+                        dynamics="static", query="q", model="m", prompt_name="p", prompt_version="1", ok=True,
+                        correct=correct)
+
+    assert save_records([rec("i1", "rag-turn", True), rec("i2", "rag-turn", False)], "h1") == 2
+    save_records([rec("i1", "rag-turn", True)], "h1")  # replaced, not duplicated
+    save_records([rec("i1", "vanilla", False)], "h1")
+    assert len(stored_records()) == 3 and len(stored_records("vanilla")) == 1
+    rows = accuracy_by_method(stored_records())
+    overall = {(r["method"], r["form"]): r for r in rows if r["group"] == "overall"}
+    assert overall[("rag-turn", "mcq")]["accuracy"] == 0.5 and overall[("vanilla", "mcq")]["accuracy"] == 0.0

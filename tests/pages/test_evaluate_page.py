@@ -210,3 +210,17 @@ def test_judge_human_agreement_section_from_pairwise_review_answers(env, runs):
     assert table.loc["judge tie", "human win"] == 1
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Matched items"] == "3" and metrics["Agreement (no ties)"] == "50%"
+
+
+def test_personamem_accuracy_by_type_from_stored_records(env):
+    from evaluation.personamem import PMRecord, save_records
+
+    def rec(item, pref_type, correct):
+        return PMRecord(item_id=item, form="mcq", method="rag-turn", pref_type=pref_type, who="self", dynamics="static",
+                        query="q", model="m", prompt_name="p", prompt_version="1", ok=True, correct=correct)
+
+    save_records([rec("a", "ask_to_forget", True), rec("b", "sensitive_info", False)], "hist")
+    at = open_page("evaluate")
+    frame = next(d.value for d in at.dataframe if "accuracy" in d.value.columns and "method" in d.value.columns)
+    forget = frame[(frame["group"] == "pref_type") & (frame["value"] == "ask_to_forget")].iloc[0]
+    assert forget["method"] == "rag-turn" and forget["accuracy"] == 1.0
