@@ -9,6 +9,7 @@ import pytest
 from backends.embeddings import get_embedder
 from backends.vectorstore import ChromaStore
 from memory.build import MemoryBuilder
+from memory.service import dataset_key
 from memory.store import MemoryStore
 from palset.loader import load_dataset
 from tests.conftest import DEMO, read, write
@@ -34,7 +35,8 @@ def pal_env(tmp_path, monkeypatch) -> dict[str, str]:
 def prebuild(root, uid: str, method: str = "rag-turn") -> None:
     dataset = load_dataset(root)
     embedder = get_embedder("hash")
-    MemoryBuilder(dataset.name, dataset.users[uid], method, MemoryStore(), ChromaStore(embedder), embedder).run()
+    MemoryBuilder(dataset_key(dataset.root), dataset.users[uid], method, MemoryStore(), ChromaStore(embedder),
+                  embedder).run()
 
 
 def _external(requests: list[str]) -> list[str]:

@@ -9,6 +9,7 @@ from backends.embeddings import get_embedder
 from backends.llm.errors import EndpointUnavailable
 from backends.vectorstore import ChromaStore
 from memory.build import MemoryBuilder
+from memory.service import dataset_key
 from memory.store import MemoryStore, dialogue_stage
 from palset.loader import load_dataset
 from tests.conftest import DEMO, read, write
@@ -28,7 +29,7 @@ def prebuild(dataset_path, uid: str, method: str) -> MemoryBuilder:
     """The same build the page makes (hash embedder, default config), made here."""
     user = load_dataset(dataset_path).users[uid]
     embedder = get_embedder("hash")
-    builder = MemoryBuilder(load_dataset(dataset_path).name, user, method, MemoryStore(), ChromaStore(embedder), embedder)
+    builder = MemoryBuilder(dataset_key(dataset_path), user, method, MemoryStore(), ChromaStore(embedder), embedder)
     builder.run()
     return builder
 
