@@ -122,21 +122,16 @@ def ground_truth(ctx: TopicContext, aspect: Aspect) -> str:
     """What the judge knows about the topic: the needs (requirement) or the preferences (preference)."""
     t = ctx.topic.topic
     if aspect == "requirement":
-        needs = ctx.topic.framework.implicit_needs if ctx.topic.framework else None
         lines = [f"User query: {t.user_query}", "Implicit needs:"]
-        for i, need in enumerate(t.implicit_needs):
-            ev = needs[i].evidences if needs and i < len(needs) else []
+        for i, (need, ev) in enumerate(ctx.needs_with_evidence()):
             lines.append(f"{i + 1}. {need}" + (f" (evidence: {'; '.join(ev)})" if ev else ""))
         lines.append(f"Requirement: {t.requirement}")
         return redact_text("\n".join(lines))
     lines = [f"Requirement: {t.requirement}"]
-    pref = ctx.user.preferences.get(ctx.topic.requirement_type_id or "")
-    if pref:
+    if pref := ctx.preference():
         lines += [f"General preference (accepts): {pref.preference.pos}",
                   f"General preference (rejects): {pref.preference.neg}"]
-    sp = ctx.topic.solution_preference
-    liked = [(r.solution, r.feedback_reason) for r in sp.pos_list] if sp else [(s, "") for s in t.solution.pos]
-    disliked = [(r.solution, r.feedback_reason) for r in sp.neg_list] if sp else [(s, "") for s in t.solution.neg]
+    liked, disliked = ctx.liked_and_disliked()
     lines += ["Candidate solutions the user likes:", *(f"- {s}" + (f" (reason: {r})" if r else "") for s, r in liked),
               "Candidate solutions the user dislikes:", *(f"- {s}" + (f" (reason: {r})" if r else "") for s, r in disliked)]
     return redact_text("\n".join(lines))

@@ -94,25 +94,38 @@ class TopicContext:
         sit = self.user.situations.get(self.session.situation_id or "")
         return redact_text(sit.situation) if sit else "(not recorded)"
 
+    def needs_with_evidence(self) -> list[tuple[str, list[str]]]:
+        """The topic's implicit needs, each with the evidences the framework file gives it (if any)."""
+        needs = self.topic.framework.implicit_needs if self.topic.framework else None
+        return [(need, needs[i].evidences if needs and i < len(needs) else [])
+                for i, need in enumerate(self.topic.topic.implicit_needs)]
+
+    def preference(self):
+        """The pos/neg preference of the topic's requirement type, or None."""
+        return self.user.preferences.get(self.topic.requirement_type_id or "")
+
+    def liked_and_disliked(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        """(solution, reason) pairs the user likes and dislikes; reasons only where the dataset has them."""
+        t, sp = self.topic.topic, self.topic.solution_preference
+        if sp:
+            return ([(r.solution, r.feedback_reason) for r in sp.pos_list],
+                    [(r.solution, r.feedback_reason) for r in sp.neg_list])
+        return [(s, "") for s in t.solution.pos], [(s, "") for s in t.solution.neg]
+
     def knowledge(self, act: Act) -> str:
         t = self.topic.topic
         if act in REQUIREMENT_PHASE:
-            needs = self.topic.framework.implicit_needs if self.topic.framework else None
             lines = [f"Your opening question (paraphrase it lightly): {self.free_query or t.user_query}",
                      "Your hidden needs (never volunteer them; confirm or correct only what the assistant guesses):"]
-            for i, need in enumerate(t.implicit_needs):
-                ev = needs[i].evidences if needs and i < len(needs) else []
+            for i, (need, ev) in enumerate(self.needs_with_evidence()):
                 lines.append(f"{i + 1}. {need}" + (f" (because: {'; '.join(ev)})" if ev else ""))
             lines.append(f"What you really need overall: {t.requirement}")
             return redact_text("\n".join(lines))
         lines = [f"What you need: {t.requirement}"]
-        pref = self.user.preferences.get(self.topic.requirement_type_id or "")
-        if pref:
+        if pref := self.preference():
             lines += [f"Kinds of solutions you accept: {pref.preference.pos}",
                       f"Kinds of solutions you reject: {pref.preference.neg}"]
-        sp = self.topic.solution_preference
-        liked = [(r.solution, r.feedback_reason) for r in sp.pos_list] if sp else [(s, "") for s in t.solution.pos]
-        disliked = [(r.solution, r.feedback_reason) for r in sp.neg_list] if sp else [(s, "") for s in t.solution.neg]
+        liked, disliked = self.liked_and_disliked()
         lines.append("Solutions you would like: " + "; ".join(f"{s} ({r})" if r else s for s, r in liked))
         lines.append("Solutions you would dislike: " + "; ".join(f"{s} ({r})" if r else s for s, r in disliked))
         return redact_text("\n".join(lines))

@@ -30,6 +30,7 @@ from palset.dataset import Dataset, Session, User
 from ui import memory_graph as mg
 from ui.platform_state import llm_client, platform_config
 from ui.text import clip, md_escape
+from ui.url_state import UrlState
 
 TABS = ["Snapshot", "Changes", "Retrieval"]
 PREFERRED_METHODS = ("h2memory", "rag-turn")
@@ -37,29 +38,8 @@ NO_COMPARE = "—"
 GRAPH_HEIGHT = 640
 _KEYS = {"user": "mem_user", "method": "mem_method", "session": "mem_session", "tab": "mem_tab",
          "item": "mem_item", "compare": "mem_compare"}
+_URL = UrlState(_KEYS, "mem")
 
-
-# ---------------------------------------------------------------- URL-synced state
-
-
-def _sync_from_url(param: str, allowed: list[str], fallback: str | None) -> None:
-    """Before drawing a widget: a URL value that changed since the last run wins over the widget's value."""
-    key, seen = _KEYS[param], f"_url_mem_{param}"
-    wanted = st.query_params.get(param)
-    if wanted in allowed and wanted != st.session_state.get(seen):
-        st.session_state[key] = wanted
-    elif st.session_state.get(key) not in allowed:
-        st.session_state[key] = fallback
-
-
-def _write_url(param: str) -> None:
-    """After drawing a widget: mirror its value into the URL so the view can be shared."""
-    value = st.session_state.get(_KEYS[param])
-    if value is None:
-        st.query_params.pop(param, None)
-    else:
-        st.query_params[param] = value
-    st.session_state[f"_url_mem_{param}"] = value
 
 
 # ---------------------------------------------------------------- methods, stores, builders
@@ -139,9 +119,9 @@ def render_memory(dataset: Dataset) -> None:
         st.info("Nothing built yet: press **Build** to ingest this user's sessions.")
         return
     pos = _pick_session(builder, info)
-    _sync_from_url("tab", TABS, TABS[0])
+    _URL.sync("tab", TABS, TABS[0])
     tabs = st.tabs(TABS, key=_KEYS["tab"], on_change="rerun")
-    _write_url("tab")
+    _URL.write("tab")
     renderers = (render_snapshot, render_changes, lambda b, _p: render_retrieval(b, methods))
     for tab, renderer in zip(tabs, renderers):
         if tab.open is False:
@@ -153,15 +133,15 @@ def render_memory(dataset: Dataset) -> None:
 def _pick_user_and_method(dataset: Dataset, methods: list[str]) -> tuple[User, str]:
     uids = list(dataset.users)
     c1, c2 = st.columns([2, 3])
-    _sync_from_url("user", uids, uids[0])
+    _URL.sync("user", uids, uids[0])
     with c1:
         uid = st.selectbox("User", uids, key=_KEYS["user"],
                            format_func=lambda u: f"{dataset.users[u].name} ({u} · {dataset.users[u].language})")
-    _write_url("user")
-    _sync_from_url("method", methods, default_method(methods))
+    _URL.write("user")
+    _URL.sync("method", methods, default_method(methods))
     with c2:
         method = st.selectbox("Method", methods, key=_KEYS["method"], format_func=method_label)
-    _write_url("method")
+    _URL.write("method")
     st.caption(md_escape(get_method_class(method).description))
     return dataset.users[uid], method
 
@@ -241,14 +221,14 @@ def _pick_session(builder: MemoryBuilder, info: BuildInfo) -> int:
     """The session (position) whose memory is shown: a slider over the sessions ingested so far."""
     sessions = builder.user.sessions
     ids = [s.sample_id for s in sessions if s.sample_id in set(info.sessions_done)]
-    _sync_from_url("session", ids, ids[-1])
+    _URL.sync("session", ids, ids[-1])
     by_id = {s.sample_id: s for s in sessions}
     if len(ids) > 1:
         st.select_slider("Memory as of session", ids, key=_KEYS["session"],
                          format_func=lambda i: f"{i} ({by_id[i].split})")
     else:
         st.caption(f"Memory as of session {md_escape(ids[0])}")
-    _write_url("session")
+    _URL.write("session")
     sample_id = st.session_state[_KEYS["session"]]
     return next(p for p, s in enumerate(sessions) if s.sample_id == sample_id)
 
@@ -323,9 +303,9 @@ def render_detail(builder: MemoryBuilder, items: list[MemoryItem]) -> None:
     """One item: text, layer, origin, provenance resolved to the actual logs and turns, meta, edit, forget."""
     by_id = {i.id: i for i in items}
     ids = list(by_id)
-    _sync_from_url("item", ids, ids[0])
+    _URL.sync("item", ids, ids[0])
     item_id = st.selectbox("Item", ids, key=_KEYS["item"], format_func=lambda i: f"{i} · {by_id[i].layer}")
-    _write_url("item")
+    _URL.write("item")
     item = by_id[item_id]
     if message := st.session_state.pop("mem_detail_message", None):
         st.success(message)
@@ -451,10 +431,10 @@ def render_retrieval(builder: MemoryBuilder, methods: list[str]) -> None:
     """A query (a query-session topic or typed), the trace of this method, and optionally of a second one."""
     query, purpose, current = _pick_query(builder.user)
     others = [m for m in methods if m != builder.method]
-    _sync_from_url("compare", [NO_COMPARE, *others], NO_COMPARE)
+    _URL.sync("compare", [NO_COMPARE, *others], NO_COMPARE)
     compare = st.selectbox("Compare with", [NO_COMPARE, *others], key=_KEYS["compare"],
                            format_func=lambda m: m if m == NO_COMPARE else method_label(m))
-    _write_url("compare")
+    _URL.write("compare")
     if not query.strip():
         st.info("Type a query, or pick a topic of a query session.")
         return

@@ -35,6 +35,7 @@ from sim.types import RunRecord, RunSpec, Utterance
 from ui import platform_state
 from ui.memory_view import NO_COMPARE, available_methods, default_method, method_label
 from ui.text import clip, md_escape
+from ui.url_state import UrlState
 from ui.users_view import ACT_COLOURS
 
 TABS = ["Simulation", "Runs"]
@@ -43,32 +44,14 @@ SIDES = {"user": ("Simulator", "Me"), "assistant": ("Assistant", "Me")}
 AVATARS = {"simulator": ":material/person:", "assistant": ":material/smart_toy:", "human": ":material/keyboard:"}
 STATUS_COLOURS = {"running": "blue", "finished": "green", "stopped": "orange", "failed": "red"}
 _KEYS = {"user": "sim_user", "method": "sim_method", "compare": "sim_compare", "tab": "sim_tab"}
-LIVE, GO, MESSAGE = "sim_live", "sim_go", "sim_message"
-
-
-# ---------------------------------------------------------------- URL-synced state
-
-
-def _sync_from_url(param: str, allowed: list[str], fallback: str) -> None:
-    """Before drawing a widget: a URL value that changed since the last run wins over the widget's value."""
-    key, seen = _KEYS[param], f"_url_sim_{param}"
-    wanted = st.query_params.get(param)
-    if wanted in allowed and wanted != st.session_state.get(seen):
-        st.session_state[key] = wanted
-    elif st.session_state.get(key) not in allowed:
-        st.session_state[key] = fallback
-
-
-def _write_url(param: str) -> None:
-    """After drawing a widget: mirror its value into the URL so the view can be shared."""
-    value = st.session_state.get(_KEYS[param])
-    st.query_params[param] = value
-    st.session_state[f"_url_sim_{param}"] = value
+_URL = UrlState(_KEYS, "sim")
 
 
 def live_runs() -> dict[str, Simulation]:
     """The runs this browser session drives (run id → simulation)."""
     return st.session_state.setdefault(LIVE, {})
+LIVE, GO, MESSAGE = "sim_live", "sim_go", "sim_message"
+
 
 
 # ---------------------------------------------------------------- page
@@ -79,9 +62,9 @@ def render_simulate(dataset: Dataset) -> None:
     if not dataset.users:
         st.info("This dataset has no users. Pick another dataset in the sidebar.")
         return
-    _sync_from_url("tab", TABS, TABS[0])
+    _URL.sync("tab", TABS, TABS[0])
     tabs = st.tabs(TABS, key=_KEYS["tab"], on_change="rerun")
-    _write_url("tab")
+    _URL.write("tab")
     for tab, renderer in zip(tabs, (render_simulation_tab, render_runs)):
         if tab.open is False:
             continue
@@ -119,11 +102,11 @@ def render_setup(dataset: Dataset) -> None:
     uids = list(dataset.users)
     methods = available_methods()
     c1, c2 = st.columns([2, 3])
-    _sync_from_url("user", uids, uids[0])
+    _URL.sync("user", uids, uids[0])
     with c1:
         uid = st.selectbox("User", uids, key=_KEYS["user"],
                            format_func=lambda u: f"{dataset.users[u].name} ({u} · {dataset.users[u].language})")
-    _write_url("user")
+    _URL.write("user")
     user = dataset.users[uid]
     topics = topic_options(user)
     if not topics:
@@ -160,16 +143,16 @@ def _schedule_widgets(dataset: Dataset, topic: str) -> tuple[str, int]:
 
 def _method_widgets(methods: list[str]) -> tuple[str, str]:
     c1, c2 = st.columns(2)
-    _sync_from_url("method", methods, default_method(methods))
+    _URL.sync("method", methods, default_method(methods))
     with c1:
         method = st.selectbox("Method", methods, key=_KEYS["method"], format_func=method_label)
-    _write_url("method")
+    _URL.write("method")
     others = [NO_COMPARE, *(m for m in methods if m != method)]
-    _sync_from_url("compare", others, NO_COMPARE)
+    _URL.sync("compare", others, NO_COMPARE)
     with c2:
         compare = st.selectbox("Compare with", others, key=_KEYS["compare"],
                                format_func=lambda m: m if m == NO_COMPARE else method_label(m))
-    _write_url("compare")
+    _URL.write("compare")
     building = [m for m in (method, compare) if m != NO_COMPARE and get_method_class(m).uses_llm]
     if building:
         st.caption(f"{', '.join(building)} build memory with the LLM: the first assistant turn builds whatever is "

@@ -14,6 +14,7 @@ from palset.vocab import ASPECTS, BIG_FIVE, LogType
 from ui.charts import build_big_five_radar, build_timeline_figure
 from ui.tables import GalleryFilter, LogFilter, big_five_short, filter_users, gallery_frame, log_frame
 from ui.text import first_sentence, md_escape
+from ui.url_state import UrlState
 
 TABS = ["Profile", "Timeline", "Logs", "Sessions"]
 ACT_COLOURS = {
@@ -38,31 +39,12 @@ def close_user() -> None:
 
 
 def _forget_view() -> None:
-    for param, key in _STATE_KEYS.items():
-        st.query_params.pop(param, None)
-        st.session_state.pop(key, None)
-        st.session_state.pop(f"_url_{param}", None)
+    for param in _STATE_KEYS:
+        _URL.forget(param)
 
 
 _STATE_KEYS = {"tab": "user_tab", "session": "session_select"}
-
-
-def _sync_from_url(param: str, allowed: list[str], fallback: str) -> None:
-    """Before drawing a widget: a URL value that changed since the last run (a pasted link,
-    browser navigation) wins over the widget's remembered value."""
-    key, seen = _STATE_KEYS[param], f"_url_{param}"
-    wanted = st.query_params.get(param)
-    if wanted in allowed and wanted != st.session_state.get(seen):
-        st.session_state[key] = wanted
-    elif st.session_state.get(key) not in allowed:
-        st.session_state[key] = fallback
-
-
-def _write_url(param: str) -> None:
-    """After drawing a widget: mirror its value into the URL so the view can be shared."""
-    value = st.session_state[_STATE_KEYS[param]]
-    st.query_params[param] = value
-    st.session_state[f"_url_{param}"] = value
+_URL = UrlState(_STATE_KEYS, "users")
 
 
 def _open_selected_session() -> None:
@@ -151,9 +133,9 @@ def render_user(dataset: Dataset, user: User) -> None:
     st.title(user.name)
     if p:
         st.caption(f"{md_escape(user.uid)} · {p.age} · {md_escape(p.gender)} · {user.language} · {md_escape(big_five_short(user))}")
-    _sync_from_url("tab", TABS, "Sessions" if st.query_params.get("session") else "Profile")
+    _URL.sync("tab", TABS, "Sessions" if st.query_params.get("session") else "Profile")
     tabs = st.tabs(TABS, key=_STATE_KEYS["tab"], on_change="rerun")
-    _write_url("tab")
+    _URL.write("tab")
     renderers = [render_profile, render_timeline, render_logs, render_sessions]
     for tab, renderer in zip(tabs, renderers):
         if tab.open is False:
@@ -244,13 +226,13 @@ def render_sessions(dataset: Dataset, user: User) -> None:
         st.info("No sessions: this dataset has no input file (partial release).")
         return
     ids = [s.sample_id for s in user.sessions]
-    _sync_from_url("session", ids, ids[0])
+    _URL.sync("session", ids, ids[0])
     by_id = {s.sample_id: s for s in user.sessions}
     sample_id = st.selectbox(
         "Session", ids, key=_STATE_KEYS["session"],
         format_func=lambda i: f"{i} · {by_id[i].split} · {by_id[i].dialogue_timestamp:%Y-%m-%d %H:%M} · {len(by_id[i].topics)} topic(s)",
     )
-    _write_url("session")
+    _URL.write("session")
     render_session(user, by_id[sample_id])
 
 

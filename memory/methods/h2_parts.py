@@ -1,0 +1,160 @@
+"""H²Memory's building blocks: bounded output schemas for every LLM step, and the pure graph and
+clustering helpers (windows, edge cleaning, connected components, constrained k-means, span tiling)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, Field, create_model
+
+AspectName = Literal["work", "health", "family", "leisure"]
+WINDOW = 10
+
+
+
+# ---------------------------------------------------------------- bounded output schemas
+
+
+class SituationOut(BaseModel):
+    situation: str = Field(max_length=600)
+    situation_aspects: list[AspectName] = Field(min_length=1, max_length=4)
+
+
+class BackgroundContent(BaseModel):
+    work: str | None = Field(None, max_length=300)
+    health: str | None = Field(None, max_length=300)
+    family: str | None = Field(None, max_length=300)
+    leisure: str | None = Field(None, max_length=300)
+
+
+class BackgroundOut(BaseModel):
+    updating_aspects: list[AspectName] = Field(max_length=4)
+    updating_content: BackgroundContent
+
+
+class SolutionOut(BaseModel):
+    solution: str = Field(max_length=300)
+    user_feedback: str = Field(max_length=300)
+    feedback_type: Literal["pos", "neg", "others"]
+
+
+class TopicOut(BaseModel):
+    turn_span: list[int] = Field(min_length=2, max_length=2)
+    requirement: str = Field(max_length=400)
+    solution_list: list[SolutionOut] = Field(max_length=4)
+    preference: str = Field(max_length=400)
+
+
+class OutlineOut(BaseModel):
+    topics: list[TopicOut] = Field(min_length=1, max_length=3)
+
+
+class RefinedOut(BaseModel):
+    requirement: str = Field(max_length=500)
+
+
+class GeneralRequirementOut(BaseModel):
+    general_requirement: str = Field(max_length=120)
+
+
+class PrincipleOut(BaseModel):
+    principle: str = Field(max_length=400)
+
+
+class AdjustOut(BaseModel):
+    adjust: Literal["Yes", "No"]
+    value: str | None = Field(None, max_length=400)
+
+
+def log_graph_model(targets: list[str], allowed: list[str]) -> type[BaseModel]:
+    """A schema whose ids are enums of this window's logs, so even a tiny model can only name real logs."""
+    target_id = Literal[tuple(targets)]  # type: ignore[valid-type]
+    earlier_id = Literal[tuple(allowed)] if allowed else str  # type: ignore[valid-type]
+    relation = create_model(
+        "LogRelation",
+        log=(target_id, ...),
+        caused_by=(list[earlier_id], Field(default_factory=list, max_length=5)),  # type: ignore[valid-type]
+        follows=(list[earlier_id], Field(default_factory=list, max_length=5)),  # type: ignore[valid-type]
+    )
+    return create_model("LogGraphOut", relations=(list[relation], Field(max_length=len(targets))))  # type: ignore[valid-type]
+
+
+# ---------------------------------------------------------------- pure helpers (unit-tested)
+
+
+def windows(n_logs: int, size: int = WINDOW) -> list[tuple[list[int], list[int]]]:
+    """(analysed log indices, context log indices) per sliding window of ``size`` with ``size`` logs of context."""
+    return [(list(range(start, min(start + size, n_logs))), list(range(max(0, start - size), start)))
+            for start in range(0, n_logs, size)]
+
+
+def clean_edges(relations: list[dict[str, Any]], window: list[int], context: list[int]) -> list[tuple[int, int, str]]:
+    """Keep edges B←A with A earlier than B and inside the window; caused_by wins over follows."""
+    allowed = set(window) | set(context)
+    out: dict[tuple[int, int], str] = {}
+    for rel in relations:
+        b = int(str(rel["log"]).removeprefix("log_"))
+        if b not in window:
+            continue
+        for kind in ("caused_by", "follows"):
+            for a_id in rel.get(kind, []):
+                a = int(str(a_id).removeprefix("log_"))
+                if a in allowed and a < b and (a, b) not in out:
+                    out[(a, b)] = kind
+    return [(a, b, kind) for (a, b), kind in sorted(out.items())]
+
+
+def components(n_logs: int, edges: list[tuple[int, int, str]]) -> list[list[int]]:
+    """Connected components (singletons included) of the undirected log graph, each sorted, in order of first log."""
+    parent = list(range(n_logs))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b, _ in edges:
+        parent[find(a)] = find(b)
+    groups: dict[int, list[int]] = {}
+    for i in range(n_logs):
+        groups.setdefault(find(i), []).append(i)
+    return sorted((sorted(g) for g in groups.values()), key=lambda g: g[0])
+
+
+def constrained_kmeans(vectors: np.ndarray, k: int = 8, min_size: int = 2, attempts: int = 100,
+                       seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """k-means redone until every cluster has ≥ ``min_size`` members (Mem-PAL §3.4); k shrinks when data is scarce."""
+    from sklearn.cluster import KMeans
+
+    n = len(vectors)
+    distinct = len(np.unique(np.round(vectors, 6), axis=0))
+    k = max(1, min(k, n // min_size, distinct))
+    rng = random.Random(seed)
+    for k_try in range(k, 0, -1):  # if k cannot satisfy the size rule, fewer clusters can
+        for _ in range(attempts if k_try == k else 20):
+            km = KMeans(n_clusters=k_try, n_init=1, random_state=rng.randrange(2**31)).fit(vectors)
+            labels = _compact(km.labels_)
+            sizes = np.bincount(labels)
+            if sizes.min() >= min_size:
+                centers = np.vstack([vectors[labels == c].mean(axis=0) for c in range(len(sizes))])
+                return labels, centers
+    labels = np.zeros(n, dtype=int)
+    return labels, vectors.mean(axis=0, keepdims=True)
+
+
+def _compact(labels: np.ndarray) -> np.ndarray:
+    """Renumber cluster labels 0..m-1 (k-means may leave a cluster empty)."""
+    _, inverse = np.unique(labels, return_inverse=True)
+    return inverse
+
+
+def tile_spans(spans: list[list[int]], n_turns: int) -> list[tuple[int, int]]:
+    """Make topic turn spans contiguous and cover turns 1..n (a tolerable error in the spec)."""
+    starts = sorted({max(1, min(n_turns, s[0])) for s in spans})
+    starts[0] = 1
+    return [(start, (starts[i + 1] - 1) if i + 1 < len(starts) else n_turns) for i, start in enumerate(starts)]
+
+
