@@ -53,6 +53,17 @@ class EvalStore:
             row = conn.execute("SELECT data FROM bench_results WHERE result_key=?", (key,)).fetchone()
         return TaskResult.model_validate_json(row[0]) if row else None
 
+    def results(self, dataset: str) -> list[TaskResult]:
+        """Stored single-turn results of a dataset: the newest per (user, topic, method, task)."""
+        with connect(self.path) as conn:
+            rows = conn.execute("SELECT data FROM bench_results WHERE dataset=? ORDER BY created_at",
+                                (dataset,)).fetchall()
+        newest: dict[tuple, TaskResult] = {}
+        for row in rows:
+            r = TaskResult.model_validate_json(row[0])
+            newest[(r.user_id, r.sample_id, r.topic_key, r.method, r.task)] = r
+        return list(newest.values())
+
     def save_result(self, r: TaskResult) -> bool:
         with connect(self.path) as conn:
             cur = conn.execute("INSERT OR IGNORE INTO bench_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

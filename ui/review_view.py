@@ -29,7 +29,7 @@ from review.batches import TASKS, memory_candidates, pairwise_candidates, plan_b
 from review.export import answer_rows, item_rows, to_csv, to_jsonl
 from review.store import ReviewStore
 from sim.store import SimStore
-from ui.eval_view import render_judge_human
+from ui.eval_boards import render_judge_human
 from ui.text import md_escape
 
 ACCOUNT_KEY = "review_account"

@@ -1,0 +1,143 @@
+"""Data behind the Evaluate page: stored judgments and results as frames, exports and the outcome chart.
+
+Pure functions over records (no widgets), so the page stays layout and these are unit-testable.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from evaluation.faireval import ASPECTS, Judgment
+from evaluation.store import EvalStore
+from evaluation.tasks import TaskResult
+from sim.store import SimStore
+
+OUTCOME_COLOURS = {"win": "#2e7d32", "tie": "#9e9e9e", "lose": "#c62828"}
+LEADER_COLUMNS = [("R-BLEU-1", "restatement_bleu1"), ("R-BLEU-2", "restatement_bleu2"),
+                  ("R-BLEU-3", "restatement_bleu3"), ("R-BLEU-4", "restatement_bleu4"), ("G-score", "g_score"),
+                  ("P-BLEU-1", "proposal_bleu1"), ("P-BLEU-2", "proposal_bleu2"), ("P-BLEU-3", "proposal_bleu3"),
+                  ("P-BLEU-4", "proposal_bleu4"), ("S-score", "s_score")]
+
+
+def error_text(e: Exception) -> str:
+    from backends.llm.errors import LLMError
+
+    return str(e) if isinstance(e, LLMError) else f"{type(e).__name__}: {e}"
+
+
+def finished_methods(sims: SimStore, dkey: str) -> list[str]:
+    """Methods with at least one finished simulation run in this dataset."""
+    return sorted({r["method"] for r in sims.list(dataset=dkey, status="finished")})
+
+
+def latest_judgments(judgments: Iterable[Judgment]) -> list[Judgment]:
+    """The newest judgment per (user, sample, topic, aspect): re-judging with other settings replaces the shown one."""
+    newest: dict[tuple[str, str, str, str], Judgment] = {}
+    for j in judgments:  # oldest first
+        newest[(j.user_id, j.sample_id, j.topic_key, j.aspect)] = j
+    return sorted(newest.values(), key=lambda j: (j.user_id, j.sample_id, j.topic_key, j.aspect))
+
+
+def stored_results(dkey: str) -> list[TaskResult]:
+    """Stored single-turn bench results of this dataset; the newest per (topic, method, task)."""
+    return EvalStore().results(dkey)
+
+
+def topic_id(j: Judgment) -> str:
+    return f"{j.sample_id}_{j.topic_key}"
+
+
+def judgments_frame(judgments: list[Judgment]) -> pd.DataFrame:
+    """One row per judgment (topic × aspect), flat, for the export."""
+    rows = [{"user_id": j.user_id, "sample_id": j.sample_id, "topic_key": j.topic_key, "aspect": j.aspect,
+             "method_a": j.method_a, "method_b": j.method_b, "run_a": j.run_a, "run_b": j.run_b,
+             "decision": j.decision, "mean_a": j.mean_a, "mean_b": j.mean_b, "flipped": j.flipped,
+             "order1_winner": j.order1_winner, "order2_winner": j.order2_winner, "invalid": j.invalid,
+             "k": j.k, "threshold": j.threshold, "judge_model": j.judge_model, "prompt_version": j.prompt_version,
+             "judgment_key": j.judgment_key} for j in judgments]
+    return pd.DataFrame(rows)
+
+
+def topics_frame(judgments: list[Judgment]) -> pd.DataFrame:
+    """One row per judged topic: decision per aspect and whether any aspect flipped under the swap."""
+    by_topic: dict[tuple[str, str, str], dict] = {}
+    for j in judgments:
+        row = by_topic.setdefault((j.user_id, j.sample_id, j.topic_key),
+                                  {"user": j.user_id, "sample": j.sample_id, "topic": j.topic_key,
+                                   **{a: "" for a in ASPECTS}, "flipped": False})
+        row[j.aspect] = j.decision
+        row["flipped"] = row["flipped"] or j.flipped
+    columns = ["user", "sample", "topic", *ASPECTS, "flipped"]
+    return pd.DataFrame(list(by_topic.values()), columns=columns)
+
+
+def aggregates_frame(rows: list[dict]) -> pd.DataFrame:
+    out = []
+    for r in rows:
+        lo, hi = r["adjusted_win_rate_ci"]
+        out.append({"method_a": r["method_a"], "method_b": r["method_b"], "aspect": r["aspect"], "n": r["n"],
+                    "win": r["win"], "tie": r["tie"], "lose": r["lose"], "invalid": r["invalid"],
+                    "adjusted_win_rate": r["adjusted_win_rate"], "ci_low": lo, "ci_high": hi,
+                    "flip_rate": r["flip_rate"], "slot1_win_rate": r["slot1_win_rate"],
+                    "invalid_samples": r["invalid_samples"], "samples": r["samples"], "threshold": r["threshold"]})
+    return pd.DataFrame(out)
+
+
+def to_csv(frame: pd.DataFrame) -> str:
+    buf = io.StringIO()
+    frame.to_csv(buf, index=False, quoting=csv.QUOTE_NONNUMERIC)
+    return buf.getvalue()
+
+
+def to_jsonl(judgments: list[Judgment], aggregates: list[dict]) -> str:
+    """Every shown judgment in full, then every aggregate row, one JSON object a line."""
+    lines = [json.dumps({"type": "judgment", **j.model_dump(mode="json")}, ensure_ascii=False) for j in judgments]
+    lines += [json.dumps({"type": "aggregate", **a}, ensure_ascii=False, default=str) for a in aggregates]
+    return "\n".join(lines) + "\n"
+
+
+def outcome_figure(rows: list[dict], method_a: str, method_b: str) -> go.Figure:
+    """Stacked win/tie/lose shares per aspect (A's view), with the adjusted win rate and its 95% bootstrap CI."""
+    fig = go.Figure()
+    aspects = [r["aspect"] for r in rows]
+    for outcome in ("win", "tie", "lose"):
+        fig.add_bar(y=aspects, x=[r[f"{outcome}_rate"] for r in rows], name=outcome, orientation="h",
+                    marker_color=OUTCOME_COLOURS[outcome], text=[f"{r[outcome]}" for r in rows],
+                    textposition="inside", customdata=[r[outcome] for r in rows],
+                    hovertemplate=f"{outcome}: %{{customdata}} (%{{x:.0%}})<extra></extra>")
+    adj = [r["adjusted_win_rate"] for r in rows]
+    lo = [r["adjusted_win_rate_ci"][0] for r in rows]
+    hi = [r["adjusted_win_rate_ci"][1] for r in rows]
+    fig.add_scatter(y=aspects, x=adj, mode="markers", name="adjusted win rate (95% CI)",
+                    marker={"color": "black", "symbol": "diamond", "size": 10},
+                    error_x={"type": "data", "symmetric": False, "array": [h - a for h, a in zip(hi, adj)],
+                             "arrayminus": [a - low for a, low in zip(adj, lo)], "color": "black", "thickness": 2},
+                    hovertemplate="adjusted win rate %{x:.3f}<extra></extra>")
+    for aspect, a, low, high in zip(aspects, adj, lo, hi):
+        fig.add_annotation(y=aspect, x=1.0, xanchor="left", showarrow=False, xshift=6,
+                           text=f"{a:.2f} [{low:.2f}, {high:.2f}]")
+    fig.update_layout(barmode="stack", height=120 + 70 * len(rows), margin={"l": 10, "r": 130, "t": 30, "b": 30},
+                      xaxis={"range": [0, 1], "tickformat": ".0%", "title": f"share of topics ({method_a} vs {method_b})"},
+                      legend={"orientation": "h", "y": 1.15})
+    return fig
+
+
+def _cell(m: dict, digits: int = 1) -> str:
+    lo, hi = m["ci"]
+    return f"{m['value']:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]" if m["n"] else "–"
+
+
+def leaderboard_frame(rows: list[dict]) -> pd.DataFrame:
+    out = []
+    for r in rows:
+        row = {"method": r["method"], **{name: _cell(r[key]) for name, key in LEADER_COLUMNS},
+               "topics": r["g_score"]["n"] or r["s_score"]["n"],
+               "invalid": r["restatement_invalid"] + r["proposal_invalid"] + r["selection_invalid"]}
+        out.append(row)
+    return pd.DataFrame(out, columns=["method", *(n for n, _ in LEADER_COLUMNS), "topics", "invalid"])
