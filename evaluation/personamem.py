@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 from backends.llm.client import LLMClient
 from backends.prompts import load_prompt
 from evaluation.personamem_loader import QuestionItem
+from memory.base import assistant_client
 from memory.build import MemoryBuilder
 
 Form = Literal["mcq", "open"]
@@ -127,7 +128,8 @@ class PersonaMemEval:
     """Runs the MCQ and open-ended forms of items against one built memory."""
 
     def __init__(self, llm: LLMClient, builder: MemoryBuilder | None, method: str, seed: int = 0):
-        self.llm, self.builder, self.method, self.seed = llm, builder, method, seed
+        self.builder, self.method, self.seed = builder, method, seed
+        self.llm = assistant_client(llm, builder.impl if builder else None)  # PLUM: its own model, latest adapter
 
     def memory(self, query: str) -> tuple[str, int]:
         if self.builder is None:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field, create_model, field_validator, model_vali
 from backends.llm.client import LLMClient
 from backends.prompts import Prompt, load_prompt
 from evaluation.bleu import bleu, bleu_max
+from memory.base import assistant_client
 from memory.build import MemoryBuilder
 from sim.roles import LANGUAGE, TopicContext
 
@@ -135,7 +136,8 @@ class TopicTasks:
     """Runs the tasks of one topic for one method (role ``assistant`` answers, role ``judge`` grades)."""
 
     def __init__(self, llm: LLMClient, ctx: TopicContext, method: str, builder: MemoryBuilder | None, dataset: str):
-        self.llm, self.ctx, self.method, self.builder, self.dataset = llm, ctx, method, builder, dataset
+        self.ctx, self.method, self.builder, self.dataset = ctx, method, builder, dataset
+        self.llm = assistant_client(llm, builder.impl if builder else None, ctx.session)  # PLUM: its own model
         self.language = LANGUAGE.get(ctx.user.language, "English")
 
     def _base(self, task: Task, prompt: Prompt) -> TaskResult:

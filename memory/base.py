@@ -162,6 +162,14 @@ class MemoryMethod(ABC):
     def retrieve(self, query: str, purpose: Purpose, memory: MemoryView, current: Session | None) -> RetrievalTrace:
         """Prompt context for ``query``; ``memory`` is as of ``current``'s logs (or the latest stage)."""
 
+    def assistant_provider(self, current: Session | None = None) -> Any:
+        """A provider that answers the ``assistant`` role for this memory (a ChatProvider), or None.
+
+        None (the default): the assistant is the configured LLM, with retrieved text in its prompt.
+        A method whose memory lives in model weights (PLUM) returns its own model here; ``current``
+        is the session being answered, so the memory is as of before it. See :func:`assistant_client`."""
+        return None
+
     # helpers shared by methods -----------------------------------------------------------
 
     def honour_forget_requests(self, session: Session, memory: MemoryView, changes: Changes) -> None:
@@ -185,3 +193,11 @@ class MemoryMethod(ABC):
 
     def current_logs_block(self, current: Session | None) -> PromptBlock:
         return PromptBlock(title="Logs of the current session", text=render_logs(current) if current else "")
+
+
+def assistant_client(llm: LLMClient, method: MemoryMethod | None, current: Session | None = None) -> LLMClient:
+    """``llm``, or a client whose ``assistant`` role is answered by the method's own provider (if it has one)."""
+    provider = method.assistant_provider(current) if method is not None else None
+    if provider is None:
+        return llm
+    return llm.with_provider("assistant", provider, **getattr(provider, "role_overrides", {}))

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from backends.llm.client import LLMClient
 from backends.llm.types import ChatResult, StructuredResult
 from backends.prompts import Prompt, load_prompt
+from memory.base import assistant_client
 from memory.build import MemoryBuilder
 from memory.privacy import redact_text
 from palset.dataset import Session, SessionTopic, User
@@ -183,7 +184,9 @@ class Assistant:
     """Role ``assistant``: summarise the need into a retrieval query, retrieve from memory, answer in the act."""
 
     def __init__(self, llm: LLMClient, ctx: TopicContext, builder: MemoryBuilder | None, method_label: str):
-        self.llm, self.ctx, self.builder, self.method_label = llm, ctx, builder, method_label
+        self.ctx, self.builder, self.method_label = ctx, builder, method_label
+        # a method with its own model (PLUM) answers the assistant role itself
+        self.llm = assistant_client(llm, builder.impl if builder else None, ctx.session)
         self.prompt = load_prompt("sim/assistant")
         self.summary_prompt = load_prompt("sim/query_summary")
 

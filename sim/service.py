@@ -39,12 +39,14 @@ def open_simulation(dataset: Dataset, spec: RunSpec, llm: LLMClient, *, store: S
     store = store or SimStore()
     task_id = f"{spec.sample_id}_{spec.topic_key}"
     schedule, source = fixed_schedule(dataset, task_id) if spec.mode == "fixed" else ([], "free mode")
-    settings = {role: {"provider": llm.config.role(role).provider, "model": llm.config.role(role).model,
-                       "temperature": llm.config.role(role).temperature} for role in ("user_simulator", "assistant")}
-    record = store.create(RunRecord(run_id=run_id_for(spec), spec=spec, schedule=schedule, schedule_source=source,
-                                    settings=settings, pair_id=pair_id))
     if builder is None and spec.method != "vanilla":
         builder = open_builder(dataset, spec.user_id, spec.method, llm=llm if cls.uses_llm else None)
     ctx = TopicContext(user=user, session=session, topic=topic, free_query=spec.free_query)
+    assistant = Assistant(llm, ctx, builder, cls.label)
+    settings = {role: {"provider": client.config.role(role).provider, "model": client.config.role(role).model,
+                       "temperature": client.config.role(role).temperature}
+                for role, client in (("user_simulator", llm), ("assistant", assistant.llm))}
+    record = store.create(RunRecord(run_id=run_id_for(spec), spec=spec, schedule=schedule, schedule_source=source,
+                                    settings=settings, pair_id=pair_id))
     return Simulation(record=record, ctx=ctx, store=store, simulator=UserSimulator(llm, ctx, spec.mode == "free"),
-                      assistant=Assistant(llm, ctx, builder, cls.label))
+                      assistant=assistant)

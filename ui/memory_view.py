@@ -119,10 +119,14 @@ def render_memory(dataset: Dataset) -> None:
         st.info("Nothing built yet: press **Build** to ingest this user's sessions.")
         return
     pos = _pick_session(builder, info)
-    _URL.sync("tab", TABS, TABS[0])
-    tabs = st.tabs(TABS, key=_KEYS["tab"], on_change="rerun")
+    names, renderers = TABS, [render_snapshot, render_changes, lambda b, _p: render_retrieval(b, methods)]
+    if method == "plum":  # PLUM hook: its memory is in the weights (ui/plum_view.py)
+        from ui.plum_view import render_plum
+
+        names, renderers = [*TABS, "PLUM"], [*renderers, render_plum]
+    _URL.sync("tab", names, TABS[0])
+    tabs = st.tabs(names, key=_KEYS["tab"], on_change="rerun")
     _URL.write("tab")
-    renderers = (render_snapshot, render_changes, lambda b, _p: render_retrieval(b, methods))
     for tab, renderer in zip(tabs, renderers):
         if tab.open is False:
             continue

@@ -62,6 +62,13 @@ class LLMClient:
                 self._providers[role] = build_provider(self.config.role(role), self.config)
             return self._providers[role]
 
+    def with_provider(self, role: str, provider: ChatProvider, **role_overrides: Any) -> LLMClient:
+        """A client that answers ``role`` with ``provider`` (and ``role_overrides`` on its settings, e.g. the
+        model name records show) and shares everything else with this one: store, cache, ids, other roles."""
+        config = self.config.model_copy(deep=True)
+        config.roles[role] = config.role(role).model_copy(update=role_overrides)
+        return _RoleOverride(self, role, provider, config)
+
     def redact(self, text: str) -> str:
         for secret in self._secrets:
             text = text.replace(secret, "***")
@@ -204,3 +211,20 @@ class LLMClient:
                 continue
             return StructuredResult[model](value=value, raw=result.text, attempts=attempt + 1, repaired=repaired)  # type: ignore[valid-type]
         return StructuredFailure(raw=raws, errors=errors, attempts=len(raws))
+
+
+class _RoleOverride(LLMClient):
+    """See :meth:`LLMClient.with_provider`; ``session_id`` and ``run_id`` read and write the parent's."""
+
+    def __init__(self, parent: LLMClient, role: str, provider: ChatProvider, config: PlatformConfig):
+        self._parent, self._role, self._override = parent, role, provider
+        super().__init__(config, store=parent.store, cache=parent.cache, session_id=parent.session_id,
+                         run_id=parent.run_id)
+        self.cache = parent.cache
+
+    session_id = property(lambda self: self._parent.session_id,
+                          lambda self, v: setattr(self._parent, "session_id", v))
+    run_id = property(lambda self: self._parent.run_id, lambda self, v: setattr(self._parent, "run_id", v))
+
+    def provider(self, role: str) -> ChatProvider:
+        return self._override if role == self._role else self._parent.provider(role)

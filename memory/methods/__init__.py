@@ -15,6 +15,7 @@ METHODS: dict[str, str] = {
     "memorybank": "memory.methods.memorybank:MemoryBank",
     "recursum": "memory.methods.recursum:RecurSum",
     "agentic": "memory.methods.agentic:AgenticMemory",
+    "plum": "memory.methods.plum:Plum",
 }
 
 
