@@ -15,7 +15,7 @@ from palset.dataset import Dataset
 from review.store import ReviewStore
 from ui import platform_state
 from ui.eval_data import error_text, leaderboard_frame, stored_results, to_csv
-from ui.memory_view import available_methods
+from ui.memory_common import available_methods
 from ui.text import md_escape
 
 

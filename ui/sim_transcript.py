@@ -11,7 +11,7 @@ import streamlit as st
 
 from sim.export import run_to_json, run_to_markdown, speaker
 from sim.types import RunRecord, Utterance
-from ui.memory_view import method_label
+from ui.memory_common import method_label
 from ui.text import md_escape
 from ui.users_view import ACT_COLOURS
 

@@ -28,7 +28,7 @@ from sim.service import make_spec, open_simulation
 from sim.store import SimStore, run_id_for
 from sim.types import RunRecord, RunSpec
 from ui import platform_state
-from ui.memory_view import NO_COMPARE, available_methods, default_method, method_label
+from ui.memory_common import NO_COMPARE, available_methods, default_method, method_label
 from ui.sim_live import GO, error_text, go_live, live_runs, render_live
 from ui.sim_runs import render_runs
 from ui.sim_transcript import columns_for, export_buttons, render_utterance, run_header

@@ -21,9 +21,9 @@ def plum_env(tmp_path, monkeypatch):
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
     fake = ScriptedLLM(qa_reply())
     client = LLMClient(load_config(secrets={}, env={}), providers=dict.fromkeys(ROLES, fake))
-    import ui.memory_view
+    import ui.memory_common
 
-    monkeypatch.setattr(ui.memory_view, "llm_client", lambda: client)
+    monkeypatch.setattr(ui.memory_common, "llm_client", lambda: client)
     trained: list[str] = []
 
     def fake_train(self, session, pairs):

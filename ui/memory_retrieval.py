@@ -1,0 +1,127 @@
+"""The Memory page's Retrieval tab: what a method retrieves for a topic or a free query (items, the exact
+prompt blocks, tokens against the full history), optionally side by side with another method."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from backends.config import ConfigError
+from memory.build import MemoryBuilder
+from memory.methods import get_method_class
+from memory.store import logs_stage
+from memory.types import Purpose, RetrievalTrace
+from palset.dataset import Session, User
+from ui.memory_common import (
+    KEYS,
+    NO_COMPARE,
+    URL,
+    error_text,
+    method_label,
+    open_builder,
+    run_build,
+)
+from ui.text import md_escape
+
+
+def query_topics(user: User) -> dict[str, tuple[Session, str, str]]:
+    """``"{sample_id}/{topic}"`` → (query session, user query, requirement) for every query-session topic."""
+    return {f"{s.sample_id}/{t.key}": (s, t.topic.user_query, t.topic.requirement) for s in user.query for t in s.topics}
+
+
+def render_retrieval(builder: MemoryBuilder, methods: list[str]) -> None:
+    """A query (a query-session topic or typed), the trace of this method, and optionally of a second one."""
+    query, purpose, current = _pick_query(builder.user)
+    others = [m for m in methods if m != builder.method]
+    URL.sync("compare", [NO_COMPARE, *others], NO_COMPARE)
+    compare = st.selectbox("Compare with", [NO_COMPARE, *others], key=KEYS["compare"],
+                           format_func=lambda m: m if m == NO_COMPARE else method_label(m))
+    URL.write("compare")
+    if not query.strip():
+        st.info("Type a query, or pick a topic of a query session.")
+        return
+    if compare == NO_COMPARE:
+        render_trace(builder, query, purpose, current)
+        return
+    left, right = st.columns(2)
+    with left:
+        render_trace(builder, query, purpose, current)
+    with right:
+        try:
+            other = open_builder(builder.dataset, builder.user, compare)
+        except (ConfigError, ValueError) as e:
+            st.error(f"Cannot open {compare}: {md_escape(e)}")
+            return
+        render_trace(other, query, purpose, current)
+
+
+def _pick_query(user: User) -> tuple[str, Purpose, Session | None]:
+    topics = query_topics(user)
+    c1, c2 = st.columns([1, 1])
+    sources = (["Query-session topic"] if topics else []) + ["Own query"]
+    source = c1.radio("Query", sources, horizontal=True, key="mem_query_source")
+    purpose = c2.radio("Purpose", ["requirement", "solution"], horizontal=True, key="mem_purpose",
+                       help="requirement: find what the user needs from the vague query; "
+                            "solution: propose solutions for the full requirement.")
+    if source == "Own query":
+        text = st.text_input("Query", key="mem_query_text", placeholder="What would the user like for dinner?")
+        st.caption("Own queries read the latest memory built.")
+        return text, purpose, None
+    key = st.selectbox("Topic", list(topics), key="mem_topic")
+    session, user_query, requirement = topics[key]
+    query = user_query if purpose == "requirement" else requirement
+    st.markdown(f"**{'User query' if purpose == 'requirement' else 'Requirement'}:** {md_escape(query)}")
+    st.caption(f"Memory as of the logs of {md_escape(session.sample_id)} (before its dialogue).")
+    return query, purpose, session
+
+
+def _needs_build(builder: MemoryBuilder, current: Session | None) -> int | None:
+    """Position up to which the build must run before this retrieval, or None when it is ready."""
+    done = set(builder.store.done_stages(builder.build_id))
+    if current is None:
+        return None if done else len(builder.user.sessions) - 1
+    pos = [s.sample_id for s in builder.user.sessions].index(current.sample_id)
+    return None if logs_stage(pos) in done else pos
+
+
+def render_trace(builder: MemoryBuilder, query: str, purpose: Purpose, current: Session | None) -> None:
+    st.markdown(f"#### {md_escape(method_label(builder.method))}")
+    missing = _needs_build(builder, current)
+    if missing is not None and get_method_class(builder.method).uses_llm:
+        st.info(f"Build this method through session {md_escape(builder.user.sessions[missing].sample_id)} first "
+                "(it calls the LLM).")
+        if st.button(f"Build {builder.method}", key=f"mem_build_{builder.method}") and run_build(builder, missing):
+            st.rerun()
+        return
+    try:
+        with st.spinner("Retrieving…"):
+            trace = builder.retrieve(query, purpose, current)
+    except Exception as e:  # noqa: BLE001 - shown as a message, never a traceback
+        st.error(f"Retrieval failed: {md_escape(error_text(e))}")
+        return
+    show_trace(trace, key=builder.method)
+
+
+def show_trace(trace: RetrievalTrace, key: str) -> None:
+    """Token budget, retrieved items and the exact prompt blocks of one trace, with a JSON export."""
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Prompt tokens", f"{trace.tokens:,}")
+    c2.metric("Full history", f"{trace.full_history_tokens:,}")
+    ratio = trace.tokens / trace.full_history_tokens if trace.full_history_tokens else 0.0
+    c3.metric("Share of full history", f"{ratio:.1%}")
+    st.markdown(f"**Retrieved items** ({len(trace.items)})")
+    if trace.items:
+        st.dataframe(pd.DataFrame([{"id": r.item.id, "layer": r.item.layer, "score": r.score, "text": r.item.text,
+                                    "session": r.item.session_id, "provenance": ", ".join(r.item.provenance)}
+                                   for r in trace.items]), hide_index=True, width="stretch", key=f"mem_trace_{key}")
+    else:
+        st.caption("None: this method retrieves nothing.")
+    st.markdown("**Prompt blocks**")
+    for block in trace.blocks:
+        st.markdown(f"{md_escape(block.title)} :gray[· {len(block.text.splitlines())} line(s)]")
+        st.code(block.text or "(empty)", language=None, wrap_lines=True, height=220 if block.text.count("\n") > 10 else "content")
+    st.download_button("Export this trace (JSON)", json.dumps(trace.summary(), ensure_ascii=False, indent=1),
+                       file_name=f"trace-{key}.json", mime="application/json", icon=":material/download:",
+                       key=f"mem_export_trace_{key}")
