@@ -30,7 +30,7 @@ class Hyper(BaseModel):
     rank: int = Field(8, ge=1, le=256)
     alpha: int = Field(16, ge=1)
     dropout: float = Field(0.0, ge=0, lt=1)
-    lr: float = Field(3e-3, gt=0)
+    lr: float = Field(1e-3, gt=0)
     epochs: int = Field(5, ge=1, le=100)
     batch_size: int = Field(8, ge=1, le=256)
     max_length: int = Field(128, ge=16, le=4096)
