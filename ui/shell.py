@@ -58,8 +58,12 @@ def render_sidebar(dataset: Dataset) -> None:
         st.subheader("Dataset")
         names = list(known_datasets())
         current = active_dataset_name()
-        choice = st.selectbox("Active dataset", names, index=names.index(current), key="dataset_choice")
+        if current != st.session_state.get("_url_dataset") or st.session_state.get("dataset_choice") not in names:
+            # the URL changed (a link inside the app, back/forward): it wins over the picker's last value
+            st.session_state["dataset_choice"] = st.session_state["_url_dataset"] = current
+        choice = st.selectbox("Active dataset", names, key="dataset_choice")
         if choice != current:
+            st.session_state["_url_dataset"] = choice
             _switch_dataset(choice)
             st.rerun()
         with st.expander("Open a folder in PAL-Set layout"):

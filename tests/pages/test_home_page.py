@@ -15,3 +15,15 @@ def test_sidebar_shows_the_active_dataset_and_switches():
     at.sidebar.text_input(key="dataset_path_input").input("/definitely/not/here")
     at.sidebar.button[0].click().run()
     assert any("is not a folder" in e.value for e in at.sidebar.error)
+
+
+def test_a_link_to_another_dataset_in_the_same_session_is_followed_not_undone(tmp_path, monkeypatch, small_release):
+    """The picker remembers its last value; a URL naming another dataset (an in-app link) must win over it."""
+    monkeypatch.setenv("PAL_DATASETS", f"other={small_release}")
+    at = open_page("home")
+    assert at.sidebar.selectbox(key="dataset_choice").value == "demo"
+    at.query_params["dataset"] = "other"
+    at.run()
+    assert at.sidebar.selectbox(key="dataset_choice").value == "other"
+    assert at.query_params.get("dataset") in ("other", ["other"])
+    assert at.metric[0].value == "2"  # the home page counts the other dataset's users
