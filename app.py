@@ -14,6 +14,7 @@ PAGES = [
     st.Page("pages/memory.py", title="Memory", icon=":material/hub:", url_path="memory"),
     st.Page("pages/simulate.py", title="Simulate", icon=":material/forum:", url_path="simulate"),
     st.Page("pages/evaluate.py", title="Evaluate", icon=":material/balance:", url_path="evaluate"),
+    st.Page("pages/generate.py", title="Generate", icon=":material/person_add:", url_path="generate"),
     st.Page("pages/review.py", title="Review", icon=":material/rate_review:", url_path="review"),
     st.Page("pages/settings.py", title="Settings", icon=":material/settings:", url_path="settings"),
 ]

@@ -1,0 +1,69 @@
+"""Figures of one generation: LLM calls, tokens and seconds per synthesis step.
+
+    .venv/bin/python bench/synth_figures.py RUN_ID        # a stored run (PAL_HOME/synth/RUN_ID)
+    .venv/bin/python bench/synth_figures.py --generate --months 1 --lang en   # make a small user now
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from backends.store.db import connect  # noqa: E402
+from backends.store.runstore import RunStore  # noqa: E402
+from synth.registry import NAMES  # noqa: E402
+
+
+def per_prompt(run_id: str) -> dict[str, tuple[int, int, int, float]]:
+    """prompt name → (calls, tokens in, tokens out, seconds) from the run store."""
+    store = RunStore()
+    with connect(store.path) as conn:
+        rows = conn.execute("SELECT prompt_name, COUNT(*), SUM(tokens_in), SUM(tokens_out), SUM(latency_ms) "
+                            "FROM llm_calls WHERE run_id=? GROUP BY prompt_name", (run_id,)).fetchall()
+    return {r[0]: (r[1], r[2] or 0, r[3] or 0, (r[4] or 0) / 1000) for r in rows}
+
+
+def show(run_id: str) -> None:
+    from synth.pipeline import Pipeline
+
+    pipe = Pipeline(run_id)
+    figures = per_prompt(run_id)
+    print(f"{'step':<22}{'calls':>6}{'retries':>8}{'tok in':>9}{'tok out':>9}{'LLM s':>8}{'step s':>8}")
+    for name in NAMES:
+        rec = pipe.record(name)
+        calls, tin, tout, secs = figures.get(f"synth/{name}", (0, 0, 0, 0.0))
+        print(f"{name:<22}{calls:>6}{rec.retries if rec else 0:>8}{tin:>9}{tout:>9}{secs:>8.1f}"
+              f"{rec.seconds if rec else 0:>8.1f}")
+    t = pipe.cost()
+    print(f"total: {t.calls} calls, {t.tokens_in} tokens in, {t.tokens_out} out; status {pipe.info.status}")
+    print("\n".join(pipe.report().lines()))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("run_id", nargs="?")
+    ap.add_argument("--generate", action="store_true")
+    ap.add_argument("--months", type=int, default=1)
+    ap.add_argument("--lang", default="en")
+    args = ap.parse_args()
+    if args.generate:
+        from backends.config import load_config
+        from backends.llm.client import LLMClient
+        from synth.config import SynthConfig
+        from synth.pipeline import Pipeline
+
+        out = tempfile.mkdtemp(prefix="synth-bench-")
+        pipe = Pipeline.create(SynthConfig(lang=args.lang, months=args.months), out, llm=LLMClient(load_config()))
+        pipe.run()
+        args.run_id = pipe.run_id
+    if not args.run_id:
+        ap.error("give a run id or --generate")
+    show(args.run_id)
+
+
+if __name__ == "__main__":
+    main()

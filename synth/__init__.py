@@ -1,0 +1,1 @@
+"""Synthetic user generation: the PAL-Set pipeline (Mem-PAL spec §2)."""

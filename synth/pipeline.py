@@ -1,0 +1,205 @@
+"""Run one user's synthesis, step by step, resumably; inspect, edit and re-run any step.
+
+Each finished step is stored at once (and each finished LLM call inside a running step), so a run
+stopped anywhere — cancel, closed browser, killed process, endpoint failure — continues at its next
+missing call. Editing a step's output validates it against the step's schema and rules, then drops
+exactly the steps downstream of it (:func:`synth.registry.downstream`); the next run regenerates them.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from backends.llm.client import LLMClient
+from backends.llm.errors import Cancelled, LLMError
+from backends.prompts import PromptError
+from backends.store.runstore import Totals
+from synth.config import SynthConfig
+from synth.registry import NAMES, STEPS, downstream, get_step
+from synth.report import QualityReport, build_report
+from synth.steps.base import OnCall, StepContext, StepFailed
+from synth.store import RunInfo, StepRecord, SynthStore
+
+Event = Literal["start", "done", "failed", "cancelled"]
+OnStep = Callable[[str, Event, StepRecord | None], None]
+
+
+def new_run_id() -> str:
+    return f"gen-{uuid.uuid4().hex[:10]}"
+
+
+def field_errors(e: ValidationError) -> list[str]:
+    """Pydantic errors as 'field.path: message' lines a person can act on."""
+    return [f"{'.'.join(str(p) for p in err['loc']) or 'output'}: {err['msg']}" for err in e.errors()[:20]]
+
+
+class Pipeline:
+    """One run's steps over a :class:`SynthStore`; LLM calls are tagged with the run id in the run store."""
+
+    def __init__(self, run_id: str, store: SynthStore | None = None, llm: LLMClient | None = None,
+                 on_step: OnStep | None = None, on_call: OnCall | None = None, cancel: threading.Event | None = None):
+        self.store = store or SynthStore()
+        self.run_id = run_id
+        self.llm = _tagged(llm, run_id) if llm is not None else None
+        self.on_step, self.on_call = on_step, on_call
+        self.cancel = cancel
+
+    @classmethod
+    def create(cls, config: SynthConfig, out: str | None, run_id: str | None = None, **kwargs: Any) -> Pipeline:
+        store = kwargs.pop("store", None) or SynthStore()
+        info = store.create(run_id or new_run_id(), config, out)
+        return cls(info.run_id, store, **kwargs)
+
+    @property
+    def info(self) -> RunInfo:
+        return self.store.load(self.run_id)
+
+    # ------------------------------------------------------------------ reading
+
+    def record(self, step: str) -> StepRecord | None:
+        return self.store.step(self.run_id, step)
+
+    def records(self) -> dict[str, StepRecord]:
+        return {n: r for n in NAMES if (r := self.record(n)) is not None}
+
+    def output(self, step: str) -> Any:
+        """The typed output of a finished step."""
+        rec = self.record(step)
+        if rec is None:
+            raise KeyError(f"step {step} has not run")
+        return get_step(step).output_model.model_validate(rec.output)
+
+    def inputs_for(self, step: str) -> dict[str, Any]:
+        return {d: self.output(d) for d in get_step(step).deps}
+
+    def pending(self) -> list[str]:
+        done = self.store.done_steps(self.run_id)
+        return [n for n in NAMES if n not in done]
+
+    def report(self) -> QualityReport:
+        return build_report(self.records())
+
+    def cost(self) -> Totals:
+        """LLM calls, tokens so far (every call of this run, from the run store)."""
+        if self.llm is None:
+            from backends.store.runstore import RunStore
+
+            return RunStore().totals(run_id=self.run_id)
+        return self.llm.store.totals(run_id=self.run_id)
+
+    # ------------------------------------------------------------------ running
+
+    def run(self, until: str | None = None) -> RunInfo:
+        """Run every missing step (up to ``until``, inclusive); failures and cancels are saved on the run."""
+        info = self.info
+        info.status, info.error = "running", None
+        self.store.save(info)
+        last = NAMES.index(until) if until else len(NAMES) - 1
+        try:
+            for step in STEPS[: last + 1]:
+                if self.record(step.name) is not None:
+                    continue
+                if self.cancel is not None and self.cancel.is_set():
+                    raise Cancelled(f"stopped before {step.name}")
+                self._run_step(step.name)
+        except Cancelled as e:
+            return self._end("cancelled", str(e))
+        except (StepFailed, LLMError, PromptError, ValueError) as e:
+            return self._end("failed", str(e))
+        return self._end("finished" if not self.pending() else "new", None)
+
+    def _run_step(self, name: str) -> StepRecord:
+        step = get_step(name)
+        if self.on_step:
+            self.on_step(name, "start", None)
+        inputs = self.inputs_for(name)
+        if name == "assemble":
+            inputs["_records"] = self.records()
+        ctx = StepContext(run=self.info, step=name, inputs=inputs, store=self.store, llm=self.llm,
+                          cancel=self.cancel, on_call=self.on_call)
+        try:
+            output = step.run(ctx)
+        except Cancelled:
+            if self.on_step:
+                self.on_step(name, "cancelled", None)
+            raise
+        except Exception:
+            if self.on_step:
+                self.on_step(name, "failed", None)
+            raise
+        record = ctx.finish(output)
+        self.store.put_step(self.run_id, record)
+        if self.on_step:
+            self.on_step(name, "done", record)
+        return record
+
+    def _end(self, status: str, error: str | None) -> RunInfo:
+        info = self.info
+        info.status, info.error = status, error  # type: ignore[assignment]
+        self.store.save(info)
+        return info
+
+    # ------------------------------------------------------------------ editing
+
+    def validate(self, step: str, data: Any) -> tuple[BaseModel | None, list[str]]:
+        """Parse a person's output for ``step`` (JSON text or object); errors name the field."""
+        s = get_step(step)
+        if isinstance(data, str):
+            try:
+                data = json.loads(data)
+            except json.JSONDecodeError as e:
+                return None, [f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}"]
+        try:
+            value = s.output_model.model_validate(data)
+        except ValidationError as e:
+            return None, field_errors(e)
+        try:
+            problems = s.check(value, self.inputs_for(step), self.info.config)
+        except KeyError as e:
+            return None, [f"cannot check: {e.args[0]}"]
+        return (None, problems) if problems else (value, [])
+
+    def edit(self, step: str, data: Any) -> list[str]:
+        """Store a person's output for ``step`` when valid, dropping every step downstream; returns the errors."""
+        value, problems = self.validate(step, data)
+        if value is None:
+            return problems
+        old = self.record(step)
+        record = StepRecord(step=step, output=value.model_dump(mode="json", by_alias=True, exclude_none=True),
+                            prompts=old.prompts if old else [], calls=old.calls if old else 0,
+                            retries=old.retries if old else 0, fixes=old.fixes if old else {}, edited=True)
+        self.invalidate(step, include_self=False)
+        self.store.put_step(self.run_id, record)
+        return []
+
+    def invalidate(self, step: str, include_self: bool = True) -> list[str]:
+        """Drop ``step`` (optionally) and everything downstream; returns the steps that had output."""
+        names = ([step] if include_self else []) + downstream(step)
+        done = self.store.done_steps(self.run_id)
+        for name in names:
+            self.store.drop_step(self.run_id, name)
+        info = self.info
+        for name in names:  # a re-run asks afresh instead of replaying cached answers
+            info.generations[name] = info.generations.get(name, 0) + 1
+        if info.status == "finished":
+            info.status = "new"
+        self.store.save(info)
+        return [n for n in names if n in done]
+
+    def rerun_from(self, step: str) -> RunInfo:
+        """Regenerate ``step`` and everything downstream of it."""
+        self.invalidate(step)
+        return self.run()
+
+
+def _tagged(llm: LLMClient, run_id: str) -> LLMClient:
+    """A client sharing ``llm``'s config, store, cache and providers whose calls carry this run's id."""
+    client = LLMClient(llm.config, store=llm.store, cache=llm.cache, providers=llm._providers,
+                       session_id=llm.session_id, run_id=run_id)
+    return client

@@ -1,0 +1,133 @@
+"""What every synthesis step shares: the :class:`Step` contract and the :class:`StepContext` it runs in.
+
+A step reads the outputs of the steps it depends on (``deps``, declared explicitly: they define which
+outputs an edit invalidates), makes its LLM calls through :meth:`StepContext.ask` — one prompt file
+per step, a bounded reply schema, the step's rules as the client's ``check`` hook so a rejected answer
+is asked again with the reason — and returns a typed output. Random choices come from
+:meth:`StepContext.rng`, seeded by the run's seed, the step and the unit, so re-running a step makes
+the same choices and one step's edits never shift another step's dice.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import BaseModel
+
+from backends.llm.client import LLMClient
+from backends.llm.errors import Cancelled
+from backends.prompts import load_prompt
+from synth.config import SynthConfig
+from synth.store import RunInfo, StepRecord, SynthStore, UnitRecord
+
+R = TypeVar("R", bound=BaseModel)
+ROLE = "synthesizer"
+OnCall = Callable[[str, str], None]  # (step, what the call is about)
+
+
+class StepFailed(RuntimeError):
+    """A step could not produce a valid output; the message names the call and the last rejection."""
+
+
+@dataclass
+class StepContext:
+    run: RunInfo
+    step: str
+    inputs: dict[str, Any]
+    store: SynthStore
+    llm: LLMClient | None = None
+    cancel: threading.Event | None = None
+    on_call: OnCall | None = None
+    record: StepRecord = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.record = StepRecord(step=self.step, output=None)
+        self._started = time.perf_counter()
+
+    @property
+    def config(self) -> SynthConfig:
+        return self.run.config
+
+    def rng(self, unit: str = "") -> random.Random:
+        """A generator seeded by (run seed, step, unit): the same choices every time this step runs."""
+        return random.Random(f"{self.config.seed}/{self.step}/{unit}")
+
+    def fix(self, kind: str, n: int = 1) -> None:
+        """Count a tolerable error that was repaired (shown in the quality report)."""
+        if n:
+            self.record.fixes[kind] = self.record.fixes.get(kind, 0) + n
+
+    def ask(self, unit: str, prompt_name: str, values: dict[str, object], reply: type[R],
+            check: Callable[[R], str | None] | None = None, max_tokens: int | None = None,
+            retries: int | None = None) -> R:
+        """One LLM call of this step, or its stored answer when a previous (interrupted) run finished it."""
+        prompt = load_prompt(prompt_name)
+        done = self.store.unit(self.run.run_id, self.step, unit)
+        if done is not None:
+            self._account(prompt.label, done)
+            return reply.model_validate(done.value)
+        if self.cancel is not None and self.cancel.is_set():
+            raise Cancelled(f"stopped before {self.step} {unit}".strip())
+        if self.llm is None:
+            raise StepFailed(f"{self.step}: no LLM client to call")
+        if self.on_call:
+            self.on_call(self.step, unit)
+        rejected: list[str] = []
+
+        def checked(value: R) -> str | None:
+            problem = check(value) if check is not None else None
+            if problem:
+                rejected.append(problem)
+            return problem
+
+        messages = [{"role": "user", "content": prompt.render(**values)}]
+        overrides: dict[str, Any] = {"max_tokens": max_tokens} if max_tokens else {}
+        result = self.llm.structured(ROLE, messages, reply, prompt=prompt, check=checked,
+                                     retries=self.config.retries if retries is None else retries,
+                                     cache_salt=f"{self.run.run_id}/{self.step}/{unit}/{self.run.generations.get(self.step, 0)}", cancel=self.cancel,
+                                     **overrides)
+        if not result.ok:
+            self.record.retries += result.attempts
+            self.record.errors += result.errors
+            last = result.errors[-1] if result.errors else "no answer"
+            raise StepFailed(f"{self.step} {unit}: no valid answer after {result.attempts} attempt(s): {last}".replace("  ", " "))
+        rec = UnitRecord(value=result.value.model_dump(mode="json"), prompt=prompt.label, attempts=result.attempts,
+                         errors=rejected)
+        self.store.put_unit(self.run.run_id, self.step, unit, rec)
+        self._account(prompt.label, rec)
+        return result.value
+
+    def _account(self, label: str, done: UnitRecord) -> None:
+        self.record.calls += 1
+        self.record.retries += done.attempts - 1
+        self.record.errors += done.errors
+        if label not in self.record.prompts:
+            self.record.prompts.append(label)
+
+    def finish(self, output: BaseModel) -> StepRecord:
+        self.record.output = output.model_dump(mode="json", by_alias=True, exclude_none=True)
+        self.record.seconds = time.perf_counter() - self._started
+        return self.record
+
+
+class Step:
+    """One synthesis step. Subclasses set the class attributes and implement :meth:`run` and :meth:`check`."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    spec: ClassVar[str]  # section of the Mem-PAL spec
+    deps: ClassVar[tuple[str, ...]] = ()
+    output_model: ClassVar[type[BaseModel]]
+    prompt: ClassVar[str | None] = None  # prompt file (None: no LLM call)
+
+    def run(self, ctx: StepContext) -> BaseModel:
+        raise NotImplementedError
+
+    def check(self, output: Any, inputs: dict[str, Any], config: SynthConfig) -> list[str]:
+        """The step's rules on a stored output (a person's edit must pass them too); [] when valid."""
+        return []

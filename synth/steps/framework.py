@@ -1,0 +1,290 @@
+"""The dialogue framework of each kept situation: requirements (§2.8), 8 candidate solutions (§2.9)
+and the user's 2 liked / 2 disliked solutions among them (§2.10)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from palset.models import FeedbackReason, ImplicitNeed
+from synth.config import SynthConfig
+from synth.lang import dumps, language_name, profile_text
+from synth.steps.base import Step, StepContext
+from synth.steps.persona import _repeated
+
+SOLUTION_IDS = tuple(f"S{i}" for i in range(1, 9))
+
+
+def kept_dates(inputs: dict[str, Any]) -> list[str]:
+    choice = inputs["dialogue_choice"]
+    return sorted([*choice.history, *choice.query])
+
+
+def situation_by_date(inputs: dict[str, Any]) -> dict[str, Any]:
+    return {s.end_date: s for s in inputs["situations"].situations}
+
+
+# ---------------------------------------------------------------- requirements
+
+
+class NeedReply(BaseModel):
+    need: str = Field(min_length=5, max_length=100)
+    evidences: list[Annotated[str, Field(max_length=120)]] = Field(min_length=1, max_length=5)
+
+
+class TopicReply(BaseModel):
+    user_query: str = Field(min_length=5, max_length=120)
+    implicit_needs: list[NeedReply] = Field(min_length=2, max_length=2)
+    requirement: str = Field(min_length=20, max_length=250)
+
+
+class FrameworkTopic(BaseModel):
+    """One topic of ``requirement_framework.json`` plus the requirement id it serves."""
+
+    model_config = ConfigDict(extra="forbid")
+    requirement_id: str
+    requirement_type: str = Field(min_length=1)
+    user_query: str = Field(min_length=1)
+    implicit_needs: list[ImplicitNeed] = Field(min_length=1)
+    requirement: str = Field(min_length=1)
+
+
+class Framework(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    situations: dict[str, list[FrameworkTopic]]
+
+
+def framework_reply(n: int) -> type[BaseModel]:
+    return create_model("FrameworkReply", topics=(list[TopicReply], Field(min_length=n, max_length=n)))
+
+
+def check_topic(t: Any, where: str) -> str | None:
+    if any(not e.strip() for n in t.implicit_needs for e in n.evidences):
+        return f"{where}.implicit_needs: an evidence is empty"
+    if any(not 1 <= len(n.evidences) <= 5 for n in t.implicit_needs):
+        return f"{where}.implicit_needs: each need has 1–5 evidences"
+    if len(t.implicit_needs) == 2 and t.implicit_needs[0].need.strip() == t.implicit_needs[1].need.strip():
+        return f"{where}.implicit_needs: the two needs are the same; give two different needs"
+    return None
+
+
+class RequirementFrameworkStep(Step):
+    name = "requirement_framework"
+    title = "Requirement framework"
+    spec = "§2.8"
+    deps = ("profile", "requirement_types", "situations", "experience", "dialogue_choice")
+    output_model = Framework
+    prompt = "synth/requirement_framework"
+
+    def run(self, ctx: StepContext) -> Framework:
+        types = {rid: p for per in ctx.inputs["requirement_types"].types.values() for rid, p in per.items()}
+        sits = situation_by_date(ctx.inputs)
+        profile = profile_text(ctx.inputs["profile"].model_dump(by_alias=True, exclude_none=True))
+        out: dict[str, list[FrameworkTopic]] = {}
+        for end in kept_dates(ctx.inputs):
+            s = sits[end]
+            phrases = [types[r] for r in s.requirement_ids]
+
+            def check(r: Any) -> str | None:
+                for k, t in enumerate(r.topics, start=1):
+                    if problem := check_topic(t, f"topic-{k}"):
+                        return problem
+                return None
+
+            reply = ctx.ask(end, self.prompt, {
+                "language": language_name(ctx.config.lang), "profile": profile, "situation": s.situation,
+                "experience": ctx.inputs["experience"].experiences.get(end, ""),
+                "topics": "\n".join(f"topic-{k}: {p}" for k, p in enumerate(phrases, start=1)),
+                "count": len(phrases)}, framework_reply(len(phrases)), check=check,
+                max_tokens=100 + 600 * len(phrases))
+            out[end] = [FrameworkTopic(requirement_id=rid, requirement_type=types[rid], user_query=t.user_query.strip(),
+                                       implicit_needs=[ImplicitNeed(need=n.need.strip(), evidences=[e.strip() for e in n.evidences])
+                                                       for n in t.implicit_needs], requirement=t.requirement.strip())
+                        for rid, t in zip(s.requirement_ids, reply.topics)]  # type: ignore[attr-defined]
+        return Framework(situations=out)
+
+    def check(self, output: Any, inputs: dict[str, Any], config: SynthConfig) -> list[str]:
+        types = {rid: p for per in inputs["requirement_types"].types.values() for rid, p in per.items()}
+        sits = situation_by_date(inputs)
+        problems = []
+        if sorted(output.situations) != kept_dates(inputs):
+            problems.append(f"situations: need one entry per dialogue situation ({', '.join(kept_dates(inputs))})")
+        for end, topics in output.situations.items():
+            ids = [t.requirement_id for t in topics]
+            if end in sits and ids != sits[end].requirement_ids:
+                problems.append(f"situations.{end}: topics must follow the situation's requirement ids "
+                                f"{', '.join(sits[end].requirement_ids)}")
+            for k, t in enumerate(topics, start=1):
+                if t.requirement_type != types.get(t.requirement_id):
+                    problems.append(f"situations.{end}[{k - 1}].requirement_type: must copy "
+                                    f"\"{types.get(t.requirement_id, '?')}\" exactly")
+                if problem := check_topic(t, f"situations.{end}[{k - 1}]"):
+                    problems.append(problem)
+        return problems
+
+
+# ---------------------------------------------------------------- candidate solutions
+
+
+class CandidateSolutions(BaseModel):
+    """End date → per topic, the 8 one-sentence candidate solutions (written without user information)."""
+
+    model_config = ConfigDict(extra="forbid")
+    situations: dict[str, list[list[str]]]
+
+
+class CandidateTopicReply(BaseModel):
+    solutions: list[Annotated[str, Field(min_length=10, max_length=150)]] = Field(min_length=8, max_length=8)
+
+
+def check_candidates(solutions: list[str], where: str) -> str | None:
+    if len(solutions) != 8:
+        return f"{where}: exactly 8 candidate solutions, found {len(solutions)}"
+    if any(not s.strip() for s in solutions):
+        return f"{where}: a candidate solution is empty"
+    return _repeated(solutions, f"{where}: solution")
+
+
+class CandidateSolutionsStep(Step):
+    name = "candidate_solutions"
+    title = "Candidate solutions"
+    spec = "§2.9"
+    deps = ("requirement_framework",)
+    output_model = CandidateSolutions
+    prompt = "synth/candidate_solutions"
+
+    def run(self, ctx: StepContext) -> CandidateSolutions:
+        out = {}
+        for end, topics in ctx.inputs["requirement_framework"].situations.items():
+            parts = {f"topic-{k}": {"user_query": t.user_query, "implicit_needs": [n.model_dump() for n in t.implicit_needs],
+                                    "requirement": t.requirement} for k, t in enumerate(topics, start=1)}
+
+            rejected = [0]
+
+            def check(r: Any, rejected: list[int] = rejected) -> str | None:
+                """Repeated candidates are asked again ``tolerable_retries`` times, then accepted and counted: the
+                spec only requires 8 non-empty strings, and a small model may not manage 8 different ones."""
+                for k, t in enumerate(r.topics, start=1):
+                    if problem := check_candidates([s.strip() for s in t.solutions], f"topic-{k}"):
+                        if rejected[0] >= ctx.config.tolerable_retries and "repeats" in problem:
+                            continue
+                        rejected[0] += 1
+                        return problem
+                return None
+
+            reply_model = create_model("CandidatesReply", topics=(list[CandidateTopicReply],
+                                                                  Field(min_length=len(topics), max_length=len(topics))))
+            reply = ctx.ask(end, self.prompt, {"language": language_name(ctx.config.lang), "requirements": dumps(parts),
+                                               "count": len(topics)}, reply_model, check=check,
+                            max_tokens=100 + 500 * len(topics))
+            out[end] = [[s.strip() for s in t.solutions] for t in reply.topics]  # type: ignore[attr-defined]
+            ctx.fix("repeated candidate solutions accepted", sum(len(s) - len({x.lower() for x in s}) for s in out[end]))
+        return CandidateSolutions(situations=out)
+
+    def check(self, output: Any, inputs: dict[str, Any], config: SynthConfig) -> list[str]:
+        framework = inputs["requirement_framework"].situations
+        problems = []
+        for end, topics in framework.items():
+            got = output.situations.get(end)
+            if got is None or len(got) != len(topics):
+                problems.append(f"situations.{end}: one list of 8 per topic ({len(topics)} topic(s))")
+                continue
+            problems += [p for k, sols in enumerate(got) if (p := check_candidates(sols, f"situations.{end}[{k}]"))]
+        return problems
+
+
+# ---------------------------------------------------------------- solution preference
+
+
+class ChoiceReply(BaseModel):
+    candidate: Literal[SOLUTION_IDS]  # type: ignore[valid-type]
+    feedback_reason: str = Field(min_length=5, max_length=120)
+
+
+class SolutionPreferenceReply(BaseModel):
+    analysis: str = Field(min_length=20, max_length=250)
+    pos_list: list[ChoiceReply] = Field(min_length=2, max_length=2)
+    neg_list: list[ChoiceReply] = Field(min_length=2, max_length=2)
+
+
+class TopicPreference(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    analysis: str = ""
+    pos_list: list[FeedbackReason] = Field(min_length=2, max_length=2)
+    neg_list: list[FeedbackReason] = Field(min_length=2, max_length=2)
+
+
+class SolutionPreferences(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    situations: dict[str, list[TopicPreference]]
+
+
+def check_choice(pos: list[str], neg: list[str], candidates: list[str], where: str) -> str | None:
+    """2 liked + 2 disliked, all different, each a verbatim candidate."""
+    if len(pos) != 2 or len(neg) != 2:
+        return f"{where}: exactly 2 liked (pos_list) and 2 disliked (neg_list) solutions, found {len(pos)} and {len(neg)}"
+    if len(set(pos + neg)) != 4:
+        return f"{where}: a solution is chosen twice; the 2 liked and 2 disliked must be 4 different candidates"
+    missing = [s for s in pos + neg if s not in candidates]
+    if missing:
+        return f"{where}: \"{missing[0][:60]}\" is not one of the candidate solutions (copy them verbatim)"
+    return None
+
+
+class SolutionPreferenceStep(Step):
+    name = "solution_preference"
+    title = "Solution preference"
+    spec = "§2.10"
+    deps = ("profile", "situations", "preferences", "requirement_framework", "candidate_solutions")
+    output_model = SolutionPreferences
+    prompt = "synth/solution_preference"
+
+    def run(self, ctx: StepContext) -> SolutionPreferences:
+        profile = ctx.inputs["profile"]
+        prefs = {rid: e for per in ctx.inputs["preferences"].preferences.values() for rid, e in per.items()}
+        sits = situation_by_date(ctx.inputs)
+        out: dict[str, list[TopicPreference]] = {}
+        for end, topics in ctx.inputs["requirement_framework"].situations.items():
+            out[end] = []
+            for k, (t, cands) in enumerate(zip(topics, ctx.inputs["candidate_solutions"].situations[end]), start=1):
+                pref = prefs.get(t.requirement_id)
+
+                def check(r: SolutionPreferenceReply, cands: list[str] = cands) -> str | None:
+                    ids = [c.candidate for c in r.pos_list + r.neg_list]
+                    if len(set(ids)) != len(ids):
+                        return "a candidate is chosen twice; pos_list and neg_list must name 4 different candidates"
+                    return None
+
+                reply = ctx.ask(f"{end}/topic-{k}", self.prompt, {
+                    "language": language_name(ctx.config.lang),
+                    "profile": profile_text(profile.model_dump(by_alias=True, exclude_none=True), with_personality=True),
+                    "situation": sits[end].situation,
+                    "requirement": dumps({"user_query": t.user_query, "requirement": t.requirement,
+                                          "implicit_needs": [n.need for n in t.implicit_needs]}),
+                    "pos": pref.pos if pref else "", "neg": pref.neg if pref else "",
+                    "candidates": "\n".join(f"{sid}: {c}" for sid, c in zip(SOLUTION_IDS, cands))},
+                    SolutionPreferenceReply, check=check, max_tokens=600)
+
+                def pick(items: list[ChoiceReply], cands: list[str] = cands) -> list[FeedbackReason]:
+                    return [FeedbackReason(solution=cands[SOLUTION_IDS.index(c.candidate)],
+                                           feedback_reason=c.feedback_reason.strip()) for c in items]
+
+                out[end].append(TopicPreference(analysis=reply.analysis.strip(), pos_list=pick(reply.pos_list),
+                                                neg_list=pick(reply.neg_list)))
+        return SolutionPreferences(situations=out)
+
+    def check(self, output: Any, inputs: dict[str, Any], config: SynthConfig) -> list[str]:
+        cands = inputs["candidate_solutions"].situations
+        problems = []
+        for end, topics in inputs["requirement_framework"].situations.items():
+            got = output.situations.get(end)
+            if got is None or len(got) != len(topics):
+                problems.append(f"situations.{end}: one preference per topic ({len(topics)} topic(s))")
+                continue
+            for k, tp in enumerate(got):
+                where = f"situations.{end}[{k}]"
+                if p := check_choice([x.solution for x in tp.pos_list], [x.solution for x in tp.neg_list],
+                                     cands.get(end, [[]] * len(topics))[k], where):
+                    problems.append(p)
+        return problems

@@ -1,0 +1,51 @@
+"""One real generation with the bundled local model (SmolLM2-135M): a one-month English user, every step
+through the synthesizer role, assembled into a folder that passes ``pal validate`` and opens in the Users page.
+
+Counts are reduced to keep the test short on a shared CPU (2 situations, 1 topic each, 5–6 logs per
+situation); the steps, prompts, schemas and rules are the product's own."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from backends.config import load_config
+from backends.llm.client import LLMClient
+from cli.main import main
+from palset.loader import load_dataset
+from synth.config import SynthConfig
+from synth.pipeline import Pipeline
+from tests.pages.apptest import open_page
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_one_month_english_user_with_the_local_model(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
+    out = tmp_path / "generated"
+    llm = LLMClient(load_config(secrets={}, env={"PAL_DEFAULT_TIMEOUT": "600"}))
+    config = SynthConfig(lang="en", months=1, seed=1, description="a 38-year-old bus driver in Manchester with two children",
+                         situations_min=2, situations_max=2, max_topics=1, min_logs=5, max_logs=6, retries=3,
+                         tolerable_retries=0)
+    started = time.perf_counter()
+    pipe = Pipeline.create(config, str(out), llm=llm)
+    info = pipe.run()
+    seconds = time.perf_counter() - started
+    cost = pipe.cost()
+    print(f"real generation: {seconds:.0f}s, {cost.calls} calls, {cost.tokens_in} tokens in, {cost.tokens_out} out")
+    print("\n".join(pipe.report().lines()))
+    assert info.status == "finished", info.error
+    assert cost.calls >= 13 and cost.tokens_out > 0
+    assert {c["prompt_name"] for c in llm.store.calls(limit=1000)} >= {
+        "synth/profile", "synth/timeline", "synth/requirement_types", "synth/preferences", "synth/situations",
+        "synth/experience", "synth/requirement_framework", "synth/candidate_solutions", "synth/solution_preference",
+        "synth/logs", "synth/dialogues"}
+    assert main(["validate", str(out), "--quiet"]) == 0
+    user = load_dataset(out).users[info.uid]
+    assert user.sessions and all(s.logs and s.turns for s in user.sessions)
+
+    monkeypatch.setenv("PAL_DATASETS", f"generated={out}")
+    at = open_page("users", timeout=120, dataset="generated", user=info.uid)
+    assert not any("No user with id" in w.value for w in at.warning)
+    assert [t.value for t in at.title] == [user.name]

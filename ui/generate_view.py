@@ -1,0 +1,189 @@
+"""Rendering of the Generate page: grow a synthetic user with the PAL-Set pipeline (Mem-PAL §2).
+
+Setup: describe the user or pick a seed profile (the active dataset's users), choose months, language,
+random seed and the dataset folder to add the user to, then start. The run goes on in a background
+thread (:mod:`ui.generate_jobs`) that stores each step as it finishes; the page shows live progress in
+``st.status``, the cost so far, a Cancel button, and every step's output (see
+:mod:`ui.generate_steps`). ``?run=<run_id>`` opens a run; on success a link opens the new user in the
+Users page.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+from pydantic import ValidationError
+
+from backends.paths import pal_home
+from palset.dataset import Dataset
+from synth.config import SynthConfig
+from synth.pipeline import Pipeline, field_errors, new_run_id
+from synth.registry import NAMES, get_step
+from synth.store import SynthStore
+from ui import generate_jobs, platform_state
+from ui.datasets import name_for_path
+from ui.generate_steps import render_steps
+from ui.text import md_escape
+
+DESCRIBE, SEED = "Describe a user", "Pick a seed profile"
+STATUS_STATE = {"finished": "complete", "failed": "error", "cancelled": "error"}
+
+
+def render_generate(dataset: Dataset) -> None:
+    st.title("Generate")
+    run_id = st.query_params.get("run")
+    store = SynthStore()
+    if run_id and store.exists(run_id):
+        if st.button("New user", key="gen_new", icon=":material/add:"):
+            st.query_params.pop("run", None)
+            st.rerun()
+        render_run(run_id, store)
+        return
+    if run_id:
+        st.warning(f"No generation run {run_id!r}; start a new one.")
+    render_setup(dataset, store)
+
+
+# ---------------------------------------------------------------- setup
+
+
+def render_setup(dataset: Dataset, store: SynthStore) -> None:
+    st.caption("Each step of the PAL-Set pipeline runs with the synthesizer role and is stored as it finishes: "
+               "inspect, edit and re-run any step.")
+    mode = st.radio("Start from", [DESCRIBE, SEED], horizontal=True, key="gen_mode")
+    description, seed_profile = None, None
+    if mode == DESCRIBE:
+        description = st.text_area("Who is the user?", key="gen_describe", max_chars=2000,
+                                   placeholder="a 41-year-old night-shift nurse in Leeds, recently divorced…") or None
+    else:
+        seeds = {u.uid: u for u in dataset.users.values() if u.profile is not None}
+        if not seeds:
+            st.info("The active dataset has no profiles to use as seeds; describe a user instead.")
+            return
+        uid = st.selectbox("Seed profile (format example)", list(seeds), key="gen_seed_user",
+                           format_func=lambda u: f"{u} · {seeds[u].profile.name}")
+        seed_profile = seeds[uid].profile.model_dump(by_alias=True, exclude_none=True)
+    c1, c2, c3 = st.columns(3)
+    months = c1.number_input("Months (ending 2024-12)", 1, 12, 7, key="gen_months",
+                             help="The spec uses 7–12; 1 month makes a small user quickly.")
+    lang = c2.selectbox("Language", ["en", "zh"], index=0 if dataset.language != "zh" else 1, key="gen_lang")
+    seed = c3.number_input("Random seed", 0, 2**31 - 1, 0, key="gen_seed")
+    out = st.text_input("Dataset folder (new or existing release)", key="gen_out",
+                        value=str(pal_home() / "generated"))
+    if st.button("Start", type="primary", key="gen_start", icon=":material/play_arrow:"):
+        try:
+            config = SynthConfig(lang=lang, months=int(months), seed=int(seed), seed_profile=seed_profile,
+                                 description=description)
+        except ValidationError as e:
+            for line in field_errors(e):
+                st.error(line)
+            return
+        if not out.strip():
+            st.error("Choose a dataset folder.")
+            return
+        run_id = new_run_id()
+        store.create(run_id, config, str(Path(out.strip()).expanduser().resolve()))
+        generate_jobs.start(run_id, platform_state.llm_client(), store)
+        st.query_params["run"] = run_id
+        st.rerun()
+    render_recent(store)
+
+
+def render_recent(store: SynthStore) -> None:
+    runs = store.list()[:20]
+    if not runs:
+        return
+    st.subheader("Recent runs")
+    for r in runs:
+        label = f"{r.run_id} · {r.status} · {r.config.lang} · {r.config.months} month(s)" + (f" · user {r.uid}" if r.uid else "")
+        st.page_link("pages/generate.py", label=label, query_params={"run": r.run_id})
+
+
+# ---------------------------------------------------------------- one run
+
+
+def render_run(run_id: str, store: SynthStore) -> None:
+    info = store.load(run_id)
+    alive = generate_jobs.running(run_id)
+    st.subheader(f"Run {run_id}")
+    st.caption(f"{info.config.lang} · {info.config.months} month(s) · seed {info.config.seed} · into "
+               f"{info.out}")
+    buttons = st.columns(4)
+    if alive:
+        if buttons[0].button("Cancel", key="gen_cancel", icon=":material/stop:"):
+            generate_jobs.cancel(run_id)
+            generate_jobs.wait(run_id, 30)
+            st.rerun()
+    elif info.status != "finished":
+        if buttons[0].button("Resume", key="gen_resume", type="primary", icon=":material/play_arrow:"):
+            generate_jobs.start(run_id, platform_state.llm_client(), store)
+            st.rerun()
+    render_progress(run_id, store)
+    pipeline = Pipeline(run_id, store)
+    render_steps(pipeline, running=generate_jobs.running(run_id))
+
+
+@st.fragment(run_every=2)
+def render_progress(run_id: str, store: SynthStore) -> None:
+    """Live status of the run (refreshes itself while the background thread works)."""
+    info = store.load(run_id)
+    pipeline = Pipeline(run_id, store)
+    job = generate_jobs.get(run_id)
+    alive = generate_jobs.running(run_id)
+    done = len(NAMES) - len(pipeline.pending())
+    if alive and job is not None:
+        now = get_step(job.current).title if job.current else "…"
+        label, state = f"Generating: {now} {job.detail} ({done}/{len(NAMES)} steps)", "running"
+    else:
+        label = f"{info.status.capitalize()}: {done}/{len(NAMES)} steps"
+        state = STATUS_STATE.get(info.status, "running" if done < len(NAMES) else "complete")
+        if state == "running":
+            state = "error" if info.status != "new" else "complete"
+    with st.status(label, state=state, expanded=alive):  # type: ignore[arg-type]
+        for name in NAMES:
+            rec = pipeline.record(name)
+            if rec is not None:
+                st.markdown(f":green[✓] **{get_step(name).title}** · {rec.calls} call(s) · {rec.retries} retries · "
+                            f"{rec.seconds:.1f}s" + (" · edited" if rec.edited else ""))
+        if job is not None and job.current and alive:
+            st.markdown(f":blue[…] **{get_step(job.current).title}** {md_escape(job.detail)}")
+    if info.error:
+        st.error(f"{info.status}: {info.error}" + ("" if alive else " — press Resume to continue."))
+    totals = pipeline.cost()
+    try:
+        cfg = platform_state.platform_config()
+        cost = sum(cfg.cost(m, i, o) for m, (i, o) in totals.by_model.items())
+    except Exception:  # noqa: BLE001 - a config error must not hide the run
+        cost = 0.0
+    st.caption(f"Cost so far: {totals.calls} LLM calls · {totals.tokens_in:,} tokens in · {totals.tokens_out:,} out · "
+               f"est. ${cost:.4f}")
+    if info.status == "finished" and info.uid and info.out:
+        render_success(info.uid, Path(info.out))
+    key = f"_gen_alive_{run_id}"
+    was_alive, st.session_state[key] = st.session_state.get(key, False), alive
+    if was_alive and not alive:
+        st.rerun()  # the run just ended: redraw the whole page (steps, success link)
+
+
+def render_success(uid: str, out: Path) -> None:
+    """The user is in the folder: register the folder for this session and link to the Users page."""
+    from ui.shell import known_datasets
+
+    known = known_datasets()
+    name = next((n for n, p in known.items() if Path(p).resolve() == out.resolve()), None)
+    if name is None:
+        name = name_for_path(out, known)
+        st.session_state.setdefault("added_datasets", {})[name] = out
+    st.success(f"User {uid} was added to {out}.")
+    st.caption(f"Link: `/users?dataset={name}&user={uid}`")
+    if st.button(f"Open user {uid} in the Users page", key="gen_open_user", icon=":material/person:",
+                 on_click=_select_dataset, args=(name, uid)):
+        st.switch_page("pages/users.py", query_params={"dataset": name, "user": uid})
+
+
+def _select_dataset(name: str, uid: str) -> None:
+    """Make the folder the active dataset before switching pages (the sidebar's picker would switch back)."""
+    st.session_state["dataset_choice"] = name
+    st.query_params["dataset"] = name
+    st.query_params["user"] = uid
