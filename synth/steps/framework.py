@@ -3,6 +3,7 @@ and the user's 2 liked / 2 disliked solutions among them (§2.10)."""
 
 from __future__ import annotations
 
+import random
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -232,6 +233,22 @@ def check_choice(pos: list[str], neg: list[str], candidates: list[str], where: s
     return None
 
 
+def distinct_choices(ids: list[str], cands: list[str], rng: random.Random) -> list[str]:
+    """``ids`` with each repeat (same id, or same candidate text) replaced by a random unused candidate."""
+    used_text: set[str] = set()
+    out = []
+    for sid in ids:
+        text = cands[SOLUTION_IDS.index(sid)].strip().lower()
+        if text in used_text:
+            free = [x for x, c in zip(SOLUTION_IDS, cands) if c.strip().lower() not in used_text | {text}]
+            if free:
+                sid = rng.choice(free)
+                text = cands[SOLUTION_IDS.index(sid)].strip().lower()
+        used_text.add(text)
+        out.append(sid)
+    return out
+
+
 class SolutionPreferenceStep(Step):
     name = "solution_preference"
     title = "Solution preference"
@@ -249,10 +266,13 @@ class SolutionPreferenceStep(Step):
             out[end] = []
             for k, (t, cands) in enumerate(zip(topics, ctx.inputs["candidate_solutions"].situations[end]), start=1):
                 pref = prefs.get(t.requirement_id)
+                rejected = [0]
 
-                def check(r: SolutionPreferenceReply, cands: list[str] = cands) -> str | None:
+                def check(r: SolutionPreferenceReply, rejected: list[int] = rejected) -> str | None:
+                    """A candidate chosen twice is asked again ``tolerable_retries`` times, then repaired below."""
                     ids = [c.candidate for c in r.pos_list + r.neg_list]
-                    if len(set(ids)) != len(ids):
+                    if len(set(ids)) != len(ids) and rejected[0] < ctx.config.tolerable_retries:
+                        rejected[0] += 1
                         return "a candidate is chosen twice; pos_list and neg_list must name 4 different candidates"
                     return None
 
@@ -266,12 +286,15 @@ class SolutionPreferenceStep(Step):
                     "candidates": "\n".join(f"{sid}: {c}" for sid, c in zip(SOLUTION_IDS, cands))},
                     SolutionPreferenceReply, check=check, max_tokens=600)
 
-                def pick(items: list[ChoiceReply], cands: list[str] = cands) -> list[FeedbackReason]:
-                    return [FeedbackReason(solution=cands[SOLUTION_IDS.index(c.candidate)],
-                                           feedback_reason=c.feedback_reason.strip()) for c in items]
-
-                out[end].append(TopicPreference(analysis=reply.analysis.strip(), pos_list=pick(reply.pos_list),
-                                                neg_list=pick(reply.neg_list)))
+                chosen = distinct_choices([c.candidate for c in reply.pos_list + reply.neg_list], cands,
+                                          ctx.rng(f"{end}/topic-{k}"))
+                ctx.fix("candidates chosen twice replaced by an unused one",
+                        sum(a != b for a, b in zip(chosen, [c.candidate for c in reply.pos_list + reply.neg_list])))
+                reasons = [c.feedback_reason.strip() for c in reply.pos_list + reply.neg_list]
+                picked = [FeedbackReason(solution=cands[SOLUTION_IDS.index(sid)], feedback_reason=why)
+                          for sid, why in zip(chosen, reasons)]
+                out[end].append(TopicPreference(analysis=reply.analysis.strip(), pos_list=picked[:2],
+                                                neg_list=picked[2:]))
         return SolutionPreferences(situations=out)
 
     def check(self, output: Any, inputs: dict[str, Any], config: SynthConfig) -> list[str]:

@@ -11,7 +11,7 @@ import pytest
 
 from palset.vocab import Act
 from synth.steps.dialogues import sample_framework, template
-from synth.steps.framework import check_candidates, check_choice
+from synth.steps.framework import check_candidates, check_choice, distinct_choices
 from synth.steps.logs import repair_times, time_problem
 from synth.steps.needs import check_requirement_types
 from synth.steps.situations import choose, plan_spans
@@ -201,6 +201,33 @@ def test_solution_preference_needs_four_different_candidates(make_pipeline):
     for end, per in pipe.output("solution_preference").situations.items():
         for k, tp in enumerate(per):
             assert check_choice([x.solution for x in tp.pos_list], [x.solution for x in tp.neg_list], cands[end][k], "t") is None
+
+
+def test_a_candidate_chosen_twice_after_the_retries_is_replaced_by_an_unused_one_and_counted(make_pipeline):
+    chosen_twice = {"analysis": "an analysis of this user's fit", "pos_list": [
+        {"candidate": "S2", "feedback_reason": "I like it"}, {"candidate": "S2", "feedback_reason": "I like it too"}],
+        "neg_list": [{"candidate": "S5", "feedback_reason": "not for me"}, {"candidate": "S5", "feedback_reason": "never again"}]}
+    fake = SchemaLLM({"SolutionPreferenceReply": [json.dumps(chosen_twice)] * 50})
+    pipe = make_pipeline(llm_fake=fake)  # tolerable_retries=1
+    pipe.run(until="solution_preference")
+    cands = pipe.output("candidate_solutions").situations
+    topics = 0
+    for end, per in pipe.output("solution_preference").situations.items():
+        for k, tp in enumerate(per):
+            topics += 1
+            pos, neg = [x.solution for x in tp.pos_list], [x.solution for x in tp.neg_list]
+            assert check_choice(pos, neg, cands[end][k], "t") is None
+            assert pos[0] == cands[end][k][1] and neg[0] == cands[end][k][4]  # first choices kept
+            assert [x.feedback_reason for x in tp.neg_list] == ["not for me", "never again"]  # reasons stay with their slot
+    assert len(feedback(fake, "SolutionPreferenceReply")) == topics  # asked again once per topic
+    assert pipe.record("solution_preference").fixes == {"candidates chosen twice replaced by an unused one": 2 * topics}
+
+
+def test_distinct_choices_never_repeats_a_candidate_text():
+    cands = ["a", "b", "A", "c", "d", "e", "f", "g"]  # S3 repeats S1's text
+    chosen = distinct_choices(["S1", "S3", "S2", "S2"], cands, random.Random(0))
+    texts = [cands[int(s[1]) - 1].lower() for s in chosen]
+    assert chosen[0] == "S1" and chosen[2] == "S2" and len(set(texts)) == 4
 
 
 def test_check_choice_messages():
