@@ -23,7 +23,7 @@ from backends.store.runstore import Totals
 from synth.config import SynthConfig
 from synth.registry import NAMES, STEPS, downstream, get_step
 from synth.report import QualityReport, build_report
-from synth.steps.base import OnCall, StepContext, StepFailed
+from synth.steps.base import OnCall, StepContext, StepFailed, Tolerable
 from synth.store import RunInfo, StepRecord, SynthStore
 
 Event = Literal["start", "done", "failed", "cancelled"]
@@ -160,7 +160,8 @@ class Pipeline:
         except ValidationError as e:
             return None, field_errors(e)
         try:
-            problems = s.check(value, self.inputs_for(step), self.info.config)
+            problems = [p for p in s.check(value, self.inputs_for(step), self.info.config)
+                        if not isinstance(p, Tolerable)]  # a person may keep what the pipeline would tolerate
         except KeyError as e:
             return None, [f"cannot check: {e.args[0]}"]
         return (None, problems) if problems else (value, [])

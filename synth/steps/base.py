@@ -30,6 +30,25 @@ ROLE = "synthesizer"
 OnCall = Callable[[str, str], None]  # (step, what the call is about)
 
 
+class Tolerable(str):
+    """A rule a small model may keep failing (a repeated text, two needs alike): the answer is asked again
+    ``tolerable_retries`` times, then accepted and counted under ``kind`` in the quality report. Structural
+    rules (counts, ids, formats) are plain strings and never tolerated."""
+
+    kind: str
+
+    def __new__(cls, text: str, kind: str) -> Tolerable:
+        obj = super().__new__(cls, text)
+        obj.kind = kind
+        return obj
+
+
+def first_problem(problems: list[str | None]) -> str | None:
+    """The first structural problem, else the first tolerable one: a tolerated answer must have no other fault."""
+    found = [p for p in problems if p]
+    return next((p for p in found if not isinstance(p, Tolerable)), found[0] if found else None)
+
+
 class StepFailed(RuntimeError):
     """A step could not produce a valid output; the message names the call and the last rejection."""
 
@@ -81,6 +100,10 @@ class StepContext:
 
         def checked(value: R) -> str | None:
             problem = check(value) if check is not None else None
+            tolerated = sum(isinstance(r, Tolerable) for r in rejected)
+            if isinstance(problem, Tolerable) and tolerated >= self.config.tolerable_retries:
+                self.fix(f"accepted after {tolerated} re-ask(s): {problem.kind}")
+                return None
             if problem:
                 rejected.append(problem)
             return problem

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from palset.models import FeedbackReason, ImplicitNeed
 from synth.config import SynthConfig
 from synth.lang import dumps, language_name, profile_text
-from synth.steps.base import Step, StepContext
+from synth.steps.base import Step, StepContext, Tolerable, first_problem
 from synth.steps.persona import _repeated
 
 SOLUTION_IDS = tuple(f"S{i}" for i in range(1, 9))
@@ -66,7 +66,8 @@ def check_topic(t: Any, where: str) -> str | None:
     if any(not 1 <= len(n.evidences) <= 5 for n in t.implicit_needs):
         return f"{where}.implicit_needs: each need has 1–5 evidences"
     if len(t.implicit_needs) == 2 and t.implicit_needs[0].need.strip() == t.implicit_needs[1].need.strip():
-        return f"{where}.implicit_needs: the two needs are the same; give two different needs"
+        return Tolerable(f"{where}.implicit_needs: the two needs are the same; give two different needs",
+                         "two implicit needs alike")
     return None
 
 
@@ -88,10 +89,7 @@ class RequirementFrameworkStep(Step):
             phrases = [types[r] for r in s.requirement_ids]
 
             def check(r: Any) -> str | None:
-                for k, t in enumerate(r.topics, start=1):
-                    if problem := check_topic(t, f"topic-{k}"):
-                        return problem
-                return None
+                return first_problem([check_topic(t, f"topic-{k}") for k, t in enumerate(r.topics, start=1)])
 
             reply = ctx.ask(end, self.prompt, {
                 "language": language_name(ctx.config.lang), "profile": profile, "situation": s.situation,
@@ -161,18 +159,9 @@ class CandidateSolutionsStep(Step):
             parts = {f"topic-{k}": {"user_query": t.user_query, "implicit_needs": [n.model_dump() for n in t.implicit_needs],
                                     "requirement": t.requirement} for k, t in enumerate(topics, start=1)}
 
-            rejected = [0]
-
-            def check(r: Any, rejected: list[int] = rejected) -> str | None:
-                """Repeated candidates are asked again ``tolerable_retries`` times, then accepted and counted: the
-                spec only requires 8 non-empty strings, and a small model may not manage 8 different ones."""
-                for k, t in enumerate(r.topics, start=1):
-                    if problem := check_candidates([s.strip() for s in t.solutions], f"topic-{k}"):
-                        if rejected[0] >= ctx.config.tolerable_retries and "repeats" in problem:
-                            continue
-                        rejected[0] += 1
-                        return problem
-                return None
+            def check(r: Any) -> str | None:
+                return first_problem([check_candidates([s.strip() for s in t.solutions], f"topic-{k}")
+                                      for k, t in enumerate(r.topics, start=1)])
 
             reply_model = create_model("CandidatesReply", topics=(list[CandidateTopicReply],
                                                                   Field(min_length=len(topics), max_length=len(topics))))
@@ -180,7 +169,6 @@ class CandidateSolutionsStep(Step):
                                                "count": len(topics)}, reply_model, check=check,
                             max_tokens=100 + 500 * len(topics))
             out[end] = [[s.strip() for s in t.solutions] for t in reply.topics]  # type: ignore[attr-defined]
-            ctx.fix("repeated candidate solutions accepted", sum(len(s) - len({x.lower() for x in s}) for s in out[end]))
         return CandidateSolutions(situations=out)
 
     def check(self, output: Any, inputs: dict[str, Any], config: SynthConfig) -> list[str]:

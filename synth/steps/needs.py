@@ -10,7 +10,7 @@ from palset.models import Aspect
 from palset.vocab import ASPECTS
 from synth.config import SynthConfig
 from synth.lang import dumps, language_name, profile_text
-from synth.steps.base import Step, StepContext
+from synth.steps.base import Step, StepContext, Tolerable
 
 Phrase = Annotated[str, Field(min_length=2, max_length=60)]
 
@@ -93,7 +93,8 @@ def preference_reply(n: int) -> type[BaseModel]:
 
 def check_preference_texts(pos: str, neg: str, where: str) -> str | None:
     if pos.strip().lower() == neg.strip().lower():
-        return f"{where}: 'pos' and 'neg' are the same text; 'neg' must describe solutions the user rejects"
+        return Tolerable(f"{where}: 'pos' and 'neg' are the same text; 'neg' must describe solutions the user rejects",
+                         "pos and neg preference alike")
     return None
 
 

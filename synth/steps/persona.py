@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from palset.models import Profile
 from synth.config import SynthConfig
 from synth.lang import dumps, language_name, profile_text
-from synth.steps.base import Step, StepContext
+from synth.steps.base import Step, StepContext, Tolerable
 
 Level = Literal["low", "medium", "high"]
 
@@ -42,9 +42,11 @@ class ProfileReply(_Reply):
 def check_profile(reply: ProfileReply | Profile, seed: dict | None) -> str | None:
     """The spec's rule beyond the schema: a new user, not a copy of the format example."""
     if seed and reply.name.strip() == str(seed.get("name", "")).strip():
-        return f'"name" repeats the example user "{reply.name.strip()}"; invent a different person'
+        return Tolerable(f'"name" repeats the example user "{reply.name.strip()}"; invent a different person',
+                         "name copied from the example")
     if seed and reply.occupation.strip() == str(seed.get("occupation", "")).strip():
-        return '"occupation" copies the example user; write this user\'s own occupation'
+        return Tolerable('"occupation" copies the example user; write this user\'s own occupation',
+                         "occupation copied from the example")
     return None
 
 
@@ -125,6 +127,7 @@ def _repeated(texts: list[str], what: str) -> str | None:
     for i, text in enumerate(texts, start=1):
         key = text.strip().lower()
         if key in seen:
-            return f"{what} {i} repeats an earlier one word for word; write each one differently"
+            return Tolerable(f"{what} {i} repeats an earlier one word for word; write each one differently",
+                             f"repeated {what.split(': ')[-1]}")
         seen.add(key)
     return None

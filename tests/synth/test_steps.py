@@ -10,6 +10,7 @@ from datetime import date, datetime
 import pytest
 
 from palset.vocab import Act
+from synth.steps.base import first_problem
 from synth.steps.dialogues import sample_framework, template
 from synth.steps.framework import check_candidates, check_choice, distinct_choices
 from synth.steps.logs import repair_times, time_problem
@@ -251,7 +252,8 @@ def test_candidates_must_be_eight_distinct(make_pipeline):
 
 def test_repeated_candidates_are_asked_again_then_tolerated_and_counted(make_pipeline):
     """The spec requires 8 non-empty strings; distinctness is asked for ``tolerable_retries`` times, then
-    accepted (a small model may not manage it) and counted in the quality report."""
+    accepted (a small model may not manage it) and counted in the quality report — but never together with a
+    structural fault elsewhere in the same answer."""
     fake = SchemaLLM()
     pipe = make_pipeline(llm_fake=fake)  # tolerable_retries=1
     pipe.run(until="requirement_framework")
@@ -262,8 +264,20 @@ def test_repeated_candidates_are_asked_again_then_tolerated_and_counted(make_pip
     assert len(feedback(fake, "CandidatesReply")) == pipe.info.config.tolerable_retries * len(
         pipe.output("candidate_solutions").situations)  # asked again once per situation, then accepted
     assert pipe.record("candidate_solutions").fixes == {
-        "repeated candidate solutions accepted": 6 * n * len(pipe.output("candidate_solutions").situations)}
+        "accepted after 1 re-ask(s): repeated solution": len(pipe.output("candidate_solutions").situations)}
     assert "exactly 8" in check_candidates(["only one"], "t")  # a wrong count is never tolerated
+    assert first_problem([check_candidates(["x"] * 8, "t1"), check_candidates([""] + ["y"] * 7, "t2")]) == \
+        "t2: a candidate solution is empty"
+    assert edit_errors_ignore_tolerable(pipe)
+
+
+def edit_errors_ignore_tolerable(pipe) -> bool:
+    """A person may save what the pipeline itself tolerated (the repeats); a structural fault still blocks."""
+    out = pipe.output("candidate_solutions").model_dump()
+    assert pipe.validate("candidate_solutions", out)[1] == []
+    end = next(iter(out["situations"]))
+    out["situations"][end][0] = out["situations"][end][0][:3]
+    return "exactly 8" in pipe.validate("candidate_solutions", out)[1][0]
 
 
 # ---------------------------------------------------------------- logs (tolerable errors)
