@@ -17,6 +17,12 @@ their devices and the dialogue sessions they had with an assistant — in the fo
 (Mem-PAL, AAAI 2026). Each session ends in a dialogue where the user asks a vague question, the
 assistant guesses the *implicit needs* behind it and proposes *candidate solutions*, which the user
 accepts or rejects according to their preferences.
+
+- **Users**: profiles, timelines, logs and sessions. **Memory**: what each memory method (H²Memory, RAG,
+  MemoryBank, agentic, PLUM's LoRA adapter…) knows about a user, as graphs, diffs and retrieval traces.
+- **Simulate**: a User-LLM plays the user against a memory-equipped assistant, live. **Evaluate**: FairEval
+  win/tie/lose between methods and the single-turn leaderboard. **Review**: people annotate and agree.
+- **Generate**: grow new synthetic users with the PAL-Set pipeline, step by step.
 """
 
 
