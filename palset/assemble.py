@@ -98,8 +98,19 @@ def _topic_record(topic: BundleTopic) -> dict:
         "implicit_needs": [n.need for n in topic.implicit_needs],
         "requirement": topic.requirement,
         "solution": {"pos": pos, "neg": neg},
-        "candidate_solutions": [{"solution": c, "feedback": label.get(c, "neu")} for c in topic.candidate_solutions],
+        "candidate_solutions": _labelled(topic.candidate_solutions, label),
     }
+
+
+def _labelled(candidates: list[str], label: dict[str, str]) -> list[dict[str, str]]:
+    """Each candidate with its pos/neg/neu label; a repeated candidate text carries its label only once
+    (a small generator model may repeat a candidate, and a topic has exactly 2 pos and 2 neg)."""
+    out, labelled = [], set()
+    for c in candidates:
+        feedback = label.get(c, "neu") if c not in labelled else "neu"
+        labelled.add(c)
+        out.append({"solution": c, "feedback": feedback})
+    return out
 
 
 def assemble_user(bundle: UserBundle) -> dict[str, object]:

@@ -22,3 +22,13 @@ def test_write_release_merges_users_into_existing_files(tmp_path):
     write_release(tmp_path, [make_bundle("0000", sessions=3)])
     ds = load_dataset(tmp_path)
     assert list(ds.users) == ["0000", "0001"] and ds.errors == []
+
+
+def test_a_repeated_candidate_text_is_labelled_once():
+    bundle = make_bundle("0043", sessions=3, query_sessions=1)
+    topic = bundle.situations[0].topics[0]
+    neg = topic.neg_list[0].solution
+    others = [c for c in topic.candidate_solutions if c != neg]
+    topic.candidate_solutions = [neg, *others[:6], neg]  # the generator repeated a disliked candidate
+    labels = [c["feedback"] for c in assemble_user(bundle)["samples"]["history"][0]["topics"]["topic-1"]["candidate_solutions"]]
+    assert labels.count("pos") == 2 and labels.count("neg") == 2 and labels[0] == "neg" and labels[-1] == "neu"
