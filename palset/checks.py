@@ -165,10 +165,10 @@ def _check_topics(s: Session, where: str, shown: str) -> list[Problem]:
             problems.append(Problem(shown, f"{path}.candidate_solutions", f"expected exactly 2 pos and 2 neg candidates, found {labels['pos']} pos and {labels['neg']} neg"))
         if len(st.topic.candidate_solutions) != 8:
             problems.append(Problem(shown, f"{path}.candidate_solutions", f"expected 8 candidates, found {len(st.topic.candidate_solutions)}", "warning"))
-        by_text = {c.solution: c.feedback for c in st.topic.candidate_solutions}
+        labelled = {(c.solution, c.feedback) for c in st.topic.candidate_solutions}  # a text may repeat
         for label in ("pos", "neg"):
             for j, text in enumerate(getattr(st.topic.solution, label)):
-                if by_text.get(text) != label:
+                if (text, label) not in labelled:
                     problems.append(Problem(shown, f"{path}.solution.{label}[{j}]", f"is not a candidate labelled {label}"))
         if len(st.topic.implicit_needs) != 2:
             problems.append(Problem(shown, f"{path}.implicit_needs", f"expected 2 implicit needs, found {len(st.topic.implicit_needs)}", "warning"))

@@ -121,6 +121,20 @@ def test_candidate_labels_break_the_two_pos_two_neg_rule(small_release):
                for p in problems(small_release))
 
 
+def test_a_liked_solution_must_be_a_candidate_labelled_pos(small_release):
+    path = small_release / "input.json"
+    data = read(path)
+    topic = data["0000"]["history"][0]["topics"]["topic-1"]
+    pos = topic["solution"]["pos"][0]
+    neu = next(c for c in topic["candidate_solutions"] if c["feedback"] == "neu")
+    neu["solution"] = pos  # a repeated text labelled neu: fine, the pos-labelled one still exists
+    write(path, data)
+    assert problems(small_release) == []
+    next(c for c in topic["candidate_solutions"] if c["feedback"] == "pos" and c["solution"] == pos)["solution"] = "x"
+    write(path, data)
+    assert any(p.endswith("topics.topic-1.solution.pos[0]: is not a candidate labelled pos") for p in problems(small_release))
+
+
 @pytest.mark.parametrize("payload", ["[1, 2]", '"text"', "42", '{"0000": 5}'])
 def test_wrong_top_level_shapes_never_raise(small_release, payload):
     (small_release / "input.json").write_text(payload, encoding="utf-8")
