@@ -7,6 +7,7 @@ card number never enters memory, a vector store or a prompt. Forget requests (Pe
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -70,7 +71,9 @@ def _luhn(digits: str) -> bool:
     return total % 10 == 0
 
 
+@functools.lru_cache(maxsize=8192)
 def redact_text(text: str) -> str:
+    """``text`` with placeholders. Memoised: a dialogue's earlier turns are redacted again for every new turn."""
     return redact(text)[0]
 
 

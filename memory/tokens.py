@@ -26,7 +26,9 @@ def _tokenizer():
         return None
 
 
+@lru_cache(maxsize=4096)
 def count_tokens(text: str) -> int:
+    """Tokens of ``text`` (memoised: retrieval contexts repeat from turn to turn)."""
     if not text:
         return 0
     tok = _tokenizer()
