@@ -50,7 +50,7 @@ def level(dataset, config, latency: float, concurrency: int, seed: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--users", type=int, default=16, help="filler users (2 query topics each = 2 runs each)")
+    parser.add_argument("--users", type=int, default=32, help="filler users (2 query topics each = 2 runs each; fewer runs per worker make the idle tail at the end a larger share of the wall time)")
     parser.add_argument("--latency", type=float, default=0.2, help="server seconds per call")
     parser.add_argument("--levels", default="1,2,4,8")
     args = parser.parse_args()
