@@ -10,6 +10,7 @@ the same choices and one step's edits never shift another step's dice.
 
 from __future__ import annotations
 
+import hashlib
 import random
 import threading
 import time
@@ -110,6 +111,8 @@ class StepContext:
 
         messages = [{"role": "user", "content": prompt.render(**values)}]
         overrides: dict[str, Any] = {"max_tokens": max_tokens} if max_tokens else {}
+        # the run's seed also seeds sampling (endpoints that honour it, e.g. the local server, repeat themselves)
+        overrides["seed"] = int(hashlib.sha1(f"{self.config.seed}/{self.step}/{unit}".encode()).hexdigest()[:8], 16)
         result = self.llm.structured(ROLE, messages, reply, prompt=prompt, check=checked,
                                      retries=self.config.retries if retries is None else retries,
                                      cache_salt=f"{self.run.run_id}/{self.step}/{unit}/{self.run.generations.get(self.step, 0)}", cancel=self.cancel,

@@ -31,7 +31,7 @@ def situation_by_date(inputs: dict[str, Any]) -> dict[str, Any]:
 
 class NeedReply(BaseModel):
     need: str = Field(min_length=5, max_length=100)
-    evidences: list[Annotated[str, Field(max_length=120)]] = Field(min_length=1, max_length=5)
+    evidences: list[Annotated[str, Field(min_length=5, max_length=120)]] = Field(min_length=1, max_length=5)
 
 
 class TopicReply(BaseModel):
