@@ -111,8 +111,11 @@ class StepContext:
 
         messages = [{"role": "user", "content": prompt.render(**values)}]
         overrides: dict[str, Any] = {"max_tokens": max_tokens} if max_tokens else {}
-        # the run's seed also seeds sampling (endpoints that honour it, e.g. the local server, repeat themselves)
-        overrides["seed"] = int(hashlib.sha1(f"{self.config.seed}/{self.step}/{unit}".encode()).hexdigest()[:8], 16)
+        # the run's seed also seeds sampling (endpoints that honour it, e.g. the local server, repeat themselves);
+        # a re-run of the step (a new generation) samples afresh
+        generation = self.run.generations.get(self.step, 0)
+        overrides["seed"] = int(hashlib.sha1(f"{self.config.seed}/{self.step}/{unit}/{generation}".encode())
+                                .hexdigest()[:8], 16)
         result = self.llm.structured(ROLE, messages, reply, prompt=prompt, check=checked,
                                      retries=self.config.retries if retries is None else retries,
                                      cache_salt=f"{self.run.run_id}/{self.step}/{unit}/{self.run.generations.get(self.step, 0)}", cancel=self.cancel,

@@ -53,6 +53,18 @@ def test_every_random_choice_follows_the_seed(make_pipeline, home, tmp_path):
     assert a.info.config.seed == 7  # recorded
 
 
+def test_the_seed_also_seeds_sampling_and_a_rerun_samples_afresh(make_pipeline, fake, tmp_path):
+    a = make_pipeline(run_id="a", out=tmp_path / "a")
+    a.run(until="profile")
+    b = make_pipeline(run_id="b", out=tmp_path / "b")
+    b.run(until="profile")
+    first, second = (r.seed for r in fake.requests[-2:])
+    assert first == second is not None  # same run seed, step and unit: the same sampling seed
+    a.invalidate("profile")
+    a.run(until="profile")
+    assert len(fake.requests) == 3 and fake.requests[-1].seed not in (None, first)  # a re-run samples afresh
+
+
 def test_an_interrupted_run_resumes_without_redoing_finished_calls(make_pipeline, fake):
     fake.fail_at["SituationLogsReply"] = 3  # the endpoint fails on the 3rd logs call
     pipe = make_pipeline()

@@ -31,6 +31,11 @@ def test_a_one_month_english_user_with_the_local_model(tmp_path, monkeypatch, ca
     started = time.perf_counter()
     pipe = Pipeline.create(config, str(out), llm=llm)
     info = pipe.run()
+    reruns = 0
+    while info.status == "failed" and reruns < 2 and pipe.pending()[0] != "assemble":
+        reruns += 1  # what a person does on the Generate page: re-run the failed step (it samples afresh)
+        print(f"re-running {pipe.pending()[0]} after: {info.error}")
+        info = pipe.rerun_from(pipe.pending()[0])
     seconds = time.perf_counter() - started
     cost = pipe.cost()
     print(f"real generation: {seconds:.0f}s, {cost.calls} calls, {cost.tokens_in} tokens in, {cost.tokens_out} out")
