@@ -49,6 +49,27 @@ def _focused_question(page, label: str) -> None:
         re.escape(label) + r"\s*·\s*keys 1 2 3")).first.wait_for(timeout=30_000)
 
 
+def _answer_with_key(page, label: str, key: str, answered, what: str) -> None:
+    """Press ``key`` for the question ``label``; on a loaded machine a press during a rerun can be lost, so it
+    is pressed again — only while the shortcuts still sit on that question (a late first press moves them on)."""
+    for _ in range(3):
+        try:
+            _focused_question(page, label)
+        except Exception:  # the hint moved on: a late press was taken after all
+            if answered():
+                return
+            raise
+        _blur(page)
+        page.keyboard.press(key)
+        try:
+            _wait_for(answered, timeout=10.0, what=what)
+            return
+        except AssertionError:
+            if answered():
+                return
+    _wait_for(answered, what=what)
+
+
 def _blur(page) -> None:
     """Take focus out of any input so single-key shortcuts reach the app."""
     page.keyboard.press("Escape")
@@ -85,12 +106,9 @@ def test_annotator_answers_a_quality_batch_with_the_keyboard(pal_env):
             for question, label, key in (("logs", "The logs reflect the situation", logs),
                                          ("dialogue", "The dialogue fits the user's profile and preferences",
                                           dialogue)):
-                _focused_question(page, label)
-                _blur(page)
-                page.keyboard.press(key)
                 expected[(item_no, question)] = key
-                _wait_for(lambda: len(store.answers(batch, "ann")) == len(expected),
-                          what=f"answer {question} of item {item_no}")
+                _answer_with_key(page, label, key, lambda: len(store.answers(batch, "ann")) == len(expected),
+                                 f"answer {question} of item {item_no}")
 
         page.get_by_text("All 3 items done").wait_for(timeout=30_000)
         assert page.locator("[data-testid='stProgress']", has_text="3/3 done").count() == 1
