@@ -9,6 +9,7 @@ reasons — no implicit needs. Both sides' texts are PII-redacted before they re
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections.abc import Callable
@@ -132,6 +133,12 @@ class TopicContext:
         return redact_text("\n".join(lines))
 
 
+def sampling_seed(salt: str) -> int:
+    """A sampling seed from a call's cache salt (run, turn, side, attempt): endpoints that honour seeds (the local
+    server does) then replay a run exactly, and each retry samples afresh."""
+    return int(hashlib.sha1(salt.encode()).hexdigest()[:8], 16)
+
+
 def _retrying(what: str, attempt_fn: Callable[[int], str | None]) -> tuple[str, int]:
     """Call ``attempt_fn(n)`` until it returns usable text; an empty or broken turn is never accepted."""
     for n in range(1, MAX_TRIES + 1):
@@ -166,6 +173,7 @@ class UserSimulator:
         def attempt(n: int) -> str | None:
             nonlocal ended
             out = self.llm.structured("user_simulator", msgs, model, prompt=self.prompt, cache_salt=f"{salt}/{n}",
+                                      seed=sampling_seed(f"{salt}/{n}"),
                                       check=lambda v: None if usable(clean(v.content)) else
                                       "content is empty or a placeholder: write the user's actual words")
             if isinstance(out, StructuredResult):
@@ -216,7 +224,8 @@ class Assistant:
         def attempt(n: int) -> str | None:
             final: ChatResult | None = None
             for chunk in self.llm.stream("assistant", msgs, prompt=self.prompt, use_cache=True,
-                                         cache_salt=f"{salt}/{n}") if n == 1 else self._plain(msgs, f"{salt}/{n}"):
+                                         cache_salt=f"{salt}/{n}", seed=sampling_seed(f"{salt}/{n}")) \
+                    if n == 1 else self._plain(msgs, f"{salt}/{n}"):
                 if isinstance(chunk, ChatResult):
                     final = chunk
                 elif on_token:
@@ -231,5 +240,5 @@ class Assistant:
                          latency_ms=(time.perf_counter() - started) * 1000, created_at=time.time())
 
     def _plain(self, msgs: list[dict[str, str]], salt: str):
-        result = self.llm.chat("assistant", msgs, prompt=self.prompt, cache_salt=salt)
+        result = self.llm.chat("assistant", msgs, prompt=self.prompt, cache_salt=salt, seed=sampling_seed(salt))
         yield result

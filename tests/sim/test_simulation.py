@@ -6,7 +6,7 @@ import pytest
 
 from palset.loader import load_dataset
 from palset.vocab import Act
-from sim.roles import SimulationError
+from sim.roles import SimulationError, sampling_seed
 from sim.runner import retry_failed
 from sim.schedule import derived_schedule
 from sim.service import SimulationSetupError, make_spec, open_simulation
@@ -186,3 +186,14 @@ def test_setup_errors_name_what_is_missing(demo, sim_env):
     llm, _ = make_llm()
     with pytest.raises(SimulationSetupError, match="no session"):
         open_simulation(demo, make_spec(demo, "1000", "1000_sample99", "topic-1", "vanilla"), llm, store=store)
+
+
+def test_each_turn_is_sampled_with_its_own_seed_from_the_run(demo, sim_env):
+    """Seeds come from (run, turn, side, attempt): a seeded endpoint (the local server) replays a run exactly."""
+    make_llm, store = sim_env
+    sim, fake = sim_for(demo, make_llm, store)
+    sim.run()
+    seeds = [r.seed for r in fake.requests if r.seed is not None]
+    turns = len(sim.record.utterances)
+    assert len(seeds) == turns and len(set(seeds)) == turns  # one per utterance, all different
+    assert seeds[0] == sampling_seed(f"{sim.record.run_id}/1/user/1")
