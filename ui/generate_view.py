@@ -177,13 +177,5 @@ def render_success(uid: str, out: Path) -> None:
         st.session_state.setdefault("added_datasets", {})[name] = out
     st.success(f"User {uid} was added to {out}.")
     st.caption(f"Link: `/users?dataset={name}&user={uid}`")
-    if st.button(f"Open user {uid} in the Users page", key="gen_open_user", icon=":material/person:",
-                 on_click=_select_dataset, args=(name, uid)):
+    if st.button(f"Open user {uid} in the Users page", key="gen_open_user", icon=":material/person:"):
         st.switch_page("pages/users.py", query_params={"dataset": name, "user": uid})
-
-
-def _select_dataset(name: str, uid: str) -> None:
-    """Make the folder the active dataset before switching pages (the sidebar's picker would switch back)."""
-    st.session_state["dataset_choice"] = name
-    st.query_params["dataset"] = name
-    st.query_params["user"] = uid

@@ -14,6 +14,7 @@ import hashlib
 import random
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
@@ -144,7 +145,7 @@ class StepContext:
         return self.record
 
 
-class Step:
+class Step(ABC):
     """One synthesis step. Subclasses set the class attributes and implement :meth:`run` and :meth:`check`."""
 
     name: ClassVar[str]
@@ -154,8 +155,9 @@ class Step:
     output_model: ClassVar[type[BaseModel]]
     prompt: ClassVar[str | None] = None  # prompt file (None: no LLM call)
 
+    @abstractmethod
     def run(self, ctx: StepContext) -> BaseModel:
-        raise NotImplementedError
+        """Make the step's output from ``ctx.inputs`` (LLM calls through ``ctx.ask``)."""
 
     def check(self, output: Any, inputs: dict[str, Any], config: SynthConfig) -> list[str]:
         """The step's rules on a stored output (a person's edit must pass them too); [] when valid."""
