@@ -93,9 +93,36 @@ class PlatformConfig(Strict):
             raise ConfigError(f"unknown role {name!r} (roles: {', '.join(ROLES)})")
         return self.roles[name]
 
-    def cost(self, model: str, tokens_in: int, tokens_out: int) -> float:
+    def cost(self, model: str, tokens_in: int, tokens_out: int) -> float | None:
+        """USD for these tokens; None when the model has no price (never a silent $0). The bundled model is free."""
         price = self.prices.get(model)
-        return 0.0 if price is None else (tokens_in * price.input + tokens_out * price.output) / 1e6
+        if price is None:
+            return 0.0 if model == LOCAL_MODEL_NAME or not (tokens_in or tokens_out) else None
+        return (tokens_in * price.input + tokens_out * price.output) / 1e6
+
+    def estimate(self, by_model: Mapping[str, tuple[int, int]]) -> CostEstimate:
+        """The cost of token counts per model, naming the models it could not price."""
+        usd, unpriced = 0.0, []
+        for model, (tin, tout) in sorted(by_model.items()):
+            cost = self.cost(model, tin, tout)
+            if cost is None:
+                unpriced.append(model)
+            else:
+                usd += cost
+        return CostEstimate(usd=usd, unpriced=unpriced)
+
+
+class CostEstimate(BaseModel):
+    """An estimated cost; ``unpriced`` models (no ``[prices.<model>]``) are not in ``usd``."""
+
+    usd: float = 0.0
+    unpriced: list[str] = Field(default_factory=list)
+
+    def label(self) -> str:
+        text = f"est. ${self.usd:.4f}"
+        if self.unpriced:
+            text += f" + unpriced {', '.join(self.unpriced)} (add [prices.<model>] to secrets.toml)"
+        return text
 
 
 _ROLE_DEFAULTS: dict[str, dict[str, Any]] = {"judge": {"temperature": 0.0}}

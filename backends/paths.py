@@ -1,25 +1,55 @@
 """Where PAL Studio keeps its state: one folder, ``PAL_HOME`` (default ``.pal/`` in the project).
 
-Run store, response cache, Chroma collections and local-server files all live under it, so two
-installs (or two test runs with different ``PAL_HOME``) never share state.
+Run store, response cache, Chroma collections, generation runs, PLUM adapters, local-server and
+application logs all live under it, so two installs (or two test runs with different ``PAL_HOME``)
+never share state. :class:`StatePaths` names every place; only the composition root
+(:mod:`studio.workspace`) turns them into stores.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
-def pal_home() -> Path:
-    home = Path(os.environ.get("PAL_HOME") or PROJECT_ROOT / ".pal").expanduser()
-    home.mkdir(parents=True, exist_ok=True)
-    return home
+def default_home() -> Path:
+    """``PAL_HOME``, or ``.pal/`` in the project (not created here)."""
+    return Path(os.environ.get("PAL_HOME") or PROJECT_ROOT / ".pal").expanduser()
 
 
-def state_path(*parts: str) -> Path:
-    """A path under ``PAL_HOME``; its parent folder exists."""
-    path = pal_home().joinpath(*parts)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
+@dataclass(frozen=True)
+class StatePaths:
+    """Every file and folder under one home."""
+
+    home: Path
+
+    @property
+    def runs_db(self) -> Path:
+        return self.home / "runs.sqlite"
+
+    @property
+    def cache_db(self) -> Path:
+        return self.home / "cache.sqlite"
+
+    @property
+    def chroma(self) -> Path:
+        return self.home / "chroma" / "db"
+
+    @property
+    def synth(self) -> Path:
+        return self.home / "synth"
+
+    @property
+    def method_files(self) -> Path:
+        return self.home / "memory_files"
+
+    @property
+    def local_server(self) -> Path:
+        return self.home / "local_server"
+
+    @property
+    def logs(self) -> Path:
+        return self.home / "logs"

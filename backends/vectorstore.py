@@ -1,4 +1,4 @@
-"""Vector stores by name: ChromaDB (persistent, under PAL_HOME) and a brute-force numpy store for tests.
+"""Vector stores: ChromaDB (persistent, under PAL_HOME) and a brute-force numpy store for tests.
 
 Collections are namespaced by dataset, user, memory method and layer. Our embedder always computes
 the vectors (``embeddings=`` / ``query_embeddings=``) and is also attached to every collection, so
@@ -17,7 +17,6 @@ from typing import Any, Protocol
 import numpy as np
 
 from backends.embeddings import Embedder
-from backends.paths import state_path
 
 
 @dataclass(frozen=True)
@@ -89,23 +88,27 @@ def _chroma_embedding_function(embedder: Embedder) -> Any:
         @staticmethod
         def build_from_config(config: dict[str, Any]) -> Any:
             # by registry name, never by a stored absolute path, so a moved venv still opens old collections
-            from backends.embeddings import get_embedder
+            from backends.embeddings import load_embedder
 
-            return _chroma_embedding_function(get_embedder(config.get("embedder", "hash")))
+            return _chroma_embedding_function(load_embedder(config.get("embedder", "hash")))
 
     return _PalEmbedding()
 
 
+def open_chroma(path: Path) -> Any:
+    """A ChromaDB ``PersistentClient`` on ``path`` with telemetry off (one per folder: the workspace keeps it)."""
+    import chromadb
+    from chromadb.config import Settings
+
+    return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+
+
 class ChromaStore:
-    """ChromaDB ``PersistentClient`` with telemetry off; one collection per namespace."""
+    """One embedder's collections in a ChromaDB client; one collection per namespace."""
 
-    def __init__(self, embedder: Embedder, path: Path | None = None):
-        import chromadb
-        from chromadb.config import Settings
-
+    def __init__(self, embedder: Embedder, client: Any):
         self.embedder = embedder
-        self.path = path or state_path("chroma", "db")
-        self._client = chromadb.PersistentClient(path=str(self.path), settings=Settings(anonymized_telemetry=False))
+        self._client = client
         self._ef = _chroma_embedding_function(embedder)
         self._collections: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -221,13 +224,3 @@ def _matches(meta: dict[str, Any], where: dict[str, Any]) -> bool:
         elif meta.get(key) != cond:
             return False
     return True
-
-
-STORES = {"chroma": ChromaStore, "bruteforce": BruteForceStore}
-
-
-def get_vector_store(name: str, embedder: Embedder, **kwargs: Any) -> VectorStore:
-    try:
-        return STORES[name](embedder, **kwargs)
-    except KeyError:
-        raise ValueError(f"unknown vector store {name!r} (known: {', '.join(STORES)})") from None

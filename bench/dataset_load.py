@@ -18,9 +18,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.fixture import make_bundle, make_release  # noqa: E402
 from palset.assemble import write_release  # noqa: E402
 from palset.loader import load_dataset  # noqa: E402
+from testkit.release import make_bundle, make_release  # noqa: E402
 
 
 def bench_load(root: Path, repeats: int) -> None:

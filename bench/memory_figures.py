@@ -10,7 +10,6 @@ since building them takes minutes per session on CPU.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -22,9 +21,10 @@ sys.path.insert(0, str(ROOT))
 
 
 def token_ratios(home: Path, methods: list[str], users: list[str] | None) -> None:
-    os.environ["PAL_HOME"] = str(home)
-    from memory.service import open_builder
     from palset.loader import load_dataset
+    from studio.workspace import Workspace
+
+    ws = Workspace(home)
 
     ds = load_dataset(ROOT / "data" / "demo")
     for method in methods:
@@ -32,7 +32,7 @@ def token_ratios(home: Path, methods: list[str], users: list[str] | None) -> Non
         for uid, user in ds.users.items():
             if users and uid not in users:
                 continue
-            builder = open_builder(ds, uid, method)
+            builder = ws.open_builder(ds, uid, method)
             if builder.impl.uses_llm and len(builder.store.done_stages(builder.build_id)) < builder.total_stages:
                 continue
             builder.run()
@@ -51,14 +51,9 @@ def token_ratios(home: Path, methods: list[str], users: list[str] | None) -> Non
 
 
 def llm_calls_per_session(home: Path) -> None:
-    os.environ["PAL_HOME"] = str(home)
-    from backends.store.db import connect
-    from memory.store import MemoryStore
+    from studio.workspace import Workspace
 
-    store = MemoryStore()
-    with connect(store.path) as conn:
-        rows = conn.execute("SELECT b.method, b.user_id, s.stage, s.llm_calls, s.tokens_in, s.tokens_out, s.seconds "
-                            "FROM memory_build_stages s JOIN memory_builds b USING (build_id) ORDER BY b.method, s.stage").fetchall()
+    rows = Workspace(home).memory.stage_costs()
     per: dict[str, list[tuple[int, int, int, float]]] = {}
     for method, user, stage, calls, tin, tout, secs in rows:
         per.setdefault(method, [])
@@ -74,24 +69,18 @@ def llm_calls_per_session(home: Path) -> None:
 
 
 def retrieval_at_scale(home: Path, repeats: int) -> None:
-    os.environ["PAL_HOME"] = str(home)
-    from backends.config import ROLES, load_config
-    from backends.embeddings import get_embedder
-    from backends.llm.client import LLMClient
+    from backends.config import ROLES
     from backends.llm.fake import ScriptedLLM
-    from backends.vectorstore import ChromaStore
-    from bench.fixture import make_release
-    from memory.build import MemoryBuilder
-    from memory.store import MemoryStore
     from palset.loader import load_dataset
-    from tests.memory.h2_fake import h2_reply
+    from testkit.h2_fake import h2_reply
+    from testkit.release import make_release
+    from testkit.workspace import make_workspace
 
     root = make_release(home / "scale", users=1, sessions=29, logs_per_session=35, turns=14, topics=2, query_sessions=3)
     user = next(iter(load_dataset(root).users.values()))
-    emb = get_embedder("minilm")
-    llm = LLMClient(load_config(secrets={}, env={}), providers=dict.fromkeys(ROLES, ScriptedLLM(h2_reply)))
+    ws = make_workspace(home, dict.fromkeys(ROLES, ScriptedLLM(h2_reply)))
     for method in ("h2memory", "rag-turn"):
-        b = MemoryBuilder("scale", user, method, MemoryStore(), ChromaStore(emb), emb, llm=llm)
+        b = ws.open_user_builder("scale", user, method, embedder="minilm")
         t0 = time.perf_counter()
         b.run()
         build = time.perf_counter() - t0

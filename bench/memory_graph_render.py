@@ -47,7 +47,7 @@ def synthetic_items(sessions: int = 29, situations: int = 8, logs: int = 35) -> 
 
 
 def main() -> None:
-    from tests.e2e.browser import browser_page, chromium_available
+    from testkit.browser import browser_page, chromium_available
 
     if not chromium_available():
         print("chromium not installed: make browser")

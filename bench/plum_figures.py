@@ -73,16 +73,15 @@ def main() -> None:
     os.environ["PAL_HOME"] = tempfile.mkdtemp(prefix="plum-bench-")
     import torch
 
-    from backends.config import ROLES, load_config
+    from backends.config import ROLES
     from backends.embeddings import HashEmbedder
-    from backends.llm.client import LLMClient
     from backends.llm.fake import ScriptedLLM
     from backends.vectorstore import BruteForceStore
     from memory.build import MemoryBuilder
     from memory.plum.generate import generate
     from memory.plum.model import attach
-    from memory.store import MemoryStore
     from palset.loader import load_dataset
+    from testkit.workspace import make_workspace
 
     torch.set_num_threads(args.threads)
     ds = load_dataset(ROOT / "data" / "demo")
@@ -90,13 +89,15 @@ def main() -> None:
     others = [u for u in ds.users.values() if u.uid != user.uid and u.language == user.language]
     trained_neg = [t.requirement_type for s in others[0].sessions for t in s.topics]
     unseen = [t.requirement_type for s in others[1].sessions for t in s.topics][:6]
+    ws = make_workspace(Path(os.environ["PAL_HOME"]), env={"PAL_DEFAULT_TIMEOUT": "600"})
     if args.qa == "dataset":
-        llm = LLMClient(load_config(secrets={}, env={}), providers=dict.fromkeys(ROLES, ScriptedLLM(dataset_qa(user, trained_neg))))
+        llm = ws.llm(providers=dict.fromkeys(ROLES, ScriptedLLM(dataset_qa(user, trained_neg))))
     else:
-        llm = LLMClient(load_config(secrets={}, env={"PAL_DEFAULT_TIMEOUT": "600"}))
+        llm = ws.llm()
     emb = HashEmbedder()
     config = {"threads": args.threads, "max_new_tokens": 48}
-    builder = MemoryBuilder("demo", user, "plum", MemoryStore(), BruteForceStore(emb), emb, llm=llm, config=config)
+    builder = MemoryBuilder("demo", user, "plum", ws.memory, BruteForceStore(emb), emb, llm=llm, config=config,
+                            files_root=ws.paths.method_files)
     t0 = time.perf_counter()
     builder.run(until_session=args.sessions - 1)
     print(f"QA source: {args.qa}; user {user.uid}; sessions trained: {args.sessions}; device: "

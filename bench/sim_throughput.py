@@ -26,19 +26,18 @@ sys.path.insert(0, str(ROOT))
 os.environ["PAL_HOME"] = tempfile.mkdtemp(prefix="pal-bench-")
 os.environ["PAL_EMBEDDER"] = "hash"  # vanilla-log embeds nothing: don't load a real model
 
-from backends.config import load_config  # noqa: E402
-from backends.llm.client import LLMClient  # noqa: E402
-from bench.fixture import make_release  # noqa: E402
-from bench.latency_server import LatencyServer  # noqa: E402
 from palset.loader import load_dataset  # noqa: E402
 from sim.batch import plan_runs, run_batch  # noqa: E402
+from testkit.latency_server import LatencyServer  # noqa: E402
+from testkit.release import make_release  # noqa: E402
+from testkit.workspace import make_workspace  # noqa: E402
 
 
-def level(dataset, config, latency: float, concurrency: int, seed: str) -> dict:
+def level(dataset, ws, latency: float, concurrency: int, seed: str) -> dict:
     """One batch at ``concurrency`` with its own seed (fresh run ids: no cache hits)."""
     specs = plan_runs(dataset, ["vanilla-log"], seed=seed)
     busy: list[float] = []
-    summary = run_batch(dataset, specs, lambda: LLMClient(config), concurrency,
+    summary = run_batch(ws, dataset, specs, ws.llm, concurrency,
                         progress=lambda done, total, outcome: busy.append(outcome.seconds))
     assert summary.failed == 0 and summary.cache_hits == 0, summary
     calls, wall = summary.llm_calls, summary.wall_seconds  # every answer well-formed: one request per call
@@ -58,17 +57,18 @@ def main() -> None:
                         turns=8, query_sessions=1)
     dataset = load_dataset(root)
     base_url = LatencyServer.in_process(args.latency)
-    config = load_config(secrets={}, env={"PAL_DEFAULT_PROVIDER": "openai", "PAL_DEFAULT_BASE_URL": base_url,
-                                          "PAL_DEFAULT_MODEL": "bench", "PAL_DEFAULT_STRUCTURED_MODE": "prompt"})
-    run_batch(dataset, plan_runs(dataset, ["vanilla-log"], users=[next(iter(dataset.users))], seed="warm-up")[:1],
-              lambda: LLMClient(config), 1)  # imports, Chroma client, memory build: not part of the figures
+    ws = make_workspace(Path(os.environ["PAL_HOME"]), env={
+        "PAL_DEFAULT_PROVIDER": "openai", "PAL_DEFAULT_BASE_URL": base_url, "PAL_DEFAULT_MODEL": "bench",
+        "PAL_DEFAULT_STRUCTURED_MODE": "prompt", "PAL_EMBEDDER": os.environ["PAL_EMBEDDER"]})
+    run_batch(ws, dataset, plan_runs(dataset, ["vanilla-log"], users=[next(iter(dataset.users))], seed="warm-up")[:1],
+              ws.llm, 1)  # imports, Chroma client, memory build: not part of the figures
     print(f"vanilla-log on {args.users} filler users, server latency {args.latency * 1000:.0f} ms per call "
           "(targets: overhead <= 5%, speedup >= 6x at 8)")
     print(f"{'conc':>4} {'runs':>5} {'utt':>5} {'calls':>6} {'wall s':>7} {'runs/s':>7} {'overhead':>9} {'busy ovh':>9} "
           f"{'speedup':>8}")
     base = None
     for c in (int(x) for x in args.levels.split(",")):
-        r = level(dataset, config, args.latency, c, seed=f"bench-{c}-{time.time_ns()}")
+        r = level(dataset, ws, args.latency, c, seed=f"bench-{c}-{time.time_ns()}")
         base = base or r["wall"] * (1 if c == 1 else c)  # speedup vs concurrency 1 (estimated if 1 is skipped)
         print(f"{c:>4} {r['runs']:>5} {r['utterances']:>5} {r['calls']:>6} {r['wall']:>7.1f} {r['runs_per_s']:>7.2f} "
               f"{r['overhead']:>8.1%} {r['busy_overhead']:>8.1%} {base / r['wall']:>7.1f}x", flush=True)

@@ -13,25 +13,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from backends.store.db import connect  # noqa: E402
-from backends.store.runstore import RunStore  # noqa: E402
+from studio.workspace import Workspace  # noqa: E402
 from synth.registry import NAMES  # noqa: E402
 
 
-def per_prompt(run_id: str) -> dict[str, tuple[int, int, int, float]]:
-    """prompt name → (calls, tokens in, tokens out, seconds) from the run store."""
-    store = RunStore()
-    with connect(store.path) as conn:
-        rows = conn.execute("SELECT prompt_name, COUNT(*), SUM(tokens_in), SUM(tokens_out), SUM(latency_ms) "
-                            "FROM llm_calls WHERE run_id=? GROUP BY prompt_name", (run_id,)).fetchall()
-    return {r[0]: (r[1], r[2] or 0, r[3] or 0, (r[4] or 0) / 1000) for r in rows}
-
-
-def show(run_id: str) -> None:
+def show(ws: Workspace, run_id: str) -> None:
     from synth.pipeline import Pipeline
 
-    pipe = Pipeline(run_id)
-    figures = per_prompt(run_id)
+    pipe = Pipeline(run_id, ws.synth, calls=ws.runs)
+    figures = ws.runs.by_prompt(run_id)
     print(f"{'step':<22}{'calls':>6}{'retries':>8}{'tok in':>9}{'tok out':>9}{'LLM s':>8}{'step s':>8}")
     for name in NAMES:
         rec = pipe.record(name)
@@ -50,19 +40,18 @@ def main() -> None:
     ap.add_argument("--months", type=int, default=1)
     ap.add_argument("--lang", default="en")
     args = ap.parse_args()
+    ws = Workspace()
     if args.generate:
-        from backends.config import load_config
-        from backends.llm.client import LLMClient
         from synth.config import SynthConfig
         from synth.pipeline import Pipeline
 
         out = tempfile.mkdtemp(prefix="synth-bench-")
-        pipe = Pipeline.create(SynthConfig(lang=args.lang, months=args.months), out, llm=LLMClient(load_config()))
+        pipe = Pipeline.create(SynthConfig(lang=args.lang, months=args.months), out, ws.synth, llm=ws.llm())
         pipe.run()
         args.run_id = pipe.run_id
     if not args.run_id:
         ap.error("give a run id or --generate")
-    show(args.run_id)
+    show(ws, args.run_id)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from cli.context import open_workspace
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("judge", help="FairEval: judge finished runs of one method against a baseline, topic by "
@@ -33,10 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def make_llm():
     """The LLM client for a command (tests replace this)."""
-    from backends.config import load_config
-    from backends.llm.client import LLMClient
-
-    return LLMClient(load_config())
+    return open_workspace().llm(session_id="cli-eval")
 
 
 def _split(text: str | None) -> list[str]:
@@ -60,23 +59,22 @@ def cmd_judge(args: argparse.Namespace) -> int:
     from evaluation.aggregate import aggregate_judgments
     from evaluation.faireval import ASPECTS
     from evaluation.service import judge_runs, pair_runs
-    from evaluation.store import EvalStore
-    from memory.service import dataset_key
-    from sim.store import SimStore
+    from palset.dataset import dataset_key
 
     aspects = _split(args.aspects)
     if not aspects or any(a not in ASPECTS for a in aspects) or args.k < 1 or args.threshold < 0:
         print(f"error: --aspects must name {', '.join(ASPECTS)}; --k ≥ 1; --threshold ≥ 0", file=sys.stderr)
         return 2
     dataset = _dataset(args.dataset)
-    sims = SimStore()
+    ws = open_workspace()
+    sims = ws.sims
     pairs = pair_runs(sims, dataset_key(dataset.root), args.runs, args.baseline, _split(args.users) or None)
     if not pairs:
         print(f"error: no topic has finished runs of both {args.runs} and {args.baseline}", file=sys.stderr)
         return 2
     print(f"judging {len(pairs)} topic(s) × {len(aspects)} aspect(s), k={args.k} per order", file=sys.stderr)
     try:
-        judgments = judge_runs(make_llm(), dataset, sims, EvalStore(), pairs, aspects, k=args.k,
+        judgments = judge_runs(make_llm(), dataset, sims, ws.evals, pairs, aspects, k=args.k,
                                threshold=args.threshold, progress=_progress)
     except KeyboardInterrupt:
         print("interrupted: finished judgments are saved; run the same command again to resume", file=sys.stderr)
@@ -100,7 +98,6 @@ def _judge_table(rows: list[dict]) -> str:
 def cmd_bench(args: argparse.Namespace) -> int:
     from evaluation.aggregate import leaderboard
     from evaluation.service import bench_tasks
-    from evaluation.store import EvalStore
     from memory.methods import METHODS
 
     methods = _split(args.methods)
@@ -115,7 +112,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"error: no user(s) {', '.join(missing)}", file=sys.stderr)
         return 2
     try:
-        results = bench_tasks(make_llm(), dataset, methods, EvalStore(), users, progress=_progress)
+        ws = open_workspace()
+        results = bench_tasks(make_llm(), dataset, methods, ws.evals, ws.open_builder, users, progress=_progress)
     except KeyboardInterrupt:
         print("interrupted: finished results are saved; run the same command again to resume", file=sys.stderr)
         return 130

@@ -34,8 +34,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from backends.config import ConfigError
+    from cli.context import open_workspace
     from synth.batch import plan, run_batch, unfinished
-    from synth.store import SynthStore
 
     if args.users < 1 or args.concurrency < 1:
         print("error: --users and --concurrency must be at least 1", file=sys.stderr)
@@ -50,7 +50,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     except (ConfigError, OSError, json.JSONDecodeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    store = SynthStore()
+    store = open_workspace().synth
     planned = unfinished(store, args.out) if args.resume else plan(args.out, args.users, base, seeds)
     if not planned:
         print("nothing to resume: every run aimed at this folder has finished", file=sys.stderr)
@@ -78,10 +78,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _client():
-    from backends.config import load_config
-    from backends.llm.client import LLMClient
+    from cli.context import open_workspace
 
-    return LLMClient(load_config(), session_id="cli-generate")
+    return open_workspace().llm(session_id="cli-generate")
 
 
 def _step_printer(run_id: str):

@@ -17,12 +17,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from backends.config import load_config
     from backends.llm.check import check_role
-    from backends.llm.client import LLMClient
+    from cli.context import open_workspace
 
     try:
-        client = LLMClient(load_config(), session_id="cli-check")
+        client = open_workspace().llm(session_id="cli-check")
     except ConfigError as e:
         print(f"configuration error: {e}", file=sys.stderr)
         return 2

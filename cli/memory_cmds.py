@@ -32,13 +32,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _open(args: argparse.Namespace):
-    from memory.service import open_builder
+    from cli.context import open_workspace
     from palset.loader import load_dataset
 
     dataset = load_dataset(args.dataset, lazy=True)
     if not dataset.users:
         raise SystemExit(f"{args.dataset}: no users ({'; '.join(str(p) for p in dataset.problems[:3])})")
-    return dataset, open_builder(dataset, args.user, args.method, embedder_name=args.embedder)
+    return dataset, open_workspace().open_builder(dataset, args.user, args.method, embedder=args.embedder)
 
 
 def cmd_build(args: argparse.Namespace) -> int:

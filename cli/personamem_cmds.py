@@ -26,23 +26,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def make_llm():
     """The LLM client for a command (tests replace this)."""
-    from backends.config import load_config
-    from backends.llm.client import LLMClient
+    from cli.context import open_workspace
 
-    return LLMClient(load_config())
+    return open_workspace().llm(session_id="cli-personamem")
 
 
 def make_builder(dataset: str, user, method: str, llm):
-    """A memory builder with the platform's embedder, vector store and run store (tests replace this)."""
-    from backends.config import load_config
-    from backends.embeddings import get_embedder
-    from memory.build import MemoryBuilder
-    from memory.service import chroma_for
-    from memory.store import MemoryStore
+    """The workspace's memory builder for this chat history's pseudo-user (tests replace this)."""
+    from cli.context import open_workspace
 
-    cfg = load_config()
-    embedder = get_embedder(cfg.embedder.name, "en", cfg.embedder.batch_size)
-    return MemoryBuilder(dataset, user, method, MemoryStore(), chroma_for(embedder.name, embedder), embedder, llm=llm)
+    return open_workspace().open_user_builder(dataset, user, method, llm=llm)
 
 
 def _progress(done: int, total: int, what: str) -> None:
@@ -50,7 +43,8 @@ def _progress(done: int, total: int, what: str) -> None:
 
 
 def cmd_personamem(args: argparse.Namespace) -> int:
-    from evaluation.personamem import FORMS, PersonaMemEval, accuracy_report, report_table, save_records
+    from cli.context import open_workspace
+    from evaluation.personamem import FORMS, PersonaMemEval, accuracy_report, report_table
     from evaluation.personamem_loader import (
         PersonaMemError,
         history_key,
@@ -91,7 +85,7 @@ def cmd_personamem(args: argparse.Namespace) -> int:
         print("interrupted: the memory build resumes and answers are cached; run the same command again",
               file=sys.stderr)
         return 130
-    stored = save_records(records, history_key(history, args.exchanges))
+    stored = open_workspace().personamem.save(records, history_key(history, args.exchanges))
     print(f"{stored} record(s) stored (shown on the Evaluate page)", file=sys.stderr)
     if args.records:
         with open(args.records, "w", encoding="utf-8") as f:

@@ -73,12 +73,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def _run(dataset, specs, concurrency: int) -> int:
-    from backends.config import ConfigError, load_config
-    from backends.llm.client import LLMClient
+    from backends.config import ConfigError
+    from cli.context import open_workspace
     from sim.batch import RunOutcome, run_batch
 
     try:
-        config = load_config()
+        ws = open_workspace()
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -88,7 +88,7 @@ def _run(dataset, specs, concurrency: int) -> int:
         print(f"[{done}/{total}] {o.run_id} {o.status} {o.utterances} utterances{detail}", file=sys.stderr, flush=True)
 
     try:
-        summary = run_batch(dataset, specs, lambda: LLMClient(config), concurrency, progress, threading.Event())
+        summary = run_batch(ws, dataset, specs, ws.llm, concurrency, progress, threading.Event())
     except KeyboardInterrupt:
         print("interrupted: every saved utterance is kept; run the same command again to resume", file=sys.stderr)
         return 130
@@ -100,9 +100,9 @@ def _run(dataset, specs, concurrency: int) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from sim.store import SimStore
+    from cli.context import open_workspace
 
-    rows = SimStore().list(**_filters(args))
+    rows = open_workspace().sims.list(**_filters(args))
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, indent=1))
         return 0
@@ -114,9 +114,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from sim.store import SimStore
+    from cli.context import open_workspace
 
-    store = SimStore()
+    store = open_workspace().sims
     if bool(args.run_id) == bool(args.all):
         print("error: give a run id or --all (not both)", file=sys.stderr)
         return 2

@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from review.accounts import AccountStore
+    from cli.context import open_workspace
 
     password = args.password
     if password is None:
@@ -32,7 +32,7 @@ def cmd_add(args: argparse.Namespace) -> int:
             print("error: the passwords differ", file=sys.stderr)
             return 1
     try:
-        account = AccountStore().add(args.name, args.role, password)
+        account = open_workspace().accounts.add(args.name, args.role, password)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -41,9 +41,9 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_remove(args: argparse.Namespace) -> int:
-    from review.accounts import AccountStore
+    from cli.context import open_workspace
 
-    if not AccountStore().remove(args.name):
+    if not open_workspace().accounts.remove(args.name):
         print(f"error: no account {args.name!r}", file=sys.stderr)
         return 1
     print(f"removed {args.name}")
@@ -51,8 +51,8 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from review.accounts import AccountStore
+    from cli.context import open_workspace
 
-    for account in AccountStore().list():
+    for account in open_workspace().accounts.list():
         print(f"{account.name}\t{account.role}")
     return 0

@@ -238,41 +238,6 @@ def report_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-# ---------------------------------------------------------------- stored results (run store, migration 6)
-
-
-def save_records(records: Iterable[PMRecord], history_key: str) -> int:
-    """Store (or replace) answer records for one chat history; returns how many were written."""
-    import time
-
-    from backends.paths import state_path
-    from backends.store.db import connect
-    from backends.store.runstore import RunStore
-
-    path = state_path("runs.sqlite")
-    RunStore(path)
-    n = 0
-    with connect(path) as conn:
-        for r in records:
-            conn.execute("INSERT OR REPLACE INTO personamem_records VALUES (?, ?, ?, ?, ?, ?, ?)",
-                         (history_key, r.method, r.item_id, r.form, r.seed, r.model_dump_json(), time.time()))
-            n += 1
-    return n
-
-
-def stored_records(method: str | None = None) -> list[PMRecord]:
-    """Every stored PersonaMem-v2 record (optionally of one method)."""
-    from backends.paths import state_path
-    from backends.store.db import connect
-    from backends.store.runstore import RunStore
-
-    path = state_path("runs.sqlite")
-    RunStore(path)
-    sql = "SELECT data FROM personamem_records" + (" WHERE method = ?" if method else "") + " ORDER BY method, item_id"
-    with connect(path) as conn:
-        return [PMRecord.model_validate_json(row[0]) for row in conn.execute(sql, (method,) if method else ())]
-
-
 def accuracy_by_method(records: Iterable[PMRecord]) -> list[dict]:
     """:func:`accuracy_report` rows per memory method (the Evaluate page's table)."""
     by_method: dict[str, list[PMRecord]] = {}

@@ -9,9 +9,8 @@ from backends.llm.client import LLMClient
 from evaluation.faireval import Aspect, Judgment, judge_pair, judgment_key
 from evaluation.store import EvalStore
 from evaluation.tasks import TASKS, Task, TaskResult, TopicTasks
-from memory.methods import get_method_class
-from memory.service import dataset_key, open_builder
-from palset.dataset import Dataset
+from memory.build import BuilderOpener, MemoryBuilder
+from palset.dataset import Dataset, dataset_key
 from sim.roles import TopicContext
 from sim.store import SimStore
 
@@ -88,22 +87,24 @@ def query_topics(dataset: Dataset, users: Iterable[str] | None) -> list[tuple[st
     return [(u, s.sample_id, t.key) for u in ids for s in dataset.users[u].query for t in s.topics]
 
 
-def bench_tasks(llm: LLMClient, dataset: Dataset, methods: list[str], store: EvalStore,
+def bench_tasks(llm: LLMClient, dataset: Dataset, methods: list[str], store: EvalStore, open_builder: BuilderOpener,
                 users: Iterable[str] | None = None, tasks: tuple[Task, ...] = TASKS,
                 progress: Progress | None = None) -> list[TaskResult]:
-    """Every task on every query topic for every method; stored results are reused (resume)."""
+    """Every task on every query topic for every method; stored results are reused (resume).
+
+    ``open_builder`` opens each (user, method)'s memory (the workspace's, so the tasks use the same build
+    as the Memory page and Simulate)."""
     key = dataset_key(dataset.root)
     topics = query_topics(dataset, users)
     results: list[TaskResult] = []
     done, total = 0, len(topics) * len(methods)
     for method in methods:
-        cls = get_method_class(method)
-        builders: dict[str, object] = {}
+        builders: dict[str, MemoryBuilder] = {}
         for user_id, sample_id, topic_key in topics:
             if method != "vanilla" and user_id not in builders:
-                builders[user_id] = open_builder(dataset, user_id, method, llm=llm if cls.uses_llm else None)
+                builders[user_id] = open_builder(dataset, user_id, method, llm=llm)
             ctx = topic_context(dataset, user_id, sample_id, topic_key)
-            runner = TopicTasks(llm, ctx, method, builders.get(user_id), key)  # type: ignore[arg-type]
+            runner = TopicTasks(llm, ctx, method, builders.get(user_id), key)
             new = runner.run(tasks, known=lambda _t, k: store.get_result(k))
             for r in new:
                 store.save_result(r)

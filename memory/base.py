@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from backends.embeddings import Embedder
@@ -35,10 +36,17 @@ class MethodContext:
     embedder: Embedder
     index: VectorIndex
     config: dict[str, Any] = field(default_factory=dict)
+    files: Path | None = None  # a folder for this build's files (PLUM's adapters); None: the method may keep none
 
     @property
     def language(self) -> str:
         return self.user.language
+
+    def require_files(self) -> Path:
+        """This build's file folder; a method that keeps files fails clearly when the builder was given none."""
+        if self.files is None:
+            raise ValueError(f"memory method of build {self.build_id} keeps files, but its builder has no files_root")
+        return self.files
 
 
 @dataclass

@@ -8,11 +8,13 @@ session by session gives the same memory as building all at once.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from backends.embeddings import Embedder
 from backends.llm.client import LLMClient
@@ -23,9 +25,15 @@ from memory.index import VectorIndex
 from memory.methods import get_method_class
 from memory.store import BuildInfo, MemoryStore, derived_closure, dialogue_stage, logs_stage
 from memory.types import Changes, MemoryItem, Purpose, RetrievalTrace
-from palset.dataset import Session, User
+from palset.dataset import Dataset, Session, User
 
 Progress = Callable[[int, int, str], None]  # (stages done, stages total, what just happened)
+
+
+class BuilderOpener(Protocol):
+    """Opens the builder of (dataset, user, method): :meth:`studio.workspace.Workspace.open_builder`."""
+
+    def __call__(self, dataset: Dataset, user_id: str, method: str, *, llm: LLMClient | None = None) -> MemoryBuilder: ...
 
 
 @dataclass
@@ -38,6 +46,7 @@ class MemoryBuilder:
     embedder: Embedder
     llm: LLMClient | None = None
     config: dict[str, Any] = field(default_factory=dict)
+    files_root: Path | None = None  # where methods that keep files (PLUM) keep them: <root>/<method>/<dataset>/<user>/<build>
     build_id: str = ""
 
     def __post_init__(self) -> None:
@@ -46,9 +55,15 @@ class MemoryBuilder:
         self.build_id = self.store.open_build(self.dataset, self.user.uid, self.method, self.config)
         self.index = VectorIndex(self.vectors, self.dataset, self.user.uid, self.build_id)
         if self.llm is not None:
-            self.llm.run_id = self.build_id
+            self.llm = self.llm.for_run(self.build_id)  # this build's calls, accounted to this build only
         self.impl: MemoryMethod = cls(MethodContext(self.dataset, self.user, self.build_id, self.llm, self.embedder,
-                                                    self.index, self.config))
+                                                    self.index, self.config, self._files()))
+
+    def _files(self) -> Path | None:
+        if self.files_root is None:
+            return None
+        slug = hashlib.sha1(self.dataset.encode()).hexdigest()[:10]
+        return self.files_root / self.method / slug / self.user.uid / self.build_id
 
     # ------------------------------------------------------------------ building
 
@@ -112,11 +127,7 @@ class MemoryBuilder:
         return MemoryView(memory.stage + 1, items, memory.forgotten)
 
     def _opened_at(self) -> dict[str, int]:
-        from backends.store.db import connect
-
-        with connect(self.store.path) as conn:
-            return {r[0]: r[1] for r in conn.execute(
-                "SELECT item_id, valid_from FROM memory_items WHERE build_id=? AND valid_to IS NULL", (self.build_id,))}
+        return self.store.opened_at(self.build_id)
 
     def _llm_totals(self) -> tuple[int, int, int]:
         if self.llm is None:
@@ -158,11 +169,7 @@ class MemoryBuilder:
         return item
 
     def _all_items(self) -> list[MemoryItem]:
-        from backends.store.db import connect
-
-        with connect(self.store.path) as conn:
-            return [MemoryItem.model_validate_json(r[0]) for r in conn.execute(
-                "SELECT data FROM memory_items WHERE build_id=?", (self.build_id,))]
+        return self.store.all_versions(self.build_id)
 
 
 def _merge(a: list[MemoryItem], b: list[MemoryItem]) -> list[MemoryItem]:

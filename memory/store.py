@@ -14,13 +14,10 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from pathlib import Path
 
 from pydantic import BaseModel
 
-from backends.paths import state_path
-from backends.store.db import connect
-from backends.store.runstore import RunStore
+from backends.store.db import Database
 from memory.types import Changes, MemoryItem
 
 
@@ -65,29 +62,34 @@ def build_id_for(dataset: str, user_id: str, method: str, config: dict) -> str:
 
 
 class MemoryStore:
-    def __init__(self, path: Path | None = None):
-        self.path = path or state_path("runs.sqlite")
-        RunStore(self.path)  # applies migrations
+    def __init__(self, db: Database):
+        self.db = db
 
     # ------------------------------------------------------------------ builds
 
     def open_build(self, dataset: str, user_id: str, method: str, config: dict) -> str:
         build_id = build_id_for(dataset, user_id, method, config)
         now = time.time()
-        with connect(self.path) as conn:
+        with self.db.write() as conn:
             conn.execute("INSERT OR IGNORE INTO memory_builds VALUES (?, ?, ?, ?, ?, ?, ?)",
                          (build_id, dataset, user_id, method, json.dumps(config, sort_keys=True), now, now))
         return build_id
 
     def find_build(self, dataset: str, user_id: str, method: str) -> str | None:
         """The most recently updated build of this method for this user."""
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             row = conn.execute("SELECT build_id FROM memory_builds WHERE dataset=? AND user_id=? AND method=? "
                                "ORDER BY updated_at DESC LIMIT 1", (dataset, user_id, method)).fetchone()
         return row[0] if row else None
 
+    def builds(self, dataset: str) -> list[tuple[str, str]]:
+        """(build id, user id) of every build of this dataset, newest first."""
+        with self.db.read() as conn:
+            return [(r[0], r[1]) for r in conn.execute(
+                "SELECT build_id, user_id FROM memory_builds WHERE dataset=? ORDER BY updated_at DESC", (dataset,))]
+
     def info(self, build_id: str) -> BuildInfo:
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             b = conn.execute("SELECT * FROM memory_builds WHERE build_id=?", (build_id,)).fetchone()
             if b is None:
                 raise KeyError(f"no memory build {build_id!r}")
@@ -99,13 +101,20 @@ class MemoryStore:
                          llm_calls=sum(r[1] for r in rows), tokens_in=sum(r[2] for r in rows),
                          tokens_out=sum(r[3] for r in rows), seconds=sum(r[4] for r in rows))
 
+    def stage_costs(self) -> list[tuple[str, str, int, int, int, int, float]]:
+        """(method, user, stage, llm calls, tokens in, tokens out, seconds) of every stage of every build."""
+        with self.db.read() as conn:
+            return [tuple(r) for r in conn.execute(
+                "SELECT b.method, b.user_id, s.stage, s.llm_calls, s.tokens_in, s.tokens_out, s.seconds "
+                "FROM memory_build_stages s JOIN memory_builds b USING (build_id) ORDER BY b.method, s.stage")]
+
     def session_costs(self, build_id: str) -> list[dict]:
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             return [dict(r) for r in conn.execute("SELECT * FROM memory_build_stages WHERE build_id=? "
                                                   "ORDER BY stage", (build_id,))]
 
     def delete_build(self, build_id: str) -> None:
-        with connect(self.path) as conn:
+        with self.db.write() as conn:
             conn.execute("DELETE FROM memory_builds WHERE build_id=?", (build_id,))
 
     # ------------------------------------------------------------------ sessions
@@ -113,7 +122,7 @@ class MemoryStore:
     def commit_stage(self, build_id: str, index: int, sample_id: str, changes: Changes, *, llm_calls: int = 0,
                      tokens_in: int = 0, tokens_out: int = 0, seconds: float = 0.0) -> None:
         """Apply one stage's changes and mark it done, atomically."""
-        with connect(self.path) as conn:
+        with self.db.write() as conn:
             current = {r["item_id"]: r for r in conn.execute(
                 "SELECT item_id, version, data FROM memory_items WHERE build_id=? AND valid_to IS NULL", (build_id,))}
             for item_id in changes.deletes:
@@ -140,24 +149,24 @@ class MemoryStore:
             conn.execute("UPDATE memory_builds SET updated_at=? WHERE build_id=?", (time.time(), build_id))
 
     def done_stages(self, build_id: str) -> list[int]:
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             return [r[0] for r in conn.execute(
                 "SELECT stage FROM memory_build_stages WHERE build_id=? ORDER BY stage", (build_id,))]
 
     def notes(self, build_id: str) -> dict[int, list[str]]:
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             return {r[0]: json.loads(r[1]) for r in conn.execute(
                 "SELECT stage, notes FROM memory_build_stages WHERE build_id=?", (build_id,))}
 
     # ------------------------------------------------------------------ reading
 
     def forgotten(self, build_id: str) -> set[str]:
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             return {r[0] for r in conn.execute("SELECT item_id FROM memory_forgotten WHERE build_id=?", (build_id,))}
 
     def items_as_of(self, build_id: str, index: int, include_forgotten: bool = False) -> list[MemoryItem]:
         """The memory right after stage ``index``."""
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             rows = conn.execute(
                 "SELECT data FROM memory_items WHERE build_id=? AND valid_from<=? AND (valid_to IS NULL OR valid_to>?) "
                 "ORDER BY valid_from, item_id", (build_id, index, index)).fetchall()
@@ -178,17 +187,29 @@ class MemoryStore:
             removed=[before[k] for k in before if k not in after],
         )
 
+    def opened_at(self, build_id: str) -> dict[str, int]:
+        """Item id → the stage its current version opened at, for every item still open."""
+        with self.db.read() as conn:
+            return {r[0]: r[1] for r in conn.execute(
+                "SELECT item_id, valid_from FROM memory_items WHERE build_id=? AND valid_to IS NULL", (build_id,))}
+
+    def all_versions(self, build_id: str) -> list[MemoryItem]:
+        """Every version of every item of the build (forgotten ones included)."""
+        with self.db.read() as conn:
+            return [MemoryItem.model_validate_json(r[0]) for r in conn.execute(
+                "SELECT data FROM memory_items WHERE build_id=?", (build_id,))]
+
     # ------------------------------------------------------------------ a person's edits
 
     def forget(self, build_id: str, item_ids: set[str], reason: str) -> None:
-        with connect(self.path) as conn:
+        with self.db.write() as conn:
             for item_id in item_ids:
                 conn.execute("INSERT OR REPLACE INTO memory_forgotten VALUES (?, ?, ?, ?)",
                              (build_id, item_id, time.time(), reason))
 
     def edit(self, build_id: str, item_id: str, text: str) -> MemoryItem:
         """Change an item's text in its current version (marked as edited by a person)."""
-        with connect(self.path) as conn:
+        with self.db.write() as conn:
             row = conn.execute("SELECT version, data FROM memory_items WHERE build_id=? AND item_id=? "
                                "ORDER BY version DESC LIMIT 1", (build_id, item_id)).fetchone()
             if row is None:

@@ -1,15 +1,22 @@
 """Token counts for prompt contexts, one tokenizer for every method so counts compare.
 
 Uses the WordPiece tokenizer shipped with the bundled MiniLM (fast, offline); CJK characters
-count one token each, close to what chat-model tokenizers do for Chinese.
+count one token each, close to what chat-model tokenizers do for Chinese. When that tokenizer cannot
+be loaded, counts come from a regex estimate instead — logged once, and :func:`counter_name` says so
+wherever a count is shown, because it changes the reported figures.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from functools import lru_cache
 
+log = logging.getLogger(__name__)
+
 _WORDS = re.compile(r"[\u4e00-\u9fff]|\w+|[^\w\s]")
+TOKENIZER_NAME = "MiniLM WordPiece"
+ESTIMATE_NAME = "estimate (regex word count)"
 
 
 @lru_cache(maxsize=1)
@@ -22,8 +29,14 @@ def _tokenizer():
         tok.no_truncation()  # the file truncates at 128 for the embedder; counts need every token
         tok.no_padding()
         return tok
-    except Exception:  # noqa: BLE001 - fall back to a regex count
+    except Exception:  # any failure to load means counts fall back to the regex estimate
+        log.warning("token counts fall back to a regex estimate: the MiniLM tokenizer did not load", exc_info=True)
         return None
+
+
+def counter_name() -> str:
+    """Which counter produced the counts of this process: the tokenizer, or the (labelled) estimate."""
+    return TOKENIZER_NAME if _tokenizer() is not None else ESTIMATE_NAME
 
 
 @lru_cache(maxsize=4096)

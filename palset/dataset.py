@@ -193,3 +193,8 @@ class Dataset(View):
         for user in self.users.values():
             user.sessions  # noqa: B018 - the property builds them
         return self
+
+
+def dataset_key(root: Path) -> str:
+    """A stable name for a dataset folder in build ids, run specs and collection names (its resolved path)."""
+    return str(Path(root).resolve())

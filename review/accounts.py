@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Literal
 
 import bcrypt
 from pydantic import BaseModel
 
-from backends.paths import state_path
-from backends.store.db import connect
-from backends.store.runstore import RunStore
+from backends.store.db import Database
 
 Role = Literal["admin", "annotator"]
 ROLES: tuple[str, ...] = ("admin", "annotator")
@@ -32,9 +29,8 @@ def hash_password(password: str) -> str:
 
 
 class AccountStore:
-    def __init__(self, path: Path | None = None):
-        self.path = path or state_path("runs.sqlite")
-        RunStore(self.path)  # applies migrations
+    def __init__(self, db: Database):
+        self.db = db
 
     def add(self, name: str, role: str, password: str) -> Account:
         name = name.strip()
@@ -44,28 +40,28 @@ class AccountStore:
             raise ValueError(f"role must be one of {', '.join(ROLES)}")
         if len(password) < 8:
             raise ValueError("passwords need at least 8 characters")
-        with connect(self.path) as conn:
+        with self.db.write() as conn:
             if conn.execute("SELECT 1 FROM review_accounts WHERE name=?", (name,)).fetchone():
                 raise ValueError(f"account {name!r} exists")
             conn.execute("INSERT INTO review_accounts VALUES (?, ?, ?, ?)", (name, role, hash_password(password), time.time()))
         return Account(name=name, role=role)  # type: ignore[arg-type]
 
     def remove(self, name: str) -> bool:
-        with connect(self.path) as conn:
+        with self.db.write() as conn:
             return conn.execute("DELETE FROM review_accounts WHERE name=?", (name,)).rowcount == 1
 
     def list(self) -> list[Account]:
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             rows = conn.execute("SELECT name, role FROM review_accounts ORDER BY name").fetchall()
         return [Account(name=r[0], role=r[1]) for r in rows]
 
     def count(self) -> int:
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             return int(conn.execute("SELECT COUNT(*) FROM review_accounts").fetchone()[0])
 
     def verify(self, name: str, password: str) -> Account | None:
         """The account when the password matches its hash; None otherwise (same answer for unknown names)."""
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             row = conn.execute("SELECT name, role, password_hash FROM review_accounts WHERE name=?",
                                (name.strip(),)).fetchone()
         if row is None:
@@ -76,6 +72,6 @@ class AccountStore:
         return Account(name=row[0], role=row[1])
 
     def get(self, name: str) -> Account | None:
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             row = conn.execute("SELECT name, role FROM review_accounts WHERE name=?", (name,)).fetchone()
         return Account(name=row[0], role=row[1]) if row else None

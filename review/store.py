@@ -5,18 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from pathlib import Path
 
-from backends.paths import state_path
-from backends.store.db import connect
-from backends.store.runstore import RunStore
+from backends.store.db import Database
 from review.batches import TASKS, BatchPlan, assign
 
 
 class ReviewStore:
-    def __init__(self, path: Path | None = None):
-        self.path = path or state_path("runs.sqlite")
-        RunStore(self.path)  # applies migrations
+    def __init__(self, db: Database):
+        self.db = db
 
     # ------------------------------------------------------------------ batches
 
@@ -25,7 +21,7 @@ class ReviewStore:
         batch_id = f"b-{hashlib.sha1(raw.encode()).hexdigest()[:8]}"
         assignment = assign(len(plan.items), plan.annotators, plan.overlap)
         data = {**plan.data, "item_keys": [k for k, _ in plan.items]}
-        with connect(self.path) as conn:
+        with self.db.write() as conn:
             conn.execute("INSERT INTO review_batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                          (batch_id, plan.title, plan.task, plan.dataset, plan.seed, plan.overlap,
                           json.dumps(plan.annotators), plan.guidelines, json.dumps(data), created_by, time.time()))
@@ -37,7 +33,7 @@ class ReviewStore:
         return batch_id
 
     def delete_batch(self, batch_id: str) -> None:
-        with connect(self.path) as conn:
+        with self.db.write() as conn:
             conn.execute("DELETE FROM review_batches WHERE batch_id=?", (batch_id,))
 
     @staticmethod
@@ -48,7 +44,7 @@ class ReviewStore:
         return out
 
     def batch(self, batch_id: str) -> dict | None:
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             row = conn.execute("SELECT * FROM review_batches WHERE batch_id=?", (batch_id,)).fetchone()
         return self._batch(row) if row else None
 
@@ -59,38 +55,38 @@ class ReviewStore:
         if annotator is not None:
             sql += " WHERE batch_id IN (SELECT batch_id FROM review_assignments WHERE annotator=?)"
             args = (annotator,)
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             return [self._batch(r) for r in conn.execute(sql + " ORDER BY created_at DESC", args)]
 
     # ------------------------------------------------------------------ items
 
     def item(self, batch_id: str, item_no: int) -> dict | None:
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             row = conn.execute("SELECT item_no, item_key, payload FROM review_items WHERE batch_id=? AND item_no=?",
                                (batch_id, item_no)).fetchone()
         return {"item_no": row[0], "item_key": row[1], "payload": json.loads(row[2])} if row else None
 
     def items(self, batch_id: str) -> list[dict]:
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             rows = conn.execute("SELECT item_no, item_key, payload FROM review_items WHERE batch_id=? ORDER BY item_no",
                                 (batch_id,)).fetchall()
         return [{"item_no": r[0], "item_key": r[1], "payload": json.loads(r[2])} for r in rows]
 
     def assigned(self, batch_id: str, annotator: str) -> list[int]:
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             return [r[0] for r in conn.execute("SELECT item_no FROM review_assignments WHERE batch_id=? AND annotator=? "
                                                "ORDER BY item_no", (batch_id, annotator))]
 
     def assignments(self, batch_id: str) -> dict[int, list[str]]:
         out: dict[int, list[str]] = {}
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             for no, who in conn.execute("SELECT item_no, annotator FROM review_assignments WHERE batch_id=? "
                                         "ORDER BY item_no, rowid", (batch_id,)):
                 out.setdefault(no, []).append(who)
         return out
 
     def is_assigned(self, batch_id: str, item_no: int, annotator: str) -> bool:
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             return conn.execute("SELECT 1 FROM review_assignments WHERE batch_id=? AND item_no=? AND annotator=?",
                                 (batch_id, item_no, annotator)).fetchone() is not None
 
@@ -98,7 +94,7 @@ class ReviewStore:
 
     def answer(self, batch_id: str, item_no: int, annotator: str, question: str, value: str) -> None:
         """Save one answer now (replacing an earlier answer to the same question); only for assigned items."""
-        with connect(self.path) as conn:
+        with self.db.write() as conn:
             if conn.execute("SELECT 1 FROM review_assignments WHERE batch_id=? AND item_no=? AND annotator=?",
                             (batch_id, item_no, annotator)).fetchone() is None:
                 raise PermissionError(f"item {item_no} of {batch_id} is not assigned to {annotator}")
@@ -109,7 +105,7 @@ class ReviewStore:
 
     def undo_last(self, batch_id: str, annotator: str) -> dict | None:
         """Remove this annotator's most recent answer in the batch; returns it (None when there is none)."""
-        with connect(self.path) as conn:
+        with self.db.write() as conn:
             row = conn.execute("SELECT * FROM review_answers WHERE batch_id=? AND annotator=? ORDER BY id DESC LIMIT 1",
                                (batch_id, annotator)).fetchone()
             if row is None:
@@ -123,11 +119,11 @@ class ReviewStore:
             sql, args = sql + " AND annotator=?", [*args, annotator]
         if item_no is not None:
             sql, args = sql + " AND item_no=?", [*args, item_no]
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             return [dict(r) for r in conn.execute(sql + " ORDER BY id", args)]
 
     def count_answers(self, batch_id: str | None = None) -> int:
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             if batch_id is None:
                 return int(conn.execute("SELECT COUNT(*) FROM review_answers").fetchone()[0])
             return int(conn.execute("SELECT COUNT(*) FROM review_answers WHERE batch_id=?", (batch_id,)).fetchone()[0])

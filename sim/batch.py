@@ -8,14 +8,14 @@ utterances and leaves its run resumable.
 
 from __future__ import annotations
 
-import sqlite3
+import logging
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from typing import Protocol
 
 from backends.llm.client import LLMClient
 from backends.llm.errors import LLMError
@@ -23,13 +23,23 @@ from memory.methods import get_method_class
 from memory.store import logs_stage
 from palset.dataset import Dataset
 from sim.roles import SimulationError
-from sim.runner import Simulation, retry_failed
+from sim.runner import Simulation
 from sim.schedule import fixed_schedule
-from sim.service import make_spec, open_simulation
+from sim.service import make_spec
 from sim.store import SimStore, run_id_for
 from sim.types import RunSpec
 
+log = logging.getLogger(__name__)
+
 LLMFactory = Callable[[], LLMClient]  # called once per worker thread
+
+
+class SimulationParts(Protocol):
+    """What a batch needs from the composition root (:class:`studio.workspace.Workspace`)."""
+
+    sims: SimStore
+
+    def open_simulation(self, dataset: Dataset, spec: RunSpec, llm: LLMClient) -> Simulation: ...
 
 
 @dataclass
@@ -91,19 +101,18 @@ def plan_runs(dataset: Dataset, methods: Iterable[str], users: Iterable[str] | N
 
 
 class _Batch:
-    """The shared state of one batch: store, cancel flag, the locks that serialise opening and memory builds."""
+    """The shared state of one batch: parts, cancel flag, the locks that serialise opening and memory builds."""
 
-    def __init__(self, dataset: Dataset, llm_factory: LLMFactory, store: SimStore, cancel: threading.Event,
+    def __init__(self, parts: SimulationParts, dataset: Dataset, llm_factory: LLMFactory, cancel: threading.Event,
                  session_id: str):
-        self.dataset, self.llm_factory, self.store, self.cancel = dataset, llm_factory, store, cancel
+        self.parts, self.dataset, self.llm_factory, self.cancel = parts, dataset, llm_factory, cancel
+        self.store = parts.sims
         self.session_id = session_id
         self.open_lock = threading.Lock()
         self._build_locks: dict[tuple[str, str], threading.Lock] = {}
         self._locks_lock = threading.Lock()
         self._local = threading.local()
         self.stores: list = []  # run stores of the clients made, for the accounting totals
-        self._held: dict[Path, sqlite3.Connection] = {}
-        self.hold_open(store.path)
 
     def build_lock(self, user_id: str, method: str) -> threading.Lock:
         with self._locks_lock:
@@ -113,34 +122,10 @@ class _Batch:
         """This worker thread's client (one per thread: its HTTP connections are reused from run to run)."""
         client = getattr(self._local, "llm", None)
         if client is None:
-            client = self._local.llm = self.llm_factory()
-            client.session_id = self.session_id
+            client = self._local.llm = self.llm_factory().for_session(self.session_id)
             with self._locks_lock:
                 self.stores.append(client.store)
-            self.hold_open(client.store.path)
-            if client.cache is not None:
-                self.hold_open(client.cache.path)
         return client
-
-    def hold_open(self, path: Path) -> None:
-        """Keep one idle connection to this SQLite file while the batch runs.
-
-        The stores open a connection per operation; when the last connection to a WAL database closes,
-        SQLite checkpoints and deletes the WAL, which made each write cost milliseconds (most of the
-        batch's overhead over the LLM's latency). An idle reader holds no lock and stops that.
-        """
-        with self._locks_lock:
-            if path in self._held:
-                return
-            conn = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False)
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
-            self._held[path] = conn
-
-    def close(self) -> None:
-        with self._locks_lock:
-            for conn in self._held.values():
-                conn.close()
-            self._held.clear()
 
     def run_one(self, spec: RunSpec) -> RunOutcome:
         """Skip, resume or create the run for ``spec`` and drive it to its end; never raises."""
@@ -154,9 +139,11 @@ class _Batch:
                 return RunOutcome(run_id, "cancelled", utterances=stored[1] if stored else 0)
             sim = self._open(spec)
             outcome = self._drive(sim)
-        except Exception as e:  # noqa: BLE001 - one broken run must not end the batch; it is reported
+        except Exception as e:  # one broken run must not end the batch; it is reported
             if self.cancel.is_set():  # e.g. a memory build stopped by the cancel: resumable, not failed
+                log.info("run %s cancelled while opening: %s", run_id, e)
                 return RunOutcome(run_id, "cancelled", seconds=time.perf_counter() - started)
+            log.exception("run %s failed outside its dialogue", run_id)
             outcome = RunOutcome(run_id, "failed", error=f"{type(e).__name__}: {e}")
             self._mark_failed(run_id, outcome.error)
         outcome.seconds = time.perf_counter() - started
@@ -172,21 +159,15 @@ class _Batch:
     def _open(self, spec: RunSpec) -> Simulation:
         """Open (create or resume) the run; build the memory it needs, one build per (user, method) at a time."""
         llm = self.llm()
-        with self.open_lock:  # embedder/Chroma clients are created once per process: not concurrently
-            sim = open_simulation(self.dataset, spec, llm, store=self.store)
+        with self.open_lock:  # embedder/Chroma clients are created once per workspace: not concurrently
+            sim = self.parts.open_simulation(self.dataset, spec, llm)
         builder = sim.assistant.builder
         if builder is not None:
-            self.hold_open(builder.store.path)
             with self.build_lock(spec.user_id, spec.method):
                 pos = [s.sample_id for s in builder.user.sessions].index(spec.sample_id)
                 if logs_stage(pos) not in set(builder.store.done_stages(builder.build_id)):
                     builder.run(until_session=pos, cancel=self.cancel)
-        llm.run_id = sim.record.run_id  # the build's calls are on the build; the dialogue's on the run
-        if sim.record.status == "failed":
-            retry_failed(sim)
-        elif sim.record.status == "stopped":  # a batch completes every fixed-schedule run
-            sim.record.status = "running"
-            self.store.set_status(sim.record.run_id, "running")
+        sim.resume()  # a batch completes every fixed-schedule run, failed or stopped before
         return sim
 
     def _drive(self, sim: Simulation) -> RunOutcome:
@@ -197,29 +178,27 @@ class _Batch:
                 if sim.step() is None:
                     break
         except (SimulationError, LLMError) as e:
-            sim.record.status, sim.record.error = "failed", str(e)
-            self.store.set_status(sim.record.run_id, "failed", str(e))
+            sim.fail(str(e))
         status = sim.record.status if sim.record.status in ("finished", "failed") else "cancelled"
         n = len(sim.record.utterances)
         return RunOutcome(sim.record.run_id, status, utterances=n, written=n - before, error=sim.record.error)
 
     def _mark_failed(self, run_id: str, error: str | None) -> None:
-        try:
+        """Record the failure on the run, when the run was created (a spec naming a missing topic never is)."""
+        if self.store.exists(run_id):
             self.store.set_status(run_id, "failed", error)
-        except Exception:  # noqa: BLE001 - the run was never created: nothing to mark
-            pass
 
 
-def run_batch(dataset: Dataset, specs: list[RunSpec], llm_factory: LLMFactory, concurrency: int = 4,
-              progress: Progress | None = None, cancel: threading.Event | None = None,
-              store: SimStore | None = None) -> BatchSummary:
+def run_batch(parts: SimulationParts, dataset: Dataset, specs: list[RunSpec], llm_factory: LLMFactory,
+              concurrency: int = 4, progress: Progress | None = None,
+              cancel: threading.Event | None = None) -> BatchSummary:
     """Run every spec on ``concurrency`` threads (each thread with its own client from ``llm_factory``).
 
     A ``KeyboardInterrupt`` sets the cancel flag, waits for the workers to stop between utterances and
     re-raises: every stored utterance stays and the same batch resumes later.
     """
     cancel = cancel or threading.Event()
-    batch = _Batch(dataset, llm_factory, store or SimStore(), cancel, f"batch-{uuid.uuid4().hex[:12]}")
+    batch = _Batch(parts, dataset, llm_factory, cancel, f"batch-{uuid.uuid4().hex[:12]}")
     summary = BatchSummary(runs=len(specs), session_id=batch.session_id)
     started = time.perf_counter()
     pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="sim")
@@ -236,7 +215,6 @@ def run_batch(dataset: Dataset, specs: list[RunSpec], llm_factory: LLMFactory, c
         raise
     finally:
         pool.shutdown(wait=True)
-        batch.close()
     summary.wall_seconds = round(time.perf_counter() - started, 3)
     _add_totals(summary, batch)
     return summary

@@ -3,10 +3,15 @@
 The next side to speak is derived from what is stored, so a run interrupted anywhere (closed
 browser, killed process, LLM failure) resumes at exactly the next missing utterance and never
 duplicates one. A person can take over either side for any turn.
+
+A run's status changes only through :class:`Simulation`'s methods: ``running`` → ``finished`` (the
+schedule is done), ``failed`` (:meth:`Simulation.fail`), ``stopped`` (:meth:`Simulation.stop`);
+:meth:`Simulation.resume` takes a failed or stopped run back to ``running``.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +22,8 @@ from sim.roles import Assistant, SimulationError, TopicContext, UserSimulator, c
 from sim.schedule import next_assistant_act
 from sim.store import SimStore
 from sim.types import RunRecord, Side, Utterance
+
+log = logging.getLogger(__name__)
 
 OnUtterance = Callable[[Utterance], None]
 
@@ -109,9 +116,20 @@ class Simulation:
                 if utt and on_utterance:
                     on_utterance(utt)
         except (SimulationError, LLMError) as e:
-            self.record.status, self.record.error = "failed", str(e)
-            self.store.set_status(self.record.run_id, "failed", str(e))
+            self.fail(str(e))
         return self.record
+
+    def fail(self, error: str) -> None:
+        """The run failed (an LLM error, no usable utterance): every saved utterance stays; resumable."""
+        log.info("simulation %s failed: %s", self.record.run_id, error)
+        self.record.status, self.record.error = "failed", error
+        self.store.set_status(self.record.run_id, "failed", error)
+
+    def resume(self) -> None:
+        """A failed or stopped run continues from its next missing utterance."""
+        if self.record.status in ("failed", "stopped"):
+            self.record.status, self.record.error = "running", None
+            self.store.set_status(self.record.run_id, "running")
 
     def stop(self) -> None:
         """End the run cleanly: every saved utterance stays."""
@@ -122,10 +140,3 @@ class Simulation:
         if self.record.status != "finished":
             self.record.status, self.record.error = "finished", None
             self.store.set_status(self.record.run_id, "finished")
-
-
-def retry_failed(sim: Simulation) -> None:
-    """A failed run continues from its next missing utterance."""
-    if sim.record.status == "failed":
-        sim.record.status, sim.record.error = "running", None
-        sim.store.set_status(sim.record.run_id, "running")

@@ -5,8 +5,7 @@ from __future__ import annotations
 from backends.llm.client import LLMClient
 from memory.build import MemoryBuilder
 from memory.methods import get_method_class
-from memory.service import dataset_key, open_builder
-from palset.dataset import Dataset
+from palset.dataset import Dataset, dataset_key
 from sim.roles import Assistant, TopicContext, UserSimulator
 from sim.runner import Simulation
 from sim.schedule import fixed_schedule
@@ -23,9 +22,12 @@ def make_spec(dataset: Dataset, user_id: str, sample_id: str, topic_key: str, me
                    method=method, **kw)
 
 
-def open_simulation(dataset: Dataset, spec: RunSpec, llm: LLMClient, *, store: SimStore | None = None,
+def open_simulation(dataset: Dataset, spec: RunSpec, llm: LLMClient, *, store: SimStore,
                     builder: MemoryBuilder | None = None, pair_id: str | None = None) -> Simulation:
-    """The run for ``spec``: created when new, resumed as stored otherwise."""
+    """The run for ``spec``: created when new, resumed as stored otherwise.
+
+    ``llm`` should be scoped to the run (:meth:`LLMClient.for_run`); ``builder`` is the method's memory
+    (required for every method but ``vanilla``; :meth:`studio.workspace.Workspace.open_simulation` opens it)."""
     user = dataset.users.get(spec.user_id)
     if user is None:
         raise SimulationSetupError(f"no user {spec.user_id!r}")
@@ -36,11 +38,10 @@ def open_simulation(dataset: Dataset, spec: RunSpec, llm: LLMClient, *, store: S
     if topic is None:
         raise SimulationSetupError(f"session {spec.sample_id} has no {spec.topic_key!r}")
     cls = get_method_class(spec.method)
-    store = store or SimStore()
     task_id = f"{spec.sample_id}_{spec.topic_key}"
     schedule, source = fixed_schedule(dataset, task_id) if spec.mode == "fixed" else ([], "free mode")
     if builder is None and spec.method != "vanilla":
-        builder = open_builder(dataset, spec.user_id, spec.method, llm=llm if cls.uses_llm else None)
+        raise SimulationSetupError(f"method {spec.method!r} needs its memory builder (open it with the workspace)")
     ctx = TopicContext(user=user, session=session, topic=topic, free_query=spec.free_query)
     assistant = Assistant(llm, ctx, builder, cls.label)
     settings = {role: {"provider": client.config.role(role).provider, "model": client.config.role(role).model,

@@ -5,11 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from pathlib import Path
 
-from backends.paths import state_path
-from backends.store.db import connect
-from backends.store.runstore import RunStore
+from backends.store.db import Database
 from sim.types import RunRecord, RunSpec, Status, Utterance
 
 
@@ -19,14 +16,13 @@ def run_id_for(spec: RunSpec) -> str:
 
 
 class SimStore:
-    def __init__(self, path: Path | None = None):
-        self.path = path or state_path("runs.sqlite")
-        RunStore(self.path)
+    def __init__(self, db: Database):
+        self.db = db
 
     def create(self, record: RunRecord) -> RunRecord:
         """Insert the run if new; an existing run with this id is returned as stored (resume)."""
         now = time.time()
-        with connect(self.path) as conn:
+        with self.db.write() as conn:
             conn.execute("INSERT OR IGNORE INTO sim_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                          (record.run_id, record.spec.dataset, record.spec.user_id, record.spec.sample_id,
                           record.spec.topic_key, record.spec.method, record.spec.mode, record.spec.seed, record.status,
@@ -35,22 +31,26 @@ class SimStore:
 
     def add_utterance(self, run_id: str, utt: Utterance) -> bool:
         """Save one utterance; returns False when that turn side already exists (never duplicated)."""
-        with connect(self.path) as conn:
+        with self.db.write() as conn:
             cur = conn.execute("INSERT OR IGNORE INTO sim_turns VALUES (?, ?, ?, ?, ?)",
                                (run_id, utt.turn_no, utt.side, utt.model_dump_json(), utt.created_at or time.time()))
             conn.execute("UPDATE sim_runs SET updated_at=? WHERE run_id=?", (time.time(), run_id))
             return cur.rowcount == 1
 
     def set_status(self, run_id: str, status: Status, error: str | None = None) -> None:
-        with connect(self.path) as conn:
+        with self.db.write() as conn:
             row = conn.execute("SELECT data FROM sim_runs WHERE run_id=?", (run_id,)).fetchone()
             data = json.loads(row[0])
             data.update({"status": status, "error": error})
             conn.execute("UPDATE sim_runs SET status=?, data=?, updated_at=? WHERE run_id=?",
                          (status, json.dumps(data), time.time(), run_id))
 
+    def exists(self, run_id: str) -> bool:
+        with self.db.read() as conn:
+            return conn.execute("SELECT 1 FROM sim_runs WHERE run_id=?", (run_id,)).fetchone() is not None
+
     def load(self, run_id: str) -> RunRecord:
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             row = conn.execute("SELECT data, created_at, updated_at FROM sim_runs WHERE run_id=?", (run_id,)).fetchone()
             if row is None:
                 raise KeyError(f"no simulation run {run_id!r}")
@@ -69,5 +69,5 @@ class SimStore:
         sql = ("SELECT r.run_id, r.dataset, r.user_id, r.sample_id, r.topic_key, r.method, r.mode, r.seed, r.status, "
                "r.created_at, r.updated_at, (SELECT COUNT(*) FROM sim_turns t WHERE t.run_id=r.run_id) AS utterances "
                "FROM sim_runs r" + (" WHERE " + " AND ".join(conds) if conds else "") + " ORDER BY r.updated_at DESC")
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             return [dict(r) for r in conn.execute(sql, args)]

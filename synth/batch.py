@@ -52,14 +52,13 @@ def unfinished(store: SynthStore, out: str | Path) -> list[Planned]:
             if r.out == out and r.status != "finished"]
 
 
-def run_batch(planned: list[Planned], llm: LLMClient, concurrency: int, store: SynthStore | None = None,
+def run_batch(planned: list[Planned], llm: LLMClient, concurrency: int, store: SynthStore,
               on_step: Callable[[str], OnStep] | None = None, on_call: Callable[[str], OnCall] | None = None,
               cancel: threading.Event | None = None) -> list[Outcome]:
     """Run (or continue) every planned user; finished ones are left as they are."""
-    store = store or SynthStore()
 
     def one(p: Planned) -> Outcome:
-        pipe = Pipeline.create(p.config, p.out, run_id=p.run_id, store=store, llm=llm,
+        pipe = Pipeline.create(p.config, p.out, store, run_id=p.run_id, llm=llm,
                                on_step=on_step(p.run_id) if on_step else None,
                                on_call=on_call(p.run_id) if on_call else None, cancel=cancel)
         info = pipe.info if pipe.info.status == "finished" else pipe.run()

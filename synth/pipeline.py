@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 from backends.llm.client import LLMClient
 from backends.llm.errors import Cancelled, LLMError
 from backends.prompts import PromptError
-from backends.store.runstore import Totals
+from backends.store.runstore import RunStore, Totals
 from synth.config import SynthConfig
 from synth.registry import NAMES, STEPS, downstream, get_step
 from synth.report import QualityReport, build_report
@@ -42,17 +42,19 @@ def field_errors(e: ValidationError) -> list[str]:
 class Pipeline:
     """One run's steps over a :class:`SynthStore`; LLM calls are tagged with the run id in the run store."""
 
-    def __init__(self, run_id: str, store: SynthStore | None = None, llm: LLMClient | None = None,
-                 on_step: OnStep | None = None, on_call: OnCall | None = None, cancel: threading.Event | None = None):
-        self.store = store or SynthStore()
+    def __init__(self, run_id: str, store: SynthStore, llm: LLMClient | None = None,
+                 on_step: OnStep | None = None, on_call: OnCall | None = None, cancel: threading.Event | None = None,
+                 calls: RunStore | None = None):
+        self.store = store
         self.run_id = run_id
-        self.llm = _tagged(llm, run_id) if llm is not None else None
+        self.llm = llm.for_run(run_id) if llm is not None else None
+        self.calls = calls if calls is not None else (llm.store if llm is not None else None)
         self.on_step, self.on_call = on_step, on_call
         self.cancel = cancel
 
     @classmethod
-    def create(cls, config: SynthConfig, out: str | None, run_id: str | None = None, **kwargs: Any) -> Pipeline:
-        store = kwargs.pop("store", None) or SynthStore()
+    def create(cls, config: SynthConfig, out: str | None, store: SynthStore, run_id: str | None = None,
+               **kwargs: Any) -> Pipeline:
         info = store.create(run_id or new_run_id(), config, out)
         return cls(info.run_id, store, **kwargs)
 
@@ -87,11 +89,9 @@ class Pipeline:
 
     def cost(self) -> Totals:
         """LLM calls, tokens so far (every call of this run, from the run store)."""
-        if self.llm is None:
-            from backends.store.runstore import RunStore
-
-            return RunStore().totals(run_id=self.run_id)
-        return self.llm.store.totals(run_id=self.run_id)
+        if self.calls is None:
+            raise ValueError(f"generation run {self.run_id}: no run store to read its cost from (pass calls=)")
+        return self.calls.totals(run_id=self.run_id)
 
     # ------------------------------------------------------------------ running
 
@@ -197,10 +197,3 @@ class Pipeline:
         """Regenerate ``step`` and everything downstream of it."""
         self.invalidate(step)
         return self.run()
-
-
-def _tagged(llm: LLMClient, run_id: str) -> LLMClient:
-    """A client sharing ``llm``'s config, store, cache and providers whose calls carry this run's id."""
-    client = LLMClient(llm.config, store=llm.store, cache=llm.cache, providers=llm._providers,
-                       session_id=llm.session_id, run_id=run_id)
-    return client

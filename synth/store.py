@@ -18,7 +18,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from backends.paths import pal_home
 from synth.config import SynthConfig
 
 Status = Literal["new", "running", "finished", "failed", "cancelled"]
@@ -82,11 +81,18 @@ def _safe(name: str) -> str:
 
 
 class SynthStore:
-    """Runs under one root (default ``PAL_HOME/synth``)."""
+    """Runs under one root (the workspace's ``PAL_HOME/synth``)."""
 
-    def __init__(self, root: Path | None = None):
-        self.root = root or pal_home() / "synth"
+    def __init__(self, root: Path):
+        self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def locks(self) -> Path:
+        """Lock files of the dataset folders generation writes into (one writer per folder)."""
+        path = self.root / "locks"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
 
     def _dir(self, run_id: str) -> Path:
         return self.root / _safe(run_id)

@@ -22,7 +22,7 @@ def require_shared(path: Path) -> Path:
 @pytest.fixture
 def small_release(tmp_path: Path) -> Path:
     """A valid 2-user release (filler text) that a test may corrupt."""
-    from bench.fixture import make_release
+    from testkit.release import make_release
 
     return make_release(tmp_path / "ds", users=2, sessions=4, logs_per_session=10, turns=8, query_sessions=1)
 

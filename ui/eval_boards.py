@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import logging
+
 import pandas as pd
 import streamlit as st
 
 from evaluation.aggregate import leaderboard
 from evaluation.faireval import apply_decision
 from evaluation.human_agreement import AgreementReport, compare_by_aspect, pairwise_votes
-from evaluation.personamem import accuracy_by_method, stored_records
+from evaluation.personamem import accuracy_by_method
 from evaluation.service import bench_tasks
-from evaluation.store import EvalStore
 from palset.dataset import Dataset
-from review.store import ReviewStore
 from ui import platform_state
-from ui.eval_data import error_text, leaderboard_frame, stored_results, to_csv
+from ui.eval_data import leaderboard_frame, stored_results, to_csv
 from ui.memory_common import available_methods
-from ui.text import md_escape
+from ui.platform_state import base_workspace
+from ui.text import error_text, md_escape
+
+log = logging.getLogger(__name__)
 
 
 def render_leaderboard(dataset: Dataset, dkey: str) -> None:
@@ -37,9 +40,11 @@ def render_leaderboard(dataset: Dataset, dkey: str) -> None:
                      disabled=not methods):
             bar = st.progress(0.0, text="Running the single-turn tasks…")
             try:
-                bench_tasks(platform_state.llm_client(), dataset, methods, EvalStore(), users or None,
+                ws = platform_state.workspace()
+                bench_tasks(platform_state.llm_client(), dataset, methods, ws.evals, ws.open_builder, users or None,
                             progress=lambda d, t, w: bar.progress(d / t, text=f"[{d}/{t}] {w}"))
-            except Exception as e:  # noqa: BLE001 - a message, never a traceback; finished results are stored
+            except Exception as e:  # a message, never a traceback; finished results are stored
+                log.exception("single-turn tasks stopped (%s)", ", ".join(methods))
                 st.error(f"The tasks stopped: {md_escape(error_text(e))}. Finished results are stored; run again "
                          "to continue.")
                 return
@@ -49,9 +54,9 @@ def render_leaderboard(dataset: Dataset, dkey: str) -> None:
 def agreement_reports(dkey: str, a: str, b: str, aspects: list[str], threshold: float) -> dict[str, AgreementReport]:
     """Per aspect: the judge (either orientation, decisions recomputed with the threshold) against the human
     majority of every pairwise review batch of this dataset on the pair ``a``/``b``; win is ``a``'s side."""
-    votes = [v for v in pairwise_votes(ReviewStore(), dataset=dkey)
+    votes = [v for v in pairwise_votes(base_workspace().reviews, dataset=dkey)
              if set(v.methods) == {a, b} and v.aspect in aspects]
-    judgments = [apply_decision(j, threshold) for j in EvalStore().judgments(dataset=dkey)
+    judgments = [apply_decision(j, threshold) for j in base_workspace().evals.judgments(dataset=dkey)
                  if {j.method_a, j.method_b} == {a, b} and j.aspect in aspects]
     return compare_by_aspect(votes, judgments, (a, b))
 
@@ -98,7 +103,7 @@ def render_agreement_report(aspect: str, r: AgreementReport, key: str) -> None:
 
 def personamem_results(dkey: str) -> list[dict]:
     """Stored PersonaMem-v2 accuracy rows per method (every stored record: PersonaMem-v2 has its own users)."""
-    return accuracy_by_method(stored_records())
+    return accuracy_by_method(base_workspace().personamem.records())
 
 
 def render_personamem(dkey: str) -> None:

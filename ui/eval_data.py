@@ -14,9 +14,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from evaluation.faireval import ASPECTS, Judgment
-from evaluation.store import EvalStore
 from evaluation.tasks import TaskResult
 from sim.store import SimStore
+from ui.platform_state import base_workspace
 
 OUTCOME_COLOURS = {"win": "#2e7d32", "tie": "#9e9e9e", "lose": "#c62828"}
 LEADER_COLUMNS = [("R-BLEU-1", "restatement_bleu1"), ("R-BLEU-2", "restatement_bleu2"),
@@ -25,10 +25,6 @@ LEADER_COLUMNS = [("R-BLEU-1", "restatement_bleu1"), ("R-BLEU-2", "restatement_b
                   ("P-BLEU-4", "proposal_bleu4"), ("S-score", "s_score")]
 
 
-def error_text(e: Exception) -> str:
-    from backends.llm.errors import LLMError
-
-    return str(e) if isinstance(e, LLMError) else f"{type(e).__name__}: {e}"
 
 
 def finished_methods(sims: SimStore, dkey: str) -> list[str]:
@@ -46,7 +42,7 @@ def latest_judgments(judgments: Iterable[Judgment]) -> list[Judgment]:
 
 def stored_results(dkey: str) -> list[TaskResult]:
     """Stored single-turn bench results of this dataset; the newest per (topic, method, task)."""
-    return EvalStore().results(dkey)
+    return base_workspace().evals.results(dkey)
 
 
 def topic_id(j: Judgment) -> str:

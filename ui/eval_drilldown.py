@@ -6,6 +6,8 @@ All text from data goes through :func:`ui.text.md_escape`.
 
 from __future__ import annotations
 
+import logging
+
 import streamlit as st
 
 from evaluation.faireval import ASPECTS, Judgment, ground_truth
@@ -13,8 +15,10 @@ from evaluation.service import topic_context
 from palset.dataset import Dataset
 from sim.store import SimStore
 from sim.types import RunRecord
-from ui.eval_data import error_text, topic_id, topics_frame
-from ui.text import md_escape
+from ui.eval_data import topic_id, topics_frame
+from ui.text import error_text, md_escape
+
+log = logging.getLogger(__name__)
 
 DECISION_BADGES = {"win": "green", "tie": "gray", "lose": "red", "invalid": "orange"}
 
@@ -58,7 +62,8 @@ def render_ground_truth(dataset: Dataset, j: Judgment) -> None:
     with st.expander("Ground truth (what the judge was given)", expanded=True):
         try:
             ctx = topic_context(dataset, j.user_id, j.sample_id, j.topic_key)
-        except Exception as e:  # noqa: BLE001 - the dataset may lack this topic
+        except KeyError as e:  # the active dataset may lack this topic
+            log.info("judgment %s: topic not in the active dataset: %s", j.judgment_key, e)
             st.caption(f"The active dataset does not have this topic: {md_escape(error_text(e))}")
             return
         c1, c2 = st.columns(2)

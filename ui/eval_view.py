@@ -14,21 +14,20 @@ exactly one judged topic. All text from data goes through :func:`ui.text.md_esca
 
 from __future__ import annotations
 
+import logging
+
 import pandas as pd
 import streamlit as st
 
 from evaluation.aggregate import aggregate_judgments
 from evaluation.faireval import ASPECTS, Judgment, apply_decision, judgment_key
 from evaluation.service import RunPair, judge_runs, pair_runs
-from evaluation.store import EvalStore
-from memory.service import dataset_key
-from palset.dataset import Dataset
+from palset.dataset import Dataset, dataset_key
 from sim.store import SimStore
 from ui import platform_state
 from ui.eval_boards import render_agreement, render_leaderboard, render_personamem
 from ui.eval_data import (
     aggregates_frame,
-    error_text,
     finished_methods,
     judgments_frame,
     latest_judgments,
@@ -37,7 +36,10 @@ from ui.eval_data import (
     to_jsonl,
 )
 from ui.eval_drilldown import render_drilldown
-from ui.text import md_escape
+from ui.platform_state import base_workspace
+from ui.text import error_text, md_escape
+
+log = logging.getLogger(__name__)
 
 ASPECT_CHOICES = ["requirement", "preference", "both"]
 PAIR_SEP = "__"
@@ -71,7 +73,7 @@ def _pair_from_url() -> tuple[str | None, str | None]:
 def render_evaluate(dataset: Dataset) -> None:
     st.title("Evaluate")
     dkey = dataset_key(dataset.root)
-    sims = SimStore()
+    sims = base_workspace().sims
     methods = finished_methods(sims, dkey)
     st.header("Multi-turn: FairEval pairwise judging")
     selection = None
@@ -124,7 +126,7 @@ def render_pairwise(dataset: Dataset, dkey: str, sims: SimStore,
                                            "as the paper). Decisions of stored judgments are recomputed with it."))
     with c3:
         render_judge_button(dataset, sims, pairs, aspects, k, threshold)
-    store = EvalStore()
+    store = base_workspace().evals
     judgments = latest_judgments(j for j in store.judgments(dataset=dkey, method_a=a, method_b=b)
                                  if j.aspect in aspects)
     judgments = [apply_decision(j, threshold) for j in judgments]
@@ -149,10 +151,11 @@ def render_judge_button(dataset: Dataset, sims: SimStore, pairs: list[RunPair], 
 
         model = llm.config.role("judge").model
         versions = {a: load_prompt(f"eval/faireval_{a}").version for a in aspects}
-    except Exception as e:  # noqa: BLE001 - configuration problems are a message
+    except Exception as e:  # configuration problems are a message
+        log.exception("judging cannot start")
         st.error(f"Cannot judge: {md_escape(error_text(e))}")
         return
-    store = EvalStore()
+    store = base_workspace().evals
     todo = [p for p in pairs if any(not store.has_judgment(judgment_key(p.run_a, p.run_b, a, k, model, versions[a]))
                                     for a in aspects)]
     st.caption(f"{len(pairs)} paired topic(s); {len(todo)} not judged yet with k={k} by {md_escape(model)}.")
@@ -166,7 +169,8 @@ def render_judge_button(dataset: Dataset, sims: SimStore, pairs: list[RunPair], 
     try:
         judge_runs(llm, dataset, sims, store, todo, aspects, k=k, threshold=threshold,  # type: ignore[arg-type]
                    progress=progress)
-    except Exception as e:  # noqa: BLE001 - LLM, dataset or store problems: a message, never a traceback
+    except Exception as e:  # LLM, dataset or store problems: a message, never a traceback
+        log.exception("judging stopped")
         st.error(f"Judging stopped: {md_escape(error_text(e))}. Every finished judgment is stored; press Judge "
                  "again to continue.")
         return

@@ -43,7 +43,7 @@ def running(run_id: str) -> bool:
     return job is not None and job.alive
 
 
-def start(run_id: str, llm: LLMClient, store: SynthStore | None = None, rerun_from: str | None = None) -> Job:
+def start(run_id: str, llm: LLMClient, store: SynthStore, rerun_from: str | None = None) -> Job:
     """Run (or continue) ``run_id`` in a background thread; a run already going is left as it is."""
     with _LOCK:
         existing = _JOBS.get(run_id)
@@ -61,7 +61,7 @@ def start(run_id: str, llm: LLMClient, store: SynthStore | None = None, rerun_fr
         def on_call(step: str, unit: str) -> None:
             job.detail = unit
 
-        pipeline = Pipeline(run_id, store or SynthStore(), llm, on_step=on_step, on_call=on_call, cancel=job.cancel)
+        pipeline = Pipeline(run_id, store, llm, on_step=on_step, on_call=on_call, cancel=job.cancel)
 
         def work() -> None:
             if rerun_from:

@@ -10,12 +10,13 @@ Users page.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import streamlit as st
 from pydantic import ValidationError
 
-from backends.paths import pal_home
+from backends.config import ConfigError
 from palset.dataset import Dataset
 from synth.config import SynthConfig
 from synth.pipeline import Pipeline, field_errors, new_run_id
@@ -24,7 +25,10 @@ from synth.store import SynthStore
 from ui import generate_jobs, platform_state
 from ui.datasets import name_for_path
 from ui.generate_steps import render_steps
+from ui.platform_state import base_workspace
 from ui.text import md_escape
+
+log = logging.getLogger(__name__)
 
 DESCRIBE, SEED = "Describe a user", "Pick a seed profile"
 STATUS_STATE = {"finished": "complete", "failed": "error", "cancelled": "error"}
@@ -33,7 +37,7 @@ STATUS_STATE = {"finished": "complete", "failed": "error", "cancelled": "error"}
 def render_generate(dataset: Dataset) -> None:
     st.title("Generate")
     run_id = st.query_params.get("run")
-    store = SynthStore()
+    store = base_workspace().synth
     if run_id and store.exists(run_id):
         if st.button("New user", key="gen_new", icon=":material/add:"):
             st.query_params.pop("run", None)
@@ -70,7 +74,7 @@ def render_setup(dataset: Dataset, store: SynthStore) -> None:
     lang = c2.selectbox("Language", ["en", "zh"], index=0 if dataset.language != "zh" else 1, key="gen_lang")
     seed = c3.number_input("Random seed", 0, 2**31 - 1, 0, key="gen_seed")
     out = st.text_input("Dataset folder (new or existing release)", key="gen_out",
-                        value=str(pal_home() / "generated"))
+                        value=str(base_workspace().home / "generated"))
     if st.button("Start", type="primary", key="gen_start", icon=":material/play_arrow:"):
         try:
             config = SynthConfig(lang=lang, months=int(months), seed=int(seed), seed_profile=seed_profile,
@@ -120,7 +124,7 @@ def render_run(run_id: str, store: SynthStore) -> None:
             generate_jobs.start(run_id, platform_state.llm_client(), store)
             st.rerun()
     render_progress(run_id, store)
-    pipeline = Pipeline(run_id, store)
+    pipeline = Pipeline(run_id, store, calls=base_workspace().runs)
     render_steps(pipeline, running=generate_jobs.running(run_id))
 
 
@@ -128,7 +132,7 @@ def render_run(run_id: str, store: SynthStore) -> None:
 def render_progress(run_id: str, store: SynthStore) -> None:
     """Live status of the run (refreshes itself while the background thread works)."""
     info = store.load(run_id)
-    pipeline = Pipeline(run_id, store)
+    pipeline = Pipeline(run_id, store, calls=base_workspace().runs)
     job = generate_jobs.get(run_id)
     alive = generate_jobs.running(run_id)
     done = len(NAMES) - len(pipeline.pending())
@@ -152,12 +156,12 @@ def render_progress(run_id: str, store: SynthStore) -> None:
         st.error(f"{info.status}: {info.error}" + ("" if alive else " — press Resume to continue."))
     totals = pipeline.cost()
     try:
-        cfg = platform_state.platform_config()
-        cost = sum(cfg.cost(m, i, o) for m, (i, o) in totals.by_model.items())
-    except Exception:  # noqa: BLE001 - a config error must not hide the run
-        cost = 0.0
+        cost = md_escape(platform_state.platform_config().estimate(totals.by_model).label())
+    except ConfigError as e:  # a config error must not hide the run
+        log.warning("generation %s: cost not estimated: %s", run_id, e)
+        cost = "cost not estimated (configuration error)"
     st.caption(f"Cost so far: {totals.calls} LLM calls · {totals.tokens_in:,} tokens in · {totals.tokens_out:,} out · "
-               f"est. ${cost:.4f}")
+               f"{cost}")
     if info.status == "finished" and info.uid and info.out:
         render_success(info.uid, Path(info.out))
     key = f"_gen_alive_{run_id}"

@@ -4,6 +4,7 @@ prompt blocks, tokens against the full history), optionally side by side with an
 from __future__ import annotations
 
 import json
+import logging
 
 import pandas as pd
 import streamlit as st
@@ -13,17 +14,18 @@ from memory.build import MemoryBuilder
 from memory.methods import get_method_class
 from memory.store import logs_stage
 from memory.types import Purpose, RetrievalTrace
-from palset.dataset import Session, User
+from palset.dataset import Dataset, Session, User
 from ui.memory_common import (
     KEYS,
     NO_COMPARE,
     URL,
-    error_text,
     method_label,
     open_builder,
     run_build,
 )
-from ui.text import md_escape
+from ui.text import error_text, md_escape
+
+log = logging.getLogger(__name__)
 
 
 def query_topics(user: User) -> dict[str, tuple[Session, str, str]]:
@@ -31,7 +33,7 @@ def query_topics(user: User) -> dict[str, tuple[Session, str, str]]:
     return {f"{s.sample_id}/{t.key}": (s, t.topic.user_query, t.topic.requirement) for s in user.query for t in s.topics}
 
 
-def render_retrieval(builder: MemoryBuilder, methods: list[str]) -> None:
+def render_retrieval(dataset: Dataset, builder: MemoryBuilder, methods: list[str]) -> None:
     """A query (a query-session topic or typed), the trace of this method, and optionally of a second one."""
     query, purpose, current = _pick_query(builder.user)
     others = [m for m in methods if m != builder.method]
@@ -50,7 +52,7 @@ def render_retrieval(builder: MemoryBuilder, methods: list[str]) -> None:
         render_trace(builder, query, purpose, current)
     with right:
         try:
-            other = open_builder(builder.dataset, builder.user, compare)
+            other = open_builder(dataset, builder.user.uid, compare)
         except (ConfigError, ValueError) as e:
             st.error(f"Cannot open {compare}: {md_escape(e)}")
             return
@@ -98,7 +100,8 @@ def render_trace(builder: MemoryBuilder, query: str, purpose: Purpose, current: 
     try:
         with st.spinner("Retrieving…"):
             trace = builder.retrieve(query, purpose, current)
-    except Exception as e:  # noqa: BLE001 - shown as a message, never a traceback
+    except Exception as e:  # shown as a message, never a traceback
+        log.exception("retrieval failed (%s, %s)", builder.build_id, purpose)
         st.error(f"Retrieval failed: {md_escape(error_text(e))}")
         return
     show_trace(trace, key=builder.method)

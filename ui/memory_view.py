@@ -15,10 +15,10 @@ from backends.config import ConfigError
 from backends.embeddings import resolve_name
 from memory.build import MemoryBuilder
 from memory.methods import get_method_class
-from memory.service import dataset_key
 from memory.store import BuildInfo, SessionDiff, dialogue_stage, logs_stage
 from palset.dataset import Dataset, User
 from ui.memory_common import (
+    FRESH,
     KEYS,
     URL,
     available_methods,
@@ -27,6 +27,7 @@ from ui.memory_common import (
     open_builder,
     run_build,
     snapshot_stage,
+    unavailable_methods,
 )
 from ui.memory_retrieval import render_retrieval
 from ui.memory_snapshot import items_frame, render_snapshot
@@ -47,7 +48,7 @@ def render_memory(dataset: Dataset) -> None:
         st.info("This user has no sessions in this dataset (partial release): there is nothing to remember.")
         return
     try:
-        builder = open_builder(dataset_key(dataset.root), user, method)
+        builder = open_builder(dataset, user.uid, method)
     except (ConfigError, ValueError) as e:
         st.error(f"Cannot open the memory of {md_escape(user.uid)} with {method}: {md_escape(e)}")
         return
@@ -56,7 +57,7 @@ def render_memory(dataset: Dataset) -> None:
         st.info("Nothing built yet: press **Build** to ingest this user's sessions.")
         return
     pos = _pick_session(builder, info)
-    names, renderers = TABS, [render_snapshot, render_changes, lambda b, _p: render_retrieval(b, methods)]
+    names, renderers = TABS, [render_snapshot, render_changes, lambda b, _p: render_retrieval(dataset, b, methods)]
     if method == "plum":  # PLUM hook: its memory is in the weights (ui/plum_view.py)
         from ui.plum_view import render_plum
 
@@ -84,6 +85,9 @@ def _pick_user_and_method(dataset: Dataset, methods: list[str]) -> tuple[User, s
         method = st.selectbox("Method", methods, key=KEYS["method"], format_func=method_label)
     URL.write("method")
     st.caption(md_escape(get_method_class(method).description))
+    if unavailable := unavailable_methods():
+        st.caption("Not available in this install: " + "; ".join(
+            f"{md_escape(name)} ({md_escape(reason)})" for name, reason in unavailable.items()))
     return dataset.users[uid], method
 
 
@@ -121,7 +125,7 @@ def _offer_fresh_build(builder: MemoryBuilder, info: BuildInfo) -> None:
         return
     st.caption(f"This stored build used embedder {md_escape(used)}; the configured one is {md_escape(configured)}.")
     if st.button(f"New build with {configured}", key="mem_fresh"):
-        st.session_state.setdefault("mem_fresh_builds", set()).add((builder.dataset, builder.user.uid, builder.method))
+        st.session_state.setdefault(FRESH, set()).add((builder.dataset, builder.user.uid, builder.method))
         st.rerun()
 
 

@@ -1,17 +1,42 @@
-"""Per-browser-session access to the platform: config with this session's overrides, the LLM client, totals."""
+"""Per-browser-session access to the platform: the process's workspace, this session's config and client.
+
+The app has one :class:`studio.workspace.Workspace` per ``PAL_HOME`` (kept by ``st.cache_resource``);
+each browser session sees it under its own configuration (Settings overrides) through
+:func:`workspace`, and gets one LLM client through :func:`llm_client`.
+"""
 
 from __future__ import annotations
 
+import logging
 import uuid
+from pathlib import Path
 from typing import Any
 
 import streamlit as st
 
-from backends.config import ConfigError, PlatformConfig, load_config
+from backends.config import ConfigError, CostEstimate, PlatformConfig, load_config
 from backends.llm.client import LLMClient
+from backends.paths import default_home
 from backends.store.runstore import RunStore
+from studio.workspace import Workspace
+
+log = logging.getLogger(__name__)
 
 OVERRIDES_KEY = "llm_overrides"
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def _process_workspace(home: str) -> Workspace:
+    """One workspace per home for the whole process (every browser session shares its stores).
+
+    A broken configuration does not stop the records from opening: the sidebar shows the error, and
+    :func:`workspace` (what LLM work uses) raises it."""
+    try:
+        config = load_config()
+    except ConfigError as e:
+        log.warning("configuration error (records still open with the defaults): %s", e)
+        config = load_config(secrets={}, env={})
+    return Workspace(home=Path(home), config=config)
 
 
 def session_id() -> str:
@@ -27,23 +52,32 @@ def platform_config() -> PlatformConfig:
     return load_config(overrides=overrides())
 
 
+def workspace() -> Workspace:
+    """The process's workspace under this session's configuration (raises :class:`ConfigError`)."""
+    return _process_workspace(str(default_home())).with_config(platform_config())
+
+
+def base_workspace() -> Workspace:
+    """The process's workspace for reading and writing records (needs no valid LLM configuration)."""
+    return _process_workspace(str(default_home()))
+
+
 def llm_client() -> LLMClient:
     """One client per browser session, rebuilt when the session's overrides change."""
-    cfg = platform_config()
-    fingerprint = cfg.model_dump_json()
+    ws = workspace()
+    fingerprint = ws.config.model_dump_json() + str(ws.home)
     cached = st.session_state.get("_llm_client")
     if cached is None or st.session_state.get("_llm_client_fp") != fingerprint:
-        cached = LLMClient(cfg, session_id=session_id())
+        cached = ws.llm(session_id=session_id())
         st.session_state["_llm_client"] = cached
         st.session_state["_llm_client_fp"] = fingerprint
     return cached
 
 
-def session_cost(cfg: PlatformConfig, store: RunStore, sid: str | None) -> tuple[int, int, int, float]:
-    """(calls, tokens in, tokens out, estimated cost in USD) for a session, or for all time when ``sid`` is None."""
+def session_cost(cfg: PlatformConfig, store: RunStore, sid: str | None) -> tuple[int, int, int, CostEstimate]:
+    """(calls, tokens in, tokens out, estimated cost) for a session, or for all time when ``sid`` is None."""
     totals = store.totals(sid)
-    cost = sum(cfg.cost(model, tin, tout) for model, (tin, tout) in totals.by_model.items())
-    return totals.calls, totals.tokens_in, totals.tokens_out, cost
+    return totals.calls, totals.tokens_in, totals.tokens_out, cfg.estimate(totals.by_model)
 
 
 def config_error_message() -> str | None:

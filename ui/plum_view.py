@@ -7,6 +7,8 @@ Training itself runs through the page's Build button (each session's dialogue st
 
 from __future__ import annotations
 
+import logging
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -15,7 +17,9 @@ from memory.build import MemoryBuilder
 from memory.plum.adapter import AdapterStore, Checkpoint
 from memory.plum.qa import LAYER
 from memory.store import dialogue_stage
-from ui.text import md_escape
+from ui.text import error_text, md_escape
+
+log = logging.getLogger(__name__)
 
 
 def qa_frame(builder: MemoryBuilder, pos: int) -> pd.DataFrame:
@@ -82,8 +86,9 @@ def render_probe(builder: MemoryBuilder, session, checkpoints: list[Checkpoint])
     try:
         with st.spinner("Loading the model and answering…"):
             answers = probe(builder.impl, question.strip(), ckpt)  # type: ignore[arg-type]
-    except Exception as e:  # noqa: BLE001 - shown as a message, never a traceback
-        st.error(f"Probe failed: {md_escape(f'{type(e).__name__}: {e}')}")
+    except Exception as e:  # shown as a message, never a traceback
+        log.exception("PLUM probe failed (%s)", builder.build_id)
+        st.error(f"Probe failed: {md_escape(error_text(e))}")
         return
     left, right = st.columns(2)
     left.markdown("**Adapted**")

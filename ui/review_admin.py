@@ -7,19 +7,15 @@ import random
 import pandas as pd
 import streamlit as st
 
-from backends.store.db import connect
 from evaluation.human_agreement import compare_by_aspect, pairwise_votes
-from evaluation.store import EvalStore
-from memory.service import dataset_key
-from memory.store import MemoryStore
-from palset.dataset import Dataset
+from palset.dataset import Dataset, dataset_key
 from review.accounts import LOCAL_ADMIN, Account, AccountStore
 from review.agreement import batch_agreement, disagreements
 from review.batches import TASKS, memory_candidates, pairwise_candidates, plan_batch, quality_candidates
 from review.export import answer_rows, item_rows, to_csv, to_jsonl
 from review.store import ReviewStore
-from sim.store import SimStore
 from ui.eval_boards import render_judge_human
+from ui.platform_state import base_workspace
 from ui.text import md_escape
 
 
@@ -61,7 +57,7 @@ def judge_agreement(store: ReviewStore, batch: dict) -> None:
         st.caption("No answers yet.")
         return
     pair = votes[0].methods
-    judgments = [j for j in EvalStore(store.path).judgments(dataset=batch["dataset"])
+    judgments = [j for j in base_workspace().evals.judgments(dataset=batch["dataset"])
                  if {j.method_a, j.method_b} == set(pair)]
     reports = compare_by_aspect(votes, judgments, pair)
     if not any(r.matched for r in reports.values()):
@@ -72,11 +68,8 @@ def judge_agreement(store: ReviewStore, batch: dict) -> None:
 
 
 def memory_builds(dataset: Dataset) -> list[tuple[str, str]]:
-    store = MemoryStore()
-    with connect(store.path) as conn:
-        return [(r[0], r[1]) for r in conn.execute(
-            "SELECT build_id, user_id FROM memory_builds WHERE dataset=? ORDER BY updated_at DESC",
-            (dataset_key(dataset.root),))]
+    """(build id, user id) of this dataset's memory builds, newest first."""
+    return base_workspace().memory.builds(dataset_key(dataset.root))
 
 
 def new_batch(store: ReviewStore, accounts: AccountStore, account: Account, dataset: Dataset) -> None:
@@ -92,7 +85,7 @@ def new_batch(store: ReviewStore, accounts: AccountStore, account: Account, data
                                        key="review_new_overlap"))
     extra: dict = {}
     if task == "pairwise":
-        runs = SimStore().list(dataset=dataset_key(dataset.root), status="finished")
+        runs = base_workspace().sims.list(dataset=dataset_key(dataset.root), status="finished")
         methods = sorted({r["method"] for r in runs})
         if len(methods) < 2:
             st.info("Pairwise batches need finished runs of two methods on the same topics (Simulate page).")
@@ -117,7 +110,7 @@ def new_batch(store: ReviewStore, accounts: AccountStore, account: Account, data
                 candidates = pairwise_candidates(runs, extra["method_a"], extra["method_b"])
             else:
                 build_id, uid = extra["build"]
-                ms = MemoryStore()
+                ms = base_workspace().memory
                 stages = ms.done_stages(build_id)
                 candidates = memory_candidates(build_id, ms.items_as_of(build_id, stages[-1]) if stages else [], uid)
             plan = plan_batch(title, task, dataset_key(dataset.root), candidates, n, seed, overlap, annotators,

@@ -8,7 +8,7 @@ import streamlit as st
 
 from palset.dataset import Dataset
 from review.batches import shown_order
-from sim.store import SimStore
+from ui.platform_state import base_workspace
 from ui.text import md_escape
 
 
@@ -72,7 +72,7 @@ def quality_content(p: dict, dataset: Dataset) -> None:
 
 
 def pairwise_content(p: dict, dataset: Dataset) -> None:
-    sims = SimStore()
+    sims = base_workspace().sims
     shown_a, shown_b = shown_order(p)
     runs = {p["method_a"]: p["run_a"], p["method_b"]: p["run_b"]}
     user = dataset.users.get(p["user_id"])

@@ -15,11 +15,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from memory.service import dataset_key
-from palset.dataset import Dataset
+from palset.dataset import Dataset, dataset_key
 from review.accounts import LOCAL_ADMIN, Account, AccountStore
 from review.batches import TASKS
 from review.store import ReviewStore
+from ui.platform_state import base_workspace
 from ui.review_admin import go_to, new_batch, overview
 from ui.review_content import render_content
 from ui.text import md_escape
@@ -68,7 +68,7 @@ def _logout() -> None:
 
 def render_review(dataset: Dataset) -> None:
     st.title("Review")
-    accounts, store = AccountStore(), ReviewStore()
+    accounts, store = base_workspace().accounts, base_workspace().reviews
     account = current_account(accounts)
     if account is None:
         _login(accounts)

@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 import pandas as pd
 import streamlit as st
 
 from backends.config import ROLES, ConfigError, PlatformConfig
-from backends.embeddings import get_embedder, resolve_name
+from backends.embeddings import resolve_name
 from backends.llm.check import check_role
-from backends.llm.local_server import get_local_server
-from ui.platform_state import llm_client, overrides, platform_config, session_cost, session_id
+from backends.llm.errors import EndpointUnavailable
+from ui.platform_state import (
+    base_workspace,
+    llm_client,
+    overrides,
+    platform_config,
+    session_cost,
+    session_id,
+    workspace,
+)
 from ui.text import md_escape
 
 PROVIDERS = ["local", "openai"]
+
+log = logging.getLogger(__name__)
 
 
 def render_settings(dataset_language: str) -> None:
@@ -22,7 +33,7 @@ def render_settings(dataset_language: str) -> None:
     try:
         cfg = platform_config()
     except ConfigError as e:
-        st.error(f"Configuration error: {e}")
+        st.error(f"Configuration error: {md_escape(e)}")
         if st.button("Clear this session's overrides"):
             overrides().clear()
             st.rerun()
@@ -84,9 +95,10 @@ def _render_roles(cfg: PlatformConfig) -> None:
 def _render_local_server(cfg: PlatformConfig) -> None:
     st.subheader("Bundled local model")
     try:
-        server = get_local_server(cfg.local)
-    except Exception as e:  # noqa: BLE001 - a missing wheel is reported, not raised
-        st.error(str(e))
+        server = base_workspace().servers.get(cfg.local)
+    except EndpointUnavailable as e:  # a missing model wheel is reported, not raised
+        log.warning("local model unavailable: %s", e)
+        st.error(md_escape(e))
         return
     status = server.status()
     c1, c2, c3, c4 = st.columns(4)
@@ -116,7 +128,7 @@ def _render_embedder(cfg: PlatformConfig, language: str) -> None:
     if st.button("Test embedder", icon=":material/science:"):
         with st.spinner(f"Loading {name}…"):
             t0 = time.perf_counter()
-            emb = get_embedder(cfg.embedder.name, language, cfg.embedder.batch_size)
+            emb = workspace().embedder(cfg.embedder.name, language)
             load_s = time.perf_counter() - t0
             texts = ["I can't sleep after night shifts", "Insomnia from working nights", "The bakery sells bread"] * 20
             t0 = time.perf_counter()
@@ -132,7 +144,7 @@ def _render_costs(cfg: PlatformConfig) -> None:
     client = llm_client()
     for label, sid in (("This browser session", session_id()), ("All sessions", None)):
         calls, tin, tout, cost = session_cost(cfg, client.store, sid)
-        st.markdown(f"**{label}**: {calls} calls · {tin:,} tokens in · {tout:,} tokens out · est. ${cost:.4f}")
+        st.markdown(f"**{label}**: {calls} calls · {tin:,} tokens in · {tout:,} tokens out · {md_escape(cost.label())}")
     calls = client.store.calls(session_id(), limit=200)
     if calls:
         frame = pd.DataFrame(calls)[["role", "model", "prompt_name", "prompt_version", "tokens_in", "tokens_out",
@@ -140,4 +152,5 @@ def _render_costs(cfg: PlatformConfig) -> None:
         st.dataframe(frame, hide_index=True, width="stretch")
         st.download_button("Export calls (CSV)", frame.to_csv(index=False), file_name="llm-calls.csv", mime="text/csv")
     if not cfg.prices:
-        st.caption("No price table configured ([prices.\"model\"] in secrets.toml): costs show as $0.")
+        st.caption("No price table configured ([prices.\"model\"] in secrets.toml): models other than the bundled "
+                   "one are shown as unpriced.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import streamlit as st
@@ -9,6 +10,9 @@ import streamlit as st
 from palset.dataset import Dataset
 from palset.files import MISSING_MEANS
 from ui.datasets import DEFAULT_DATASET, configured_datasets, folder_signature, load, name_for_path
+from ui.text import error_text, md_escape
+
+log = logging.getLogger(__name__)
 
 
 @st.cache_resource(max_entries=8, show_spinner="Loading dataset…")
@@ -93,8 +97,8 @@ def render_backends(dataset: Dataset) -> None:
     """Compact view of the LLM roles, local server and this session's usage."""
     from backends.config import ROLES, ConfigError
     from backends.embeddings import resolve_name
-    from backends.llm.local_server import get_local_server
-    from ui.platform_state import llm_client, platform_config, session_cost, session_id
+    from backends.llm.errors import EndpointUnavailable
+    from ui.platform_state import base_workspace, llm_client, platform_config, session_cost, session_id
 
     st.subheader("Backends")
     try:
@@ -109,17 +113,19 @@ def render_backends(dataset: Dataset) -> None:
     st.caption("\n".join(lines))
     if any(cfg.role(r).provider == "local" for r in ROLES):
         try:
-            status = get_local_server(cfg.local).status()
+            status = base_workspace().servers.get(cfg.local).status()
             state = "healthy" if status["healthy"] else ("starting" if status["running"] else "starts on first use")
-        except Exception as e:  # noqa: BLE001
+        except EndpointUnavailable as e:
+            log.warning("local model unavailable: %s", e)
             state = f"unavailable: {e}"
         st.caption(f"Local model: {state}")
     st.caption(f"Embedder: {resolve_name(cfg.embedder.name, dataset.language)}")
     try:
         calls, tin, tout, cost = session_cost(cfg, llm_client().store, session_id())
-        st.caption(f"This session: {calls} LLM calls · {tin + tout:,} tokens · est. ${cost:.4f}")
-    except Exception as e:  # noqa: BLE001 - a broken run store must not take the page down
-        st.caption(f"Usage unavailable: {e}")
+        st.caption(f"This session: {calls} LLM calls · {tin + tout:,} tokens · {md_escape(cost.label())}")
+    except Exception as e:  # a broken run store must not take the page down
+        log.exception("usage totals unavailable")
+        st.caption(f"Usage unavailable: {md_escape(error_text(e))}")
 
 
 def require_router() -> None:

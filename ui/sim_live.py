@@ -7,15 +7,14 @@ loses nothing; the runs driven here are kept in ``st.session_state["sim_live"]``
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import streamlit as st
 
-from backends.llm.errors import LLMError
 from sim.export import speaker
 from sim.roles import SimulationError
-from sim.runner import Simulation, retry_failed
-from sim.service import SimulationSetupError
+from sim.runner import Simulation
 from ui.sim_transcript import (
     SIDES,
     badge_line,
@@ -26,9 +25,11 @@ from ui.sim_transcript import (
     run_header,
     utterance_body,
 )
-from ui.text import md_escape
+from ui.text import error_text, md_escape
 
 LIVE, GO, MESSAGE = "sim_live", "sim_go", "sim_message"
+
+log = logging.getLogger(__name__)
 
 
 def live_runs() -> dict[str, Simulation]:
@@ -36,26 +37,12 @@ def live_runs() -> dict[str, Simulation]:
     return st.session_state.setdefault(LIVE, {})
 
 
-def error_text(e: Exception) -> str:
-    if isinstance(e, (LLMError, SimulationError, SimulationSetupError)):
-        return str(e)
-    return f"{type(e).__name__}: {e}"
-
-
-def resume(sim: Simulation) -> None:
-    """A stopped or failed run continues from its next missing utterance."""
-    if sim.record.status == "failed":
-        retry_failed(sim)
-    elif sim.record.status == "stopped":
-        sim.record.status = "running"
-        sim.store.set_status(sim.record.run_id, "running")
-
 
 def go_live(sims: list[Simulation]) -> None:
     """This browser session drives these runs from now on, and they advance."""
     live = live_runs()
     for sim in sims:
-        resume(sim)
+        sim.resume()
         live[sim.record.run_id] = sim
     st.session_state[GO] = True
 
@@ -86,7 +73,7 @@ def _stop(sims: list[Simulation]) -> None:
 
 def _resume(sims: list[Simulation]) -> None:
     for sim in sims:
-        resume(sim)
+        sim.resume()
     st.session_state[GO] = True
 
 
@@ -198,8 +185,9 @@ def step_once(sim: Simulation) -> None:
         placeholder.caption(f"{speaker(side, actor)} is writing… ({act.value})")
         try:
             utt = sim.step(on_token=stream_into(placeholder, badge_line(act.value, turn)))
-        except Exception as e:  # noqa: BLE001 - LLMError, SimulationError, memory problems: a message, never a traceback
-            fail(sim, e)
+        except Exception as e:  # LLMError, SimulationError, memory problems: a message, never a traceback
+            log.exception("simulation %s: turn %s %s failed", sim.record.run_id, turn, side)
+            sim.fail(error_text(e))
             placeholder.error(f"{md_escape(error_text(e))}. Every saved turn is kept; press Resume to continue.")
             return
         if utt is not None:
@@ -216,9 +204,3 @@ def stream_into(placeholder, header: str) -> Callable[[str], None]:
         placeholder.markdown(f"{header}  \n{md_escape(''.join(parts))} ▌")
 
     return on_token
-
-
-def fail(sim: Simulation, e: Exception) -> None:
-    """Mark the run failed (saved on the run) so Resume can retry it."""
-    sim.record.status, sim.record.error = "failed", error_text(e)
-    sim.store.set_status(sim.record.run_id, "failed", sim.record.error)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from memory.service import dataset_key
-from palset.dataset import Dataset
-from sim.store import SimStore
+from palset.dataset import Dataset, dataset_key
+from ui.platform_state import base_workspace
 
 
 def runs_frame(rows: list[dict]) -> pd.DataFrame:
@@ -31,7 +30,7 @@ def _open_selected_run(ids: list[str], tab_key: str, tab: str) -> None:
 
 def render_runs(dataset: Dataset, tab_key: str, tab: str) -> None:
     """Every stored run of this dataset, newest first; select one to replay or resume it."""
-    rows = SimStore().list(dataset=dataset_key(dataset.root))
+    rows = base_workspace().sims.list(dataset=dataset_key(dataset.root))
     if not rows:
         st.info("No simulation runs for this dataset yet: start one on the Simulation tab.")
         return

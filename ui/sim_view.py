@@ -16,24 +16,27 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 
 import streamlit as st
 
 from memory.methods import get_method_class
-from memory.service import dataset_key
-from palset.dataset import Dataset, User
+from palset.dataset import Dataset, User, dataset_key
 from sim.runner import Simulation
 from sim.schedule import fixed_schedule
-from sim.service import make_spec, open_simulation
+from sim.service import make_spec
 from sim.store import SimStore, run_id_for
 from sim.types import RunRecord, RunSpec
 from ui import platform_state
 from ui.memory_common import NO_COMPARE, available_methods, default_method, method_label
-from ui.sim_live import GO, error_text, go_live, live_runs, render_live
+from ui.platform_state import base_workspace
+from ui.sim_live import GO, go_live, live_runs, render_live
 from ui.sim_runs import render_runs
 from ui.sim_transcript import columns_for, export_buttons, render_utterance, run_header
-from ui.text import clip, md_escape
+from ui.text import clip, error_text, md_escape
 from ui.url_state import UrlState
+
+log = logging.getLogger(__name__)
 
 TABS = ["Simulation", "Runs"]
 MODES = ["fixed", "free"]
@@ -142,7 +145,7 @@ def _method_widgets(methods: list[str]) -> tuple[str, str]:
 
 
 def _start_button(dataset: Dataset, specs: list[RunSpec]) -> None:
-    store = SimStore()
+    store = base_workspace().sims
     stored = [_stored_status(store, run_id_for(s)) for s in specs]
     existing = [s for s in stored if s is not None]
     if existing:
@@ -168,8 +171,10 @@ def _open(dataset: Dataset, specs: list[tuple[RunSpec, str | None]]) -> list[Sim
     """Open (create or resume) each run; a setup or configuration problem is a message, never a traceback."""
     try:
         llm = platform_state.llm_client()
-        return [open_simulation(dataset, spec, llm, pair_id=pair) for spec, pair in specs]
-    except Exception as e:  # noqa: BLE001 - SimulationSetupError, ConfigError, embedder or store problems alike
+        ws = platform_state.workspace()
+        return [ws.open_simulation(dataset, spec, llm, pair_id=pair) for spec, pair in specs]
+    except Exception as e:  # SimulationSetupError, ConfigError, embedder or store problems alike
+        log.exception("cannot open the simulation")
         st.error(f"Cannot open the simulation: {md_escape(error_text(e))}")
         return None
 
@@ -194,7 +199,7 @@ def close_run(ids: list[str]) -> None:
 
 
 def render_run(dataset: Dataset, run_id: str) -> None:
-    store = SimStore()
+    store = base_workspace().sims
     try:
         record = store.load(run_id)
     except KeyError:

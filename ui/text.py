@@ -30,3 +30,16 @@ def first_sentence(text: str, limit: int = 110) -> str:
     """The first sentence (EN or ZH punctuation), clipped."""
     m = re.search(r"(.+?(?:[.!?](?=\s|$)|[。！？]))", text)
     return clip(m.group(1) if m else text, limit)
+
+
+def error_text(e: BaseException) -> str:
+    """The one way the app words an error: our typed errors carry a message written for a person (endpoint,
+    file, field); anything else is shown with its type, so a bug never passes for a message."""
+    from backends.config import ConfigError
+    from backends.llm.errors import LLMError
+    from sim.roles import SimulationError
+    from sim.service import SimulationSetupError
+
+    if isinstance(e, (LLMError, ConfigError, SimulationError, SimulationSetupError)):
+        return str(e)
+    return f"{type(e).__name__}: {e}"

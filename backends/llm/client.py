@@ -3,17 +3,24 @@
 Every call goes through the same steps — resolve the role's provider, look up the response cache,
 call with bounded retries, record the call in the run store (role, model, prompt name+version,
 tokens, latency, cache hit, error), and redact configured keys from anything that leaves.
+
+Clients are built by the composition root (:meth:`studio.workspace.Workspace.llm`). A client's
+``session_id`` and ``run_id`` never change after construction: work that must be accounted to a run
+(a memory build, a simulation, a generation) takes its own view with :meth:`LLMClient.for_run`, which
+shares providers, connections, store and cache with its parent — so two builders and a simulation in
+one browser session each record their calls under their own run id.
 """
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
-from backends.config import PlatformConfig, load_config
+from backends.config import PlatformConfig
 from backends.llm.errors import LLMError
 from backends.llm.registry import ChatProvider, build_provider
 from backends.llm.retry import RetryPolicy, call_with_retries
@@ -22,6 +29,9 @@ from backends.llm.types import ChatRequest, ChatResult, Message, StructuredFailu
 from backends.prompts import Prompt
 from backends.store.cache import ResponseCache, cache_key
 from backends.store.runstore import CallRecord, RunStore
+
+if TYPE_CHECKING:
+    from backends.llm.local_server import LocalServers
 
 M = TypeVar("M", bound=BaseModel)
 MessagesIn = Sequence[Message | dict[str, str]]
@@ -36,30 +46,54 @@ class LLMClient:
 
     def __init__(
         self,
-        config: PlatformConfig | None = None,
+        config: PlatformConfig,
         *,
-        store: RunStore | None = None,
+        store: RunStore,
         cache: ResponseCache | None = None,
         providers: dict[str, ChatProvider] | None = None,
+        servers: LocalServers | None = None,
         session_id: str | None = None,
         run_id: str | None = None,
     ):
-        self.config = config or load_config()
-        self.store = store if store is not None else RunStore()
-        self.cache = cache if cache is not None else (ResponseCache() if self.config.cache else None)
+        self.config = config
+        self.store = store
+        self.cache = cache if config.cache else None
+        self.servers = servers
         self._providers: dict[str, ChatProvider] = dict(providers or {})
-        self.session_id = session_id
-        self.run_id = run_id
+        self._session_id = session_id
+        self._run_id = run_id
         self._lock = threading.Lock()
         self._secrets = [r.api_key.get_secret_value() for r in self.config.roles.values()
                          if r.api_key and len(r.api_key.get_secret_value()) >= 4]
+
+    @property
+    def session_id(self) -> str | None:
+        """The browser session or command whose calls these are (for the sidebar's totals)."""
+        return self._session_id
+
+    @property
+    def run_id(self) -> str | None:
+        """The run (memory build, simulation, generation…) these calls are accounted to."""
+        return self._run_id
+
+    def for_run(self, run_id: str | None) -> LLMClient:
+        """A view whose calls are recorded under ``run_id``; providers, connections, store and cache are shared."""
+        view = copy.copy(self)
+        view._run_id = run_id
+        return view
+
+    def for_session(self, session_id: str | None) -> LLMClient:
+        """A view whose calls are recorded under ``session_id`` (a batch, a command); everything else is shared."""
+        view = copy.copy(self)
+        view._session_id = session_id
+        return view
 
     # ------------------------------------------------------------------ plumbing
 
     def provider(self, role: str) -> ChatProvider:
         with self._lock:
             if role not in self._providers:
-                self._providers[role] = build_provider(self.config.role(role), self.config)
+                self._providers[role] = build_provider(self.config.role(role), self.config, self.servers)
             return self._providers[role]
 
     def with_provider(self, role: str, provider: ChatProvider, **role_overrides: Any) -> LLMClient:
@@ -214,17 +248,13 @@ class LLMClient:
 
 
 class _RoleOverride(LLMClient):
-    """See :meth:`LLMClient.with_provider`; ``session_id`` and ``run_id`` read and write the parent's."""
+    """See :meth:`LLMClient.with_provider`; the ids are the parent's at the time of the override."""
 
     def __init__(self, parent: LLMClient, role: str, provider: ChatProvider, config: PlatformConfig):
         self._parent, self._role, self._override = parent, role, provider
-        super().__init__(config, store=parent.store, cache=parent.cache, session_id=parent.session_id,
-                         run_id=parent.run_id)
+        super().__init__(config, store=parent.store, cache=parent.cache, servers=parent.servers,
+                         session_id=parent.session_id, run_id=parent.run_id)
         self.cache = parent.cache
-
-    session_id = property(lambda self: self._parent.session_id,
-                          lambda self, v: setattr(self._parent, "session_id", v))
-    run_id = property(lambda self: self._parent.run_id, lambda self, v: setattr(self._parent, "run_id", v))
 
     def provider(self, role: str) -> ChatProvider:
         return self._override if role == self._role else self._parent.provider(role)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from backends.config import LocalServerConfig
-from backends.llm.local_server import get_local_server
+from backends.llm.local_server import LocalServers
 from backends.llm.openai_compat import OpenAICompatProvider
 from backends.llm.types import ChatRequest, ChatResult
 
@@ -13,8 +13,8 @@ from backends.llm.types import ChatRequest, ChatResult
 class LocalProvider:
     name = "local"
 
-    def __init__(self, cfg: LocalServerConfig, timeout: float = 60.0):
-        self.server = get_local_server(cfg)
+    def __init__(self, cfg: LocalServerConfig, servers: LocalServers, timeout: float = 60.0):
+        self.server = servers.get(cfg)
         self._timeout = timeout
         self._http: OpenAICompatProvider | None = None
 

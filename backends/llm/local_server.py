@@ -1,9 +1,10 @@
 """Supervisor of the bundled local model server (xllamacpp in a child process).
 
-One server per model configuration is shared by every caller in the process (all browser
-sessions of the app). It starts on demand on a free 127.0.0.1 port, is health-checked before use,
-restarted if it died, and stopped when the process exits (``atexit``; the child also dies with its
-parent through ``PR_SET_PDEATHSIG``), so no orphan is left behind.
+A :class:`LocalServers` pool (one per workspace, so one per app process) holds one server per model
+configuration, shared by every caller (all browser sessions of the app). A server starts on demand
+on a free 127.0.0.1 port, is health-checked before use, restarted if it died, and stopped when the
+process exits (``atexit``; the child also dies with its parent through ``PR_SET_PDEATHSIG``), so no
+orphan is left behind.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from backends.config import LOCAL_MODEL_NAME, LocalServerConfig
 from backends.llm.errors import EndpointUnavailable
-from backends.paths import PROJECT_ROOT, state_path
+from backends.paths import PROJECT_ROOT
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -45,7 +46,7 @@ def free_port() -> int:
 class LocalServer:
     """A child process serving one GGUF model over the OpenAI-compatible HTTP API."""
 
-    def __init__(self, cfg: LocalServerConfig):
+    def __init__(self, cfg: LocalServerConfig, log_dir: Path):
         self.cfg = cfg
         self.model_path = Path(cfg.model_path) if cfg.model_path else bundled_model_path()
         self.alias = LOCAL_MODEL_NAME if not cfg.model_path else self.model_path.stem
@@ -53,7 +54,8 @@ class LocalServer:
         self.proc: subprocess.Popen | None = None
         self.started_at: float | None = None
         self.restarts = 0
-        self.log_path = state_path("local_server", f"{self.model_path.stem}.log")
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = log_dir / f"{self.model_path.stem}.log"
         self._lock = threading.RLock()
 
     @property
@@ -87,10 +89,9 @@ class LocalServer:
         cmd = [sys.executable, "-m", "backends.llama_serve", "--model", str(self.model_path), "--port", str(self.port),
                "--alias", self.alias, "--ctx", str(self.cfg.ctx), "--parallel", str(self.cfg.parallel),
                "--threads", str(self.cfg.threads)]
-        log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
-        log.close()
+        with self.log_path.open("ab") as out:
+            self.proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + self.cfg.startup_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -134,22 +135,22 @@ class LocalServer:
         }
 
 
-_SERVERS: dict[str, LocalServer] = {}
-_SERVERS_LOCK = threading.Lock()
+class LocalServers:
+    """The local model servers of one workspace, one per model configuration (created, not started)."""
 
+    def __init__(self, log_dir: Path):
+        self.log_dir = log_dir
+        self._servers: dict[str, LocalServer] = {}
+        self._lock = threading.Lock()
+        atexit.register(self.stop_all)
 
-def get_local_server(cfg: LocalServerConfig) -> LocalServer:
-    """The process-wide server for this configuration (created, not started)."""
-    key = cfg.model_dump_json()
-    with _SERVERS_LOCK:
-        if key not in _SERVERS:
-            _SERVERS[key] = LocalServer(cfg)
-        return _SERVERS[key]
+    def get(self, cfg: LocalServerConfig) -> LocalServer:
+        key = cfg.model_dump_json()
+        with self._lock:
+            if key not in self._servers:
+                self._servers[key] = LocalServer(cfg, self.log_dir)
+            return self._servers[key]
 
-
-def stop_all() -> None:
-    for server in list(_SERVERS.values()):
-        server.stop()
-
-
-atexit.register(stop_all)
+    def stop_all(self) -> None:
+        for server in list(self._servers.values()):
+            server.stop()

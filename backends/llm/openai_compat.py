@@ -105,7 +105,7 @@ class OpenAICompatProvider:
         started = time.perf_counter()
         try:
             resp = self._post(req, stream=False)
-        except Exception as e:  # noqa: BLE001 - every SDK error is mapped to a typed one
+        except Exception as e:  # every SDK error is mapped to a typed one
             raise self._translate(e) from None
         try:
             choice = resp["choices"][0]
@@ -143,7 +143,7 @@ class OpenAICompatProvider:
                     finish = choice.get("finish_reason") or finish
         except LLMError:
             raise
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # every SDK error is mapped to a typed one
             raise self._translate(e) from None
         yield ChatResult(
             text="".join(parts), model=model,

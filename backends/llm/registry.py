@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from backends.config import PlatformConfig, RoleConfig
+
+if TYPE_CHECKING:
+    from backends.llm.local_server import LocalServers
 
 
 class ChatProvider(Protocol):
@@ -19,33 +22,37 @@ class ChatProvider(Protocol):
     def stream(self, req: Any) -> Any: ...
 
 
-def _local(role: RoleConfig, platform: PlatformConfig) -> ChatProvider:
+def _local(role: RoleConfig, platform: PlatformConfig, servers: LocalServers | None) -> ChatProvider:
     from backends.llm.local import LocalProvider
 
-    return LocalProvider(platform.local, timeout=role.timeout)
+    if servers is None:
+        raise ValueError("the 'local' provider needs the workspace's local servers (LLMClient(servers=...))")
+    return LocalProvider(platform.local, servers, timeout=role.timeout)
 
 
-def _openai(role: RoleConfig, platform: PlatformConfig) -> ChatProvider:
+def _openai(role: RoleConfig, platform: PlatformConfig, servers: LocalServers | None) -> ChatProvider:
     from backends.llm.openai_compat import OpenAICompatProvider
 
     key = role.api_key.get_secret_value() if role.api_key else None
     return OpenAICompatProvider(role.base_url, key, timeout=role.timeout)
 
 
-def _fake(role: RoleConfig, platform: PlatformConfig) -> ChatProvider:
+def _fake(role: RoleConfig, platform: PlatformConfig, servers: LocalServers | None) -> ChatProvider:
     raise ValueError("the 'fake' provider is for tests: pass a ScriptedLLM to LLMClient(providers=...)")
 
 
-PROVIDERS: dict[str, Callable[[RoleConfig, PlatformConfig], ChatProvider]] = {
+ProviderFactory = Callable[[RoleConfig, PlatformConfig, "LocalServers | None"], ChatProvider]
+
+PROVIDERS: dict[str, ProviderFactory] = {
     "local": _local,
     "openai": _openai,
     "fake": _fake,
 }
 
 
-def build_provider(role: RoleConfig, platform: PlatformConfig) -> ChatProvider:
+def build_provider(role: RoleConfig, platform: PlatformConfig, servers: LocalServers | None = None) -> ChatProvider:
     try:
         factory = PROVIDERS[role.provider]
     except KeyError:
         raise ValueError(f"unknown provider {role.provider!r} (known: {', '.join(PROVIDERS)})") from None
-    return factory(role, platform)
+    return factory(role, platform, servers)

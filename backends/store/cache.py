@@ -9,12 +9,10 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 from backends.llm.types import ChatRequest, ChatResult
-from backends.paths import state_path
-from backends.store.db import connect
+from backends.store.db import Database
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS response_cache (
     key TEXT PRIMARY KEY, endpoint TEXT, model TEXT, result TEXT NOT NULL, created_at REAL, hits INTEGER DEFAULT 0)"""
@@ -37,13 +35,15 @@ def cache_key(endpoint: str, req: ChatRequest, salt: str = "") -> str:
 
 
 class ResponseCache:
-    def __init__(self, path: Path | None = None):
-        self.path = path or state_path("cache.sqlite")
-        with connect(self.path) as conn:
+    """Cached chat results in their own SQLite file (``cache.sqlite``), so clearing it never touches records."""
+
+    def __init__(self, db: Database):
+        self.db = db
+        with db.write() as conn:
             conn.execute(_SCHEMA)
 
     def get(self, key: str) -> ChatResult | None:
-        with connect(self.path) as conn:
+        with self.db.write() as conn:
             row = conn.execute("SELECT result FROM response_cache WHERE key = ?", (key,)).fetchone()
             if row is None:
                 return None
@@ -51,14 +51,14 @@ class ResponseCache:
         return ChatResult.model_validate_json(row[0]).model_copy(update={"cache_hit": True, "latency_ms": 0.0})
 
     def put(self, key: str, endpoint: str, result: ChatResult) -> None:
-        with connect(self.path) as conn:
+        with self.db.write() as conn:
             conn.execute("INSERT OR REPLACE INTO response_cache (key, endpoint, model, result, created_at) "
                          "VALUES (?, ?, ?, ?, ?)", (key, endpoint, result.model, result.model_dump_json(), time.time()))
 
     def delete(self, key: str) -> None:
-        with connect(self.path) as conn:
+        with self.db.write() as conn:
             conn.execute("DELETE FROM response_cache WHERE key = ?", (key,))
 
     def size(self) -> int:
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             return int(conn.execute("SELECT COUNT(*) FROM response_cache").fetchone()[0])

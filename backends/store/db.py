@@ -1,77 +1,85 @@
-"""SQLite connections configured for many readers and writers: WAL, busy timeout, foreign keys.
+"""One SQLite file shared by many threads and processes: WAL, busy timeout, foreign keys.
 
-Each operation runs in its own immediate transaction on a connection owned by the calling thread
-(safe across threads and processes). Connections are reused per (thread, file) — opening and
-configuring one cost more than most of the statements run on it — with a small bound per thread.
-One idle connection per database file also stays open for the life of the process: without it,
-every close of the last connection checkpoints and deletes the WAL file, which made each write cost
-milliseconds.
+A :class:`Database` hands each thread its own connection (reused per thread — opening and
+configuring one cost more than most statements run on it) and keeps one idle connection open for
+its life: without it, every close of the last connection checkpoints and deletes the WAL file,
+which made each write cost milliseconds.
+
+Writes run in ``BEGIN IMMEDIATE`` transactions (:meth:`Database.write`), so two writers never
+deadlock on a lock upgrade. Reads run in deferred transactions (:meth:`Database.read`): under WAL
+they see one consistent snapshot and never take the write lock, so a slow reader cannot delay a
+writer.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
-_KEEPERS: dict[str, sqlite3.Connection] = {}
-_KEEPERS_LOCK = threading.Lock()
-_LOCAL = threading.local()
-MAX_PER_THREAD = 8  # distinct database files a thread keeps a connection to
+log = logging.getLogger(__name__)
 
 
-def _keep_open(path: Path) -> None:
-    key = str(path)
-    if key in _KEEPERS:
-        return
-    with _KEEPERS_LOCK:
-        if key not in _KEEPERS:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(key, timeout=30.0, check_same_thread=False, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")  # persistent: set once per file
-            _KEEPERS[key] = conn
+class Database:
+    """A SQLite file; construct one per file and share it (the composition root does)."""
 
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._keeper = sqlite3.connect(str(self.path), timeout=30.0, check_same_thread=False, isolation_level=None)
+        self._keeper.execute("PRAGMA journal_mode=WAL")  # persistent: set once per file
+        self._local = threading.local()
 
-def _open(key: str) -> sqlite3.Connection:
-    conn = sqlite3.connect(key, timeout=30.0, isolation_level=None)
-    conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA foreign_keys=ON")
-    conn.execute("PRAGMA busy_timeout=30000")
-    return conn
-
-
-def _thread_connection(path: Path) -> sqlite3.Connection:
-    """This thread's connection to ``path`` (opened on first use; the least recently used beyond the bound closes)."""
-    pool: OrderedDict[str, sqlite3.Connection] | None = getattr(_LOCAL, "pool", None)
-    if pool is None:
-        pool = _LOCAL.pool = OrderedDict()
-    key = str(path)
-    conn = pool.get(key)
-    if conn is not None and path.exists():
-        pool.move_to_end(key)
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA busy_timeout=30000")
+        conn.execute("PRAGMA journal_mode=WAL")  # a no-op once the file is in WAL mode; sets it on a recreated file
         return conn
-    if conn is not None:  # the file was deleted (a test's temporary folder): start afresh
-        pool.pop(key).close()
-    _keep_open(path)
-    conn = pool[key] = _open(key)
-    while len(pool) > MAX_PER_THREAD:
-        pool.popitem(last=False)[1].close()
-    return conn
 
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection (opened on first use; reopened if the file was deleted)."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None and self.path.exists():
+            return conn
+        if conn is not None:  # the file was deleted (a test's temporary folder): start afresh
+            log.info("database %s was deleted; reopening", self.path)
+            conn.close()
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = self._local.conn = self._open()
+        return conn
 
-@contextmanager
-def connect(path: Path) -> Iterator[sqlite3.Connection]:
-    """An immediate transaction on this thread's connection; commits on success, rolls back on error."""
-    conn = _thread_connection(path)
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:  # SQLite may already have rolled back (e.g. on a full disk)
-            conn.execute("ROLLBACK")
-        raise
+    @contextmanager
+    def _transaction(self, begin: str) -> Iterator[sqlite3.Connection]:
+        conn = self.connection()
+        if conn.in_transaction:
+            raise RuntimeError(f"nested transaction on {self.path} in one thread (would wait on its own lock)")
+        conn.execute(begin)
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:  # SQLite may already have rolled back (e.g. on a full disk)
+                conn.execute("ROLLBACK")
+            raise
+
+    def write(self) -> AbstractContextManager[sqlite3.Connection]:
+        """An immediate transaction: commits on success, rolls back on error."""
+        return self._transaction("BEGIN IMMEDIATE")
+
+    def read(self) -> AbstractContextManager[sqlite3.Connection]:
+        """A deferred transaction for reading: one consistent snapshot, no write lock."""
+        return self._transaction("BEGIN")
+
+    def close(self) -> None:
+        """Close this thread's connection and the keeper (other threads' connections close with their threads)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+        self._keeper.close()

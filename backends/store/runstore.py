@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import threading
 import time
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from backends.paths import state_path
-from backends.store.db import connect
-from backends.store.schema import migrate
+from backends.store.db import Database
 
 
 class CallRecord(BaseModel):
@@ -44,32 +40,31 @@ class Totals(BaseModel):
 
 
 class RunStore:
-    """SQLite (WAL) file under PAL_HOME; safe to share between threads and processes."""
+    """The LLM-call accounting of the run store (``runs.sqlite``); safe to share between threads and processes."""
 
-    _migrated: set[Path] = set()
-    _lock = threading.Lock()
-
-    def __init__(self, path: Path | None = None):
-        self.path = path or state_path("runs.sqlite")
-        with RunStore._lock:
-            if self.path not in RunStore._migrated:
-                with connect(self.path) as conn:
-                    migrate(conn)
-                RunStore._migrated.add(self.path)
+    def __init__(self, db: Database):
+        self.db = db
 
     def record_call(self, rec: CallRecord) -> int:
         data = rec.model_dump()
         cols = ", ".join(["ts", *data])
         marks = ", ".join("?" * (len(data) + 1))
-        with connect(self.path) as conn:
+        with self.db.write() as conn:
             cur = conn.execute(f"INSERT INTO llm_calls ({cols}) VALUES ({marks})", (time.time(), *data.values()))
             return int(cur.lastrowid)
 
     def calls(self, session_id: str | None = None, limit: int = 500) -> list[dict]:
         sql = "SELECT * FROM llm_calls" + (" WHERE session_id = ?" if session_id else "") + " ORDER BY id DESC LIMIT ?"
         args = (session_id, limit) if session_id else (limit,)
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             return [dict(r) for r in conn.execute(sql, args)]
+
+    def by_prompt(self, run_id: str) -> dict[str, tuple[int, int, int, float]]:
+        """Prompt name → (calls, tokens in, tokens out, LLM seconds) of one run."""
+        with self.db.read() as conn:
+            rows = conn.execute("SELECT prompt_name, COUNT(*), SUM(tokens_in), SUM(tokens_out), SUM(latency_ms) "
+                                "FROM llm_calls WHERE run_id=? GROUP BY prompt_name", (run_id,)).fetchall()
+        return {r[0]: (r[1], r[2] or 0, r[3] or 0, (r[4] or 0) / 1000) for r in rows}
 
     def totals(self, session_id: str | None = None, run_id: str | None = None) -> Totals:
         """Sums over one browser session, one run (e.g. a memory build), or everything."""
@@ -81,7 +76,7 @@ class RunStore:
             conds.append("run_id = ?")
             args.append(run_id)
         where = (" WHERE " + " AND ".join(conds)) if conds else ""
-        with connect(self.path) as conn:
+        with self.db.read() as conn:
             rows = conn.execute(
                 "SELECT model, COUNT(*), SUM(error IS NOT NULL), SUM(cache_hit), SUM(tokens_in), SUM(tokens_out) "
                 f"FROM llm_calls{where} GROUP BY model", args).fetchall()

@@ -1,13 +1,22 @@
-"""The run store's schema: one ordered list of migrations, applied once each, recorded in ``schema_version``.
+"""Schema migrations: numbered, applied once each, recorded in ``schema_version``.
 
-Add a migration by appending to :data:`MIGRATIONS`; never edit one that has shipped.
+Each domain declares its own tables as a list of :data:`Migration` next to its store (``memory/schema.py``,
+``sim/schema.py``, …); the composition root (:mod:`studio.workspace`) applies all of them to the run
+store. Numbers are global and never reused; a migration that has shipped is never edited. Migrations
+are applied in number order, and any number not yet applied is applied — so a migration merged with a
+lower number than one already applied still runs (each migration only adds its own tables or columns).
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 
-MIGRATIONS: list[tuple[int, str, str]] = [
+from backends.store.db import Database
+
+Migration = tuple[int, str, str]  # (number, name, SQL statements separated by ';')
+
+MIGRATIONS: list[Migration] = [
     (
         1,
         "llm calls",
@@ -35,198 +44,40 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE INDEX llm_calls_run ON llm_calls(run_id);
         """,
     ),
-    (
-        2,
-        "memory builds, versioned items, forgotten items",
-        """
-        CREATE TABLE memory_builds (
-            build_id TEXT PRIMARY KEY,
-            dataset TEXT NOT NULL,
-            user_id TEXT NOT NULL,
-            method TEXT NOT NULL,
-            config TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL
-        );
-        CREATE TABLE memory_build_stages (
-            build_id TEXT NOT NULL REFERENCES memory_builds(build_id) ON DELETE CASCADE,
-            stage INTEGER NOT NULL,
-            sample_id TEXT NOT NULL,
-            finished_at REAL NOT NULL,
-            llm_calls INTEGER NOT NULL DEFAULT 0,
-            tokens_in INTEGER NOT NULL DEFAULT 0,
-            tokens_out INTEGER NOT NULL DEFAULT 0,
-            seconds REAL NOT NULL DEFAULT 0,
-            notes TEXT NOT NULL DEFAULT '[]',
-            PRIMARY KEY (build_id, stage)
-        );
-        CREATE TABLE memory_items (
-            build_id TEXT NOT NULL REFERENCES memory_builds(build_id) ON DELETE CASCADE,
-            item_id TEXT NOT NULL,
-            version INTEGER NOT NULL,
-            layer TEXT NOT NULL,
-            valid_from INTEGER NOT NULL,
-            valid_to INTEGER,
-            data TEXT NOT NULL,
-            PRIMARY KEY (build_id, item_id, version)
-        );
-        CREATE INDEX memory_items_valid ON memory_items(build_id, valid_from, valid_to);
-        CREATE TABLE memory_forgotten (
-            build_id TEXT NOT NULL REFERENCES memory_builds(build_id) ON DELETE CASCADE,
-            item_id TEXT NOT NULL,
-            forgotten_at REAL NOT NULL,
-            reason TEXT NOT NULL,
-            PRIMARY KEY (build_id, item_id)
-        )
-        """,
-    ),
-    (
-        3,
-        "simulation runs and turns",
-        """
-        CREATE TABLE sim_runs (
-            run_id TEXT PRIMARY KEY,
-            dataset TEXT NOT NULL,
-            user_id TEXT NOT NULL,
-            sample_id TEXT NOT NULL,
-            topic_key TEXT NOT NULL,
-            method TEXT NOT NULL,
-            mode TEXT NOT NULL,
-            seed TEXT NOT NULL,
-            status TEXT NOT NULL,
-            data TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL
-        );
-        CREATE INDEX sim_runs_task ON sim_runs(dataset, user_id, sample_id, topic_key, method);
-        CREATE TABLE sim_turns (
-            run_id TEXT NOT NULL REFERENCES sim_runs(run_id) ON DELETE CASCADE,
-            turn_no INTEGER NOT NULL,
-            side TEXT NOT NULL,
-            data TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            PRIMARY KEY (run_id, turn_no, side)
-        )
-        """,
-    ),    (
-        4,
-        "evaluation judgments and single-turn bench results",
-        """
-        CREATE TABLE judgments (
-            judgment_key TEXT PRIMARY KEY,
-            dataset TEXT NOT NULL,
-            user_id TEXT NOT NULL,
-            sample_id TEXT NOT NULL,
-            topic_key TEXT NOT NULL,
-            aspect TEXT NOT NULL,
-            method_a TEXT NOT NULL,
-            method_b TEXT NOT NULL,
-            run_a TEXT NOT NULL,
-            run_b TEXT NOT NULL,
-            k INTEGER NOT NULL,
-            judge_model TEXT NOT NULL,
-            prompt_version TEXT NOT NULL,
-            data TEXT NOT NULL,
-            created_at REAL NOT NULL
-        );
-        CREATE INDEX judgments_pair ON judgments(dataset, method_a, method_b, aspect);
-        CREATE TABLE bench_results (
-            result_key TEXT PRIMARY KEY,
-            dataset TEXT NOT NULL,
-            user_id TEXT NOT NULL,
-            sample_id TEXT NOT NULL,
-            topic_key TEXT NOT NULL,
-            method TEXT NOT NULL,
-            task TEXT NOT NULL,
-            model TEXT NOT NULL,
-            prompt_version TEXT NOT NULL,
-            data TEXT NOT NULL,
-            created_at REAL NOT NULL
-        );
-        CREATE INDEX bench_results_method ON bench_results(dataset, method, task)
-        """,
-    ),
-    (
-        5,
-        "review accounts, batches, assignments and answers",
-        """
-        CREATE TABLE review_accounts (
-            name TEXT PRIMARY KEY,
-            role TEXT NOT NULL,
-            password_hash TEXT NOT NULL,
-            created_at REAL NOT NULL
-        );
-        CREATE TABLE review_batches (
-            batch_id TEXT PRIMARY KEY,
-            title TEXT NOT NULL,
-            task TEXT NOT NULL,
-            dataset TEXT NOT NULL,
-            seed INTEGER NOT NULL,
-            overlap INTEGER NOT NULL,
-            annotators TEXT NOT NULL,
-            guidelines TEXT NOT NULL,
-            data TEXT NOT NULL,
-            created_by TEXT NOT NULL,
-            created_at REAL NOT NULL
-        );
-        CREATE TABLE review_items (
-            batch_id TEXT NOT NULL REFERENCES review_batches(batch_id) ON DELETE CASCADE,
-            item_no INTEGER NOT NULL,
-            item_key TEXT NOT NULL,
-            payload TEXT NOT NULL,
-            PRIMARY KEY (batch_id, item_no)
-        );
-        CREATE TABLE review_assignments (
-            batch_id TEXT NOT NULL REFERENCES review_batches(batch_id) ON DELETE CASCADE,
-            item_no INTEGER NOT NULL,
-            annotator TEXT NOT NULL,
-            PRIMARY KEY (batch_id, item_no, annotator)
-        );
-        CREATE INDEX review_assignments_annotator ON review_assignments(annotator, batch_id, item_no);
-        CREATE TABLE review_answers (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            batch_id TEXT NOT NULL REFERENCES review_batches(batch_id) ON DELETE CASCADE,
-            item_no INTEGER NOT NULL,
-            annotator TEXT NOT NULL,
-            question TEXT NOT NULL,
-            value TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            UNIQUE (batch_id, item_no, annotator, question)
-        )
-        """,
-    ),
-    (
-        6,
-        "PersonaMem-v2 answer records",
-        """
-        CREATE TABLE personamem_records (
-            history_key TEXT NOT NULL,
-            method TEXT NOT NULL,
-            item_id TEXT NOT NULL,
-            form TEXT NOT NULL,
-            seed INTEGER,
-            data TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            PRIMARY KEY (history_key, method, item_id, form)
-        )
-        """,
-    ),
 ]
 
 
-def current_version(conn: sqlite3.Connection) -> int:
+def applied_versions(conn: sqlite3.Connection) -> set[int]:
     conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, name TEXT, applied_at REAL)")
-    row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
-    return int(row[0] or 0)
+    return {int(r[0]) for r in conn.execute("SELECT version FROM schema_version")}
 
 
-def migrate(conn: sqlite3.Connection) -> int:
-    """Apply every pending migration inside the caller's transaction; returns the new version."""
-    version = current_version(conn)
-    for number, name, sql in MIGRATIONS:
-        if number > version:
-            for statement in filter(str.strip, sql.split(";")):
-                conn.execute(statement)
-            conn.execute("INSERT INTO schema_version VALUES (?, ?, strftime('%s','now'))", (number, name))
-            version = number
-    return version
+def current_version(conn: sqlite3.Connection) -> int:
+    return max(applied_versions(conn), default=0)
+
+
+def migrate(conn: sqlite3.Connection, migrations: Iterable[Migration]) -> list[int]:
+    """Apply every migration not yet applied, in number order, inside the caller's transaction.
+
+    Returns the numbers applied now. Two migrations with one number are a programming error."""
+    todo = sorted(migrations)
+    numbers = [m[0] for m in todo]
+    if len(numbers) != len(set(numbers)):
+        dup = next(n for n in numbers if numbers.count(n) > 1)
+        raise ValueError(f"two migrations are numbered {dup}")
+    done = applied_versions(conn)
+    applied = []
+    for number, name, sql in todo:
+        if number in done:
+            continue
+        for statement in filter(str.strip, sql.split(";")):
+            conn.execute(statement)
+        conn.execute("INSERT INTO schema_version VALUES (?, ?, strftime('%s','now'))", (number, name))
+        applied.append(number)
+    return applied
+
+
+def migrate_database(db: Database, migrations: Iterable[Migration]) -> list[int]:
+    """Apply pending migrations to ``db`` in one write transaction."""
+    with db.write() as conn:
+        return migrate(conn, migrations)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+from functools import cache
 from importlib import import_module
+
+log = logging.getLogger(__name__)
 
 # name → "module:Class"; modules are imported when a method is used
 METHODS: dict[str, str] = {
@@ -25,3 +29,19 @@ def get_method_class(name: str):
     except KeyError:
         raise ValueError(f"unknown memory method {name!r} (methods: {', '.join(METHODS)})") from None
     return getattr(import_module(module), cls)
+
+
+@cache
+def method_availability() -> dict[str, str | None]:
+    """Every registered method → None when it imports in this install, else why not (an optional dependency
+    missing, a broken module). Computed once per process; failures are logged with their traceback."""
+    out: dict[str, str | None] = {}
+    for name in METHODS:
+        try:
+            get_method_class(name)
+        except Exception as e:  # any import-time failure makes the method unavailable, never the page
+            log.warning("memory method %s is unavailable", name, exc_info=True)
+            out[name] = f"{type(e).__name__}: {e}"
+        else:
+            out[name] = None
+    return out

@@ -44,7 +44,7 @@ class Plum(MemoryMethod):
 
     @property
     def adapters(self) -> AdapterStore:
-        return AdapterStore.for_build(self.ctx.dataset, self.ctx.user.uid, self.ctx.build_id)
+        return AdapterStore(self.ctx.require_files())
 
     def base(self):
         from memory.plum.model import load_base
@@ -90,4 +90,5 @@ class Plum(MemoryMethod):
     def assistant_provider(self, current: Session | None = None):
         from memory.plum.provider import PlumProvider
 
-        return PlumProvider(self, current)
+        return PlumProvider(self, current, dataset=self.ctx.dataset, user_id=self.ctx.user.uid,
+                            config=self.ctx.config)

@@ -16,8 +16,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from backends.paths import state_path
-
 RECORD = "train.json"
 WEIGHTS = "adapter_model.safetensors"
 
@@ -55,22 +53,12 @@ class Checkpoint(BaseModel):
         return "plum_" + hashlib.sha1(str(self.folder.resolve()).encode()).hexdigest()[:12] + "_" + self.record.version
 
 
-def adapter_root(dataset: str, user_id: str, build_id: str) -> Path:
-    slug = hashlib.sha1(dataset.encode()).hexdigest()[:10]
-    root = state_path("plum", slug, user_id, build_id, "x").parent
-    root.mkdir(parents=True, exist_ok=True)
-    return root
-
-
 class AdapterStore:
     """The checkpoints of one (dataset, user, build)."""
 
     def __init__(self, root: Path):
         self.root = root
-
-    @classmethod
-    def for_build(cls, dataset: str, user_id: str, build_id: str) -> AdapterStore:
-        return cls(adapter_root(dataset, user_id, build_id))
+        root.mkdir(parents=True, exist_ok=True)
 
     def folder(self, position: int, sample_id: str) -> Path:
         return self.root / f"{position:03d}_{sample_id}"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from backends.llm.types import ChatRequest, ChatResult
 from memory.plum.adapter import Checkpoint
@@ -19,23 +19,34 @@ from memory.plum.generate import Generated, stream_tokens
 from memory.plum.model import attach, detach
 
 if TYPE_CHECKING:
-    from memory.methods.plum import Plum
     from palset.dataset import Session
 
 MAX_LOADED = 4  # adapters kept attached to the shared model
 
 
+class AdapterSource(Protocol):
+    """What the provider needs of a PLUM memory (:class:`memory.methods.plum.Plum` is one)."""
+
+    def checkpoint(self, current: Session | None) -> Checkpoint | None:
+        """The adapter that answers during ``current`` (trained on earlier sessions only), or None."""
+
+    def base(self) -> Any:
+        """The shared base model the adapters attach to."""
+
+
 class PlumProvider:
     name = "plum"
 
-    def __init__(self, method: Plum, current: Session | None = None):
-        self.method, self.current = method, current
-        self.max_new_tokens = int(method.ctx.config.get("max_new_tokens", 160))
+    def __init__(self, source: AdapterSource, current: Session | None, *, dataset: str, user_id: str,
+                 config: Mapping[str, Any]):
+        self.source, self.current = source, current
+        self.dataset, self.user_id = dataset, user_id
+        self.base_model = str(config.get("base_model") or "bundled")
+        self.max_new_tokens = int(config.get("max_new_tokens", 160))
 
     @property
     def model(self) -> str:
-        base = str(self.method.ctx.config.get("base_model") or "bundled")
-        return f"plum/{'SmolLM2-135M-Instruct' if base == 'bundled' else base}"
+        return f"plum/{'SmolLM2-135M-Instruct' if self.base_model == 'bundled' else self.base_model}"
 
     @property
     def role_overrides(self) -> dict[str, str]:
@@ -44,14 +55,14 @@ class PlumProvider:
         return {"model": self.model, "structured_mode": "prompt"}
 
     def checkpoint(self) -> Checkpoint | None:
-        return self.method.checkpoint(self.current)
+        return self.source.checkpoint(self.current)
 
     @property
     def endpoint(self) -> str:
         ckpt = self.checkpoint()
-        slug = hashlib.sha1(self.method.ctx.dataset.encode()).hexdigest()[:10]
+        slug = hashlib.sha1(self.dataset.encode()).hexdigest()[:10]
         at = f"{ckpt.record.sample_id}-{ckpt.record.version}" if ckpt else "base"
-        return f"plum://{slug}/{self.method.ctx.user.uid}@{at}"
+        return f"plum://{slug}/{self.user_id}@{at}"
 
     def _adapter(self, base) -> str | None:
         ckpt = self.checkpoint()
@@ -67,7 +78,7 @@ class PlumProvider:
 
     def stream(self, req: ChatRequest) -> Iterator[str | ChatResult]:
         started = time.perf_counter()
-        base = self.method.base()
+        base = self.source.base()
         adapter = self._adapter(base)
         msgs = [{"role": m.role, "content": m.content} for m in req.messages]
         for chunk in stream_tokens(base, msgs, adapter, max_new_tokens=min(req.max_tokens, self.max_new_tokens),
@@ -89,7 +100,7 @@ class PlumProvider:
         return result
 
 
-def probe(method: Plum, question: str, checkpoint: Checkpoint | None, max_new_tokens: int = 80) -> dict[str, str]:
+def probe(method: AdapterSource, question: str, checkpoint: Checkpoint | None, max_new_tokens: int = 80) -> dict[str, str]:
     """Greedy answers to ``question`` by the adapted model (``checkpoint``) and by the base model alone."""
     from memory.plum.generate import generate
 

@@ -14,7 +14,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from backends.paths import state_path
 from palset.assemble import BundleLog, BundleTopic, BundleTurn, BundleUtterance, UserBundle, write_release
 from palset.files import locate, read_json
 from palset.loader import load_dataset
@@ -89,10 +88,10 @@ def next_uid(taken: set[str]) -> str:
 
 
 @contextmanager
-def folder_lock(root: Path):
-    """One writer per dataset folder, across threads and processes."""
+def folder_lock(root: Path, locks: Path):
+    """One writer per dataset folder, across threads and processes (lock files live in ``locks``)."""
     digest = hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:16]
-    with _LOCK, open(state_path("synth", "locks", f"{digest}.lock"), "w") as handle:
+    with _LOCK, open(locks / f"{digest}.lock", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -124,7 +123,7 @@ class AssembleStep(Step):
         errors, warnings = validate_alone(build_bundle(ctx.run.uid or "9999", ctx.config.lang, ctx.inputs))
         if errors:
             raise StepFailed("assemble: the user does not pass pal validate: " + "; ".join(errors[:3]))
-        with folder_lock(root):
+        with folder_lock(root, ctx.store.locks):
             taken = existing_uids(root)
             uid = ctx.run.uid or next_uid(taken)  # a run re-assembled replaces its own user
             bundle = build_bundle(uid, ctx.config.lang, ctx.inputs)

@@ -1,9 +1,6 @@
 import pytest
 
-from backends.config import load_config
-from backends.llm.client import LLMClient
-from backends.store.cache import ResponseCache
-from backends.store.runstore import RunStore
+from testkit.workspace import make_workspace
 
 
 @pytest.fixture
@@ -16,9 +13,7 @@ def pal_home(tmp_path, monkeypatch):
 def make_client(pal_home):
     """LLMClient over given providers (role → provider) or an endpoint URL for every role."""
 
-    def make(providers=None, env=None, **kwargs):
-        cfg = load_config(secrets={}, env=env or {})
-        return LLMClient(cfg, store=RunStore(pal_home / "runs.sqlite"), cache=ResponseCache(pal_home / "cache.sqlite"),
-                         providers=providers, session_id="s1", **kwargs)
+    def make(providers=None, env=None):
+        return make_workspace(pal_home, providers, env=env or {}).llm(session_id="s1")
 
     return make

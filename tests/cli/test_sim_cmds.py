@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from bench.fixture import make_release
-from tests.backends.fault_server import FaultServer, completion
+from testkit.fault_server import FaultServer, completion
+from testkit.release import make_release
 from tests.cli.test_dataset_cmds import PAL
 
 pytestmark = pytest.mark.slow

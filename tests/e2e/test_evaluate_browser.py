@@ -5,15 +5,13 @@ from __future__ import annotations
 import pytest
 
 from backends.config import ROLES, load_config
-from backends.llm.client import LLMClient
 from backends.llm.fake import ScriptedLLM
 from evaluation.service import judge_runs, pair_runs
-from evaluation.store import EvalStore
-from memory.service import dataset_key
+from palset.dataset import dataset_key
 from palset.loader import load_dataset
-from sim.store import SimStore
+from testkit.browser import browser_page, chromium_available, running_app
 from tests.conftest import DEMO
-from tests.e2e.browser import browser_page, chromium_available, running_app
+from tests.pages.apptest import app_workspace
 from tests.pages.test_evaluate_page import PAIR, SAMPLE, A, B, judge, store_run
 
 pytestmark = [
@@ -39,9 +37,10 @@ def prepare() -> None:
 
     store_run(A, "topic-1", MARKER)
     store_run(B, "topic-1", "plain")
-    client = LLMClient(load_config(secrets={}, env={}), providers=dict.fromkeys(ROLES, ScriptedLLM(judge)))
-    pairs = pair_runs(SimStore(), dataset_key(DEMO), A, B)
-    judged = judge_runs(client, load_dataset(DEMO), SimStore(), EvalStore(), pairs, ["requirement", "preference"], k=2)
+    ws = app_workspace()
+    client = ws.with_config(load_config(secrets={}, env={})).llm(providers=dict.fromkeys(ROLES, ScriptedLLM(judge)))
+    pairs = pair_runs(ws.sims, dataset_key(DEMO), A, B)
+    judged = judge_runs(client, load_dataset(DEMO), ws.sims, ws.evals, pairs, ["requirement", "preference"], k=2)
     assert [j.decision for j in judged] == ["win", "win"]
 
 

@@ -6,14 +6,10 @@ from urllib.parse import urlparse
 
 import pytest
 
-from backends.embeddings import get_embedder
-from backends.vectorstore import ChromaStore
-from memory.build import MemoryBuilder
-from memory.service import dataset_key
-from memory.store import MemoryStore
 from palset.loader import load_dataset
+from testkit.browser import browser_page, chromium_available, running_app
 from tests.conftest import DEMO, read, write
-from tests.e2e.browser import browser_page, chromium_available, running_app
+from tests.pages.apptest import app_workspace
 
 pytestmark = [
     pytest.mark.browser,
@@ -33,10 +29,7 @@ def pal_env(tmp_path, monkeypatch) -> dict[str, str]:
 
 
 def prebuild(root, uid: str, method: str = "rag-turn") -> None:
-    dataset = load_dataset(root)
-    embedder = get_embedder("hash")
-    MemoryBuilder(dataset_key(dataset.root), dataset.users[uid], method, MemoryStore(), ChromaStore(embedder),
-                  embedder).run()
+    app_workspace().open_builder(load_dataset(root), uid, method).run()
 
 
 def _external(requests: list[str]) -> list[str]:

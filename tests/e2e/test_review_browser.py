@@ -8,13 +8,12 @@ import time
 
 import pytest
 
-from memory.service import dataset_key
+from palset.dataset import dataset_key
 from palset.loader import load_dataset
-from review.accounts import AccountStore
 from review.batches import plan_batch, quality_candidates
-from review.store import ReviewStore
+from testkit.browser import browser_page, chromium_available, running_app
 from tests.conftest import DEMO
-from tests.e2e.browser import browser_page, chromium_available, running_app
+from tests.pages.apptest import app_workspace
 
 pytestmark = [
     pytest.mark.browser,
@@ -78,8 +77,9 @@ def _blur(page) -> None:
 
 
 def test_annotator_answers_a_quality_batch_with_the_keyboard(pal_env):
-    AccountStore().add("ann", "annotator", PASSWORD)
-    store = ReviewStore()
+    accounts = app_workspace().accounts
+    accounts.add("ann", "annotator", PASSWORD)
+    store = app_workspace().reviews
     batch = store.create_batch(plan_batch("Keys", "quality", dataset_key(DEMO), quality_candidates(load_dataset(DEMO)),
                                           3, 7, 1, ["ann"]), "admin")
     mine = store.assigned(batch, "ann")

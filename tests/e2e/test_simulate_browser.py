@@ -10,10 +10,11 @@ import pytest
 from palset.loader import load_dataset
 from sim.schedule import fixed_schedule
 from sim.service import make_spec
-from sim.store import SimStore, run_id_for
-from tests.backends.fault_server import FaultServer, completion
+from sim.store import run_id_for
+from testkit.browser import browser_page, chromium_available, running_app
+from testkit.fault_server import FaultServer, completion
 from tests.conftest import DEMO
-from tests.e2e.browser import browser_page, chromium_available, running_app
+from tests.pages.apptest import app_workspace
 
 pytestmark = [
     pytest.mark.browser,
@@ -88,7 +89,7 @@ def test_two_methods_side_by_side_stream_and_show_both_transcripts(app_env, fake
             assert "assistant answers (Requirement Prediction) politely" in first_reply.inner_text()
         assert page.get_by_text("Feedback Response").count() >= 2  # act badges
         assert "run=run-1001-vanilla-log-" in page.evaluate("location.href")
-    runs = [SimStore().load(run_id_for(make_spec(dataset, UID, SAMPLE, TOPIC, m))) for m in ("vanilla-log", "vanilla")]
+    runs = [app_workspace().sims.load(run_id_for(make_spec(dataset, UID, SAMPLE, TOPIC, m))) for m in ("vanilla-log", "vanilla")]
     assert [r.status for r in runs] == ["finished", "finished"] and runs[0].pair_id == runs[1].pair_id
     streamed = [b for b in fake_server.requests if b.get("stream")]
     assert len(streamed) == 2 * turns  # every assistant turn of both runs came as a token stream

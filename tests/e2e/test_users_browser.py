@@ -8,8 +8,8 @@ from urllib.parse import urlparse
 
 import pytest
 
+from testkit.browser import browser_page, chromium_available, running_app
 from tests.conftest import read, write
-from tests.e2e.browser import browser_page, chromium_available, running_app
 
 pytestmark = [
     pytest.mark.browser,

@@ -7,17 +7,15 @@ import re
 
 import pytest
 
-from backends.config import ROLES, load_config
-from backends.llm.client import LLMClient
+from backends.config import ROLES
 from backends.llm.fake import ScriptedLLM
 from backends.llm.types import ChatRequest
-from backends.store.cache import ResponseCache
-from backends.store.runstore import RunStore
-from memory.service import dataset_key
+from palset.dataset import dataset_key
 from palset.loader import load_dataset
 from palset.vocab import Act
 from sim.store import SimStore, run_id_for
 from sim.types import RunRecord, RunSpec, Utterance
+from testkit.workspace import make_workspace
 from tests.conftest import DEMO
 
 MARKER = "ZEBRA"
@@ -30,18 +28,21 @@ def demo():
 
 
 @pytest.fixture
-def env(tmp_path, monkeypatch):
-    """(make_llm(reply) → (LLMClient, ScriptedLLM), SimStore, db path) over a temporary PAL_HOME."""
+def eval_ws(tmp_path, monkeypatch):
+    """The workspace over a temporary PAL_HOME (configuration: defaults only)."""
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
-    db = tmp_path / "pal" / "runs.sqlite"
+    return make_workspace(tmp_path / "pal")
+
+
+@pytest.fixture
+def env(eval_ws):
+    """(make_llm(reply) → (LLMClient, ScriptedLLM), SimStore, workspace) over a temporary PAL_HOME."""
 
     def make_llm(reply):
         fake = ScriptedLLM(reply)
-        llm = LLMClient(load_config(secrets={}, env={}), store=RunStore(db), cache=ResponseCache(tmp_path / "pal" / "cache.sqlite"),
-                        providers=dict.fromkeys(ROLES, fake), session_id="evaltest")
-        return llm, fake
+        return eval_ws.llm(session_id="evaltest", providers=dict.fromkeys(ROLES, fake)), fake
 
-    return make_llm, SimStore(db), db
+    return make_llm, eval_ws.sims, eval_ws
 
 
 def store_run(sims: SimStore, method: str, words: str, user=USER, sample=SAMPLE, topic=TOPIC) -> RunRecord:

@@ -5,8 +5,7 @@ import pytest
 
 from evaluation.faireval import apply_decision, judge_pair, render_dialogue
 from evaluation.service import judge_runs, pair_runs, topic_context
-from evaluation.store import EvalStore
-from memory.service import dataset_key
+from palset.dataset import dataset_key
 from tests.conftest import DEMO
 from tests.evaluation.conftest import (
     MARKER,
@@ -96,8 +95,8 @@ def test_threshold_turns_small_differences_into_ties(demo, env, runs):
 
 
 def test_resume_skips_stored_judgments(demo, env, runs):
-    make_llm, sims, db = env
-    store = EvalStore(db)
+    make_llm, sims, ws = env
+    store = ws.evals
     pairs = pair_runs(sims, dataset_key(DEMO), "h2memory", "vanilla")
     assert [(p.run_a, p.run_b) for p in pairs] == [(runs[0].run_id, runs[1].run_id)]
     llm, fake = make_llm(prefers_marker)

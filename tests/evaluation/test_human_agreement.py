@@ -7,7 +7,7 @@ import pytest
 from evaluation.faireval import Judgment
 from evaluation.human_agreement import HumanVote, compare, compare_by_aspect, confusion_table, pairwise_votes
 from review.batches import BatchPlan
-from review.store import ReviewStore
+from testkit.workspace import make_workspace
 
 X, Y = "h2memory", "vanilla"
 
@@ -75,7 +75,7 @@ def test_ties_are_excluded_from_the_rate_and_the_newest_valid_judgment_counts():
 
 
 def test_votes_from_the_review_store_use_the_recorded_order(tmp_path):
-    store = ReviewStore(tmp_path / "runs.sqlite")
+    store = make_workspace(tmp_path).reviews
     items = [(f"u/s/t{i}", {"user_id": "u", "sample_id": "s", "topic_key": f"t{i}", "method_a": X, "method_b": Y,
                             "run_a": "ra", "run_b": "rb", "swap": swap}) for i, swap in ((1, False), (2, True))]
     plan = BatchPlan("P", "pairwise", "d", 1, 2, ["a1", "a2"], "", items)

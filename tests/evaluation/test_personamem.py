@@ -26,7 +26,7 @@ from evaluation.personamem_loader import (
 )
 from memory.base import forget_requests
 from memory.build import MemoryBuilder
-from memory.store import MemoryStore
+from testkit.workspace import make_workspace
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "personamem"
 PROFILE, HISTORY, QUESTIONS = (SHARED / n for n in ("persona0_profile.json", "persona0_chat_history_32k_head.json",
@@ -169,13 +169,13 @@ def test_option_shuffling_is_reproducible_and_tracks_gold():
 
 @pytest.fixture
 def builder(env, tmp_path):
-    make_llm, _, db = env
+    make_llm, _, ws = env
     h = ChatHistory.model_validate({"chat_history": [
         {"role": "user", "content": "I love dancing and pizza."}, {"role": "assistant", "content": "Noted!"},
         {"role": "user", "content": "Please forget that I love dancing."},
         {"role": "user", "content": "I play chess on Sundays."}, {"role": "assistant", "content": "Nice."}]})
     emb = HashEmbedder()
-    b = MemoryBuilder(history_key(h, 1), history_user(h, exchanges_per_session=1), "full-history", MemoryStore(db),
+    b = MemoryBuilder(history_key(h, 1), history_user(h, exchanges_per_session=1), "full-history", ws.memory,
                       BruteForceStore(emb), emb)
     b.run()
     return b
@@ -247,12 +247,12 @@ def test_invalid_judge_counts_wrong_and_invalid(env, builder):
 
 @needs_sample
 def test_pal_personamem_on_the_sample(env, monkeypatch, capsys, tmp_path):
-    make_llm, _, db = env
+    make_llm, _, ws = env
     monkeypatch.setattr(personamem_cmds, "make_llm", lambda: make_llm(picker(lambda text, opts: ""))[0])
 
     def fake_builder(dataset, user, method, llm):
         emb = HashEmbedder()
-        return MemoryBuilder(dataset, user, method, MemoryStore(db), BruteForceStore(emb), emb, llm=llm)
+        return MemoryBuilder(dataset, user, method, ws.memory, BruteForceStore(emb), emb, llm=llm)
     monkeypatch.setattr(personamem_cmds, "make_builder", fake_builder)
     out_file = tmp_path / "records.jsonl"
     argv = ["personamem", "--persona", str(PROFILE), "--history", str(HISTORY), "--questions", str(QUESTIONS),
@@ -268,10 +268,11 @@ def test_pal_personamem_on_the_sample(env, monkeypatch, capsys, tmp_path):
     assert main([*bad, "--method", "nope"]) == 2
 
 
-def test_records_are_stored_per_method_and_reported_for_the_page(tmp_path, monkeypatch):
-    from evaluation.personamem import PMRecord, accuracy_by_method, save_records, stored_records
+def test_records_are_stored_per_method_and_reported_for_the_page(tmp_path):
+    from evaluation.personamem import PMRecord, accuracy_by_method
 
-    monkeypatch.setenv("PAL_HOME", str(tmp_path))
+    store = make_workspace(tmp_path).personamem
+    save_records, stored_records = store.save, store.records
 
     def rec(item, method, correct, form="mcq"):
         return PMRecord(item_id=item, form=form, method=method, pref_type="ask_to_forget", who="self",

@@ -7,12 +7,10 @@ import time
 
 import pytest
 
-from backends.config import load_config
-from backends.llm.client import LLMClient
 from evaluation.faireval import judge_pair
 from palset.loader import load_dataset
-from sim.service import make_spec, open_simulation
-from sim.store import SimStore
+from sim.service import make_spec
+from testkit.workspace import make_workspace
 from tests.conftest import DEMO
 
 pytestmark = pytest.mark.slow
@@ -21,12 +19,13 @@ pytestmark = pytest.mark.slow
 def test_faireval_of_two_local_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("PAL_HOME", str(tmp_path))
     env = {"PAL_DEFAULT_MAX_TOKENS": "48", "PAL_JUDGE_MAX_TOKENS": "220", "PAL_DEFAULT_TIMEOUT": "600"}
-    llm = LLMClient(load_config(secrets={}, env=env), session_id="real-faireval")
+    ws = make_workspace(tmp_path, env=env)
+    llm = ws.llm(session_id="real-faireval")
     ds = load_dataset(DEMO)
     runs = []
     for method in ("vanilla", "vanilla-log"):
         spec = make_spec(ds, "1002", "1002_sample7", "topic-1", method)
-        sim = open_simulation(ds, spec, llm, store=SimStore())
+        sim = ws.open_simulation(ds, spec, llm)
         record = sim.run()
         assert record.status == "finished", record.error
         assert len(record.utterances) == 2 * len(record.schedule)

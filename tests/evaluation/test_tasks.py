@@ -7,7 +7,6 @@ import pytest
 from pydantic import ValidationError
 
 from evaluation.service import bench_tasks, topic_context
-from evaluation.store import EvalStore
 from evaluation.tasks import GScoreOut, TopicTasks, g_report, s_report, selection_model, selection_score
 from tests.evaluation.conftest import SAMPLE, TOPIC, USER
 
@@ -88,12 +87,12 @@ def test_invalid_g_score_counts_zero(demo, env):
 
 
 def test_bench_tasks_resume_from_the_store(demo, env):
-    make_llm, _, db = env
-    store = EvalStore(db)
+    make_llm, _, ws = env
+    store = ws.evals
     llm, fake = make_llm(scripted())
-    first = bench_tasks(llm, demo, ["vanilla"], store, users=[USER])
+    first = bench_tasks(llm, demo, ["vanilla"], store, ws.open_builder, users=[USER])
     topics = sum(len(s.topics) for s in demo.users[USER].query)
     assert len(first) == 3 * topics and len(fake.requests) == 4 * topics
     llm2, fake2 = make_llm(scripted())
-    again = bench_tasks(llm2, demo, ["vanilla"], store, users=[USER])
+    again = bench_tasks(llm2, demo, ["vanilla"], store, ws.open_builder, users=[USER])
     assert fake2.requests == [] and [r.result_key for r in again] == [r.result_key for r in first]

@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 import pytest
 
-from backends.config import ROLES, load_config
+from backends.config import ROLES
 from backends.embeddings import HashEmbedder
-from backends.llm.client import LLMClient
 from backends.llm.fake import ScriptedLLM
 from backends.llm.types import ChatRequest
-from backends.store.cache import ResponseCache
-from backends.store.runstore import RunStore
 from backends.vectorstore import BruteForceStore
 from memory.build import MemoryBuilder
-from memory.store import MemoryStore
 from palset.loader import load_dataset
+from testkit.workspace import make_workspace
 from tests.conftest import DEMO
 
 
@@ -30,7 +26,7 @@ def pal_home(tmp_path, monkeypatch):
 @pytest.fixture
 def tiny_user(tmp_path):
     """One filler user: 4 sessions (3 history, 1 query), 10 logs and 8 turns each, ~82 days apart."""
-    from bench.fixture import make_release
+    from testkit.release import make_release
 
     root = make_release(tmp_path / "ds", users=1, sessions=4, logs_per_session=10, turns=8, query_sessions=1)
     return next(iter(load_dataset(root).users.values()))
@@ -47,38 +43,24 @@ def demo_user(demo_dataset):
     return demo_dataset.users["1000"]
 
 
-def schema_name(req: ChatRequest) -> str:
-    """The structured-output model a request asks for (its JSON schema name)."""
-    if req.response_format and "json_schema" in req.response_format:
-        return req.response_format["json_schema"]["name"]
-    m = re.search(r'"title":"(\w+)"}?$', req.messages[0].content)
-    return m.group(1) if m else ""
-
-
-def prompt_text(req: ChatRequest) -> str:
-    """The rendered prompt (the first user message; correction turns come after it)."""
-    return next(m.content for m in req.messages if m.role == "user")
-
-
-def section(prompt: str, title: str) -> str:
-    """The text of a prompt section "Title:\\n…" up to the next blank line."""
-    m = re.search(rf"{re.escape(title)}:\n(.*?)(?:\n\n|\Z)", prompt, re.S)
-    return m.group(1) if m else ""
+@pytest.fixture
+def memory_ws(pal_home):
+    """The workspace over the temporary PAL_HOME (configuration: defaults only)."""
+    return make_workspace(pal_home)
 
 
 @pytest.fixture
-def build_memory(pal_home):
-    """``build_memory(method, user, reply, config=None)`` → (builder, fake): a MemoryBuilder over a scripted LLM."""
+def build_memory(memory_ws):
+    """``build_memory(method, user, reply, config=None)`` → (builder, fake): a MemoryBuilder over a scripted LLM
+    (the hash embedder and an in-memory vector store: fakes for unit tests)."""
 
     def make(method: str, user, reply: Callable[[ChatRequest], str] | list, config: dict | None = None,
              dataset: str = "ds") -> tuple[MemoryBuilder, ScriptedLLM]:
         fake = ScriptedLLM(reply)
-        client = LLMClient(load_config(secrets={}, env={}), store=RunStore(pal_home / "runs.sqlite"),
-                           cache=ResponseCache(pal_home / "cache.sqlite"), providers=dict.fromkeys(ROLES, fake),
-                           session_id="test")
+        client = memory_ws.llm(session_id="test", providers=dict.fromkeys(ROLES, fake))
         embedder = HashEmbedder()
-        builder = MemoryBuilder(dataset, user, method, MemoryStore(pal_home / "runs.sqlite"),
-                                BruteForceStore(embedder), embedder, llm=client, config=config or {})
+        builder = MemoryBuilder(dataset, user, method, memory_ws.memory, BruteForceStore(embedder), embedder,
+                                llm=client, config=config or {}, files_root=memory_ws.paths.method_files)
         return builder, fake
 
     return make

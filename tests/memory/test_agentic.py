@@ -8,7 +8,7 @@ import re
 from memory.methods.agentic import chunk_units, scrub
 from memory.privacy import ForgetRequest
 from memory.tokens import count_tokens
-from tests.memory.conftest import prompt_text, section
+from testkit.requests import prompt_text, section
 
 HEADER = re.compile(r"Session (\S+) \((\d{4}-\d{2}-\d{2})\): (device logs|dialogue)[^\n]*\(part (\d+) of (\d+)\)")
 

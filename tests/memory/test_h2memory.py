@@ -8,7 +8,7 @@ import pytest
 from backends.llm.errors import Cancelled
 from memory.methods.h2memory import clean_edges, components, constrained_kmeans, tile_spans, windows
 from memory.store import dialogue_stage, logs_stage
-from tests.memory.h2_fake import h2_reply
+from testkit.h2_fake import h2_reply
 
 
 def test_windows_are_ten_logs_with_ten_of_context():

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.memory.conftest import prompt_text, schema_name, section
+from testkit.requests import prompt_text, schema_name, section
 
 
 def bank_llm(events: dict[str, str] | None = None, fail: set[tuple[str, str]] = frozenset(), copy_user: bool = True):

@@ -5,7 +5,7 @@ import pytest
 from memory.methods import METHODS
 from memory.privacy import find_forget_requests, mentions, redact
 from memory.store import dialogue_stage
-from tests.memory.h2_fake import h2_reply
+from testkit.h2_fake import h2_reply
 
 SECRETS = ["+44 7700 900123", "megan.ash@gmail.com", "4111 1111 1111 1111", "sk-proj-abcdefghijklmnop1234"]
 

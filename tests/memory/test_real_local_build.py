@@ -3,13 +3,9 @@ end to end through the platform — every LLM step has a bounded schema, so the 
 
 import pytest
 
-from backends.config import load_config
-from backends.embeddings import get_embedder
-from backends.llm.client import LLMClient
-from backends.vectorstore import ChromaStore
-from memory.build import MemoryBuilder
-from memory.store import MemoryStore, dialogue_stage
+from memory.store import dialogue_stage
 from palset.loader import load_dataset
+from testkit.workspace import make_workspace
 from tests.conftest import DEMO
 
 pytestmark = pytest.mark.slow
@@ -18,9 +14,9 @@ pytestmark = pytest.mark.slow
 def test_h2memory_builds_a_demo_session_with_the_local_model(tmp_path, monkeypatch):
     monkeypatch.setenv("PAL_HOME", str(tmp_path))
     user = load_dataset(DEMO).users["1005"]
-    emb = get_embedder("minilm")
-    llm = LLMClient(load_config(secrets={}, env={"PAL_DEFAULT_TIMEOUT": "600"}))  # CPU may be shared in CI
-    builder = MemoryBuilder("demo", user, "h2memory", MemoryStore(), ChromaStore(emb), emb, llm=llm)
+    ws = make_workspace(tmp_path, env={"PAL_DEFAULT_TIMEOUT": "600"})  # CPU may be shared in CI
+    llm = ws.llm()
+    builder = ws.open_user_builder("demo", user, "h2memory", llm=llm, embedder="minilm")
     info = builder.run(until_session=0)
     assert info.stages_done == 2 and info.llm_calls >= 4 and info.tokens_out > 0
     items = builder.store.items_as_of(builder.build_id, dialogue_stage(0))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from tests.memory.conftest import prompt_text, schema_name, section
+from testkit.requests import prompt_text, schema_name, section
 
 
 def summariser(fail: set[tuple[str, str]] = frozenset(), copy_user: bool = True):

@@ -20,3 +20,10 @@ def open_page(page: str, timeout: float = 60, **params: str) -> AppTest:
 
 def all_markdown(at: AppTest) -> str:
     return "\n".join(m.value for m in at.markdown) + "\n".join(c.value for c in at.caption)
+
+
+def app_workspace():
+    """The workspace the app under test uses (same process, same ``st.cache_resource`` entry, same PAL_HOME)."""
+    from ui.platform_state import base_workspace
+
+    return base_workspace()

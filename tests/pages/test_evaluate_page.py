@@ -7,20 +7,18 @@ import json
 import pytest
 
 from backends.config import ROLES, load_config
-from backends.llm.client import LLMClient
 from backends.llm.errors import EndpointUnavailable
 from backends.llm.fake import ScriptedLLM
 from evaluation.service import judge_runs, pair_runs
-from evaluation.store import EvalStore
 from evaluation.tasks import TaskResult
-from memory.service import dataset_key
+from palset.dataset import dataset_key
 from palset.loader import load_dataset
 from palset.vocab import Act
-from sim.store import SimStore, run_id_for
+from sim.store import run_id_for
 from sim.types import RunRecord, RunSpec, Utterance
 from tests.conftest import DEMO
 from tests.evaluation.conftest import MARKER, slots
-from tests.pages.apptest import all_markdown, open_page
+from tests.pages.apptest import all_markdown, app_workspace, open_page
 from ui import platform_state
 from ui.text import md_escape
 
@@ -45,13 +43,13 @@ def env(tmp_path, monkeypatch):
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
     monkeypatch.setenv("PAL_EMBEDDER", "hash")
     fake = ScriptedLLM(judge)
-    client = LLMClient(load_config(secrets={}, env={}), providers=dict.fromkeys(ROLES, fake))
+    client = app_workspace().with_config(load_config(secrets={}, env={})).llm(providers=dict.fromkeys(ROLES, fake))
     monkeypatch.setattr(platform_state, "llm_client", lambda: client)
     return fake, client
 
 
 def store_run(method: str, topic: str, words: str) -> RunRecord:
-    sims = SimStore()
+    sims = app_workspace().sims
     spec = RunSpec(dataset=dataset_key(DEMO), user_id=USER, sample_id=SAMPLE, topic_key=topic, method=method)
     rec = sims.create(RunRecord(run_id=run_id_for(spec), spec=spec))
     turns = [("user", Act.TOPIC_INQUIRY, "I need help with my *rota*."),
@@ -71,8 +69,8 @@ def runs(env):
 
 def judge_directly(client, k=1):
     dataset = load_dataset(DEMO)
-    pairs = pair_runs(SimStore(), dataset_key(DEMO), A, B)
-    return judge_runs(client, dataset, SimStore(), EvalStore(), pairs, ["requirement", "preference"], k=k)
+    pairs = pair_runs(app_workspace().sims, dataset_key(DEMO), A, B)
+    return judge_runs(client, dataset, app_workspace().sims, app_workspace().evals, pairs, ["requirement", "preference"], k=k)
 
 
 def figure(at) -> dict:
@@ -89,7 +87,7 @@ def test_judge_button_judges_every_paired_topic_and_draws_the_bars(env, runs):
     at.number_input(key="eval_k").set_value(1).run()
     at.button(key="eval_judge").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    stored = EvalStore().judgments(dataset=dataset_key(DEMO))
+    stored = app_workspace().evals.judgments(dataset=dataset_key(DEMO))
     assert len(stored) == 6 and len(fake.requests) == 6 * 2  # 3 topics × 2 aspects × (1 sample × 2 orders)
     decisions = {(j.topic_key, j.aspect): j.decision for j in stored}
     assert {decisions[(t, "requirement")] for t in TOPICS} == {"win", "lose", "tie"}
@@ -163,10 +161,10 @@ def test_a_judge_error_is_a_message_and_finished_judgments_stay(env, runs, monke
     at.button(key="eval_judge").click().run()
     assert not at.exception
     assert any("connection refused" in e.value and "press Judge" in e.value for e in at.error)
-    assert len(EvalStore().judgments()) == 2
+    assert len(app_workspace().evals.judgments()) == 2
     monkeypatch.setattr(fake, "_fn", judge)
     at.button(key="eval_judge").click().run()
-    assert not at.error and len(EvalStore().judgments()) == 6
+    assert not at.error and len(app_workspace().evals.judgments()) == 6
 
 
 def test_without_runs_the_page_explains_and_shows_placeholders(env):
@@ -178,7 +176,7 @@ def test_without_runs_the_page_explains_and_shows_placeholders(env):
 
 
 def test_leaderboard_from_stored_bench_results(env):
-    store = EvalStore()
+    store = app_workspace().evals
     for i, (method, g, s) in enumerate([("vanilla", 1.0, 1), ("h2memory", 2.0, 2)]):
         for task in ("restatement", "proposal", "selection"):
             store.save_result(TaskResult(
@@ -195,11 +193,10 @@ def test_leaderboard_from_stored_bench_results(env):
 
 def test_judge_human_agreement_section_from_pairwise_review_answers(env, runs):
     from review.batches import pairwise_candidates, plan_batch, shown_order
-    from review.store import ReviewStore
 
     judge_directly(env[1])  # requirement: topic-1 win, topic-2 lose, topic-3 tie (from A's side)
-    store = ReviewStore()
-    cands = pairwise_candidates(SimStore().list(), B, A)  # stored the other way round
+    store = app_workspace().reviews
+    cands = pairwise_candidates(app_workspace().sims.list(), B, A)  # stored the other way round
     batch = store.create_batch(plan_batch("P", "pairwise", dataset_key(DEMO), cands, 3, 7, 1, ["ann"]), "boss")
     for item in store.items(batch):
         letter = "A" if shown_order(item["payload"])[0] == A else "B"
@@ -213,7 +210,9 @@ def test_judge_human_agreement_section_from_pairwise_review_answers(env, runs):
 
 
 def test_personamem_accuracy_by_type_from_stored_records(env):
-    from evaluation.personamem import PMRecord, save_records
+    from evaluation.personamem import PMRecord
+
+    save_records = app_workspace().personamem.save
 
     def rec(item, pref_type, correct):
         return PMRecord(item_id=item, form="mcq", method="rag-turn", pref_type=pref_type, who="self", dynamics="static",

@@ -10,8 +10,7 @@ import pytest
 
 from palset.loader import load_dataset
 from synth.pipeline import Pipeline
-from synth.store import SynthStore
-from tests.pages.apptest import open_page
+from tests.pages.apptest import app_workspace, open_page
 from tests.synth.conftest import small_config
 from tests.synth.fakes import SchemaLLM, make_llm
 from ui import generate_jobs, platform_state
@@ -42,7 +41,7 @@ def test_start_a_described_user_and_open_it_in_the_users_page(fake, tmp_path):
     generate_jobs.wait(run_id, 120)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    info = SynthStore().load(run_id)
+    info = app_workspace().synth.load(run_id)
     assert info.status == "finished" and info.uid == "0000"
     assert info.config.description.startswith("a 38-year-old bus driver")
     assert list(load_dataset(tmp_path / "out").users) == ["0000"]
@@ -62,8 +61,8 @@ def test_start_a_described_user_and_open_it_in_the_users_page(fake, tmp_path):
 
 
 def seeded_run(tmp_path, fake) -> Pipeline:
-    pipe = Pipeline.create(small_config(months=1), str(tmp_path / "out"), run_id="gen-test",
-                           store=SynthStore(), llm=make_llm(tmp_path / "pal", fake))
+    pipe = Pipeline.create(small_config(months=1), str(tmp_path / "out"), app_workspace().synth, run_id="gen-test",
+                           llm=make_llm(tmp_path / "pal", fake))
     return pipe
 
 
@@ -94,7 +93,7 @@ def test_a_failed_run_shows_the_error_and_resumes(fake, tmp_path):
     at.button(key="gen_resume").click().run()
     generate_jobs.wait("gen-test", 60)
     at.run()
-    assert SynthStore().load("gen-test").status == "finished"
+    assert app_workspace().synth.load("gen-test").status == "finished"
     assert any("was added" in s.value for s in at.success)
 
 

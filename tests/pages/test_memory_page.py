@@ -5,15 +5,12 @@ import re
 
 import pytest
 
-from backends.embeddings import get_embedder
 from backends.llm.errors import EndpointUnavailable
-from backends.vectorstore import ChromaStore
 from memory.build import MemoryBuilder
-from memory.service import dataset_key
-from memory.store import MemoryStore, dialogue_stage
+from memory.store import dialogue_stage
 from palset.loader import load_dataset
 from tests.conftest import DEMO, read, write
-from tests.pages.apptest import all_markdown, open_page
+from tests.pages.apptest import all_markdown, app_workspace, open_page
 
 UNESCAPED_TAG = re.compile(r"(?<!\\)<(script|img)\b")
 
@@ -27,9 +24,7 @@ def memory_env(tmp_path, monkeypatch):
 
 def prebuild(dataset_path, uid: str, method: str) -> MemoryBuilder:
     """The same build the page makes (hash embedder, default config), made here."""
-    user = load_dataset(dataset_path).users[uid]
-    embedder = get_embedder("hash")
-    builder = MemoryBuilder(dataset_key(dataset_path), user, method, MemoryStore(), ChromaStore(embedder), embedder)
+    builder = app_workspace().open_builder(load_dataset(dataset_path), uid, method)
     builder.run()
     return builder
 

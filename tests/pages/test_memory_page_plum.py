@@ -6,12 +6,11 @@ from __future__ import annotations
 import pytest
 
 from backends.config import ROLES, load_config
-from backends.llm.client import LLMClient
 from backends.llm.fake import ScriptedLLM
 from memory.methods.plum import Plum
 from memory.plum.adapter import RECORD, WEIGHTS, Checkpoint, TrainRecord
 from tests.memory.plum.conftest import qa_reply
-from tests.pages.apptest import open_page
+from tests.pages.apptest import app_workspace, open_page
 
 
 @pytest.fixture(autouse=True)
@@ -20,7 +19,7 @@ def plum_env(tmp_path, monkeypatch):
     monkeypatch.setenv("PAL_EMBEDDER", "hash")
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
     fake = ScriptedLLM(qa_reply())
-    client = LLMClient(load_config(secrets={}, env={}), providers=dict.fromkeys(ROLES, fake))
+    client = app_workspace().with_config(load_config(secrets={}, env={})).llm(providers=dict.fromkeys(ROLES, fake))
     import ui.memory_common
 
     monkeypatch.setattr(ui.memory_common, "llm_client", lambda: client)

@@ -3,13 +3,11 @@ through crafted query parameters, the local single-admin mode and the admin flow
 
 import pytest
 
-from memory.service import dataset_key
+from palset.dataset import dataset_key
 from palset.loader import load_dataset
-from review.accounts import AccountStore
 from review.batches import plan_batch, quality_candidates
-from review.store import ReviewStore
 from tests.conftest import DEMO
-from tests.pages.apptest import all_markdown, open_page
+from tests.pages.apptest import all_markdown, app_workspace, open_page
 from ui import review_view
 
 PASSWORD = "correct-horse"
@@ -20,11 +18,11 @@ def team(tmp_path, monkeypatch):
     """Accounts boss (admin), ann1, ann2, ann3 and two quality batches of the demo dataset."""
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
     monkeypatch.setenv("PAL_EMBEDDER", "hash")
-    accounts = AccountStore()
+    accounts = app_workspace().accounts
     accounts.add("boss", "admin", PASSWORD)
     for name in ("ann1", "ann2", "ann3"):
         accounts.add(name, "annotator", PASSWORD)
-    store = ReviewStore()
+    store = app_workspace().reviews
     cands = quality_candidates(load_dataset(DEMO))
     shared = store.create_batch(plan_batch("Shared", "quality", dataset_key(DEMO), cands, 4, 5, 2, ["ann1", "ann2"]),
                                 "boss")
@@ -145,13 +143,12 @@ def test_admin_creates_a_batch_and_sees_agreement(team):
 def test_local_admin_audits_memory_and_compares_dialogues_with_a_recorded_order(tmp_path, monkeypatch):
     from palset.vocab import Act
     from review.batches import memory_candidates, pairwise_candidates
-    from sim.store import SimStore
     from sim.types import RunRecord, RunSpec, Utterance
     from tests.review.conftest import memory_items
 
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
     monkeypatch.setattr(review_view, "bound_to_localhost", lambda: True)
-    store, sims = ReviewStore(), SimStore()
+    store, sims = app_workspace().reviews, app_workspace().sims
     for method in ("x", "y"):
         spec = RunSpec(dataset=dataset_key(DEMO), user_id="1001", sample_id="1001_sample7", topic_key="topic-1",
                        method=method)
@@ -185,14 +182,12 @@ def test_local_admin_audits_memory_and_compares_dialogues_with_a_recorded_order(
 
 def test_admin_overview_of_a_pairwise_batch_shows_judge_human_agreement(tmp_path, monkeypatch):
     from evaluation.faireval import Judgment
-    from evaluation.store import EvalStore
     from review.batches import pairwise_candidates, shown_order
-    from sim.store import SimStore
     from sim.types import RunRecord, RunSpec
 
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
     monkeypatch.setattr(review_view, "bound_to_localhost", lambda: True)
-    store, sims = ReviewStore(), SimStore()
+    store, sims = app_workspace().reviews, app_workspace().sims
     for method in ("x", "y"):
         spec = RunSpec(dataset=dataset_key(DEMO), user_id="1001", sample_id="1001_sample7", topic_key="topic-1",
                        method=method)
@@ -200,7 +195,7 @@ def test_admin_overview_of_a_pairwise_batch_shows_judge_human_agreement(tmp_path
     pair = store.create_batch(plan_batch("P", "pairwise", dataset_key(DEMO), pairwise_candidates(sims.list(), "x", "y"),
                                          1, 3, 1, ["local"]), "local")
     store.answer(pair, 1, "local", "requirement", "A" if shown_order(store.item(pair, 1)["payload"])[0] == "y" else "B")
-    EvalStore().save_judgment(Judgment(
+    app_workspace().evals.save_judgment(Judgment(
         judgment_key="jdg-1", dataset=dataset_key(DEMO), user_id="1001", sample_id="1001_sample7", topic_key="topic-1",
         aspect="requirement", method_a="y", method_b="x", run_a="run-y", run_b="run-x", k=1, judge_model="m",
         prompt_name="p", prompt_version="1", texts={}, samples=[], decision="win"))  # y better: agrees

@@ -4,15 +4,14 @@ errors as messages, the ?run= deep link (replay) and two methods side by side.""
 import pytest
 
 from backends.config import ROLES, load_config
-from backends.llm.client import LLMClient
 from backends.llm.errors import EndpointUnavailable
 from backends.llm.fake import ScriptedLLM
 from palset.loader import load_dataset
 from sim.schedule import fixed_schedule
-from sim.service import make_spec, open_simulation
-from sim.store import SimStore, run_id_for
+from sim.service import make_spec
+from sim.store import run_id_for
 from tests.conftest import DEMO
-from tests.pages.apptest import open_page
+from tests.pages.apptest import app_workspace, open_page
 from tests.sim.conftest import default_reply, side_of
 from ui import platform_state
 
@@ -31,7 +30,7 @@ def llm(tmp_path, monkeypatch):
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
     monkeypatch.setenv("PAL_EMBEDDER", "hash")
     fake = ScriptedLLM(reply)
-    client = LLMClient(load_config(secrets={}, env={}), providers=dict.fromkeys(ROLES, fake))
+    client = app_workspace().with_config(load_config(secrets={}, env={})).llm(providers=dict.fromkeys(ROLES, fake))
     monkeypatch.setattr(platform_state, "llm_client", lambda: client)
     return fake
 
@@ -65,7 +64,7 @@ def test_a_full_fixed_run_renders_every_utterance_with_its_act(llm):
     at = start()
     run_id = run_id_for(spec())
     assert at.query_params["run"] == run_id
-    rec = SimStore().load(run_id)
+    rec = app_workspace().sims.load(run_id)
     assert rec.status == "finished" and len(rec.utterances) == 2 * schedule_len()
     shown = transcript(at)
     assert [name for name, _ in shown] == ["User (simulator)", "Assistant"] * schedule_len()
@@ -80,11 +79,11 @@ def test_a_full_fixed_run_renders_every_utterance_with_its_act(llm):
 def test_a_person_takes_over_the_user_side_then_hands_it_back(llm):
     at = start(hold_user=True)
     run_id = run_id_for(spec())
-    assert SimStore().load(run_id).utterances == []  # paused at the first user turn
+    assert app_workspace().sims.load(run_id).utterances == []  # paused at the first user turn
     at.chat_input(key=f"sim_say_{run_id}").set_value("   ").run()
-    assert any("empty" in w.value for w in at.warning) and SimStore().load(run_id).utterances == []
+    assert any("empty" in w.value for w in at.warning) and app_workspace().sims.load(run_id).utterances == []
     at.chat_input(key=f"sim_say_{run_id}").set_value("I want somewhere quiet to eat tonight").run()
-    rec = SimStore().load(run_id)
+    rec = app_workspace().sims.load(run_id)
     assert [(u.side, u.actor) for u in rec.utterances] == [("user", "human"), ("assistant", "assistant")]
     assert transcript(at)[0][0] == "Person (as user)"
     assert at.chat_input(key=f"sim_say_{run_id}")  # waiting for the person again (turn 2)
@@ -92,7 +91,7 @@ def test_a_person_takes_over_the_user_side_then_hands_it_back(llm):
     at.button_group(key=f"sim_hold_user_{run_id}").set_value("Simulator").run()
     at.button(key="sim_continue").click().run()
     assert not at.exception, [e.value for e in at.exception]
-    rec = SimStore().load(run_id)
+    rec = app_workspace().sims.load(run_id)
     assert rec.status == "finished" and len(rec.utterances) == 2 * schedule_len()
     assert [u.actor for u in rec.utterances if u.side == "user"][1:] == ["simulator"] * (schedule_len() - 1)
 
@@ -102,13 +101,13 @@ def test_stop_keeps_the_saved_turns_and_resume_continues(llm):
     run_id = run_id_for(spec())
     at.chat_input(key=f"sim_say_{run_id}").set_value("Dinner plans, please").run()
     at.button(key="sim_stop").click().run()
-    rec = SimStore().load(run_id)
+    rec = app_workspace().sims.load(run_id)
     assert rec.status == "stopped" and len(rec.utterances) == 2
     assert len(transcript(at)) == 2
 
     at.button_group(key=f"sim_hold_user_{run_id}").set_value("Simulator").run()
     at.button(key="sim_resume").click().run()
-    rec = SimStore().load(run_id)
+    rec = app_workspace().sims.load(run_id)
     assert rec.status == "finished" and len(rec.utterances) == 2 * schedule_len()
     assert rec.utterances[0].content == "Dinner plans, please"
 
@@ -123,17 +122,17 @@ def test_an_llm_error_is_a_message_and_the_run_resumes(llm, monkeypatch):
     at = start()
     run_id = run_id_for(spec())
     assert any("connection refused" in e.value and "Resume" in e.value for e in at.error)
-    rec = SimStore().load(run_id)
+    rec = app_workspace().sims.load(run_id)
     assert rec.status == "failed" and len(rec.utterances) == 1
 
     monkeypatch.setattr(llm, "_fn", reply)
     at.button(key="sim_resume").click().run()
-    assert not at.error and SimStore().load(run_id).status == "finished"
+    assert not at.error and app_workspace().sims.load(run_id).status == "finished"
 
 
 def test_run_deep_link_replays_a_stored_run(llm):
     dataset = load_dataset(DEMO)
-    sim = open_simulation(dataset, spec(), platform_state.llm_client())
+    sim = app_workspace().open_simulation(dataset, spec(), platform_state.llm_client())
     sim.step()
     sim.step()
     sim.stop()
@@ -142,13 +141,13 @@ def test_run_deep_link_replays_a_stored_run(llm):
     assert not at.button_group and not at.chat_input  # read-only
     assert any("stopped" in m.value for m in at.markdown)
     at.button(key="sim_resume_replay").click().run()
-    assert SimStore().load(sim.record.run_id).status == "finished"
+    assert app_workspace().sims.load(sim.record.run_id).status == "finished"
     assert len(transcript(at)) == 2 * schedule_len()
 
 
 def test_two_methods_side_by_side_show_two_transcripts(llm):
     at = start(method="vanilla-log", compare="vanilla")
-    a, b = SimStore().load(run_id_for(spec("vanilla-log"))), SimStore().load(run_id_for(spec("vanilla")))
+    a, b = app_workspace().sims.load(run_id_for(spec("vanilla-log"))), app_workspace().sims.load(run_id_for(spec("vanilla")))
     assert a.status == b.status == "finished" and a.pair_id == b.pair_id is not None
     assert len(transcript(at)) == 2 * 2 * schedule_len()
     assert a.utterances[1].trace is not None and b.utterances[1].trace is None  # vanilla has no memory
@@ -165,7 +164,7 @@ def test_free_mode_runs_up_to_the_max_turns(llm):
     at.button_group(key="sim_mode").set_value("free").run()
     at.number_input(key="sim_max_turns").set_value(2).run()
     at.button(key="sim_start").click().run()
-    rec = SimStore().load(at.query_params["run"])
+    rec = app_workspace().sims.load(at.query_params["run"])
     assert rec.spec.mode == "free" and rec.status == "finished" and len(rec.utterances) == 4
     assert [u.act.value for u in rec.utterances][:2] == ["Topic Inquiry", "Requirement Prediction"]
 

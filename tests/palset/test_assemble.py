@@ -1,6 +1,6 @@
-from bench.fixture import make_bundle
 from palset.assemble import assemble_user, write_release
 from palset.loader import load_dataset
+from testkit.release import make_bundle
 
 
 def test_assembly_numbers_sessions_and_partitions_logs():

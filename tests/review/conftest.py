@@ -2,9 +2,9 @@
 
 import pytest
 
-from review.accounts import AccountStore
 from review.batches import plan_batch
 from review.store import ReviewStore
+from testkit.workspace import make_workspace
 
 
 @pytest.fixture
@@ -14,13 +14,18 @@ def db(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def store(db):
-    return ReviewStore(db)
+def review_ws(db):
+    return make_workspace(db.parent)
 
 
 @pytest.fixture
-def accounts(db):
-    return AccountStore(db)
+def store(review_ws):
+    return review_ws.reviews
+
+
+@pytest.fixture
+def accounts(review_ws):
+    return review_ws.accounts
 
 
 def memory_items(n: int) -> list[tuple[str, dict]]:

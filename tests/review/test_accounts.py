@@ -3,7 +3,7 @@
 import sqlite3
 
 from cli.main import main
-from review.accounts import AccountStore
+from testkit.workspace import make_workspace
 
 
 def test_passwords_are_stored_only_as_salted_bcrypt_hashes(accounts, db):
@@ -17,9 +17,9 @@ def test_passwords_are_stored_only_as_salted_bcrypt_hashes(accounts, db):
 
 def test_cli_adds_and_removes_accounts(db, capsys):
     assert main(["users", "add", "carol", "--role", "admin", "--password", "long-enough"]) == 0
-    assert AccountStore(db).verify("carol", "long-enough").role == "admin"
+    assert make_workspace(db.parent).accounts.verify("carol", "long-enough").role == "admin"
     assert main(["users", "add", "carol", "--role", "admin", "--password", "long-enough"]) == 1
     assert main(["users", "list"]) == 0 and "carol" in capsys.readouterr().out
     assert main(["users", "remove", "carol"]) == 0
     assert main(["users", "remove", "carol"]) == 1
-    assert AccountStore(db).count() == 0
+    assert make_workspace(db.parent).accounts.count() == 0

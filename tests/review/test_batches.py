@@ -65,9 +65,9 @@ def test_answers_only_for_own_items_undo_and_resume(store):
 def _annotate(path: str, batch: str, who: str) -> None:
     from pathlib import Path
 
-    from review.store import ReviewStore
+    from testkit.workspace import make_workspace
 
-    s = ReviewStore(Path(path))
+    s = make_workspace(Path(path).parent).reviews
     for no in s.assigned(batch, who):
         s.answer(batch, no, who, "verdict", "correct")
 
@@ -76,7 +76,7 @@ def test_eight_annotators_in_parallel_processes_store_exactly_4000_answers(store
     names = [f"ann{i}" for i in range(8)]
     batch = make_batch(store, n=500, annotators=names, overlap=8, candidates=memory_items(500))
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_annotate, args=(str(store.path), batch, n)) for n in names]
+    procs = [ctx.Process(target=_annotate, args=(str(store.db.path), batch, n)) for n in names]
     for p in procs:
         p.start()
     for p in procs:

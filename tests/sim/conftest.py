@@ -6,13 +6,10 @@ import json
 
 import pytest
 
-from backends.config import ROLES, load_config
-from backends.llm.client import LLMClient
+from backends.config import ROLES
 from backends.llm.fake import ScriptedLLM
 from backends.llm.types import ChatRequest
-from backends.store.cache import ResponseCache
-from backends.store.runstore import RunStore
-from sim.store import SimStore
+from testkit.workspace import make_workspace
 
 
 def side_of(req: ChatRequest) -> str:
@@ -41,15 +38,19 @@ def first_line_after(req: ChatRequest, marker: str) -> str:
 
 
 @pytest.fixture
-def sim_env(tmp_path, monkeypatch):
-    """(make_llm(reply), SimStore) over a temporary PAL_HOME."""
+def sim_ws(tmp_path, monkeypatch):
+    """The workspace over a temporary PAL_HOME (configuration: defaults only)."""
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
+    return make_workspace(tmp_path / "pal")
+
+
+@pytest.fixture
+def sim_env(sim_ws):
+    """(make_llm(reply), SimStore) over the temporary workspace."""
 
     def make_llm(reply=default_reply):
         fake = ScriptedLLM(reply)
-        llm = LLMClient(load_config(secrets={}, env={}), store=RunStore(tmp_path / "pal" / "runs.sqlite"),
-                        cache=ResponseCache(tmp_path / "pal" / "cache.sqlite"), providers=dict.fromkeys(ROLES, fake),
-                        session_id="simtest")
-        return llm, fake
+        return sim_ws.llm(session_id="simtest", providers=dict.fromkeys(ROLES, fake)), fake
 
-    return make_llm, SimStore(tmp_path / "pal" / "runs.sqlite")
+    make_llm.ws = sim_ws  # the workspace, for opening simulations and batches
+    return make_llm, sim_ws.sims

@@ -5,9 +5,9 @@ import threading
 import pytest
 
 from backends.llm.errors import BadRequest
-from bench.fixture import make_release
 from palset.loader import load_dataset
 from sim.batch import plan_runs, run_batch
+from testkit.release import make_release
 from tests.sim.conftest import default_reply
 
 
@@ -44,7 +44,7 @@ def test_batch_finishes_every_run_and_rerun_skips_them(filler, sim_env):
     make_llm, store = sim_env
     specs = plan_runs(filler, ["vanilla-log"])
     seen = []
-    summary = run_batch(filler, specs, lambda: make_llm()[0], concurrency=3, store=store,
+    summary = run_batch(make_llm.ws, filler, specs, lambda: make_llm()[0], concurrency=3,
                         progress=lambda k, n, o: seen.append((k, n, o.status)))
     assert (summary.runs, summary.finished, summary.failed) == (4, 4, 0)
     assert [k for k, _, _ in seen] == [1, 2, 3, 4] and {s for *_, s in seen} == {"finished"}
@@ -52,7 +52,7 @@ def test_batch_finishes_every_run_and_rerun_skips_them(filler, sim_env):
     assert summary.llm_calls == summary.utterances_written  # vanilla-log: one call per utterance, no summary
     assert summary.tokens_in > 0 and summary.wall_seconds > 0
     assert_complete(store, specs)
-    again = run_batch(filler, specs, lambda: make_llm()[0], concurrency=2, store=store)
+    again = run_batch(make_llm.ws, filler, specs, lambda: make_llm()[0], concurrency=2)
     assert (again.skipped, again.utterances_written, again.llm_calls) == (4, 0, 0)
 
 
@@ -69,12 +69,12 @@ def test_failed_runs_are_completed_on_rerun_without_duplicates(filler, sim_env):
             raise BadRequest("scripted failure")
         return default_reply(req)
 
-    first = run_batch(filler, specs, lambda: make_llm(failing)[0], concurrency=1, store=store)
+    first = run_batch(make_llm.ws, filler, specs, lambda: make_llm(failing)[0], concurrency=1)
     assert first.finished == 1 and first.failed == 3
     assert all("scripted failure" in e for e in first.errors.values())
     before = {r["run_id"]: r["utterances"] for r in store.list()}
     assert sum(before.values()) == first.utterances_written == 16
-    second = run_batch(filler, specs, lambda: make_llm()[0], concurrency=2, store=store)
+    second = run_batch(make_llm.ws, filler, specs, lambda: make_llm()[0], concurrency=2)
     assert (second.finished, second.skipped, second.failed) == (first.failed, first.finished, 0)
     after = {r["run_id"]: r["utterances"] for r in store.list()}
     assert second.utterances_written == sum(after.values()) - sum(before.values())
@@ -90,8 +90,8 @@ def test_cancel_leaves_runs_resumable(filler, sim_env):
         cancel.set()  # the first utterance is the last one this batch writes
         return default_reply(req)
 
-    first = run_batch(filler, specs, lambda: make_llm(cancelling)[0], concurrency=1, store=store, cancel=cancel)
+    first = run_batch(make_llm.ws, filler, specs, lambda: make_llm(cancelling)[0], concurrency=1, cancel=cancel)
     assert first.cancelled == 4 and first.utterances_written == 1 and first.failed == 0
-    second = run_batch(filler, specs, lambda: make_llm()[0], concurrency=2, store=store)
+    second = run_batch(make_llm.ws, filler, specs, lambda: make_llm()[0], concurrency=2)
     assert second.finished == 4
     assert_complete(store, specs)

@@ -7,9 +7,8 @@ import pytest
 from palset.loader import load_dataset
 from palset.vocab import Act
 from sim.roles import SimulationError, sampling_seed
-from sim.runner import retry_failed
 from sim.schedule import derived_schedule
-from sim.service import SimulationSetupError, make_spec, open_simulation
+from sim.service import SimulationSetupError, make_spec
 from tests.conftest import DEMO
 from tests.sim.conftest import default_reply, side_of
 
@@ -22,7 +21,7 @@ def demo():
 def sim_for(demo, make_llm, store, method="vanilla-log", reply=default_reply, **kw):
     llm, fake = make_llm(reply)
     spec = make_spec(demo, "1000", "1000_sample7", "topic-1", method, **kw)
-    return open_simulation(demo, spec, llm, store=store), fake
+    return make_llm.ws.open_simulation(demo, spec, llm), fake
 
 
 def test_derived_schedule_has_the_fixed_shape():
@@ -160,7 +159,7 @@ def test_failed_runs_resume(demo, sim_env):
     sim, _ = sim_for(demo, make_llm, store, reply=lambda r: '{"content": ""}' if side_of(r) == "user" else "x")
     assert sim.run().status == "failed"
     again, _ = sim_for(demo, make_llm, store)
-    retry_failed(again)
+    again.resume()
     assert again.run().status == "finished"
 
 
@@ -185,7 +184,7 @@ def test_setup_errors_name_what_is_missing(demo, sim_env):
     make_llm, store = sim_env
     llm, _ = make_llm()
     with pytest.raises(SimulationSetupError, match="no session"):
-        open_simulation(demo, make_spec(demo, "1000", "1000_sample99", "topic-1", "vanilla"), llm, store=store)
+        make_llm.ws.open_simulation(demo, make_spec(demo, "1000", "1000_sample99", "topic-1", "vanilla"), llm)
 
 
 def test_each_turn_is_sampled_with_its_own_seed_from_the_run(demo, sim_env):

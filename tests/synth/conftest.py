@@ -8,7 +8,7 @@ import pytest
 
 from synth.config import SynthConfig
 from synth.pipeline import Pipeline
-from synth.store import SynthStore
+from testkit.workspace import make_workspace
 from tests.synth.fakes import SchemaLLM, make_llm
 
 SEED = {"id": "0000", "name": "Zhang Tianyu", "gender": "Male", "age": 26,
@@ -43,8 +43,8 @@ def make_pipeline(home, fake, tmp_path):
 
     def make(config: SynthConfig | None = None, run_id: str = "run-1", out=None, llm_fake=None, **kw) -> Pipeline:
         llm = make_llm(home, llm_fake or fake)
-        return Pipeline.create(config or small_config(), str(out or tmp_path / "ds"), run_id=run_id,
-                               store=SynthStore(home / "synth"), llm=llm, **kw)
+        return Pipeline.create(config or small_config(), str(out or tmp_path / "ds"), make_workspace(home).synth,
+                               run_id=run_id, llm=llm, **kw)
 
     return make
 

@@ -14,11 +14,10 @@ import re
 from datetime import datetime, timedelta
 from typing import Any
 
-from backends.config import ROLES, load_config
+from backends.config import ROLES
 from backends.llm.client import LLMClient
 from backends.llm.fake import ScriptedLLM
-from backends.store.cache import ResponseCache
-from backends.store.runstore import RunStore
+from testkit.workspace import make_workspace
 
 _SPAN = re.compile(r"(\d{4}-\d{2}-\d{2} \d{2}:\d{2}) ~ (\d{4}-\d{2}-\d{2} \d{2}:\d{2})")
 _serial = itertools.count(1)
@@ -84,6 +83,5 @@ class SchemaLLM(ScriptedLLM):
 
 
 def make_llm(home, fake: ScriptedLLM) -> LLMClient:
-    cfg = load_config(secrets={}, env={"PAL_DEFAULT_MAX_RETRIES": "0"})
-    return LLMClient(cfg, store=RunStore(home / "runs.sqlite"), cache=ResponseCache(home / "cache.sqlite"),
-                     providers=dict.fromkeys(ROLES, fake), session_id="test")
+    ws = make_workspace(home, env={"PAL_DEFAULT_MAX_RETRIES": "0"})
+    return ws.llm(session_id="test", providers=dict.fromkeys(ROLES, fake))

@@ -10,12 +10,11 @@ import time
 
 import pytest
 
-from backends.config import load_config
-from backends.llm.client import LLMClient
 from cli.main import main
 from palset.loader import load_dataset
 from synth.config import SynthConfig
 from synth.pipeline import Pipeline
+from testkit.workspace import make_workspace
 from tests.pages.apptest import open_page
 
 pytestmark = pytest.mark.slow
@@ -24,12 +23,13 @@ pytestmark = pytest.mark.slow
 def test_a_one_month_english_user_with_the_local_model(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
     out = tmp_path / "generated"
-    llm = LLMClient(load_config(secrets={}, env={"PAL_DEFAULT_TIMEOUT": "600"}))
+    ws = make_workspace(tmp_path / "pal", env={"PAL_DEFAULT_TIMEOUT": "600"})
+    llm = ws.llm()
     config = SynthConfig(lang="en", months=1, seed=1, description="a 38-year-old bus driver in Manchester with two children",
                          situations_min=2, situations_max=2, max_topics=1, min_logs=5, max_logs=6, retries=3,
                          tolerable_retries=0)
     started = time.perf_counter()
-    pipe = Pipeline.create(config, str(out), llm=llm)
+    pipe = Pipeline.create(config, str(out), ws.synth, llm=llm)
     info = pipe.run()
     reruns = 0
     while info.status == "failed" and reruns < 2 and pipe.pending()[0] != "assemble":

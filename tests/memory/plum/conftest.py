@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.memory.conftest import prompt_text, schema_name
+from testkit.requests import prompt_text, schema_name
 
 
 def qa_reply(positives=None, negatives=None, broken: set[str] = frozenset()):

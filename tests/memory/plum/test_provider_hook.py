@@ -5,22 +5,18 @@ from __future__ import annotations
 
 import json
 
-from backends.config import ROLES, load_config
+from backends.config import ROLES
 from backends.embeddings import HashEmbedder
-from backends.llm.client import LLMClient
 from backends.llm.fake import ScriptedLLM
-from backends.store.cache import ResponseCache
-from backends.store.runstore import RunStore
 from backends.vectorstore import BruteForceStore
 from evaluation.service import topic_context
 from evaluation.tasks import TopicTasks
 from memory.base import MemoryMethod, assistant_client
 from memory.build import MemoryBuilder
 from memory.methods import METHODS
-from memory.store import MemoryStore
 from memory.types import PromptBlock
-from sim.service import make_spec, open_simulation
-from sim.store import SimStore
+from sim.service import make_spec
+from testkit.workspace import make_workspace
 from tests.sim.conftest import default_reply
 
 MARKER = "WEIGHTS-ANSWER"
@@ -65,28 +61,25 @@ class WeightsMethod(MemoryMethod):
 
 
 def client(home, fake):
-    return LLMClient(load_config(secrets={}, env={}), store=RunStore(home / "runs.sqlite"),
-                     cache=ResponseCache(home / "cache.sqlite"), providers=dict.fromkeys(ROLES, fake), session_id="hook")
+    return make_workspace(home).llm(session_id="hook", providers=dict.fromkeys(ROLES, fake))
 
 
 def builder_for(home, dataset, user_id, llm):
     emb = HashEmbedder()
-    return MemoryBuilder("demo", dataset.users[user_id], "weights-test", MemoryStore(home / "runs.sqlite"),
+    return MemoryBuilder("demo", dataset.users[user_id], "weights-test", make_workspace(home).memory,
                          BruteForceStore(emb), emb, llm=llm)
 
 
 def test_with_provider_overrides_one_role_and_shares_the_rest(tmp_path):
     fake, other = ScriptedLLM(lambda r: "main"), WeightsProvider(None)
-    llm = client(tmp_path, fake)
-    llm.run_id = "r1"
+    llm = client(tmp_path, fake).for_run("r1")
     over = llm.with_provider("assistant", other, **other.role_overrides)
     assert over.provider("assistant") is other and over.provider("judge") is fake
     assert over.store is llm.store and over.cache is llm.cache
     assert over.config.role("assistant").model == "weights/tiny" and llm.config.role("assistant").model != "weights/tiny"
     assert over.chat("assistant", [{"role": "user", "content": "hi"}]).text == f"{MARKER} reply"
     assert over.chat("judge", [{"role": "user", "content": "hi"}]).text == "main"
-    llm.run_id = "r2"  # ids set on the parent later (as the batch runner does) reach the override
-    over.chat("assistant", [{"role": "user", "content": "again"}])
+    over.for_run("r2").chat("assistant", [{"role": "user", "content": "again"}])  # a run-scoped view keeps the override
     rows = llm.store.calls("hook")[::-1]  # newest first
     assert [(r["role"], r["provider"], r["model"], r["run_id"]) for r in rows] == [
         ("assistant", "weights", "weights/tiny", "r1"), ("judge", "fake", llm.config.role("judge").model, "r1"),
@@ -102,8 +95,8 @@ def test_simulation_uses_the_methods_provider_for_the_assistant(tmp_path, monkey
     fake = ScriptedLLM(default_reply)
     llm = client(tmp_path, fake)
     spec = make_spec(demo_dataset, "1000", "1000_sample7", "topic-1", "weights-test")
-    sim = open_simulation(demo_dataset, spec, llm, store=SimStore(tmp_path / "runs.sqlite"),
-                          builder=builder_for(tmp_path, demo_dataset, "1000", llm))
+    sim = make_workspace(tmp_path).open_simulation(demo_dataset, spec, llm,
+                                                   builder=builder_for(tmp_path, demo_dataset, "1000", llm))
     record = sim.run()
     assert record.status == "finished"
     assert record.settings["assistant"]["model"] == "weights/tiny"  # the run records who really answered

@@ -8,7 +8,7 @@ import pytest
 from backends.llm.structured import bounded_schema
 from memory.plum.qa import NegativeTopics, PositiveQA, is_discussed
 from memory.store import dialogue_stage
-from tests.memory.conftest import prompt_text, schema_name, section
+from testkit.requests import prompt_text, schema_name, section
 from tests.memory.plum.conftest import qa_reply
 
 

@@ -6,7 +6,7 @@ import json
 import re
 
 from backends.llm.types import ChatRequest
-from tests.memory.conftest import prompt_text, schema_name
+from testkit.requests import prompt_text, schema_name
 
 
 def h2_reply(req: ChatRequest) -> str:

@@ -1,0 +1,176 @@
+"""The composition root: one :class:`Workspace` per process builds every store, client and builder.
+
+A workspace is a home folder (``PAL_HOME``) plus a platform configuration. Constructing it opens the
+run store (applying every domain's migrations once), the response cache, the per-domain stores, the
+local model servers, and — lazily — embedders and the Chroma client. Nothing else in PAL Studio
+constructs these: pages get the process's workspace through :func:`ui.platform_state.workspace`, the CLI
+and batch drivers construct one, tests construct one over a temporary home (with fake providers).
+
+:meth:`Workspace.with_config` gives a view with another configuration (a browser session's Settings
+overrides) that shares every store and cache with its parent.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+from backends.config import PlatformConfig, load_config
+from backends.embeddings import Embedder, load_embedder, resolve_name
+from backends.llm.client import LLMClient
+from backends.llm.local_server import LocalServers
+from backends.llm.registry import ChatProvider
+from backends.logs import configure_logging
+from backends.paths import StatePaths, default_home
+from backends.store import schema as platform_schema
+from backends.store.cache import ResponseCache
+from backends.store.db import Database
+from backends.store.runstore import RunStore
+from backends.store.schema import Migration, migrate_database
+from backends.vectorstore import ChromaStore, VectorStore, open_chroma
+from evaluation import schema as evaluation_schema
+from evaluation.store import EvalStore, PersonaMemStore
+from memory import schema as memory_schema
+from memory.build import MemoryBuilder
+from memory.methods import get_method_class
+from memory.store import MemoryStore
+from palset.dataset import Dataset, User, dataset_key
+from review import schema as review_schema
+from review.accounts import AccountStore
+from review.store import ReviewStore
+from sim import schema as sim_schema
+from sim.runner import Simulation
+from sim.service import open_simulation
+from sim.store import SimStore, run_id_for
+from sim.types import RunSpec
+from synth.store import SynthStore
+
+log = logging.getLogger(__name__)
+
+MIGRATIONS: list[Migration] = [*platform_schema.MIGRATIONS, *memory_schema.MIGRATIONS, *sim_schema.MIGRATIONS,
+                               *evaluation_schema.MIGRATIONS, *review_schema.MIGRATIONS]
+
+
+class Workspace:
+    """Every store, cache and client of one PAL_HOME; see the module docstring."""
+
+    def __init__(self, home: Path | None = None, config: PlatformConfig | None = None, *,
+                 providers: dict[str, ChatProvider] | None = None):
+        """``providers`` (role → provider) answer those roles in every client built here: tests pass fakes."""
+        self.paths = StatePaths(Path(home) if home is not None else default_home())
+        self.paths.home.mkdir(parents=True, exist_ok=True)
+        self.log_file = configure_logging(self.paths.logs)
+        self.config = config if config is not None else load_config()
+        self.db = Database(self.paths.runs_db)
+        applied = migrate_database(self.db, MIGRATIONS)
+        if applied:
+            log.info("run store %s: applied migrations %s", self.paths.runs_db, applied)
+        self.runs = RunStore(self.db)
+        self.cache = ResponseCache(Database(self.paths.cache_db))
+        self.memory = MemoryStore(self.db)
+        self.sims = SimStore(self.db)
+        self.evals = EvalStore(self.db)
+        self.personamem = PersonaMemStore(self.db)
+        self.reviews = ReviewStore(self.db)
+        self.accounts = AccountStore(self.db)
+        self.synth = SynthStore(self.paths.synth)
+        self.servers = LocalServers(self.paths.local_server)
+        self._providers = dict(providers or {})
+        self._shared: dict[str, Any] = {"embedders": {}, "vectors": {}, "chroma": None}
+        self._lock = threading.RLock()
+
+    @property
+    def home(self) -> Path:
+        return self.paths.home
+
+    def with_config(self, config: PlatformConfig) -> Workspace:
+        """This workspace under another configuration (same stores, caches, servers, embedders)."""
+        view = copy.copy(self)
+        view.config = config
+        return view
+
+    # ------------------------------------------------------------------ LLM clients
+
+    def llm(self, session_id: str | None = None, providers: dict[str, ChatProvider] | None = None) -> LLMClient:
+        """A client for every role under this workspace's configuration (calls recorded in the run store);
+        ``providers`` (role → provider) answer those roles instead of the configured ones (tests' fakes)."""
+        return LLMClient(self.config, store=self.runs, cache=self.cache, providers={**self._providers, **(providers or {})},
+                         servers=self.servers, session_id=session_id)
+
+    # ------------------------------------------------------------------ embedders and vectors
+
+    def embedder(self, name: str | None = None, language: str | None = "en") -> Embedder:
+        """The embedder of this name (``auto`` resolved by language), loaded once per workspace."""
+        resolved = resolve_name(name or self.config.embedder.name, language)
+        embedders: dict[str, Embedder] = self._shared["embedders"]
+        with self._lock:
+            if resolved not in embedders:
+                log.info("loading embedder %s", resolved)
+                embedders[resolved] = load_embedder(resolved, language, self.config.embedder.batch_size)
+            return embedders[resolved]
+
+    def vectors(self, embedder: Embedder) -> VectorStore:
+        """The Chroma collections of this embedder (one Chroma client per workspace)."""
+        stores: dict[str, VectorStore] = self._shared["vectors"]
+        with self._lock:
+            if embedder.name not in stores:
+                if self._shared["chroma"] is None:
+                    self._shared["chroma"] = open_chroma(self.paths.chroma)
+                stores[embedder.name] = ChromaStore(embedder, self._shared["chroma"])
+            return stores[embedder.name]
+
+    # ------------------------------------------------------------------ memory and simulation
+
+    def open_builder(self, dataset: Dataset, user_id: str, method: str, *, llm: LLMClient | None = None,
+                     fresh: bool = False, method_config: dict | None = None,
+                     embedder: str | None = None) -> MemoryBuilder:
+        """The memory builder of ``method`` for this user of ``dataset`` — the same build whoever asks.
+
+        See :meth:`open_user_builder` for which build is opened."""
+        if user_id not in dataset.users:
+            known = ", ".join(list(dataset.users)[:10])
+            raise KeyError(f"no user {user_id!r} in {dataset.root} (users: {known}…)")
+        return self.open_user_builder(dataset_key(dataset.root), dataset.users[user_id], method, llm=llm,
+                                      fresh=fresh, method_config=method_config, embedder=embedder)
+
+    def open_user_builder(self, dataset: str, user: User, method: str, *, llm: LLMClient | None = None,
+                          fresh: bool = False, method_config: dict | None = None,
+                          embedder: str | None = None) -> MemoryBuilder:
+        """The builder of ``method`` for ``user`` under the dataset key ``dataset`` (a PAL-Set folder's key, or
+        any stable name, e.g. a PersonaMem-v2 chat history's).
+
+        Reuse policy: when a build of (dataset, user, method) is stored, the newest one is reopened with
+        its own method config and embedder, so the Memory page, Simulate, Evaluate and the CLI all show
+        and use one memory. A new build (the configured embedder, the method's defaults) is opened when
+        none is stored, when ``fresh`` is set (a person asked for a build with the current settings), or
+        when ``method_config`` or ``embedder`` name one explicitly (benches, experiments, ``--embedder``).
+        The builder gets its own run-scoped LLM client when the method uses one (``llm``, or a new client).
+        """
+        config = dict(method_config or {})
+        embedder_name = embedder
+        explicit = fresh or method_config is not None or embedder is not None
+        stored = None if explicit else self.memory.find_build(dataset, user.uid, method)
+        if stored is not None:
+            info = self.memory.info(stored)
+            config = {k: v for k, v in info.config.items() if k != "embedder"}
+            embedder_name = info.config.get("embedder")
+        emb = self.embedder(embedder_name, user.language)
+        client = (llm or self.llm()) if get_method_class(method).uses_llm else None
+        return MemoryBuilder(dataset, user, method, self.memory, self.vectors(emb), emb, llm=client, config=config,
+                             files_root=self.paths.method_files)
+
+    def open_simulation(self, dataset: Dataset, spec: RunSpec, llm: LLMClient, *, pair_id: str | None = None,
+                        builder: MemoryBuilder | None = None) -> Simulation:
+        """The run for ``spec`` (created or resumed), its calls accounted to the run; its memory from
+        :meth:`open_builder` (the build's calls accounted to the build)."""
+        if builder is None and spec.method != "vanilla" and spec.user_id in dataset.users:
+            builder = self.open_builder(dataset, spec.user_id, spec.method, llm=llm)
+        return open_simulation(dataset, spec, llm.for_run(run_id_for(spec)), store=self.sims, builder=builder,
+                               pair_id=pair_id)
+
+    def close(self) -> None:
+        """Stop the local servers this workspace started (also done at exit)."""
+        self.servers.stop_all()
