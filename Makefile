@@ -38,12 +38,10 @@ test: setup browser
 lint: setup
 	$(PY) -m ruff check .
 
+# Every bench script, each printing its figures (a failing one does not stop the others; the exit code says).
 bench: setup
-	$(PY) bench/dataset_load.py
-	$(PY) bench/llm_platform.py
-	$(PY) bench/memory_graph_render.py
-	$(PY) bench/memory_figures.py
-	$(PY) bench/sim_throughput.py
+	@status=0; for script in bench/*.py; do case "$$script" in */__init__.py) continue;; esac; \
+		echo "== $$script"; $(PY) "$$script" || status=1; done; exit $$status
 
 clean:
 	rm -rf $(VENV) .pal

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import logging
 import os
 import signal
 import sys
@@ -20,7 +21,7 @@ def _die_with_parent() -> None:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except OSError:  # not Linux: the supervisor's atexit hook still stops us
-        pass
+        logging.getLogger(__name__).info("PR_SET_PDEATHSIG unavailable; relying on the supervisor's atexit hook")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -72,10 +72,10 @@ def _chroma_embedding_function(embedder: Embedder) -> Any:
         def __init__(self) -> None:
             self._embedder = embedder
 
-        def __call__(self, input: list[str]) -> list[np.ndarray]:  # noqa: A002 - Chroma's signature
+        def __call__(self, input: list[str]) -> list[np.ndarray]:
             return list(self._embedder.embed_documents(list(input)))
 
-        def embed_query(self, input: list[str]) -> list[np.ndarray]:  # noqa: A002
+        def embed_query(self, input: list[str]) -> list[np.ndarray]:
             return list(self._embedder.embed_queries(list(input)))
 
         @staticmethod

@@ -13,8 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from studio.workspace import Workspace  # noqa: E402
-from synth.registry import NAMES  # noqa: E402
+from studio.workspace import Workspace
+from synth.registry import NAMES
 
 
 def show(ws: Workspace, run_id: str) -> None:
@@ -41,7 +41,7 @@ def main() -> None:
     ap.add_argument("--lang", default="en")
     args = ap.parse_args()
     ws = Workspace()
-    if args.generate:
+    if args.generate or not args.run_id:  # no run named: generate one (what `make bench` does)
         from synth.config import SynthConfig
         from synth.pipeline import Pipeline
 
@@ -49,8 +49,6 @@ def main() -> None:
         pipe = Pipeline.create(SynthConfig(lang=args.lang, months=args.months), out, ws.synth, llm=ws.llm())
         pipe.run()
         args.run_id = pipe.run_id
-    if not args.run_id:
-        ap.error("give a run id or --generate")
     show(ws, args.run_id)
 
 

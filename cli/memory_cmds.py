@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 
 from memory.methods import METHODS
+
+log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -71,6 +74,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         print("interrupted: run the same command again to resume", file=sys.stderr)
         return 130
     except LLMError as e:
+        log.warning("memory build %s stopped: %s", builder.build_id, e)
         print(f"LLM error: {e}\nfinished stages are saved: run the same command again to resume", file=sys.stderr)
         return 1
     print(json.dumps({"build_id": info.build_id, "stages_done": info.stages_done, "sessions_done": len(info.sessions_done),
@@ -96,6 +100,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     try:
         trace = builder.retrieve(args.query, args.purpose, session)
     except LLMError as e:
+        log.warning("memory build stopped during a trace: %s", e)
         print(f"LLM error while building: {e}", file=sys.stderr)
         return 1
     if args.json:

@@ -9,6 +9,7 @@ exactly the steps downstream of it (:func:`synth.registry.downstream`); the next
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import uuid
 from collections.abc import Callable
@@ -25,6 +26,8 @@ from synth.registry import NAMES, STEPS, downstream, get_step
 from synth.report import QualityReport, build_report
 from synth.steps.base import OnCall, StepContext, StepFailed, Tolerable
 from synth.store import RunInfo, StepRecord, SynthStore
+
+log = logging.getLogger(__name__)
 
 Event = Literal["start", "done", "failed", "cancelled"]
 OnStep = Callable[[str, Event, StepRecord | None], None]
@@ -109,8 +112,10 @@ class Pipeline:
                     raise Cancelled(f"stopped before {step.name}")
                 self._run_step(step.name)
         except Cancelled as e:
+            log.info("generation %s cancelled: %s", self.run_id, e)
             return self._end("cancelled", str(e))
         except (StepFailed, LLMError, PromptError, ValueError) as e:
+            log.warning("generation %s failed: %s", self.run_id, e)
             return self._end("failed", str(e))
         return self._end("finished" if not self.pending() else "new", None)
 

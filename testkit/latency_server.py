@@ -27,7 +27,7 @@ class LatencyServer:
             def log_message(self, *args):
                 pass
 
-            def do_POST(self):  # noqa: N802
+            def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
                 server.peers.add(self.client_address)  # one entry per TCP connection used
                 time.sleep(server.latency)

@@ -54,6 +54,7 @@ def render_retrieval(dataset: Dataset, builder: MemoryBuilder, methods: list[str
         try:
             other = open_builder(dataset, builder.user.uid, compare)
         except (ConfigError, ValueError) as e:
+            log.warning("cannot open %s for comparison: %s", compare, e)
             st.error(f"Cannot open {compare}: {md_escape(e)}")
             return
         render_trace(other, query, purpose, current)

@@ -8,6 +8,8 @@ pasted as a link. All text from data goes through :func:`ui.text.md_escape`, a d
 
 from __future__ import annotations
 
+import logging
+
 import pandas as pd
 import streamlit as st
 
@@ -34,6 +36,8 @@ from ui.memory_snapshot import items_frame, render_snapshot
 from ui.platform_state import platform_config
 from ui.text import md_escape
 
+log = logging.getLogger(__name__)
+
 TABS = ["Snapshot", "Changes", "Retrieval"]
 
 
@@ -50,6 +54,7 @@ def render_memory(dataset: Dataset) -> None:
     try:
         builder = open_builder(dataset, user.uid, method)
     except (ConfigError, ValueError) as e:
+        log.warning("cannot open the memory of %s with %s: %s", user.uid, method, e)
         st.error(f"Cannot open the memory of {md_escape(user.uid)} with {method}: {md_escape(e)}")
         return
     info = render_build_panel(builder)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 
 import pandas as pd
@@ -17,6 +18,8 @@ from review.store import ReviewStore
 from ui.eval_boards import render_judge_human
 from ui.platform_state import base_workspace
 from ui.text import md_escape
+
+log = logging.getLogger(__name__)
 
 
 def overview(store: ReviewStore, batch: dict) -> None:
@@ -117,7 +120,8 @@ def new_batch(store: ReviewStore, accounts: AccountStore, account: Account, data
                               guidelines)
             batch_id = store.create_batch(plan, account.name)
         except ValueError as e:
-            st.error(str(e))
+            log.info("batch not created: %s", e)
+            st.error(md_escape(e))
             return
         st.success(f"Created batch {batch_id} with {len(plan.items)} items.")
         st.session_state.pop("review_new_seed_default", None)

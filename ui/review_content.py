@@ -4,12 +4,16 @@ two dialogues of a pairwise item. All text from data goes through :func:`ui.text
 
 from __future__ import annotations
 
+import logging
+
 import streamlit as st
 
 from palset.dataset import Dataset
 from review.batches import shown_order
 from ui.platform_state import base_workspace
 from ui.text import md_escape
+
+log = logging.getLogger(__name__)
 
 
 def render_content(batch: dict, item: dict, dataset: Dataset) -> None:
@@ -22,6 +26,7 @@ def render_content(batch: dict, item: dict, dataset: Dataset) -> None:
         else:
             memory_content(p, dataset)
     except (KeyError, ValueError) as e:
+        log.warning("review item cannot be shown: %s", e)
         st.error(f"This item cannot be shown: {md_escape(e)}")
 
 

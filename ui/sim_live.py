@@ -90,6 +90,7 @@ def _submit_person(run_id: str) -> None:
     try:
         sim.step(human_text=text)
     except SimulationError as e:
+        log.info("typed message rejected in %s: %s", run_id, e)
         st.session_state[MESSAGE] = str(e)
         return
     st.session_state[GO] = True

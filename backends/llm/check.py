@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Literal
 
@@ -10,6 +11,8 @@ from pydantic import BaseModel, Field
 from backends.llm.client import LLMClient
 from backends.llm.errors import LLMError
 from backends.prompts import PromptError, load_prompt
+
+log = logging.getLogger(__name__)
 
 
 class _Probe(BaseModel):
@@ -71,4 +74,5 @@ def check_role(client: LLMClient, role: str) -> CheckReport:
             report.error = f"structured output did not parse: {structured.errors[-1]}"
     except (LLMError, PromptError, ValueError) as e:
         report.error = client.redact(str(e))
+        log.warning("connection check of role %s failed: %s", role, report.error)
     return report

@@ -12,6 +12,7 @@ CPU per call — most of a batch simulation's overhead over the server's latency
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from email.utils import parsedate_to_datetime
@@ -28,6 +29,8 @@ from backends.llm.errors import (
     ServerError,
 )
 from backends.llm.types import ChatRequest, ChatResult
+
+log = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -105,7 +108,8 @@ class OpenAICompatProvider:
         started = time.perf_counter()
         try:
             resp = self._post(req, stream=False)
-        except Exception as e:  # every SDK error is mapped to a typed one
+        except Exception as e:  # every SDK error is mapped to a typed one (key-free message)
+            log.debug("%s: SDK error", self.endpoint, exc_info=True)
             raise self._translate(e) from None
         try:
             choice = resp["choices"][0]
@@ -143,7 +147,8 @@ class OpenAICompatProvider:
                     finish = choice.get("finish_reason") or finish
         except LLMError:
             raise
-        except Exception as e:  # every SDK error is mapped to a typed one
+        except Exception as e:  # every SDK error is mapped to a typed one (key-free message)
+            log.debug("%s: SDK error", self.endpoint, exc_info=True)
             raise self._translate(e) from None
         yield ChatResult(
             text="".join(parts), model=model,

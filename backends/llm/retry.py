@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 from collections.abc import Callable
@@ -9,6 +10,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from backends.llm.errors import Cancelled, LLMError
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -46,6 +49,7 @@ def call_with_retries(
             if not e.retryable or attempt >= policy.max_retries:
                 raise
             wait = policy.delay(attempt, e, rng)
+            log.info("attempt %d failed (%s); retrying in %.1f s", attempt + 1, e, wait)
             if on_retry:
                 on_retry(attempt + 1, e, wait)
             if cancel is not None:

@@ -173,3 +173,17 @@ def test_text_from_data_is_escaped(small_release, monkeypatch):
     assert "alert" in text and not UNESCAPED_TAG.search(text) and "**loud**" not in text
     srcdoc = iframes(at)[0].srcdoc
     assert "<script>alert" not in srcdoc and "\\u0026lt;script\\u0026gt;alert" in srcdoc
+
+
+def test_a_method_that_fails_to_import_is_listed_with_its_reason(monkeypatch):
+    from memory.methods import METHODS, method_availability
+
+    monkeypatch.setitem(METHODS, "broken-method", "memory.methods.not_installed_here:Gone")
+    method_availability.cache_clear()
+    try:
+        at = open_page("memory", user="1000", method="rag-turn")
+    finally:
+        method_availability.cache_clear()
+    assert "broken-method" not in at.selectbox(key="mem_method").options
+    text = all_markdown(at)
+    assert "Not available in this install" in text and "broken" in text and "not\\_installed\\_here" in text
