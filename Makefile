@@ -31,12 +31,15 @@ browser:
 		(apt-get update -q && apt-get install -y -q chromium fonts-wqy-microhei) || \
 		echo "note: chromium not installed; browser tests will be skipped"; }
 
+# Lint, type-check, then the suite on two workers (bundled-model tests grouped on one, browser tests on one).
 test: setup browser
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m mypy
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=15
 
 lint: setup
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 
 # Every bench script, each printing its figures (a failing one does not stop the others; the exit code says).
 bench: setup

@@ -47,7 +47,7 @@ class SentenceTransformerEmbedder:
             raise ValueError(f"embedder {name_or_path!r} could not be loaded offline ({e.__class__.__name__}); "
                              "set PAL_HF_ONLINE=1 with internet access, or give a local path") from None
         dim_of = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
-        self.dim = int(dim_of())
+        self.dim = int(dim_of() or 0)
         self.batch_size = batch_size
         self._lock = threading.Lock()
 

@@ -59,7 +59,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         for key, value in stats.items():
             if key not in ("per_user", "log_types"):
                 print(f"{key:>20}: {value}")
-        for key, value in stats["log_types"].items():  # type: ignore[union-attr]
+        for key, value in stats["log_types"].items():  # type: ignore[union-attr]  # stats['log_types'] is a dict of counts
             print(f"{'logs/' + key:>20}: {value}")
     return 0
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,7 @@ def _adjusted_points(decisions: Sequence[str]) -> list[float]:
 def summarize_pair(judgments: Sequence[Judgment], *, n_boot: int = N_BOOT, seed: int = 0) -> dict:
     """One (method A, method B, aspect) group: outcomes with CI, per-user outcomes, flip and slot-1 rates."""
     decisions = [j.decision for j in judgments]
-    out = outcome_counts(decisions)
+    out: dict[str, Any] = dict(outcome_counts(decisions))
     lo, hi = bootstrap_ci(_adjusted_points(decisions), n_boot=n_boot, seed=seed)
     out["adjusted_win_rate_ci"] = [lo, hi]
     win_lo, win_hi = bootstrap_ci([float(d == "win") for d in decisions if d != "invalid"], n_boot=n_boot, seed=seed)
@@ -54,7 +55,7 @@ def summarize_pair(judgments: Sequence[Judgment], *, n_boot: int = N_BOOT, seed:
     both = [j for j in judgments if "none" not in (j.order1_winner, j.order2_winner)]
     out["flip_rate"] = sum(j.flipped for j in both) / len(both) if both else 0.0
     samples = [s for j in judgments for s in j.samples if s.ok]
-    out["slot1_win_rate"] = sum(s.slot1 > s.slot2 for s in samples) / len(samples) if samples else 0.0  # type: ignore[operator]
+    out["slot1_win_rate"] = sum(s.slot1 > s.slot2 for s in samples) / len(samples) if samples else 0.0  # type: ignore[operator]  # samples here are valid ones, which carry both slots
     out["invalid_samples"] = sum(j.invalid for j in judgments)
     out["samples"] = sum(len(j.samples) for j in judgments)
     return out

@@ -165,7 +165,7 @@ def _winner(samples: list[JudgeSample]) -> Winner:
     valid = [s for s in samples if s.ok]
     if not valid:
         return "none"
-    diff = sum(s.score_a - s.score_b for s in valid)  # type: ignore[operator]
+    diff = sum((s.score_a or 0) - (s.score_b or 0) for s in valid)  # valid samples carry both scores
     return "A" if diff > 0 else "B" if diff < 0 else "tie"
 
 
@@ -176,7 +176,7 @@ def decide(samples: list[JudgeSample], threshold: float = 0.0) -> tuple[Decision
     if not valid:
         return "invalid", None, None
     n = len(valid)
-    total_a, total_b = sum(s.score_a for s in valid), sum(s.score_b for s in valid)  # type: ignore[misc]
+    total_a, total_b = sum(s.score_a for s in valid), sum(s.score_b for s in valid)  # type: ignore[misc]  # valid samples carry both scores
     diff = (total_a - total_b) / n
     decision: Decision = "win" if diff > threshold else "lose" if diff < -threshold else "tie"
     return decision, total_a / n, total_b / n
@@ -187,7 +187,7 @@ def apply_decision(j: Judgment, threshold: float) -> Judgment:
     decision, mean_a, mean_b = decide(j.samples, threshold)
     o1, o2 = _winner([s for s in j.samples if s.order == 1]), _winner([s for s in j.samples if s.order == 2])
     valid = [s for s in j.samples if s.ok]
-    slot1 = sum(s.slot1 > s.slot2 for s in valid) / len(valid) if valid else None  # type: ignore[operator]
+    slot1 = sum(s.slot1 > s.slot2 for s in valid) / len(valid) if valid else None  # type: ignore[operator]  # valid samples carry both slots
     return j.model_copy(update={
         "threshold": threshold, "decision": decision, "mean_a": mean_a, "mean_b": mean_b,
         "invalid": len(j.samples) - len(valid), "order1_winner": o1, "order2_winner": o2,
@@ -202,7 +202,7 @@ def judge_pair(llm: LLMClient, ctx: TopicContext, run_a: RunRecord, run_b: RunRe
     samples: list[JudgeSample] = []
     for order, (first, second) in ((1, (text_a, text_b)), (2, (text_b, text_a))):
         msgs = judge_messages(prompt, ctx, aspect, first, second)
-        samples += [ask_judge(llm, prompt, msgs, order, i, aspect) for i in range(k)]  # type: ignore[arg-type]
+        samples += [ask_judge(llm, prompt, msgs, order, i, aspect) for i in range(k)]  # type: ignore[arg-type]  # aspect is one of ASPECTS, checked by the caller
     rc = llm.config.role("judge")
     spec = run_a.spec
     j = Judgment(

@@ -156,8 +156,9 @@ def compare(votes: list[HumanVote], judgments: Iterable[Judgment],
     both: list[tuple[str, str]] = []  # (judge, human) on matched items with a majority
     for v in mine:
         human = None if v.majority is None else _side(v.majority, ref)
-        j = judged.get(v.key)
-        judge = None if j is None else _side(judge_favours(j), ref)  # type: ignore[arg-type]
+        found = judged.get(v.key)
+        favoured = judge_favours(found) if found is not None else None
+        judge = None if favoured is None else _side(favoured, ref)
         counts = Counter(_side(x, ref) for x in v.votes.values())
         report.rows.append({"user": v.user_id, "sample": v.sample_id, "topic": v.topic_key, "aspect": v.aspect,
                             "human": human or "split", "votes": " / ".join(f"{o} {counts[o]}" for o in OUTCOMES),

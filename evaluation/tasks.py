@@ -60,7 +60,7 @@ class SelectionBase(BaseModel):
 
     @model_validator(mode="after")
     def _distinct(self):
-        if len(set(self.choices)) != len(self.choices):  # type: ignore[attr-defined]
+        if len(set(self.choices)) != len(self.choices):
             raise ValueError("choose two DIFFERENT candidate ids")
         return self
 
@@ -69,7 +69,7 @@ def selection_model(n: int) -> type[SelectionBase]:
     """A schema allowing exactly two of the ids S1…Sn (enum-bounded)."""
     ids = tuple(f"S{i}" for i in range(1, n + 1))
     return create_model("Selection", __base__=SelectionBase,
-                        choices=(list[Literal[ids]], Field(min_length=2, max_length=2)))  # type: ignore[valid-type]
+                        choices=(list[Literal[ids]], Field(min_length=2, max_length=2)))  # type: ignore[valid-type]  # the candidate ids are known only at run time
 
 
 def selection_score(picks: list[str], feedbacks: list[str]) -> int:
@@ -128,7 +128,7 @@ def memory_context(builder: MemoryBuilder | None, query: str, purpose: str, ctx:
     """(context text, tokens) the method retrieves for ``query`` as of the topic's session; none without memory."""
     if builder is None:
         return NO_MEMORY, 0
-    trace = builder.retrieve(query, purpose, ctx.session)  # type: ignore[arg-type]
+    trace = builder.retrieve(query, purpose, ctx.session)  # type: ignore[arg-type]  # purpose is one of the two Purpose values
     return trace.context or NO_MEMORY, trace.tokens
 
 
@@ -199,7 +199,7 @@ class TopicTasks:
         cands = "\n".join(f'"S{i}": {c.solution}' for i, c in enumerate(t.candidate_solutions, 1))
         out = self._ask(r, prompt, selection_model(len(t.candidate_solutions)), memory=memory,
                         requirement=t.requirement, candidates=cands)
-        r.picks = list(out.choices) if out else []  # type: ignore[attr-defined]
+        r.picks = list(out.choices) if out else []
         r.prediction = ",".join(r.picks) or None
         r.s_score = selection_score(r.picks, [c.feedback for c in t.candidate_solutions]) if out else 0
         return r

@@ -28,7 +28,8 @@ def bounded_text(limit: int) -> Any:
 @lru_cache(maxsize=32)
 def text_schema(name: str, field: str, limit: int, description: str) -> type[BaseModel]:
     """A one-field structured-output model ``{field: str}`` bounded to ``limit`` characters."""
-    return create_model(name, **{field: (bounded_text(limit), Field(description=description))})
+    definitions: dict[str, Any] = {field: (bounded_text(limit), Field(description=description))}
+    return create_model(name, **definitions)
 
 
 def language_name(code: str) -> str:

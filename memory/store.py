@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 
 from pydantic import BaseModel
 
@@ -51,7 +52,8 @@ def dialogue_stage(session_position: int) -> int:
     return 2 * session_position + 1
 
 
-def rows_order(rows: list) -> object:
+def rows_order(rows: list) -> Callable[[str], int]:
+    """Sort key: a sample id's position in ``rows`` (ordered by stage)."""
     order = {r[0]: n for n, r in enumerate(rows)}
     return lambda sample_id: order[sample_id]
 

@@ -86,10 +86,11 @@ def _check_user_files(user: User, dataset: Dataset, parts: dict[str, dict[str, A
     if dataset.files.get("situations") is not None:
         for name in ("requirement_framework", "candidate_solutions", "solution_preference"):
             for end_date, topics in parts.get(name, {}).get(uid, {}).items():
-                sit = user.situations.get(end_date)
-                if sit is None:
+                found = user.situations.get(end_date)
+                if found is None:
                     problems.append(Problem(files[name], f"{uid}.{end_date}", f"no situation ends on {end_date}"))
                     continue
+                sit = found
                 for key in topics:
                     k = _topic_k(key)
                     if k is None or k > len(sit.requirement_ids):

@@ -36,7 +36,8 @@ def _parse_stamp(value: object, shown: str) -> datetime:
         except ValueError:
             m = _STAMP.match(value)
             try:
-                return datetime(*(int(g) for g in m.groups() if g is not None))  # type: ignore[union-attr]
+                y, mo, d, h, mi, sec = ([int(g) for g in m.groups() if g is not None] + [0] * 6)[:6] if m else [0] * 6
+                return datetime(y, mo, d, h, mi, sec)
             except ValueError:
                 pass
     elif isinstance(value, datetime):

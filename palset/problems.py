@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -35,7 +36,7 @@ def format_path(loc: tuple[object, ...]) -> str:
     return out
 
 
-def _message(err: dict) -> str:
+def _message(err: Mapping[str, Any]) -> str:
     kind, msg, value = err.get("type", ""), err.get("msg", ""), err.get("input")
     if msg.startswith("Value error, "):
         return msg[len("Value error, ") :]

@@ -31,9 +31,9 @@ def dataset_stats(dataset: Dataset) -> dict[str, object]:
     totals: dict[str, object] = {"users": len(per_user)}
     for key in ("sessions", "history_sessions", "query_sessions", "logs", "dialogue_turns", "topics",
                 "query_topics", "situations", "inferred_log_types"):
-        totals[key] = sum(s[key] for s in per_user.values())  # type: ignore[misc]
+        totals[key] = sum(s[key] for s in per_user.values())  # type: ignore[misc]  # per-user stats hold ints under these keys
     totals["log_types"] = {
-        t.value: sum(s["log_types"][t.value] for s in per_user.values())  # type: ignore[index]
+        t.value: sum(s["log_types"][t.value] for s in per_user.values())  # type: ignore[index]  # log_types is a dict of counts
         for t in LogType
     }
     totals["language"] = dataset.language

@@ -44,7 +44,7 @@ class AccountStore:
             if conn.execute("SELECT 1 FROM review_accounts WHERE name=?", (name,)).fetchone():
                 raise ValueError(f"account {name!r} exists")
             conn.execute("INSERT INTO review_accounts VALUES (?, ?, ?, ?)", (name, role, hash_password(password), time.time()))
-        return Account(name=name, role=role)  # type: ignore[arg-type]
+        return Account(name=name, role=role)
 
     def remove(self, name: str) -> bool:
         with self.db.write() as conn:

@@ -114,7 +114,8 @@ class ReviewStore:
         return dict(row)
 
     def answers(self, batch_id: str, annotator: str | None = None, item_no: int | None = None) -> list[dict]:
-        sql, args = "SELECT * FROM review_answers WHERE batch_id=?", [batch_id]
+        sql = "SELECT * FROM review_answers WHERE batch_id=?"
+        args: list[object] = [batch_id]
         if annotator is not None:
             sql, args = sql + " AND annotator=?", [*args, annotator]
         if item_no is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from memory.types import Purpose
 from palset.vocab import Act
 
 DEFINITIONS: dict[Act, str] = {
@@ -21,7 +22,7 @@ DEFINITIONS: dict[Act, str] = {
                             "acknowledge or apologise."),
 }
 
-PURPOSE: dict[Act, str] = {
+PURPOSE: dict[Act, Purpose] = {
     Act.REQUIREMENT_PREDICTION: "requirement",
     Act.SOLUTION_PROPOSAL: "solution",
     Act.SOLUTION_DISCUSSION: "solution",

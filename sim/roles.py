@@ -40,8 +40,7 @@ class UserTurn(BaseModel):
     content: str = Field(max_length=400)
 
 
-class FreeUserTurn(BaseModel):
-    content: str = Field(max_length=400)
+class FreeUserTurn(UserTurn):
     end: bool = Field(False, description="true when you are done with this conversation")
 
 

@@ -50,7 +50,8 @@ class Simulation:
             n = len(utts)
             if n >= 2 * len(schedule):
                 return None
-            turn, side = n // 2 + 1, ("user" if n % 2 == 0 else "assistant")
+            turn = n // 2 + 1
+            side: Side = "user" if n % 2 == 0 else "assistant"
             user_act, assistant_act = schedule[turn - 1]
             return turn, side, user_act if side == "user" else assistant_act
         return self._free_slot(utts)

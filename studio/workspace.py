@@ -58,8 +58,10 @@ class Workspace:
     """Every store, cache and client of one PAL_HOME; see the module docstring."""
 
     def __init__(self, home: Path | None = None, config: PlatformConfig | None = None, *,
-                 providers: dict[str, ChatProvider] | None = None):
-        """``providers`` (role → provider) answer those roles in every client built here: tests pass fakes."""
+                 providers: dict[str, ChatProvider] | None = None, servers: LocalServers | None = None):
+        """``providers`` (role → provider) answer those roles in every client built here: tests pass fakes.
+        ``servers``: local model servers shared with other workspaces (a test session's; default: this
+        workspace's own, under its home)."""
         self.paths = StatePaths(Path(home) if home is not None else default_home())
         self.paths.home.mkdir(parents=True, exist_ok=True)
         self.log_file = configure_logging(self.paths.logs)
@@ -77,7 +79,7 @@ class Workspace:
         self.reviews = ReviewStore(self.db)
         self.accounts = AccountStore(self.db)
         self.synth = SynthStore(self.paths.synth)
-        self.servers = LocalServers(self.paths.local_server)
+        self.servers = servers if servers is not None else LocalServers(self.paths.local_server)
         self._providers = dict(providers or {})
         self._shared: dict[str, Any] = {"embedders": {}, "vectors": {}, "chroma": None}
         self._lock = threading.RLock()

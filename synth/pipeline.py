@@ -146,7 +146,7 @@ class Pipeline:
 
     def _end(self, status: str, error: str | None) -> RunInfo:
         info = self.info
-        info.status, info.error = status, error  # type: ignore[assignment]
+        info.status, info.error = status, error  # type: ignore[assignment]  # status is one of the Status literals
         self.store.save(info)
         return info
 

@@ -13,6 +13,27 @@ PALSET = SHARED_DATA / "palset"
 DEMO = ROOT / "data" / "demo"
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Tests on the bundled model (or CPU training) run one after another on one xdist worker, and so do the
+    browser tests, while the other worker runs the rest (``--dist loadgroup``)."""
+    for item in items:
+        for marker in ("local_model", "browser"):
+            if item.get_closest_marker(marker):
+                item.add_marker(pytest.mark.xdist_group(marker))
+                break
+
+
+@pytest.fixture(scope="session")
+def local_servers(tmp_path_factory):
+    """One bundled-model server per test worker, shared by every real-model test's workspace."""
+    from backends.llm.local_server import LocalServers
+
+    servers = LocalServers(tmp_path_factory.mktemp("local_server"))
+    yield servers
+    servers.stop_all()
+
+
 def require_shared(path: Path) -> Path:
     if not path.exists():
         pytest.skip(f"shared reference data not present at {path}")

@@ -65,3 +65,17 @@ def test_only_the_composition_root_constructs_stores_and_clients():
                         and node.func.id in CONSTRUCTED_ONLY_BY_THE_ROOT:
                     wrong.append(f"{path.relative_to(ROOT)}:{node.lineno} constructs {node.func.id}")
     assert wrong == []
+
+
+def test_every_type_ignore_names_its_error_code_and_a_reason():
+    import re
+
+    pattern = re.compile(r"#\s*type:\s*ignore(?P<rest>.*)$")
+    bare = []
+    for package in ALLOWED:
+        for path in _sources(package):
+            for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                m = pattern.search(line)
+                if m and not re.match(r"\[[a-z, _-]+\]\s+#\s*\S", m.group("rest")):
+                    bare.append(f"{path.relative_to(ROOT)}:{no}")
+    assert bare == []

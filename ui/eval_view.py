@@ -167,7 +167,7 @@ def render_judge_button(dataset: Dataset, sims: SimStore, pairs: list[RunPair], 
         bar.progress(done / total, text=f"[{done}/{total}] {what}")
 
     try:
-        judge_runs(llm, dataset, sims, store, todo, aspects, k=k, threshold=threshold,  # type: ignore[arg-type]
+        judge_runs(llm, dataset, sims, store, todo, aspects, k=k, threshold=threshold,  # type: ignore[arg-type]  # aspects come from ASPECT_CHOICES
                    progress=progress)
     except Exception as e:  # LLM, dataset or store problems: a message, never a traceback
         log.exception("judging stopped")

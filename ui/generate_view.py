@@ -144,7 +144,7 @@ def render_progress(run_id: str, store: SynthStore) -> None:
         state = STATUS_STATE.get(info.status, "running" if done < len(NAMES) else "complete")
         if state == "running":
             state = "error" if info.status != "new" else "complete"
-    with st.status(label, state=state, expanded=alive):  # type: ignore[arg-type]
+    with st.status(label, state=state, expanded=alive):  # type: ignore[arg-type]  # state is one of st.status's states
         for name in NAMES:
             rec = pipeline.record(name)
             if rec is not None:

@@ -51,7 +51,7 @@ def sessions_frame(checkpoints: list[Checkpoint]) -> pd.DataFrame:
 
 def render_plum(builder: MemoryBuilder, pos: int) -> None:
     method = builder.impl
-    adapters: AdapterStore = method.adapters  # type: ignore[attr-defined]
+    adapters: AdapterStore = method.adapters  # type: ignore[attr-defined]  # this tab is shown only for the plum method
     session = builder.user.sessions[pos]
     st.markdown(f"**QA pairs of {md_escape(session.sample_id)}**")
     st.caption("Forgetting a pair (Snapshot tab) hides it, but what the adapter learnt from it stays in its weights "
@@ -85,7 +85,7 @@ def render_probe(builder: MemoryBuilder, session, checkpoints: list[Checkpoint])
 
     try:
         with st.spinner("Loading the model and answering…"):
-            answers = probe(builder.impl, question.strip(), ckpt)  # type: ignore[arg-type]
+            answers = probe(builder.impl, question.strip(), ckpt)  # type: ignore[arg-type]  # this tab is shown only for the plum method
     except Exception as e:  # shown as a message, never a traceback
         log.exception("PLUM probe failed (%s)", builder.build_id)
         st.error(f"Probe failed: {md_escape(error_text(e))}")

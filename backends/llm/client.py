@@ -147,7 +147,7 @@ class LLMClient:
         provider = self.provider(role)
         req = self._request(role, messages, overrides)
         key = cache_key(provider.endpoint, req, cache_salt) if self.cache is not None and use_cache else None
-        if key and (hit := self.cache.get(key)) is not None:  # type: ignore[union-attr]
+        if key and (hit := self.cache.get(key)) is not None:  # type: ignore[union-attr]  # key is set only when there is a cache
             self._record(role, provider, req, prompt, hit, None)
             return hit
         policy = RetryPolicy(max_retries=self.config.role(role).max_retries)
@@ -158,7 +158,7 @@ class LLMClient:
             self._raise_redacted(e)
         result = result.model_copy(update={"attempts": attempts})
         if key:
-            self.cache.put(key, provider.endpoint, result)  # type: ignore[union-attr]
+            self.cache.put(key, provider.endpoint, result)  # type: ignore[union-attr]  # key is set only when there is a cache
         self._record(role, provider, req, prompt, result, None)
         return result
 
@@ -170,7 +170,7 @@ class LLMClient:
         provider = self.provider(role)
         req = self._request(role, messages, overrides)
         key = cache_key(provider.endpoint, req, cache_salt) if self.cache is not None and use_cache else None
-        if key and (hit := self.cache.get(key)) is not None:  # type: ignore[union-attr]
+        if key and (hit := self.cache.get(key)) is not None:  # type: ignore[union-attr]  # key is set only when there is a cache
             self._record(role, provider, req, prompt, hit, None)
             yield hit.text
             yield hit
@@ -198,7 +198,7 @@ class LLMClient:
         if result is None:
             return
         if key and result.text:
-            self.cache.put(key, provider.endpoint, result)  # type: ignore[union-attr]
+            self.cache.put(key, provider.endpoint, result)  # type: ignore[union-attr]  # key is set only when there is a cache
         self._record(role, provider, req, prompt, result, None)
         yield result
 
@@ -234,7 +234,7 @@ class LLMClient:
             raws.append(result.text)
             try:
                 value, repaired = parse_structured(result.text, model)
-                if check is not None and (problem := check(value)):  # type: ignore[arg-type]
+                if check is not None and (problem := check(value)):  # type: ignore[arg-type]  # value is an instance of model, which check was written for
                     raise StructuredError(problem)
             except StructuredError as e:
                 errors.append(str(e))
@@ -243,7 +243,7 @@ class LLMClient:
                 msgs = [*msgs, Message(role="assistant", content=result.text[:4000]),
                         Message(role="user", content=f"That reply was rejected: {e}. Reply again with only the corrected JSON object.")]
                 continue
-            return StructuredResult[model](value=value, raw=result.text, attempts=attempt + 1, repaired=repaired)  # type: ignore[valid-type]
+            return StructuredResult[model](value=value, raw=result.text, attempts=attempt + 1, repaired=repaired)  # type: ignore[valid-type]  # the result type is parametrised by the run-time model
         return StructuredFailure(raw=raws, errors=errors, attempts=len(raws))
 
 

@@ -51,7 +51,7 @@ class RunStore:
         marks = ", ".join("?" * (len(data) + 1))
         with self.db.write() as conn:
             cur = conn.execute(f"INSERT INTO llm_calls ({cols}) VALUES ({marks})", (time.time(), *data.values()))
-            return int(cur.lastrowid)
+            return int(cur.lastrowid or 0)
 
     def calls(self, session_id: str | None = None, limit: int = 500) -> list[dict]:
         sql = "SELECT * FROM llm_calls" + (" WHERE session_id = ?" if session_id else "") + " ORDER BY id DESC LIMIT ?"

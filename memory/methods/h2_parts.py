@@ -9,6 +9,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field, create_model
 
+from backends.llm.dynamic import field, list_of, one_of
+
 AspectName = Literal["work", "health", "family", "leisure"]
 WINDOW = 10
 
@@ -70,15 +72,14 @@ class AdjustOut(BaseModel):
 
 def log_graph_model(targets: list[str], allowed: list[str]) -> type[BaseModel]:
     """A schema whose ids are enums of this window's logs, so even a tiny model can only name real logs."""
-    target_id = Literal[tuple(targets)]  # type: ignore[valid-type]
-    earlier_id = Literal[tuple(allowed)] if allowed else str  # type: ignore[valid-type]
+    earlier_id = one_of(allowed) if allowed else str
     relation = create_model(
         "LogRelation",
-        log=(target_id, ...),
-        caused_by=(list[earlier_id], Field(default_factory=list, max_length=5)),  # type: ignore[valid-type]
-        follows=(list[earlier_id], Field(default_factory=list, max_length=5)),  # type: ignore[valid-type]
+        log=field(one_of(targets)),
+        caused_by=field(list_of(earlier_id), Field(default_factory=list, max_length=5)),
+        follows=field(list_of(earlier_id), Field(default_factory=list, max_length=5)),
     )
-    return create_model("LogGraphOut", relations=(list[relation], Field(max_length=len(targets))))  # type: ignore[valid-type]
+    return create_model("LogGraphOut", relations=field(list_of(relation), Field(max_length=len(targets))))
 
 
 # ---------------------------------------------------------------- pure helpers (unit-tested)

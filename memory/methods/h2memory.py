@@ -138,7 +138,7 @@ class H2Memory(MemoryMethod):
                     if session.logs else f"{session.dialogue_timestamp:%Y-%m-%d}")
         out = self._ask("h2_background", BackgroundOut, notes, "background update",
                         old_span=old_span, new_span=new_span,
-                        background="\n".join(f"- {a}: {current[a].text if current[a] else ''}" for a in ASPECTS),
+                        background="\n".join(f"- {a}: {_text(current[a])}" for a in ASPECTS),
                         situations="\n".join(f"- {s.text}" for s in situations) or "(none)")
         items = []
         for a in ASPECTS:
@@ -333,3 +333,8 @@ class H2Memory(MemoryMethod):
                 lines.append(f"  {title}:")
                 lines += groups[kind]
         return "\n".join(lines)
+
+
+def _text(item: MemoryItem | None) -> str:
+    """An aspect's current background text (empty when the aspect has none yet)."""
+    return item.text if item is not None else ""

@@ -30,9 +30,9 @@ OVERLAP = 0.6  # share of a negative topic's words already in the session → no
 
 
 class PositivePair(BaseModel):
-    topic: bounded_text(80) = Field(description="two to six words naming what was discussed")  # type: ignore[valid-type]
-    question: bounded_text(200) = Field(description="what the user could ask later")  # type: ignore[valid-type]
-    answer: bounded_text(300) = Field(description="the assistant's answer, second person, from the conversation")  # type: ignore[valid-type]
+    topic: bounded_text(80) = Field(description="two to six words naming what was discussed")  # type: ignore[valid-type]  # bounded_text returns an Annotated type at import time
+    question: bounded_text(200) = Field(description="what the user could ask later")  # type: ignore[valid-type]  # bounded_text returns an Annotated type at import time
+    answer: bounded_text(300) = Field(description="the assistant's answer, second person, from the conversation")  # type: ignore[valid-type]  # bounded_text returns an Annotated type at import time
 
 
 class PositiveQA(BaseModel):
@@ -40,7 +40,7 @@ class PositiveQA(BaseModel):
 
 
 class NegativeTopics(BaseModel):
-    topics: list[bounded_text(80)] = Field(max_length=8)  # type: ignore[valid-type]
+    topics: list[bounded_text(80)] = Field(max_length=8)  # type: ignore[valid-type]  # bounded_text returns an Annotated type at import time
 
 
 class QAPair(BaseModel):
@@ -71,7 +71,7 @@ def templates(language: str) -> dict[str, str]:
 
 def positive_pairs(values: list[PositivePair], language: str, n: int) -> list[QAPair]:
     """Open pairs as written plus a templated closed "yes" pair per topic (at most ``n`` topics)."""
-    t, out, seen = templates(language), [], set()
+    t, out, seen = templates(language), [], set[str]()
     for p in values:
         topic, q, a = p.topic.strip(), p.question.strip(), p.answer.strip()
         if not (topic and q and a) or topic.lower() in seen or len(seen) >= n:

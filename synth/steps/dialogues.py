@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from backends.llm.dynamic import field, list_of
 from palset.vocab import ASSISTANT_ACTS, USER_ACTS, Act, parse_act
 from synth.config import SynthConfig
 from synth.lang import act_label, dumps, language_name, profile_text
@@ -72,10 +73,10 @@ def template(topic: int, needs: int, solutions: int, rng: random.Random) -> list
     return slots
 
 
-def turns_reply(n: int) -> type[BaseModel]:
+def turns_reply(n: int) -> type[Any]:
     item = create_model("TurnReply", user=(str, Field(min_length=2, max_length=200)),
                         assistant=(str, Field(min_length=2, max_length=250)))
-    return create_model("TopicDialogueReply", turns=(list[item], Field(min_length=n, max_length=n)))  # type: ignore[valid-type]
+    return create_model("TopicDialogueReply", turns=field(list_of(item), Field(min_length=n, max_length=n)))
 
 
 def check_turn_texts(texts: list[tuple[str, str]]) -> str | None:
@@ -133,7 +134,7 @@ class DialoguesStep(Step):
             max_tokens=100 + 180 * len(slots))
         return [DialogueTurn(user=Said(action=act_label(ua, lang), reference=ur, content=x.user.strip()),
                              assistant=Said(action=act_label(aa, lang), reference=ar, content=x.assistant.strip()))
-                for (ua, ur, aa, ar), x in zip(slots, reply.turns)]  # type: ignore[attr-defined]
+                for (ua, ur, aa, ar), x in zip(slots, reply.turns)]
 
     def check(self, output: Any, inputs: dict[str, Any], config: SynthConfig) -> list[str]:
         problems = []

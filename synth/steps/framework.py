@@ -100,7 +100,7 @@ class RequirementFrameworkStep(Step):
             out[end] = [FrameworkTopic(requirement_id=rid, requirement_type=types[rid], user_query=t.user_query.strip(),
                                        implicit_needs=[ImplicitNeed(need=n.need.strip(), evidences=[e.strip() for e in n.evidences])
                                                        for n in t.implicit_needs], requirement=t.requirement.strip())
-                        for rid, t in zip(s.requirement_ids, reply.topics)]  # type: ignore[attr-defined]
+                        for rid, t in zip(s.requirement_ids, reply.topics)]  # type: ignore[attr-defined]  # reply is a run-time model with these fields
         return Framework(situations=out)
 
     def check(self, output: Any, inputs: dict[str, Any], config: SynthConfig) -> list[str]:
@@ -168,7 +168,7 @@ class CandidateSolutionsStep(Step):
             reply = ctx.ask(end, self.prompt, {"language": language_name(ctx.config.lang), "requirements": dumps(parts),
                                                "count": len(topics)}, reply_model, check=check,
                             max_tokens=100 + 500 * len(topics))
-            out[end] = [[s.strip() for s in t.solutions] for t in reply.topics]  # type: ignore[attr-defined]
+            out[end] = [[s.strip() for s in t.solutions] for t in reply.topics]  # type: ignore[attr-defined]  # reply is a run-time model with these fields
         return CandidateSolutions(situations=out)
 
     def check(self, output: Any, inputs: dict[str, Any], config: SynthConfig) -> list[str]:
@@ -187,7 +187,7 @@ class CandidateSolutionsStep(Step):
 
 
 class ChoiceReply(BaseModel):
-    candidate: Literal[SOLUTION_IDS]  # type: ignore[valid-type]
+    candidate: Literal[SOLUTION_IDS]  # type: ignore[valid-type]  # the candidate ids are a run-time tuple
     feedback_reason: str = Field(min_length=5, max_length=120)
 
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import random
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from backends.llm.dynamic import field, list_of, one_of
 from palset.vocab import parse_log_type
 from synth.config import SynthConfig
 from synth.lang import language_name, log_type_labels, profile_text
@@ -40,11 +41,10 @@ class Logs(BaseModel):
 
 
 def logs_reply(lang: str, low: int, high: int) -> type[BaseModel]:
-    kind = Literal[tuple(log_type_labels(lang))]  # type: ignore[valid-type]
     item = create_model("LogReply", timestamp=(str, Field(min_length=16, max_length=16)),
-                        event=(str, Field(min_length=5, max_length=80)), type=(kind, ...),
+                        event=(str, Field(min_length=5, max_length=80)), type=field(one_of(log_type_labels(lang))),
                         content=(str, Field(min_length=10, max_length=160)))
-    return create_model("SituationLogsReply", logs=(list[item], Field(min_length=low, max_length=high)))  # type: ignore[valid-type]
+    return create_model("SituationLogsReply", logs=field(list_of(item), Field(min_length=low, max_length=high)))
 
 
 def span_bounds(s: SituationRecord) -> tuple[datetime, datetime]:
@@ -121,7 +121,7 @@ class LogsStep(Step):
                 "experience": ctx.inputs["experience"].experiences.get(s.end_date, s.situation),
                 "types": ", ".join(log_type_labels(cfg.lang)), "min_logs": cfg.min_logs, "max_logs": cfg.max_logs},
                 reply_model, check=check, max_tokens=100 + 120 * cfg.max_logs)
-            out[s.end_date] = self._repaired(ctx, reply.logs, start, end, s.end_date)  # type: ignore[attr-defined]
+            out[s.end_date] = self._repaired(ctx, reply.logs, start, end, s.end_date)  # type: ignore[attr-defined]  # reply is the run-time model built by logs_reply
         return Logs(situations=out)
 
     def _repaired(self, ctx: StepContext, logs: list[Any], start: datetime, end: datetime, unit: str) -> list[LogRecord]:

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from backends.llm.dynamic import field, list_of
 from palset.models import Aspect
 from palset.vocab import ASPECTS
 from synth.config import SynthConfig
@@ -88,7 +89,7 @@ class Preferences(BaseModel):
 def preference_reply(n: int) -> type[BaseModel]:
     item = create_model("PreferenceReply", analysis=(str, Field(min_length=20, max_length=150)),
                         pos=(str, Field(min_length=20, max_length=250)), neg=(str, Field(min_length=20, max_length=250)))
-    return create_model("AspectPreferencesReply", items=(list[item], Field(min_length=n, max_length=n)))  # type: ignore[valid-type]
+    return create_model("AspectPreferencesReply", items=field(list_of(item), Field(min_length=n, max_length=n)))
 
 
 def check_preference_texts(pos: str, neg: str, where: str) -> str | None:
@@ -129,7 +130,7 @@ class PreferencesStep(Step):
                 "count": len(phrases)}, reply_model, check=check, max_tokens=100 + 300 * len(phrases))
             out[aspect] = {rid: PreferenceEntry(requirement=phrase, analysis=item.analysis.strip(), pos=item.pos.strip(),
                                                 neg=item.neg.strip())
-                           for (rid, phrase), item in zip(phrases.items(), reply.items)}  # type: ignore[attr-defined]
+                           for (rid, phrase), item in zip(phrases.items(), reply.items)}  # type: ignore[attr-defined]  # reply is the run-time model built by preference_reply
         return Preferences(preferences=out)
 
     def check(self, output: Any, inputs: dict[str, Any], config: SynthConfig) -> list[str]:

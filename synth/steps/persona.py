@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from backends.llm.dynamic import field, list_of, one_of
 from palset.models import Profile
 from synth.config import SynthConfig
 from synth.lang import dumps, language_name, profile_text
@@ -83,9 +84,8 @@ class Timeline(BaseModel):
 
 def timeline_reply(keys: list[str]) -> type[BaseModel]:
     """Exactly one paragraph per month, months named from the run's month list."""
-    month = Literal[tuple(keys)]  # type: ignore[valid-type]
-    item = create_model("MonthReply", month=(month, ...), events=(str, Field(min_length=40, max_length=600)))
-    return create_model("TimelineReply", months=(list[item], Field(min_length=len(keys), max_length=len(keys))))  # type: ignore[valid-type]
+    item = create_model("MonthReply", month=field(one_of(keys)), events=(str, Field(min_length=40, max_length=600)))
+    return create_model("TimelineReply", months=field(list_of(item), Field(min_length=len(keys), max_length=len(keys))))
 
 
 def check_month_keys(got: list[str], expected: list[str]) -> str | None:
@@ -114,7 +114,7 @@ class TimelineStep(Step):
         reply = ctx.ask("", self.prompt, {"language": language_name(ctx.config.lang),
                                           "profile": profile_text(profile), "months": dumps(keys)},
                         reply_model, check=check, max_tokens=250 + 300 * len(keys))
-        return Timeline(months={m.month: m.events.strip() for m in reply.months})  # type: ignore[attr-defined]
+        return Timeline(months={m.month: m.events.strip() for m in reply.months})  # type: ignore[attr-defined]  # reply is the run-time model built by timeline_reply
 
     def check(self, output: Any, inputs: dict[str, Any], config: SynthConfig) -> list[str]:
         keys = [config.month_key(y, m) for y, m in config.month_list()]

@@ -12,10 +12,11 @@ from __future__ import annotations
 import calendar
 import random
 from datetime import date, datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from backends.llm.dynamic import field, list_of, one_of
 from palset.assemble import BundleSituation
 from synth.config import LAST_MONTH, SynthConfig
 from synth.lang import all_requirement_types, dumps, language_name, profile_text
@@ -65,10 +66,10 @@ def plan_spans(year: int, month: int, after: date | None, n: int, rng: random.Ra
 
 
 def situations_reply(n: int, ids: list[str], max_topics: int = 3) -> type[BaseModel]:
-    rid = Literal[tuple(ids)]  # type: ignore[valid-type]
-    item = create_model("SituationReply", requirement_ids=(list[rid], Field(min_length=1, max_length=max_topics)),  # type: ignore[valid-type]
+    item = create_model("SituationReply",
+                        requirement_ids=field(list_of(one_of(ids)), Field(min_length=1, max_length=max_topics)),
                         situation=(str, Field(min_length=60, max_length=500)))
-    return create_model("MonthSituationsReply", situations=(list[item], Field(min_length=n, max_length=n)))  # type: ignore[valid-type]
+    return create_model("MonthSituationsReply", situations=field(list_of(item), Field(min_length=n, max_length=n)))
 
 
 def check_ids(ids: list[str], known: set[str], where: str) -> str | None:
@@ -148,7 +149,7 @@ class SituationsStep(Step):
                 "month": month, "month_events": timeline.get(cfg.month_key(y, m), ""),
                 "spans": "\n".join(f"{i}. {a} ~ {b}" for i, (a, b) in enumerate(spans, start=1)),
                 "count": len(spans)}, reply_model, check=check, max_tokens=100 + 250 * len(spans))
-            for (a, b), item in zip(spans, reply.situations):  # type: ignore[attr-defined]
+            for (a, b), item in zip(spans, reply.situations):  # type: ignore[attr-defined]  # reply is the run-time model built by situations_reply
                 out.append(SituationRecord(month=month, time_span=f"{a} ~ {b}", start_hour=rng.randint(7, 12),
                                            end_hour=rng.randint(12, 21), requirement_ids=list(item.requirement_ids),
                                            situation=item.situation.strip()))

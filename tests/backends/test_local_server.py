@@ -12,7 +12,7 @@ from backends.config import LocalServerConfig
 from backends.llm.local_server import LocalServer
 from testkit.workspace import make_workspace
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.local_model]
 
 
 class Weather(BaseModel):

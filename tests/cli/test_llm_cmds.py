@@ -15,6 +15,7 @@ def run(env_extra, *args):
 
 
 @pytest.mark.slow
+@pytest.mark.local_model
 def test_check_starts_the_local_model_and_parses_structured_output(tmp_path):
     res = run({"PAL_HOME": str(tmp_path)}, "--role", "judge")
     assert res.returncode == 0, res.stdout + res.stderr

@@ -13,13 +13,13 @@ from sim.service import make_spec
 from testkit.workspace import make_workspace
 from tests.conftest import DEMO
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.local_model]
 
 
-def test_faireval_of_two_local_runs(tmp_path, monkeypatch):
+def test_faireval_of_two_local_runs(local_servers, tmp_path, monkeypatch):
     monkeypatch.setenv("PAL_HOME", str(tmp_path))
     env = {"PAL_DEFAULT_MAX_TOKENS": "48", "PAL_JUDGE_MAX_TOKENS": "220", "PAL_DEFAULT_TIMEOUT": "600"}
-    ws = make_workspace(tmp_path, env=env)
+    ws = make_workspace(tmp_path, env=env, servers=local_servers)
     llm = ws.llm(session_id="real-faireval")
     ds = load_dataset(DEMO)
     runs = []

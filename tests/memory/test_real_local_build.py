@@ -8,13 +8,13 @@ from palset.loader import load_dataset
 from testkit.workspace import make_workspace
 from tests.conftest import DEMO
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.local_model]
 
 
-def test_h2memory_builds_a_demo_session_with_the_local_model(tmp_path, monkeypatch):
+def test_h2memory_builds_a_demo_session_with_the_local_model(local_servers, tmp_path, monkeypatch):
     monkeypatch.setenv("PAL_HOME", str(tmp_path))
     user = load_dataset(DEMO).users["1005"]
-    ws = make_workspace(tmp_path, env={"PAL_DEFAULT_TIMEOUT": "600"})  # CPU may be shared in CI
+    ws = make_workspace(tmp_path, env={"PAL_DEFAULT_TIMEOUT": "600"}, servers=local_servers)  # CPU may be shared in CI
     llm = ws.llm()
     builder = ws.open_user_builder("demo", user, "h2memory", llm=llm, embedder="minilm")
     info = builder.run(until_session=0)

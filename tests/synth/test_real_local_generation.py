@@ -17,13 +17,13 @@ from synth.pipeline import Pipeline
 from testkit.workspace import make_workspace
 from tests.pages.apptest import open_page
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.local_model]
 
 
-def test_a_one_month_english_user_with_the_local_model(tmp_path, monkeypatch, capsys):
+def test_a_one_month_english_user_with_the_local_model(local_servers, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
     out = tmp_path / "generated"
-    ws = make_workspace(tmp_path / "pal", env={"PAL_DEFAULT_TIMEOUT": "600"})
+    ws = make_workspace(tmp_path / "pal", env={"PAL_DEFAULT_TIMEOUT": "600"}, servers=local_servers)
     llm = ws.llm()
     config = SynthConfig(lang="en", months=1, seed=1, description="a 38-year-old bus driver in Manchester with two children",
                          situations_min=2, situations_max=2, max_topics=1, min_logs=5, max_logs=6, retries=3,
