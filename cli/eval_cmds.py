@@ -144,12 +144,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from evaluation.aggregate import leaderboard
     from evaluation.service import bench_tasks
     from evaluation.store import EvalStore
-    from memory.methods import METHODS
+    from memory.methods import METHODS, NOT_IMPLEMENTED
 
     methods = _split(args.methods)
     unknown = [m for m in methods if m not in METHODS]
     if not methods or unknown:
-        print(f"error: unknown method(s) {unknown} (methods: {', '.join(METHODS)})", file=sys.stderr)
+        missing = [f"{m}: {NOT_IMPLEMENTED[m.lower()]}" for m in unknown if m.lower() in NOT_IMPLEMENTED]
+        print(f"error: unknown method(s) {unknown} (methods: {', '.join(METHODS)})"
+              + "".join(f"; not implemented — {x}" for x in missing), file=sys.stderr)
         return 2
     dataset = _dataset(args.dataset)
     users = _split(args.users) or None

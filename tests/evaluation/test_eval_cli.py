@@ -66,6 +66,8 @@ def test_pal_bench_tasks_prints_a_leaderboard(env, cli_llm, capsys):
     assert main(["bench-tasks", "--dataset", str(DEMO), "--methods", "vanilla", "--users", USER]) == 0  # resumed
     assert "vanilla" in capsys.readouterr().out
     assert main(["bench-tasks", "--dataset", str(DEMO), "--methods", "nope"]) == 2
+    assert main(["bench-tasks", "--dataset", str(DEMO), "--methods", "conditionmem"]) == 2
+    assert "not implemented — conditionmem: ConditionMem" in capsys.readouterr().err
 
 
 def test_pal_judge_shows_dropped_topics_and_sends_the_uncertain_ones_to_review(env, cli_llm, capsys):
