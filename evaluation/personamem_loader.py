@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -51,6 +52,7 @@ PREF_TYPES = ("stereotypical_pref", "anti_stereotypical_pref", "neutral_preferen
               "health_and_medical_conditions", "ask_to_forget", "sensitive_info", "multimodal")
 USER_ACT, ASSISTANT_ACT = Act.TOPIC_INQUIRY, Act.REQUIREMENT_PREDICTION  # placeholders, see the module doc
 START = datetime(2025, 1, 1, 9, 0)
+log = logging.getLogger(__name__)
 
 
 def _loc(loc: tuple[Any, ...]) -> str:
@@ -295,10 +297,11 @@ def _raw_items(path: Path | str, persona_id: str | None) -> tuple[list[tuple[str
 
 
 def _reason(e: ValidationError) -> str:
+    """Why an item is unusable, without row numbers, so that equal reasons count together."""
     first = e.errors()[0]
     where = _loc(tuple(p for p in first["loc"] if not isinstance(p, int)))
-    return f"{where}: {first['msg'].removeprefix('Value error, ')}" if where != "(top level)" else \
-        first["msg"].removeprefix("Value error, ")
+    msg = first["msg"].removeprefix("Value error, ")
+    return msg if where == "(top level)" else f"{where}: {msg}"
 
 
 def read_questions(path: Path | str, persona_id: str | None = None, *, strict: bool = False) -> QuestionFile:
@@ -315,7 +318,9 @@ def read_questions(path: Path | str, persona_id: str | None = None, *, strict: b
         except ValidationError as e:
             if strict:
                 raise _fail(path, e, where) from None
-            qf.skipped[_reason(e)] += 1
+            reason = _reason(e)
+            log.warning("%s: %s skipped (%s)", path, where, reason)
+            qf.skipped[reason] += 1
             continue
         if not strict and item.user_query and not item.evaluable:
             qf.skipped["a query without a correct answer and 3 incorrect answers"] += 1

@@ -6,6 +6,8 @@ overturned the judge. All text from data goes through :func:`ui.text.md_escape` 
 
 from __future__ import annotations
 
+import logging
+
 import pandas as pd
 import streamlit as st
 
@@ -16,6 +18,8 @@ from review.accounts import LOCAL_ADMIN, AccountStore
 from review.batches import plan_calibration
 from review.store import ReviewStore
 from ui.text import md_escape
+
+log = logging.getLogger(__name__)
 
 
 def calibration_frame(cals: list[Calibration]) -> pd.DataFrame:
@@ -82,6 +86,8 @@ def render_send(store: ReviewStore, dkey: str, ranked: list[TopicUncertainty], h
                                         annotators=annotators)
                 batch_id = store.create_batch(plan, LOCAL_ADMIN)
             except ValueError as e:
+                log.warning("calibration batch not created for %s vs %s", ranked[0].method_a, ranked[0].method_b,
+                            exc_info=True)
                 st.error(md_escape(str(e)))
                 return
             st.success(f"Created review batch {md_escape(batch_id)} with {len(plan.items)} blinded pairwise item(s).")
