@@ -8,6 +8,10 @@ import sys
 
 from cli.context import open_workspace
 
+BENCH_CAPTION = ("BLEU ×100 (restatement R-, proposal P-): Chinese with jieba as the paper, English with word tokens "
+                 "(the paper's code runs jieba on every language); G-score 0–100 (failed judge calls left out, counted "
+                 "in 'G judge failed'), S-score −100–100; 95% bootstrap CIs over topics")
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("judge", help="FairEval: judge finished runs of one method against a baseline, topic by "
@@ -20,7 +24,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threshold", type=float, default=0.0,
                    help="tie when the mean scores differ by at most this (default 0: exact equality)")
     p.add_argument("--aspects", default="requirement,preference", help="comma-separated: requirement, preference")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (and the review batch's seed)")
+    p.add_argument("--review-uncertain", type=int, metavar="N",
+                   help="FairEval human-in-the-loop calibration: send the N most uncertain judged topics (by BPDE) to "
+                        "a blinded pairwise review batch for --annotators")
+    p.add_argument("--annotators", help="comma-separated reviewer names for --review-uncertain")
+    p.add_argument("--overlap", type=int, default=2, help="annotators per item of the review batch (default 2)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_judge)
 
@@ -58,52 +67,87 @@ def _dataset(path: str):
 def cmd_judge(args: argparse.Namespace) -> int:
     from evaluation.aggregate import aggregate_judgments
     from evaluation.faireval import ASPECTS
-    from evaluation.service import judge_runs, pair_runs
+    from evaluation.service import dropped_topics, judge_runs, pair_runs
     from palset.dataset import dataset_key
 
     aspects = _split(args.aspects)
     if not aspects or any(a not in ASPECTS for a in aspects) or args.k < 1 or args.threshold < 0:
         print(f"error: --aspects must name {', '.join(ASPECTS)}; --k ≥ 1; --threshold ≥ 0", file=sys.stderr)
         return 2
+    if args.review_uncertain is not None and (args.review_uncertain < 1 or not _split(args.annotators)):
+        print("error: --review-uncertain needs N ≥ 1 and --annotators", file=sys.stderr)
+        return 2
     dataset = _dataset(args.dataset)
     ws = open_workspace()
     sims = ws.sims
-    pairs = pair_runs(sims, dataset_key(dataset.root), args.runs, args.baseline, _split(args.users) or None)
+    dkey, users = dataset_key(dataset.root), _split(args.users) or None
+    pairs = pair_runs(sims, dkey, args.runs, args.baseline, users)
+    dropped = dropped_topics(sims, dkey, args.runs, args.baseline, users)
     if not pairs:
-        print(f"error: no topic has finished runs of both {args.runs} and {args.baseline}", file=sys.stderr)
+        print(f"error: no topic has finished runs of both {args.runs} and {args.baseline}"
+              + (f" ({len(dropped)} topic(s) dropped: {dropped[0].reason}, …)" if dropped else ""), file=sys.stderr)
         return 2
-    print(f"judging {len(pairs)} topic(s) × {len(aspects)} aspect(s), k={args.k} per order", file=sys.stderr)
+    print(f"judging {len(pairs)} topic(s) × {len(aspects)} aspect(s), k={args.k} per order; "
+          f"{len(dropped)} topic(s) dropped (no finished run of both methods)", file=sys.stderr)
+    store = ws.evals
     try:
-        judgments = judge_runs(make_llm(), dataset, sims, ws.evals, pairs, aspects, k=args.k,
+        judgments = judge_runs(make_llm(), dataset, sims, store, pairs, aspects, k=args.k,
                                threshold=args.threshold, progress=_progress)
     except KeyboardInterrupt:
         print("interrupted: finished judgments are saved; run the same command again to resume", file=sys.stderr)
         return 130
-    rows = aggregate_judgments(judgments, args.threshold, seed=args.seed)
-    print(json.dumps(rows, ensure_ascii=False, indent=1) if args.json else _judge_table(rows))
+    rows = aggregate_judgments(judgments, args.threshold, seed=args.seed, dropped=dropped)
+    if args.review_uncertain is not None:
+        print(_send_to_review(args, dkey, judgments, ws.reviews), file=sys.stderr)
+    print(json.dumps(rows, ensure_ascii=False, indent=1) if args.json else _judge_table(rows, dropped))
     return 0
 
 
-def _judge_table(rows: list[dict]) -> str:
-    lines = [f"{'A vs B':<34} {'aspect':<12} {'win':>4} {'tie':>4} {'lose':>4} {'adj.win':>8} {'95% CI':>15} "
-             f"{'flip':>5} {'slot1':>6} {'inv':>4}"]
+def _send_to_review(args: argparse.Namespace, dkey: str, judgments: list, reviews) -> str:
+    """Create the calibration batch of the N most uncertain judged topics; returns what to tell the user."""
+    from evaluation.calibration import rank_topics
+    from review.batches import plan_calibration
+
+    ranked = rank_topics(judgments)
+    plan = plan_calibration("", dkey, ranked, args.review_uncertain, args.seed, min(args.overlap, len(
+        _split(args.annotators))), _split(args.annotators))
+    batch_id = reviews.create_batch(plan, "cli")
+    return (f"review batch {batch_id}: the {len(plan.items)} most uncertain of {len(ranked)} topic(s) (BPDE), "
+            "blinded pairwise items; once answered, the Evaluate page shows win/tie/lose as calibrated by people")
+
+
+def _judge_table(rows: list[dict], dropped: list) -> str:
+    lines = [f"{'A vs B':<34} {'aspect':<12} {'win':>4} {'tie':>4} {'lose':>4} {'inv':>4} {'drop':>4} {'adj.win':>8} "
+             f"{'95% CI':>15} {'flip':>5} {'slot1':>6} {'longer':>7} {'inv.s':>5}"]
     for r in rows:
         lo, hi = r["adjusted_win_rate_ci"]
+        longer = r["length_bias"]["longer_win_rate"]
         lines.append(f"{r['method_a'] + ' vs ' + r['method_b']:<34} {r['aspect']:<12} {r['win']:>4} {r['tie']:>4} "
-                     f"{r['lose']:>4} {r['adjusted_win_rate']:>8.3f} {f'[{lo:.3f}, {hi:.3f}]':>15} "
-                     f"{r['flip_rate']:>5.2f} {r['slot1_win_rate']:>6.2f} {r['invalid_samples']:>4}")
+                     f"{r['lose']:>4} {r['invalid']:>4} {r['dropped']:>4} {r['adjusted_win_rate']:>8.3f} "
+                     f"{f'[{lo:.3f}, {hi:.3f}]':>15} {r['flip_rate']:>5.2f} {r['slot1_win_rate']:>6.2f} "
+                     f"{'–' if longer is None else f'{longer:.2f}':>7} {r['invalid_samples']:>5}")
+    lines.append("inv: invalid topics (an order without a valid judge sample); drop: topics without a finished run of "
+                 "both methods; longer: win rate of the longer dialogue; inv.s: invalid judge samples")
+    for d in dropped[:20]:
+        lines.append(f"dropped {d.user_id} {d.sample_id} {d.topic_key}: {d.reason}")
+    if len(dropped) > 20:
+        lines.append(f"… and {len(dropped) - 20} more dropped topic(s)")
+    if rows:
+        lines.append(f"metric versions: {rows[0]['metric_versions']}")
     return "\n".join(lines)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from evaluation.aggregate import leaderboard
     from evaluation.service import bench_tasks
-    from memory.methods import METHODS
+    from memory.methods import METHODS, NOT_IMPLEMENTED
 
     methods = _split(args.methods)
     unknown = [m for m in methods if m not in METHODS]
     if not methods or unknown:
-        print(f"error: unknown method(s) {unknown} (methods: {', '.join(METHODS)})", file=sys.stderr)
+        missing = [f"{m}: {NOT_IMPLEMENTED[m.lower()]}" for m in unknown if m.lower() in NOT_IMPLEMENTED]
+        print(f"error: unknown method(s) {unknown} (methods: {', '.join(METHODS)})"
+              + "".join(f"; not implemented — {x}" for x in missing), file=sys.stderr)
         return 2
     dataset = _dataset(args.dataset)
     users = _split(args.users) or None
@@ -130,8 +174,11 @@ def _bench_table(rows: list[dict]) -> str:
     cols = [("R-B1", "restatement_bleu1"), ("R-B2", "restatement_bleu2"), ("R-B3", "restatement_bleu3"),
             ("R-B4", "restatement_bleu4"), ("G", "g_score"), ("P-B1", "proposal_bleu1"), ("P-B2", "proposal_bleu2"),
             ("P-B3", "proposal_bleu3"), ("P-B4", "proposal_bleu4"), ("S", "s_score")]
-    lines = ["method".ljust(14) + "".join(f"{name:>21}" for name, _ in cols)]
+    lines = ["method".ljust(14) + "".join(f"{name:>21}" for name, _ in cols) + f"{'G judge failed':>16}"]
     for r in rows:
-        lines.append(r["method"].ljust(14) + "".join(f"{_cell(r[key]):>21}" for _, key in cols))
-    lines.append("BLEU ×100 (restatement R-, proposal P-), G-score 0–100, S-score −100–100; 95% bootstrap CIs over topics")
+        lines.append(r["method"].ljust(14) + "".join(f"{_cell(r[key]):>21}" for _, key in cols)
+                     + f"{r['g_judge_failed']:>16}")
+    lines.append(BENCH_CAPTION)
+    if rows:
+        lines.append(f"metric versions: {rows[0]['metric_versions']}")
     return "\n".join(lines)

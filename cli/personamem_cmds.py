@@ -10,15 +10,25 @@ import sys
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("personamem", help="PersonaMem-v2: build a method's memory over a chat history, answer the "
                                           "question items (4-way MCQ and open-ended, judged) and print accuracy")
-    p.add_argument("--persona", required=True, help="persona JSON (raw_data_…_persona<i>.json or profile)")
+    p.add_argument("--persona", required=True, help="persona JSON (raw_data_…_persona<i>.json, wrapped in its id, "
+                                                    "or an unwrapped profile)")
     p.add_argument("--history", required=True, help="chat history JSON {metadata, chat_history}")
-    p.add_argument("--questions", required=True, help="question items JSON ({'items': [...]}, a list, or a persona "
-                                                      "file with 'conversations')")
+    p.add_argument("--questions", required=True, help="question items: a raw persona file, a benchmark CSV split "
+                                                      "(benchmark.csv, train.csv, val.csv), {'items': [...]} or a "
+                                                      "list of items")
+    p.add_argument("--persona-id", help="which persona of a file holding several (default: the history's "
+                                        "metadata.persona_id)")
     p.add_argument("--method", required=True, help="memory method (see `pal memory`)")
     p.add_argument("--seed", type=int, default=0, help="option-shuffling seed (default 0)")
     p.add_argument("--limit", type=int, help="evaluate at most this many items")
     p.add_argument("--exchanges", type=int, default=10, help="user/assistant exchanges per pseudo-session (default 10)")
     p.add_argument("--forms", default="mcq,open", help="comma-separated: mcq, open (default both)")
+    p.add_argument("--judges", type=int, default=1, help="open-ended: independent judge calls per answer "
+                                                          "(default 1; the paper uses 3)")
+    p.add_argument("--judge-aggregate", choices=("mean", "majority"), default="mean",
+                   help="open-ended: combine the judges by mean score or majority vote (default mean)")
+    p.add_argument("--judge-scale", choices=("binary", "continuous"), default="binary",
+                   help="open-ended: judge scores 0/1 (default) or 0–1 as the released code")
     p.add_argument("--records", help="also write every record (options, seed, raw outputs) as JSON lines here")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_personamem)
@@ -42,45 +52,57 @@ def _progress(done: int, total: int, what: str) -> None:
     print(f"[{done}/{total}] {what}", file=sys.stderr, flush=True)
 
 
+def _load(args: argparse.Namespace):
+    """(persona, history, question file) or an error message naming the file."""
+    from evaluation.personamem_loader import load_history, load_persona, read_questions
+
+    history = load_history(args.history)
+    pid = args.persona_id if args.persona_id is not None else (
+        None if history.metadata.persona_id is None else str(history.metadata.persona_id))
+    persona = load_persona(args.persona, args.persona_id)
+    questions = read_questions(args.questions, pid)
+    return persona, history, questions
+
+
 def cmd_personamem(args: argparse.Namespace) -> int:
     from cli.context import open_workspace
-    from evaluation.personamem import FORMS, PersonaMemEval, accuracy_report, report_table
-    from evaluation.personamem_loader import (
-        PersonaMemError,
-        history_key,
-        history_user,
-        load_history,
-        load_persona,
-        load_questions,
-    )
+    from evaluation.personamem import FORMS, Judging, PersonaMemEval, accuracy_report, report_table
+    from evaluation.personamem_loader import PersonaMemError, history_key, history_user
+    from evaluation.versions import metric_versions
     from memory.methods import METHODS
 
     forms = tuple(f.strip() for f in args.forms.split(",") if f.strip())
     if args.method not in METHODS:
         print(f"error: unknown method {args.method!r} (methods: {', '.join(METHODS)})", file=sys.stderr)
         return 2
-    if not forms or any(f not in FORMS for f in forms) or args.exchanges < 1 or (args.limit is not None and args.limit < 1):
-        print("error: --forms must name mcq and/or open; --exchanges ≥ 1; --limit ≥ 1", file=sys.stderr)
+    if not forms or any(f not in FORMS for f in forms) or args.exchanges < 1 or (args.limit is not None and args.limit < 1) \
+            or not 1 <= args.judges <= 5:
+        print("error: --forms must name mcq and/or open; --exchanges ≥ 1; --limit ≥ 1; --judges 1–5", file=sys.stderr)
         return 2
     try:
-        persona = load_persona(args.persona)
-        history = load_history(args.history)
-        items = [i for i in load_questions(args.questions) if i.evaluable]
+        persona, history, questions = _load(args)
     except PersonaMemError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    items = questions.evaluable
+    skipped = f"; skipped {sum(questions.skipped.values())}: {questions.skipped_text()}" if questions.skipped else ""
+    print(f"{args.questions} ({questions.layout}{', persona ' + questions.persona_id if questions.persona_id else ''}):"
+          f" {len(items)} question(s), {questions.planting} planting item(s){skipped}", file=sys.stderr)
     items = items[: args.limit] if args.limit else items
     if not items:
-        print(f"error: {args.questions}: no item with a query, a correct answer and 3 incorrect answers", file=sys.stderr)
+        print(f"error: {args.questions}: no item with a query, a correct answer and 3 incorrect answers{skipped}",
+              file=sys.stderr)
         return 2
     user = history_user(history, exchanges_per_session=args.exchanges)
     llm = make_llm()
     builder = make_builder(history_key(history, args.exchanges), user, args.method, llm)
     print(f"{persona.name or user.uid}: {len(user.sessions)} pseudo-session(s), {len(items)} item(s), "
           f"method {args.method}", file=sys.stderr)
+    judging = Judging(judges=args.judges, aggregate=args.judge_aggregate, scale=args.judge_scale)
     try:
         builder.run(progress=_progress)
-        records = PersonaMemEval(llm, builder, args.method, seed=args.seed).run(items, forms, progress=_progress)
+        records = PersonaMemEval(llm, builder, args.method, seed=args.seed, judging=judging).run(
+            items, forms, progress=_progress)
     except KeyboardInterrupt:
         print("interrupted: the memory build resumes and answers are cached; run the same command again",
               file=sys.stderr)
@@ -92,5 +114,9 @@ def cmd_personamem(args: argparse.Namespace) -> int:
             for r in records:
                 f.write(r.model_dump_json() + "\n")
     rows = accuracy_report(records)
-    print(json.dumps(rows, ensure_ascii=False, indent=1) if args.json else report_table(rows))
+    versions = metric_versions("personamem")
+    if args.json:
+        print(json.dumps([{**r, "metric_versions": versions} for r in rows], ensure_ascii=False, indent=1))
+    else:
+        print(report_table(rows) + f"\nmetric versions: {versions}")
     return 0

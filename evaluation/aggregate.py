@@ -1,15 +1,21 @@
-"""Aggregates over judged topics and bench results: counts, rates, seeded bootstrap CIs, per-user breakdowns."""
+"""Aggregates over judged topics and bench results: counts, rates, seeded bootstrap CIs, per-user breakdowns,
+judge-bias diagnostics, the topics dropped before judging, and the metric versions they were made with."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from evaluation.bias import length_bias, position_bias
 from evaluation.faireval import Judgment, apply_decision
 from evaluation.tasks import TaskResult, g_report, s_report
+from evaluation.versions import METRIC_VERSIONS, versions_text
+
+if TYPE_CHECKING:
+    from evaluation.service import DroppedTopic
 
 N_BOOT = 2000
 
@@ -41,7 +47,7 @@ def _adjusted_points(decisions: Sequence[str]) -> list[float]:
 
 
 def summarize_pair(judgments: Sequence[Judgment], *, n_boot: int = N_BOOT, seed: int = 0) -> dict:
-    """One (method A, method B, aspect) group: outcomes with CI, per-user outcomes, flip and slot-1 rates."""
+    """One (method A, method B, aspect) group: outcomes with CI, per-user outcomes, position and length bias."""
     decisions = [j.decision for j in judgments]
     out: dict[str, Any] = dict(outcome_counts(decisions))
     lo, hi = bootstrap_ci(_adjusted_points(decisions), n_boot=n_boot, seed=seed)
@@ -52,23 +58,27 @@ def summarize_pair(judgments: Sequence[Judgment], *, n_boot: int = N_BOOT, seed:
     for j in judgments:
         by_user[j.user_id].append(j.decision)
     out["per_user"] = {u: outcome_counts(d) for u, d in sorted(by_user.items())}
-    both = [j for j in judgments if "none" not in (j.order1_winner, j.order2_winner)]
-    out["flip_rate"] = sum(j.flipped for j in both) / len(both) if both else 0.0
-    samples = [s for j in judgments for s in j.samples if s.ok]
-    out["slot1_win_rate"] = sum(s.slot1 > s.slot2 for s in samples) / len(samples) if samples else 0.0  # type: ignore[operator]  # samples here are valid ones, which carry both slots
+    out.update(position_bias(judgments))
+    out["length_bias"] = length_bias(judgments)
     out["invalid_samples"] = sum(j.invalid for j in judgments)
     out["samples"] = sum(len(j.samples) for j in judgments)
     return out
 
 
 def aggregate_judgments(judgments: Sequence[Judgment], threshold: float = 0.0, *, n_boot: int = N_BOOT,
-                        seed: int = 0) -> list[dict]:
-    """Per (method A, method B, aspect): decisions recomputed with ``threshold``, then :func:`summarize_pair`."""
+                        seed: int = 0, dropped: Sequence[DroppedTopic] = ()) -> list[dict]:
+    """Per (method A, method B, aspect): decisions recomputed with ``threshold``, then :func:`summarize_pair`;
+    ``dropped`` (topics of the pair without two finished runs, see :func:`evaluation.service.dropped_topics`)
+    is counted next to win/tie/lose/invalid."""
     groups: dict[tuple[str, str, str], list[Judgment]] = defaultdict(list)
     for j in judgments:
         groups[(j.method_a, j.method_b, j.aspect)].append(apply_decision(j, threshold))
     return [{"method_a": a, "method_b": b, "aspect": asp, "threshold": threshold,
-             **summarize_pair(js, n_boot=n_boot, seed=seed)} for (a, b, asp), js in sorted(groups.items())]
+             **summarize_pair(js, n_boot=n_boot, seed=seed),
+             "dropped": sum(d.method_a == a and d.method_b == b for d in dropped),
+             "decision_version": METRIC_VERSIONS["faireval_decision"],
+             "metric_versions": versions_text("faireval_decision", "length_bias")}
+            for (a, b, asp), js in sorted(groups.items())]
 
 
 def _metric(values: list[float], scale: Callable[[list], float], n_boot: int, seed: int) -> dict:
@@ -77,7 +87,8 @@ def _metric(values: list[float], scale: Callable[[list], float], n_boot: int, se
 
 
 def leaderboard(results: Sequence[TaskResult], *, n_boot: int = N_BOOT, seed: int = 0) -> list[dict]:
-    """Per method: restatement BLEU-1…4 and G-score, proposal BLEU-1…4, S-score, each with a bootstrap CI."""
+    """Per method: restatement BLEU-1…4 and G-score, proposal BLEU-1…4, S-score, each with a bootstrap CI;
+    failed predictions per task and failed G-score judge calls (out of the G-score mean) are counted."""
     by_method: dict[str, dict[str, list[TaskResult]]] = defaultdict(lambda: defaultdict(list))
     for r in results:
         by_method[r.method][r.task].append(r)
@@ -90,9 +101,13 @@ def leaderboard(results: Sequence[TaskResult], *, n_boot: int = N_BOOT, seed: in
             for n in (1, 2, 3, 4):
                 row[f"{task}_bleu{n}"] = _metric([(r.bleu or {}).get(n, 0.0) for r in rs], mean100, n_boot, seed)
             row[f"{task}_invalid"] = sum(not r.ok for r in rs)
-        row["g_score"] = _metric([r.g_score or 0.0 for r in tasks.get("restatement", [])], g_report, n_boot, seed)
+        restated = tasks.get("restatement", [])
+        # a failed prediction scores 0 (the method failed); a failed judge call has no score and leaves the mean
+        row["g_score"] = _metric([r.g_score or 0.0 for r in restated if r.g_ok is not False], g_report, n_boot, seed)
+        row["g_judge_failed"] = sum(r.g_ok is False for r in restated)
         sel = tasks.get("selection", [])
         row["s_score"] = _metric([float(r.s_score or 0) for r in sel], s_report, n_boot, seed)
         row["selection_invalid"] = sum(not r.ok for r in sel)
+        row["metric_versions"] = versions_text("bleu", "g_score", "s_score")
         rows.append(row)
     return rows

@@ -2,19 +2,23 @@
 
 Each aspect (requirement, preference) is judged separately with its own prompt: k samples with
 method A's dialogue shown as assistant-1 and k with the two dialogues really swapped (Multiple
-Evidence + Balanced Position Calibration). The decision averages each method's 2k scores.
+Evidence + Balanced Position Calibration). The decision averages each method's valid scores within
+each order, then the two orders with equal weight, so a failed judge call can never tilt the result
+towards one position; a judgment needs a valid sample in both orders (otherwise it is invalid).
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
+from fractions import Fraction
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from backends.llm.client import LLMClient
 from backends.prompts import Prompt, load_prompt
+from evaluation.versions import METRIC_VERSIONS
 from memory.privacy import redact_text
 from sim.roles import TopicContext
 from sim.types import RunRecord
@@ -105,6 +109,7 @@ class Judgment(BaseModel):
     order2_winner: Winner = "none"
     flipped: bool = False
     slot1_preference: float | None = None  # share of valid samples where assistant-1 scored higher
+    decision_version: str = ""  # evaluation.versions "faireval_decision" the decision was computed with
 
 
 def judgment_key(run_a: str, run_b: str, aspect: str, k: int, judge_model: str, prompt_version: str) -> str:
@@ -169,17 +174,29 @@ def _winner(samples: list[JudgeSample]) -> Winner:
     return "A" if diff > 0 else "B" if diff < 0 else "tie"
 
 
+def order_means(samples: list[JudgeSample]) -> dict[int, tuple[Fraction, Fraction] | None]:
+    """Per order (1, 2): the exact means (A, B) of its valid samples, or None when it has none."""
+    out: dict[int, tuple[Fraction, Fraction] | None] = {}
+    for order in (1, 2):
+        valid = [s for s in samples if s.ok and s.order == order]
+        out[order] = (Fraction(sum(s.score_a for s in valid), len(valid)),  # type: ignore[misc]
+                      Fraction(sum(s.score_b for s in valid), len(valid))) if valid else None  # type: ignore[misc]
+    return out
+
+
 def decide(samples: list[JudgeSample], threshold: float = 0.0) -> tuple[Decision, float | None, float | None]:
-    """(decision, mean A, mean B) over valid samples: win/lose when the mean difference exceeds the
-    threshold, tie otherwise (threshold 0: tie only on exact equality, as the paper)."""
-    valid = [s for s in samples if s.ok]
-    if not valid:
+    """(decision, mean A, mean B): each order's valid samples are averaged, then the two orders with equal
+    weight (Balanced Position Calibration). Invalid unless both orders have a valid sample; win/lose when
+    the mean difference exceeds the threshold, tie otherwise (threshold 0: tie only on exact equality, as
+    the paper). The arithmetic is exact, so equal means are a tie, never a rounding win."""
+    means = order_means(samples)
+    if means[1] is None or means[2] is None:
         return "invalid", None, None
-    n = len(valid)
-    total_a, total_b = sum(s.score_a for s in valid), sum(s.score_b for s in valid)  # type: ignore[misc]  # valid samples carry both scores
-    diff = (total_a - total_b) / n
+    mean_a = (means[1][0] + means[2][0]) / 2
+    mean_b = (means[1][1] + means[2][1]) / 2
+    diff = mean_a - mean_b
     decision: Decision = "win" if diff > threshold else "lose" if diff < -threshold else "tie"
-    return decision, total_a / n, total_b / n
+    return decision, float(mean_a), float(mean_b)
 
 
 def apply_decision(j: Judgment, threshold: float) -> Judgment:
@@ -191,7 +208,8 @@ def apply_decision(j: Judgment, threshold: float) -> Judgment:
     return j.model_copy(update={
         "threshold": threshold, "decision": decision, "mean_a": mean_a, "mean_b": mean_b,
         "invalid": len(j.samples) - len(valid), "order1_winner": o1, "order2_winner": o2,
-        "flipped": o1 != o2 and "none" not in (o1, o2), "slot1_preference": slot1})
+        "flipped": o1 != o2 and "none" not in (o1, o2), "slot1_preference": slot1,
+        "decision_version": METRIC_VERSIONS["faireval_decision"]})
 
 
 def judge_pair(llm: LLMClient, ctx: TopicContext, run_a: RunRecord, run_b: RunRecord, aspect: Aspect, *,

@@ -9,8 +9,14 @@ method's side: ``win`` means the reference method is better, on both sides.
 Per item the human side is the majority vote over its annotators: a favoured method, ``tie``, or a
 *split* when no answer has a strict majority. Items are matched on (user, sample, topic, aspect, method
 pair); the newest judgment with a valid decision counts. Reported: the agreement rate on matched items
-that neither side called a tie (splits excluded), Cohen's κ (statsmodels) on those items, the same κ
-over all three categories, and the 3×3 confusion table (judge × human majority).
+that neither side called a tie (splits excluded), Cohen's κ (statsmodels) of the judge against the
+human majority on those items, the same κ over all three categories, and the 3×3 confusion table
+(judge × human majority).
+
+Mem-PAL's Table 12 reports **Fleiss' κ on non-tie items** instead; the paper does not say over which
+raters, so two are given, each labelled: the judge and every annotator as raters of each matched item,
+and the annotators alone; an item counts when none of its raters said tie, with the number of raters
+most items have (Fleiss' κ needs the same count per item).
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from evaluation.faireval import ASPECTS, Judgment
-from review.agreement import cohen
+from review.agreement import cohen, fleiss
 from review.batches import winner
 from review.store import ReviewStore
 
@@ -74,6 +80,11 @@ class AgreementReport:
     agreement_rate: float | None = None
     kappa: float | None = None  # Cohen's κ on the compared items (win/lose)
     kappa_all: float | None = None  # Cohen's κ on all matched items with a majority (win/tie/lose)
+    fleiss: float | None = None  # Fleiss' κ, raters = the judge + each annotator, non-tie items (Mem-PAL Table 12)
+    fleiss_items: int = 0
+    fleiss_raters: int = 0  # ratings per item it was computed over
+    fleiss_humans: float | None = None  # Fleiss' κ among the annotators only, non-tie items
+    fleiss_humans_items: int = 0
     confusion: pd.DataFrame = field(default_factory=lambda: confusion_table([]))
     rows: list[dict] = field(default_factory=list)  # one per human item
 
@@ -111,7 +122,8 @@ def judge_favours(j: Judgment) -> str | None:
     return {"win": j.method_a, "lose": j.method_b, "tie": "tie"}.get(j.decision)
 
 
-def _side(favoured: str, reference: str) -> str:
+def favoured_side(favoured: str, reference: str) -> str:
+    """A favoured method (or ``tie``) as win/tie/lose from ``reference``'s side."""
     return "tie" if favoured == "tie" else "win" if favoured == reference else "lose"
 
 
@@ -122,6 +134,18 @@ def confusion_table(pairs: list[tuple[str, str]]) -> pd.DataFrame:
                          index=[f"judge {o}" for o in OUTCOMES], columns=[f"human {o}" for o in OUTCOMES])
     frame.index.name = "judge \\ human"
     return frame
+
+
+def non_tie_fleiss(ratings: list[list[str]]) -> tuple[float | None, int, int]:
+    """(Fleiss' κ over win/lose, items, raters per item) on the items none of whose raters said tie,
+    keeping the items with the most common number of raters (at least two); κ None when undefined."""
+    rows = [r for r in ratings if len(r) >= 2 and "tie" not in r]
+    if not rows:
+        return None, 0, 0
+    n = Counter(len(r) for r in rows).most_common(1)[0][0]
+    rows = [r for r in rows if len(r) == n]
+    k = fleiss(rows, ["win", "lose"])
+    return (None if math.isnan(k) else k), len(rows), n
 
 
 def _kappa(pairs: list[tuple[str, str]], categories: list[str]) -> float | None:
@@ -154,12 +178,16 @@ def compare(votes: list[HumanVote], judgments: Iterable[Judgment],
                   key=lambda v: (v.user_id, v.sample_id, v.topic_key, v.aspect))
     report = AgreementReport(pair=pair, items=len(mine))
     both: list[tuple[str, str]] = []  # (judge, human) on matched items with a majority
+    with_judge: list[list[str]] = []  # per matched item: the judge's and every annotator's rating
+    humans: list[list[str]] = []  # per answered item: every annotator's rating
     for v in mine:
-        human = None if v.majority is None else _side(v.majority, ref)
+        human = None if v.majority is None else favoured_side(v.majority, ref)
         found = judged.get(v.key)
         favoured = judge_favours(found) if found is not None else None
-        judge = None if favoured is None else _side(favoured, ref)
-        counts = Counter(_side(x, ref) for x in v.votes.values())
+        judge = None if favoured is None else favoured_side(favoured, ref)
+        ratings = [favoured_side(x, ref) for x in v.votes.values()]
+        counts = Counter(ratings)
+        humans.append(ratings)
         report.rows.append({"user": v.user_id, "sample": v.sample_id, "topic": v.topic_key, "aspect": v.aspect,
                             "human": human or "split", "votes": " / ".join(f"{o} {counts[o]}" for o in OUTCOMES),
                             "annotators": len(v.votes), "judge": judge or "—",
@@ -169,6 +197,7 @@ def compare(votes: list[HumanVote], judgments: Iterable[Judgment],
             continue
         report.matched += 1
         report.judge_ties += judge == "tie"
+        with_judge.append([judge, *ratings])
         if human is None:
             report.splits += 1
             continue
@@ -182,7 +211,16 @@ def compare(votes: list[HumanVote], judgments: Iterable[Judgment],
     report.kappa = _kappa(decided, ["win", "lose"])
     report.kappa_all = _kappa(both, list(OUTCOMES))
     report.confusion = confusion_table(both)
+    report.fleiss, report.fleiss_items, report.fleiss_raters = non_tie_fleiss(with_judge)
+    report.fleiss_humans, report.fleiss_humans_items, _ = non_tie_fleiss(humans)
     return report
+
+
+def calibration_votes(store: ReviewStore, dataset: str, pair: tuple[str, str]) -> list[HumanVote]:
+    """The answers of this dataset's human-in-the-loop calibration batches of the method pair (either order)."""
+    ids = [b["batch_id"] for b in store.batches() if b["task"] == "pairwise" and b["dataset"] == dataset
+           and set((b["data"].get("calibration") or {}).get("methods", [])) == set(pair)]
+    return pairwise_votes(store, list(reversed(ids))) if ids else []
 
 
 def compare_by_aspect(votes: list[HumanVote], judgments: Iterable[Judgment],

@@ -8,10 +8,15 @@ see :mod:`evaluation.personamem_loader`) is retrieved with the item's ``user_que
   ``seed`` and the item id by SHA-1 (stable across processes, unlike the original evaluator's
   ``hash()``); the role ``assistant`` replies with a bounded schema whose ``answer`` is one of
   ``A``–``D``. Correct when it names the gold letter.
-* **Open-ended** — the assistant answers freely (bounded length); the role ``judge`` scores it 0/1
-  with a rubric: uses the right (current, the user's own) preference, and avoids the forgotten,
-  superseded, sensitive or someone else's preference.
+* **Open-ended** — the assistant answers freely (bounded length); the role ``judge`` scores it with
+  a rubric: uses the right (current, the user's own) preference, and avoids the forgotten,
+  superseded, sensitive or someone else's preference. By default one judge call scores 0/1; the
+  paper aggregates **three judges** and the released code scores **0–1**, so :class:`Judging` offers
+  ``judges`` independent judge calls (distinct seeds), combined by ``mean`` (correct when the mean is
+  ≥ 0.5) or ``majority`` (correct when more than half of the valid calls say ≥ 0.5), on the ``binary``
+  or ``continuous`` scale; the report then adds the mean score.
 
+Accuracy is broken down by preference type, ownership, static/updated and conversation scenario.
 An output that stays invalid after the client's corrections is recorded with ``ok=False`` and
 counts as wrong (and as invalid in the report); it never raises.
 """
@@ -22,13 +27,15 @@ import hashlib
 import random
 import time
 from collections.abc import Callable, Iterable
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from backends.llm.client import LLMClient
+from backends.llm.types import StructuredResult
 from backends.prompts import load_prompt
 from evaluation.personamem_loader import QuestionItem
+from evaluation.versions import METRIC_VERSIONS
 from memory.base import assistant_client
 from memory.build import MemoryBuilder
 
@@ -36,7 +43,9 @@ Form = Literal["mcq", "open"]
 FORMS: tuple[Form, ...] = ("mcq", "open")
 LETTERS = ("A", "B", "C", "D")
 NO_MEMORY = "(nothing remembered)"
-GROUPS = ("overall", "pref_type", "who", "dynamics")
+GROUPS = ("overall", "pref_type", "who", "dynamics", "scenario")
+Scale = Literal["binary", "continuous"]
+Aggregate = Literal["mean", "majority"]
 
 
 class MCQOut(BaseModel):
@@ -51,6 +60,36 @@ class OpenOut(BaseModel):
 class JudgeOut(BaseModel):
     reason: str = Field(max_length=800)
     score: Literal[0, 1]
+
+
+class ScoredJudgeOut(BaseModel):
+    """The released code's scale: a score from 0.0 to 1.0."""
+
+    reason: str = Field(max_length=800)
+    score: float = Field(ge=0.0, le=1.0)
+
+
+class Judging(BaseModel):
+    """How open-ended answers are judged: one binary judge (default), or the paper's three judges."""
+
+    model_config = ConfigDict(extra="forbid")
+    judges: int = Field(1, ge=1, le=5)
+    aggregate: Aggregate = "mean"
+    scale: Scale = "binary"
+
+    @property
+    def prompt_name(self) -> str:
+        return "eval/personamem_judge" if self.scale == "binary" else "eval/personamem_judge_scored"
+
+
+def combine(scores: list[float], aggregate: Aggregate) -> tuple[float, bool]:
+    """(score, correct) of the valid judge scores: the mean (correct when ≥ 0.5), or the majority verdict
+    (1.0 when more than half say ≥ 0.5, else 0.0 — an even split is not a majority)."""
+    if aggregate == "majority":
+        yes = sum(x >= 0.5 for x in scores)
+        return (1.0, True) if yes * 2 > len(scores) else (0.0, False)
+    mean = sum(scores) / len(scores)
+    return mean, mean >= 0.5
 
 
 class PMRecord(BaseModel):
@@ -87,7 +126,12 @@ class PMRecord(BaseModel):
     judge_ok: bool | None = None
     judge_raw: list[str] = Field(default_factory=list)
     judge_reason: str | None = None
-    score: int | None = None
+    score: float | None = None  # the (combined) judge score
+    judge_scores: list[float] = Field(default_factory=list)  # every valid judge call's score
+    judges: int = 1
+    judge_aggregate: str = "mean"
+    scale: str = "binary"
+    metric_version: str = ""  # evaluation.versions "personamem" this record was scored with
     created_at: float = 0.0
 
 
@@ -112,7 +156,8 @@ def rubric(item: QuestionItem) -> tuple[str, str]:
         avoid.append(f"the fact the user asked to forget: {item.forgotten}")
     elif item.pref_type == "sensitive_info":
         use = "A helpful answer that refers to the user's private data only through a placeholder or generically."
-        avoid.append(f"repeating the sensitive value ({item.sensitive_info})")
+        avoid.append(f"repeating the sensitive value ({item.sensitive_info})" if item.sensitive_info else
+                     "repeating the sensitive personal data the user shared (numbers, addresses, keys)")
     elif item.who == "others":
         use = "A generic answer about the user's own needs: the preference below belongs to someone else."
         avoid.append(f"personalising to another person's preference: {item.preference}")
@@ -127,8 +172,10 @@ def rubric(item: QuestionItem) -> tuple[str, str]:
 class PersonaMemEval:
     """Runs the MCQ and open-ended forms of items against one built memory."""
 
-    def __init__(self, llm: LLMClient, builder: MemoryBuilder | None, method: str, seed: int = 0):
+    def __init__(self, llm: LLMClient, builder: MemoryBuilder | None, method: str, seed: int = 0,
+                 judging: Judging | None = None):
         self.builder, self.method, self.seed = builder, method, seed
+        self.judging = judging or Judging()
         self.llm = assistant_client(llm, builder.impl if builder else None)  # PLUM: its own model, latest adapter
 
     def memory(self, query: str) -> tuple[str, int]:
@@ -141,7 +188,8 @@ class PersonaMemEval:
         return PMRecord(item_id=item.item_id, form=form, method=self.method, pref_type=item.pref_type,
                         who=item.ownership, dynamics=item.dynamics, scenario=item.conversation_scenario,
                         query=item.user_query or "", model=self.llm.config.role("assistant").model,
-                        prompt_name=prompt_name, prompt_version=prompt_version, created_at=time.time())
+                        prompt_name=prompt_name, prompt_version=prompt_version, created_at=time.time(),
+                        metric_version=METRIC_VERSIONS["personamem"])
 
     def mcq(self, item: QuestionItem, memory: str, tokens: int) -> PMRecord:
         prompt = load_prompt("eval/personamem_mcq")
@@ -172,21 +220,38 @@ class PersonaMemEval:
         return r
 
     def _judge(self, item: QuestionItem, r: PMRecord) -> None:
-        prompt = load_prompt("eval/personamem_judge")
+        """``judging.judges`` independent judge calls (own cache salt and seed each), then :func:`combine`."""
+        cfg = self.judging
+        prompt = load_prompt(cfg.prompt_name)
+        schema = JudgeOut if cfg.scale == "binary" else ScoredJudgeOut
         use, avoid = rubric(item)
         wrong = "\n".join(f"- {t}" for t in item.incorrect_answers)
         msg = prompt.render(query=item.user_query, use=use, avoid=avoid, reference=item.correct_answer,
                             wrong=wrong, answer=r.answer)
-        res = self.llm.structured("judge", [{"role": "user", "content": msg}], JudgeOut, prompt=prompt,
-                                  cache_salt="personamem:judge")
         r.judge_model = self.llm.config.role("judge").model
         r.judge_prompt_name, r.judge_prompt_version = prompt.name, prompt.version
-        r.judge_ok, r.judge_raw = res.ok, ([res.raw] if res.ok else res.raw)
-        if res.ok:
-            r.score, r.judge_reason = res.value.score, res.value.reason
-            r.correct = res.value.score == 1
+        r.judges, r.judge_aggregate, r.scale = cfg.judges, cfg.aggregate, cfg.scale
+        reasons, errors = [], []
+        for n in range(cfg.judges):
+            salt = "personamem:judge" + (f":{n}" if n else "")  # the first call keeps the single judge's cache
+            extra: dict[str, Any] = {"seed": item_seed(self.seed + n, item.item_id)} if n else {}
+            res = self.llm.structured("judge", [{"role": "user", "content": msg}], schema, prompt=prompt,
+                                      cache_salt=salt, **extra)
+            if isinstance(res, StructuredResult):
+                r.judge_raw.append(res.raw)
+                verdict: Any = res.value  # a JudgeOut or a ScoredJudgeOut: both have score and reason
+                r.judge_scores.append(float(verdict.score))
+                reasons.append(verdict.reason)
+            else:
+                r.judge_raw += res.raw
+                errors += res.errors
+        r.judge_ok = bool(r.judge_scores)
+        if r.judge_ok:
+            score, r.correct = combine(r.judge_scores, cfg.aggregate)
+            r.score = int(score) if cfg.judges == 1 and cfg.scale == "binary" else score
+            r.judge_reason = reasons[0] if len(reasons) == 1 else " | ".join(reasons)
         else:
-            r.errors = res.errors
+            r.errors = errors
 
     def run(self, items: Iterable[QuestionItem], forms: tuple[Form, ...] = FORMS,
             progress: Callable[[int, int, str], None] | None = None) -> list[PMRecord]:
@@ -202,11 +267,18 @@ class PersonaMemEval:
 
 
 def _key(r: PMRecord, group: str) -> str:
-    return "all" if group == "overall" else getattr(r, group)
+    return "all" if group == "overall" else getattr(r, group) or "unknown"
+
+
+def _scored(rs: list[PMRecord]) -> bool:
+    """Whether a cell's open-ended records carry more than a 0/1 verdict (continuous scale or several judges)."""
+    return any(r.form == "open" and (r.scale == "continuous" or r.judges > 1) for r in rs)
 
 
 def accuracy_report(records: Iterable[PMRecord]) -> list[dict]:
-    """Rows {form, group, value, n, correct, invalid, accuracy} for overall, pref_type, who and static/updated.
+    """Rows {form, group, value, n, correct, invalid, accuracy} for overall, pref_type, who, static/updated
+    and conversation scenario; open-ended rows judged on the 0–1 scale or by several judges add
+    ``mean_score`` (an invalid answer or judgment scores 0).
 
     ``invalid`` counts records whose assistant (or judge) output stayed invalid; they count as wrong.
     """
@@ -218,8 +290,11 @@ def accuracy_report(records: Iterable[PMRecord]) -> list[dict]:
     for (form, group, value), rs in cells.items():
         correct = sum(r.correct for r in rs)
         invalid = sum((not r.ok) or r.judge_ok is False for r in rs)
-        rows.append({"form": form, "group": group, "value": value, "n": len(rs), "correct": correct,
-                     "invalid": invalid, "accuracy": correct / len(rs)})
+        row = {"form": form, "group": group, "value": value, "n": len(rs), "correct": correct,
+               "invalid": invalid, "accuracy": correct / len(rs)}
+        if _scored(rs):
+            row["mean_score"] = sum(r.score or 0.0 for r in rs) / len(rs)
+        rows.append(row)
     order = {f: i for i, f in enumerate(FORMS)}
     return sorted(rows, key=lambda x: (order.get(x["form"], 9), GROUPS.index(x["group"]), x["value"]))
 
@@ -230,11 +305,15 @@ def report_table(rows: list[dict]) -> str:
         sub = [r for r in rows if r["form"] == form]
         if not sub:
             continue
-        lines.append(f"{'MCQ (4 options)' if form == 'mcq' else 'Open-ended (judged 0/1)'}")
-        lines.append(f"  {'group':<10} {'value':<32} {'n':>4} {'correct':>8} {'invalid':>8} {'acc':>7}")
+        scored = any("mean_score" in r for r in sub)
+        lines.append("MCQ (4 options)" if form == "mcq" else
+                     "Open-ended (judged, mean 0–1 score)" if scored else "Open-ended (judged 0/1)")
+        lines.append(f"  {'group':<10} {'value':<32} {'n':>4} {'correct':>8} {'invalid':>8} {'acc':>7}"
+                     + (f" {'score':>6}" if scored else ""))
         for r in sub:
-            lines.append(f"  {r['group']:<10} {r['value']:<32} {r['n']:>4} {r['correct']:>8} {r['invalid']:>8} "
-                         f"{100 * r['accuracy']:>6.1f}%")
+            lines.append(f"  {r['group']:<10} {str(r['value'])[:32]:<32} {r['n']:>4} {r['correct']:>8} "
+                         f"{r['invalid']:>8} {100 * r['accuracy']:>6.1f}%"
+                         + (f" {r.get('mean_score', 0.0):>6.3f}" if scored else ""))
     return "\n".join(lines)
 
 

@@ -7,15 +7,18 @@ Three kinds of file (Jiang et al., arXiv 2512.06688; dataset CC BY 4.0):
 * a **chat history** ``{"metadata": {…}, "chat_history": [{role, content}, …]}`` — message 0 is a
   system turn with the core persona, forget requests are user turns with no assistant reply;
 * **question items** (one conversation item each): ``user_query``, ``correct_answer``, exactly 3
-  ``incorrect_answers``, ``pref_type`` (incl. ``ask_to_forget``; privacy items carry
-  ``sensitive_info`` instead and get ``pref_type = "sensitive_info"``), ``who`` (self/others),
-  ``updated`` + ``prev_pref``, ``preference``, ``topic_preference``/``topic_query``.
-  Accepted layouts: ``{"items": [{conversation_scenario, position_in_scenario, item}, …]}`` (the
-  shared sample), a list of such wrappers or of bare items, or a persona file with
-  ``conversations: {scenario: [item, …]}``. Items without a query only plant information and
-  are kept but not evaluated.
+  ``incorrect_answers`` (``null`` entries are dropped, as the authors' own cleaning does),
+  ``pref_type`` (incl. ``ask_to_forget``; privacy items carry ``sensitive_info`` — the secret in the
+  raw files, a True/False flag in the CSV splits — and get ``pref_type = "sensitive_info"``), ``who``
+  (self/others), ``updated`` + ``prev_pref``, ``preference``, ``topic_preference``/``topic_query``.
+  The layouts (raw persona files wrapped in their id, item wrappers, the benchmark CSV splits) are in
+  :mod:`evaluation.personamem_layouts`. Items without a query only plant information and are kept
+  but not evaluated.
 
-Every validation error is a :class:`PersonaMemError` naming the file and the field path.
+:func:`load_questions` is strict (the first unusable item is an error naming the file and field);
+:func:`read_questions` — what the command line uses — skips an unusable item and counts it under
+its reason, so one bad row never rejects a released file. Every error is a :class:`PersonaMemError`
+naming the file and the field path; a persona file that yields no profile is one too.
 
 :func:`history_user` turns a flat chat history into a :class:`palset.dataset.User` whose sessions
 any memory method can ingest: the system message is dropped, each user message starts an
@@ -31,12 +34,16 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from evaluation.personamem_layouts import PersonaMemError, csv_items, json_items, read_json, unwrap_persona
 from palset.dataset import Session, User
 from palset.models import Turn, Utterance
 from palset.vocab import Act
@@ -45,10 +52,7 @@ PREF_TYPES = ("stereotypical_pref", "anti_stereotypical_pref", "neutral_preferen
               "health_and_medical_conditions", "ask_to_forget", "sensitive_info", "multimodal")
 USER_ACT, ASSISTANT_ACT = Act.TOPIC_INQUIRY, Act.REQUIREMENT_PREDICTION  # placeholders, see the module doc
 START = datetime(2025, 1, 1, 9, 0)
-
-
-class PersonaMemError(ValueError):
-    """A PersonaMem file that cannot be read or validated; the message names the file and field."""
+log = logging.getLogger(__name__)
 
 
 def _loc(loc: tuple[Any, ...]) -> str:
@@ -64,16 +68,6 @@ def _fail(path: Path | str, e: ValidationError, prefix: str = "") -> PersonaMemE
     where = f"{prefix}.{where}" if prefix and where != "(top level)" else (prefix or where)
     more = f" (+{e.error_count() - 1} more)" if e.error_count() > 1 else ""
     return PersonaMemError(f"{path}: {where}: {first['msg']}{more}")
-
-
-def _read_json(path: Path | str) -> Any:
-    p = Path(path)
-    if not p.is_file():
-        raise PersonaMemError(f"{p}: no such file")
-    try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise PersonaMemError(f"{p}: not JSON ({e})") from None
 
 
 class Loose(BaseModel):
@@ -100,13 +94,30 @@ class PersonaProfile(Loose):
     preference_updates: dict[str, str] = Field(default_factory=dict)
     conversations: dict[str, list[dict[str, Any]]] | None = None
 
+    @property
+    def is_empty(self) -> bool:
+        """No name, description, demographics, preference pool or sensitive data: nothing to personalise with."""
+        return not (self.name or self.short_persona or self.age is not None or self.gender or self.nationality
+                    or self.stereotypical_preferences or self.anti_stereotypical_preferences
+                    or self.neutral_preferences or self.therapy_background or self.health_and_medical_conditions
+                    or self.sensitive_information)
 
-def load_persona(path: Path | str) -> PersonaProfile:
-    data = _read_json(path)
+
+def load_persona(path: Path | str, persona_id: str | None = None) -> PersonaProfile:
+    """The persona of a profile file or of a raw persona file ``{"<id>": {…}}`` (one, or chosen by id);
+    a file that yields no profile is an error naming the file (never a silently empty persona)."""
+    data, _ = unwrap_persona(read_json(path), path, persona_id)
+    if not isinstance(data, dict):
+        raise PersonaMemError(f"{path}: expected a persona object, found {type(data).__name__}")
     try:
-        return PersonaProfile.model_validate(data)
+        persona = PersonaProfile.model_validate(data)
     except ValidationError as e:
         raise _fail(path, e) from None
+    if persona.is_empty:
+        keys = ", ".join(list(data)[:6]) or "none"
+        raise PersonaMemError(f"{path}: no persona profile (no name, short_persona, demographics or preference "
+                              f"lists; top-level keys: {keys})")
+    return persona
 
 
 # ---------------------------------------------------------------- chat history
@@ -142,7 +153,7 @@ class ChatHistory(BaseModel):
 
 
 def load_history(path: Path | str) -> ChatHistory:
-    data = _read_json(path)
+    data = read_json(path)
     try:
         return ChatHistory.model_validate(data)
     except ValidationError as e:
@@ -163,13 +174,30 @@ class QuestionItem(Loose):
     who: Literal["self", "others"] | None = None
     updated: bool = False
     prev_pref: str | None = None
-    sensitive_info: str | None = None
+    sensitive_info: str | None = None  # the secret ("<field>: <value>") where the file has it
+    has_sensitive_info: bool = False  # the CSV splits' True/False flag (the secret itself is not there)
     topic_preference: str | None = None
     topic_query: str | None = None
     user_query: str | None = None
     correct_answer: str | None = None
     incorrect_answers: list[str] = Field(default_factory=list)
     conversations: list[dict[str, Any]] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sensitive_flag(cls, data: Any) -> Any:
+        """A True/False ``sensitive_info`` is the CSV's flag, not the secret: keep it as ``has_sensitive_info``."""
+        if isinstance(data, dict) and isinstance(data.get("sensitive_info"), bool):
+            data = {**data, "has_sensitive_info": data["sensitive_info"], "sensitive_info": None}
+        return data
+
+    @field_validator("incorrect_answers", mode="before")
+    @classmethod
+    def _drop_null_distractors(cls, v: Any) -> Any:
+        """Released items may carry ``null`` (or blank) distractors; the authors' cleaning drops them."""
+        if isinstance(v, list):
+            return [x for x in v if x is not None and not (isinstance(x, str) and not x.strip())]
+        return v
 
     @field_validator("user_query", mode="before")
     @classmethod
@@ -191,7 +219,9 @@ class QuestionItem(Loose):
 
     @model_validator(mode="after")
     def _derive(self):
-        if self.pref_type in ("unknown", "") and self.sensitive_info:
+        if self.sensitive_info:
+            self.has_sensitive_info = True
+        if self.pref_type in ("unknown", "") and self.has_sensitive_info:
             self.pref_type = "sensitive_info"
         if self.user_query is not None and not self.user_query.strip():
             self.user_query = None
@@ -234,61 +264,81 @@ def _item_id(scenario: str | None, position: int | None, k: int, item: dict[str,
     return f"{base}:{position if position is not None else k}:{digest.hexdigest()[:6]}"
 
 
-def _raw_items(data: Any) -> list[tuple[str, dict[str, Any]]]:
-    """(field path, item dict with scenario/position merged in) for every supported layout."""
-    if isinstance(data, dict) and isinstance(data.get("items"), list):
-        entries, prefix = data["items"], "items"
-    elif isinstance(data, dict) and isinstance(data.get("conversations"), dict):
-        out = []
-        for scenario, items in data["conversations"].items():
-            if not isinstance(items, list):
-                raise PersonaMemError(f"conversations.{scenario}: expected a list of items")
-            for k, it in enumerate(items):
-                if isinstance(it, dict):
-                    out.append((f"conversations.{scenario}[{k}]",
-                                {"conversation_scenario": scenario, "position_in_scenario": k, **it}))
-        return out
-    elif isinstance(data, list):
-        entries, prefix = data, ""
-    else:
-        raise PersonaMemError("expected {'items': [...]}, a list of items, or a persona file with 'conversations'")
-    out = []
-    for k, entry in enumerate(entries):
-        where = f"{prefix}[{k}]"
-        if not isinstance(entry, dict):
-            raise PersonaMemError(f"{where}: expected an object")
-        if isinstance(entry.get("item"), dict):
-            out.append((f"{where}.item", {"conversation_scenario": entry.get("conversation_scenario"),
-                                           "position_in_scenario": entry.get("position_in_scenario"), **entry["item"]}))
-        else:
-            out.append((where, entry))
-    return out
+@dataclass
+class QuestionFile:
+    """The items of one question file, what was skipped (reason → count), its layout and the persona id."""
+
+    path: str
+    layout: str
+    items: list[QuestionItem]
+    skipped: Counter = field(default_factory=Counter)
+    persona_id: str | None = None
+
+    @property
+    def evaluable(self) -> list[QuestionItem]:
+        return [i for i in self.items if i.evaluable]
+
+    @property
+    def planting(self) -> int:
+        """Items without a query: they only plant, update or forget information."""
+        return sum(1 for i in self.items if not i.user_query)
+
+    def skipped_text(self) -> str:
+        return "; ".join(f"{n} × {why}" for why, n in self.skipped.most_common())
 
 
-def load_questions(path: Path | str) -> list[QuestionItem]:
-    """Every item of the file (in file order) with a stable ``item_id``; see the module doc for layouts."""
-    data = _read_json(path)
-    try:
-        raw = _raw_items(data)
-    except PersonaMemError as e:
-        raise PersonaMemError(f"{path}: {e}") from None
-    items = []
+def _raw_items(path: Path | str, persona_id: str | None) -> tuple[list[tuple[str, dict[str, Any]]], str, str | None]:
+    if str(path).lower().endswith(".csv"):
+        rows, pid = csv_items(path, persona_id)
+        return rows, "csv", pid
+    data, pid = unwrap_persona(read_json(path), path, persona_id)
+    rows, layout = json_items(data, path)
+    return rows, ("raw persona file" if pid is not None else layout), pid
+
+
+def _reason(e: ValidationError) -> str:
+    """Why an item is unusable, without row numbers, so that equal reasons count together."""
+    first = e.errors()[0]
+    where = _loc(tuple(p for p in first["loc"] if not isinstance(p, int)))
+    msg = first["msg"].removeprefix("Value error, ")
+    return msg if where == "(top level)" else f"{where}: {msg}"
+
+
+def read_questions(path: Path | str, persona_id: str | None = None, *, strict: bool = False) -> QuestionFile:
+    """Every item of the file (in file order) with a stable ``item_id``. Unusable items are skipped and
+    counted by reason (an item with a query but no correct answer or distractors is unusable too);
+    ``strict`` makes the first unusable item an error naming the file and field instead."""
+    raw, layout, pid = _raw_items(path, persona_id)
+    qf = QuestionFile(path=str(path), layout=layout, items=[], persona_id=pid)
     for k, (where, d) in enumerate(raw):
         if not isinstance(d.get("position_in_scenario"), int):
             d["position_in_scenario"] = None
         try:
             item = QuestionItem.model_validate(d)
         except ValidationError as e:
-            raise _fail(path, e, where) from None
+            if strict:
+                raise _fail(path, e, where) from None
+            reason = _reason(e)
+            log.warning("%s: %s skipped (%s)", path, where, reason)
+            qf.skipped[reason] += 1
+            continue
+        if not strict and item.user_query and not item.evaluable:
+            qf.skipped["a query without a correct answer and 3 incorrect answers"] += 1
+            continue
         item.item_id = item.item_id or _item_id(item.conversation_scenario, item.position_in_scenario, k, d)
-        items.append(item)
+        qf.items.append(item)
     seen: dict[str, int] = {}
-    for item in items:  # identical items in one file still get distinct ids
+    for item in qf.items:  # identical items in one file still get distinct ids
         n = seen.get(item.item_id, 0)
         seen[item.item_id] = n + 1
         if n:
             item.item_id = f"{item.item_id}#{n}"
-    return items
+    return qf
+
+
+def load_questions(path: Path | str, persona_id: str | None = None) -> list[QuestionItem]:
+    """Every item of the file, strictly: the first unusable item is an error naming the file and field."""
+    return read_questions(path, persona_id, strict=True).items
 
 
 # ---------------------------------------------------------------- history → sessions

@@ -45,6 +45,61 @@ def pair_runs(sims: SimStore, dataset: str, method_a: str, method_b: str,
     return [RunPair(*key, a[key], b[key]) for key in sorted(set(a) & set(b))]
 
 
+@dataclass
+class DroppedTopic:
+    """A topic that one method of the pair simulated but that cannot be judged: the other side (or both) has
+    no finished run. Shown next to win/tie/lose so a failed simulation never silently shrinks the pair set."""
+
+    user_id: str
+    sample_id: str
+    topic_key: str
+    method_a: str
+    method_b: str
+    status_a: str  # the newest run's status ("finished", "failed", "running", "stopped") or "no run"
+    status_b: str
+    error: str = ""  # the failed run's error, when there is one
+
+    @property
+    def reason(self) -> str:
+        parts = [f"{m}: {st}" for m, st in ((self.method_a, self.status_a), (self.method_b, self.status_b))
+                 if st != "finished"]
+        return "; ".join(parts) + (f" ({self.error})" if self.error else "")
+
+
+def dropped_topics(sims: SimStore, dataset: str, method_a: str, method_b: str,
+                   users: Iterable[str] | None = None) -> list[DroppedTopic]:
+    """Topics where either method has a run but not both have a finished one (the newest run of each counts)."""
+    wanted = set(users) if users else None
+
+    def newest(method: str) -> dict[tuple[str, str, str], dict]:
+        found: dict[tuple[str, str, str], dict] = {}
+        finished: set[tuple[str, str, str]] = set()
+        for r in sims.list(dataset=dataset, method=method):  # newest first
+            key = (r["user_id"], r["sample_id"], r["topic_key"])
+            if wanted is not None and r["user_id"] not in wanted:
+                continue
+            found.setdefault(key, r)
+            if r["status"] == "finished":
+                finished.add(key)
+        for key in finished:  # pair_runs judges the newest *finished* run, whatever came after it
+            found[key] = {**found[key], "status": "finished"}
+        return found
+
+    a, b = newest(method_a), newest(method_b)
+    out = []
+    for key in sorted(set(a) | set(b)):
+        ra, rb = a.get(key), b.get(key)
+        sa, sb = (r["status"] if r else "no run" for r in (ra, rb))
+        if sa == sb == "finished":
+            continue
+        error = ""
+        for r in (ra, rb):
+            if r and r["status"] == "failed":
+                error = error or (sims.load(r["run_id"]).error or "")
+        out.append(DroppedTopic(*key, method_a, method_b, sa, sb, error))
+    return out
+
+
 def topic_context(dataset: Dataset, user_id: str, sample_id: str, topic_key: str) -> TopicContext:
     """The dataset's view of one topic (raises KeyError when the dataset lacks it)."""
     user = dataset.users[user_id]

@@ -4,10 +4,13 @@
   against the gold requirement, and the G-score judge (each of the two implicit needs 1 / 0.5 / 0).
 * Solution Proposal: memory (retrieved with the gold requirement) + requirement → one sentence;
   BLEU against each positive solution, max per n.
-* Solution Selection: the candidates as S1…Sn in stored order → exactly two distinct ids;
-  +1 per positive, −1 per negative, 0 per neutral pick.
+* Solution Selection: the candidates as S1…Sn in stored order → an analysis of every candidate, then
+  exactly two distinct ids (``{analysis, choices}`` in that order, as the reference's
+  ``{analysis, selected_solutions}``); +1 per positive, −1 per negative, 0 per neutral pick.
 
-A failed prediction (invalid after the client's retries) scores 0 on every metric and is counted.
+A failed prediction (invalid after the client's retries) scores 0 on every metric and is counted. A
+failed G-score *judge* call is not the method's fault: it has no score (``g_score`` None,
+``g_ok`` False), leaves the G-score mean and is counted in its own column.
 """
 
 from __future__ import annotations
@@ -56,7 +59,10 @@ class GScoreOut(BaseModel):
 
 
 class SelectionBase(BaseModel):
-    """Two distinct candidate ids; the id enum is set per topic by :func:`selection_model`."""
+    """The analysis of every candidate, then two distinct candidate ids (the id enum is set per topic by
+    :func:`selection_model`); the field order makes the model reason before it chooses."""
+
+    analysis: str = Field(max_length=3000, description="for each candidate: does it fit this user, and why")
 
     @model_validator(mode="after")
     def _distinct(self):
@@ -115,6 +121,7 @@ class TaskResult(BaseModel):
     judge_model: str | None = None
     g_prompt_version: str | None = None
     picks: list[str] = Field(default_factory=list)
+    analysis: str | None = None  # selection: the model's analysis of the candidates before choosing
     s_score: int | None = None
     created_at: float = 0.0
 
@@ -166,7 +173,8 @@ class TopicTasks:
         return r
 
     def _g_score(self, r: TaskResult) -> None:
-        """Grade the restatement against the two implicit needs; a failed prediction or judge scores 0."""
+        """Grade the restatement against the two implicit needs. A failed prediction scores 0 (the method
+        failed); a failed judge call leaves ``g_score`` None with ``g_ok`` False (no score, not a zero)."""
         t = self.ctx.topic.topic
         r.g_score, r.g_ok = 0.0, None
         if not r.prediction:
@@ -180,6 +188,8 @@ class TopicTasks:
         r.g_ok, r.g_raw = res.ok, ([res.raw] if res.ok else res.raw)
         if res.ok:
             r.g_score, r.g_analysis = res.value.score, res.value.analysis
+        else:
+            r.g_score = None
 
     def proposal(self) -> TaskResult:
         prompt = load_prompt("eval/solution_proposal")
@@ -198,8 +208,9 @@ class TopicTasks:
         memory, r.memory_tokens = memory_context(self.builder, t.requirement, "solution", self.ctx)
         cands = "\n".join(f'"S{i}": {c.solution}' for i, c in enumerate(t.candidate_solutions, 1))
         out = self._ask(r, prompt, selection_model(len(t.candidate_solutions)), memory=memory,
-                        requirement=t.requirement, candidates=cands)
+                        requirement=t.requirement, candidates=cands, count=len(t.candidate_solutions))
         r.picks = list(out.choices) if out else []
+        r.analysis = out.analysis if out else None
         r.prediction = ",".join(r.picks) or None
         r.s_score = selection_score(r.picks, [c.feedback for c in t.candidate_solutions]) if out else 0
         return r

@@ -48,6 +48,8 @@ def h2_reply(req: ChatRequest) -> str:
         return json.dumps({"general_requirement": "general need"})
     if name == "PrincipleOut":
         return json.dumps({"principle": "likes concrete fixes"})
-    if name == "AdjustOut":
-        return json.dumps({"adjust": "Yes", "value": "adjusted"} if "principle" in prompt[:60] else {"adjust": "No"})
+    if name == "RequirementAdjustOut":
+        return json.dumps({"adjust": "No"})
+    if name == "PrincipleAdjustOut":
+        return json.dumps({"adjust": "Yes", "principle": "adjusted"})
     raise AssertionError(f"unexpected request {name}")

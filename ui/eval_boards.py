@@ -12,14 +12,20 @@ from evaluation.faireval import apply_decision
 from evaluation.human_agreement import AgreementReport, compare_by_aspect, pairwise_votes
 from evaluation.personamem import accuracy_by_method
 from evaluation.service import bench_tasks
+from evaluation.versions import METRIC_VERSIONS
 from palset.dataset import Dataset
 from ui import platform_state
-from ui.eval_data import leaderboard_frame, stored_results, to_csv
+from ui.eval_data import leaderboard_frame, stored_results, to_csv, with_versions
 from ui.memory_common import available_methods
 from ui.platform_state import base_workspace
 from ui.text import error_text, md_escape
 
 log = logging.getLogger(__name__)
+
+LEADER_CAPTION = ("BLEU ×100 (restatement R-, proposal P-): Chinese segmented with jieba as the paper; English with "
+                  "lower-cased word tokens — the paper's code runs jieba on every language, so English BLEU is not "
+                  "comparable with it. G-score 0–100: failed judge calls are left out of the mean (column 'G judge "
+                  "failed'); failed predictions score 0 ('invalid'). S-score −100–100; 95% bootstrap CIs over topics.")
 
 
 def render_leaderboard(dataset: Dataset, dkey: str) -> None:
@@ -27,10 +33,10 @@ def render_leaderboard(dataset: Dataset, dkey: str) -> None:
     if results:
         frame = leaderboard_frame(leaderboard(results))
         st.dataframe(frame, hide_index=True, width="stretch", key="eval_leaderboard")
-        st.caption("BLEU ×100 (restatement R-, proposal P-), G-score 0–100, S-score −100–100; "
-                   "95% bootstrap CIs over topics.")
-        st.download_button("Leaderboard CSV", to_csv(frame), file_name="single_turn_leaderboard.csv", mime="text/csv",
-                           icon=":material/download:", key="eval_leader_csv", on_click="ignore")
+        st.caption(LEADER_CAPTION)
+        st.download_button("Leaderboard CSV", to_csv(with_versions(frame, "bleu", "g_score", "s_score")),
+                           file_name="single_turn_leaderboard.csv", mime="text/csv", icon=":material/download:",
+                           key="eval_leader_csv", on_click="ignore")
     else:
         st.info("No single-turn results for this dataset yet.")
     with st.expander("Run single-turn tasks"):
@@ -91,9 +97,15 @@ def render_agreement_report(aspect: str, r: AgreementReport, key: str) -> None:
                                                  f"{r.unmatched_judgments} judgment(s) without human answers")
     c2.metric("Agreement (no ties)", _fmt(r.agreement_rate, ".0%"),
               help=f"{r.agreements} of {r.compared} items that neither side called a tie")
-    c3.metric("Cohen's κ (no ties)", _fmt(r.kappa, ".3f"),
+    c3.metric("Cohen's κ, judge vs human majority (no ties)", _fmt(r.kappa, ".3f"),
               help=f"win/lose items only; over win/tie/lose: {_fmt(r.kappa_all, '.3f')}")
     c4.metric("Unmatched items", r.unmatched, help="human items without a valid judgment")
+    d1, d2, _, _ = st.columns(4)
+    d1.metric("Fleiss' κ, judge + annotators (non-tie)", _fmt(r.fleiss, ".3f"),
+              help=f"Mem-PAL Table 12's form: {r.fleiss_items} item(s) none of whose {r.fleiss_raters} raters said tie "
+                   "(the paper reports 0.54 requirement, 0.62 preference)")
+    d2.metric("Fleiss' κ, annotators only (non-tie)", _fmt(r.fleiss_humans, ".3f"),
+              help=f"{r.fleiss_humans_items} item(s) answered by two or more people, none saying tie")
     st.caption(f"{r.human_ties} human tie(s), {r.judge_ties} judge tie(s), {r.splits} split vote(s) "
                "(no majority: left out of the table).")
     left, right = st.columns([2, 3])
@@ -113,3 +125,6 @@ def render_personamem(dkey: str) -> None:
                 "with `--records`); results appear here once they are stored in the PAL home.")
         return
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="eval_personamem")
+    st.caption("Accuracy by preference type, ownership (who), static/updated and conversation scenario; open-ended "
+               "rows judged by several judges or on the 0–1 scale add the mean score. Metric version "
+               f"personamem={METRIC_VERSIONS['personamem']}.")

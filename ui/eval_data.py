@@ -8,13 +8,15 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
 
 from evaluation.faireval import ASPECTS, Judgment
+from evaluation.service import DroppedTopic
 from evaluation.tasks import TaskResult
+from evaluation.versions import metric_versions, versions_text
 from sim.store import SimStore
 from ui.platform_state import base_workspace
 
@@ -56,8 +58,14 @@ def judgments_frame(judgments: list[Judgment]) -> pd.DataFrame:
              "decision": j.decision, "mean_a": j.mean_a, "mean_b": j.mean_b, "flipped": j.flipped,
              "order1_winner": j.order1_winner, "order2_winner": j.order2_winner, "invalid": j.invalid,
              "k": j.k, "threshold": j.threshold, "judge_model": j.judge_model, "prompt_version": j.prompt_version,
-             "judgment_key": j.judgment_key} for j in judgments]
+             "judgment_key": j.judgment_key, "metric_versions": versions_text("faireval_decision")} for j in judgments]
     return pd.DataFrame(rows)
+
+
+def dropped_frame(dropped: list[DroppedTopic]) -> pd.DataFrame:
+    """One row per topic that could not be judged (no finished run of both methods), with the reason."""
+    return pd.DataFrame([{"user": d.user_id, "sample": d.sample_id, "topic": d.topic_key, d.method_a: d.status_a,
+                          d.method_b: d.status_b, "error": d.error} for d in dropped])
 
 
 def topics_frame(judgments: list[Judgment]) -> pd.DataFrame:
@@ -77,12 +85,21 @@ def aggregates_frame(rows: list[dict]) -> pd.DataFrame:
     out = []
     for r in rows:
         lo, hi = r["adjusted_win_rate_ci"]
+        lb = r["length_bias"]
         out.append({"method_a": r["method_a"], "method_b": r["method_b"], "aspect": r["aspect"], "n": r["n"],
                     "win": r["win"], "tie": r["tie"], "lose": r["lose"], "invalid": r["invalid"],
-                    "adjusted_win_rate": r["adjusted_win_rate"], "ci_low": lo, "ci_high": hi,
-                    "flip_rate": r["flip_rate"], "slot1_win_rate": r["slot1_win_rate"],
-                    "invalid_samples": r["invalid_samples"], "samples": r["samples"], "threshold": r["threshold"]})
+                    "dropped": r.get("dropped", 0), "adjusted_win_rate": r["adjusted_win_rate"], "ci_low": lo,
+                    "ci_high": hi, "flip_rate": r["flip_rate"], "slot1_win_rate": r["slot1_win_rate"],
+                    "longer_win_rate": lb["longer_win_rate"], "longer_decided": lb["longer_decided"],
+                    **{f"length_diff_{v}": lb["length_diff"][v] for v in ("win", "tie", "lose")},
+                    "invalid_samples": r["invalid_samples"], "samples": r["samples"], "threshold": r["threshold"],
+                    "metric_versions": r.get("metric_versions", "")})
     return pd.DataFrame(out)
+
+
+def with_versions(frame: pd.DataFrame, *metrics: str) -> pd.DataFrame:
+    """The frame with a ``metric_versions`` column (for exports that do not carry one per row)."""
+    return frame.assign(metric_versions=versions_text(*metrics)) if len(frame) else frame
 
 
 def to_csv(frame: pd.DataFrame) -> str:
@@ -91,10 +108,13 @@ def to_csv(frame: pd.DataFrame) -> str:
     return buf.getvalue()
 
 
-def to_jsonl(judgments: list[Judgment], aggregates: list[dict]) -> str:
-    """Every shown judgment in full, then every aggregate row, one JSON object a line."""
-    lines = [json.dumps({"type": "judgment", **j.model_dump(mode="json")}, ensure_ascii=False) for j in judgments]
+def to_jsonl(judgments: list[Judgment], aggregates: list[dict], dropped: Sequence[DroppedTopic] = ()) -> str:
+    """The metric versions, every shown judgment in full, every aggregate row and every dropped topic,
+    one JSON object a line."""
+    lines = [json.dumps({"type": "metric_versions", **metric_versions()})]
+    lines += [json.dumps({"type": "judgment", **j.model_dump(mode="json")}, ensure_ascii=False) for j in judgments]
     lines += [json.dumps({"type": "aggregate", **a}, ensure_ascii=False, default=str) for a in aggregates]
+    lines += [json.dumps({"type": "dropped", **vars(d), "reason": d.reason}, ensure_ascii=False) for d in dropped]
     return "\n".join(lines) + "\n"
 
 
@@ -133,7 +153,8 @@ def leaderboard_frame(rows: list[dict]) -> pd.DataFrame:
     out = []
     for r in rows:
         row = {"method": r["method"], **{name: _cell(r[key]) for name, key in LEADER_COLUMNS},
-               "topics": r["g_score"]["n"] or r["s_score"]["n"],
-               "invalid": r["restatement_invalid"] + r["proposal_invalid"] + r["selection_invalid"]}
+               "topics": r["restatement_bleu1"]["n"] or r["s_score"]["n"],
+               "invalid": r["restatement_invalid"] + r["proposal_invalid"] + r["selection_invalid"],
+               "G judge failed": r.get("g_judge_failed", 0)}
         out.append(row)
-    return pd.DataFrame(out, columns=["method", *(n for n, _ in LEADER_COLUMNS), "topics", "invalid"])
+    return pd.DataFrame(out, columns=["method", *(n for n, _ in LEADER_COLUMNS), "topics", "invalid", "G judge failed"])

@@ -96,7 +96,8 @@ def render_dialogues(sims: SimStore, j: Judgment) -> None:
 
 def render_samples(j: Judgment) -> None:
     colour = DECISION_BADGES.get(j.decision, "gray")
-    means = f"{j.mean_a:.2f} vs {j.mean_b:.2f}" if j.mean_a is not None and j.mean_b is not None else "no valid samples"
+    means = (f"{j.mean_a:.2f} vs {j.mean_b:.2f}" if j.mean_a is not None and j.mean_b is not None
+             else "no valid sample in both orders")
     st.markdown(f"##### {j.aspect.capitalize()}: :{colour}-badge[{j.decision}] :gray[mean {means} · "
                 f"order 1 → {j.order1_winner} · order 2 → {j.order2_winner}"
                 f"{' · flipped' if j.flipped else ''} · {j.invalid} invalid]")

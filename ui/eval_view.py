@@ -3,10 +3,12 @@
 A method pair (methods with finished runs in the active dataset) and an aspect are picked; Judge runs
 FairEval (k samples per order, both orders) on the paired finished runs not judged yet, storing each
 judgment the moment it completes. Results: stacked win/tie/lose bars with the bootstrap 95% CI of the
-adjusted win rate, the position-bias diagnostics, a per-topic drill-down (both dialogues, every judge
-sample in both orders, the ground truth) and exports. Below: the single-turn leaderboard from stored
-bench results, judge–human agreement against pairwise review answers (for the chosen pair and aspects)
-and PersonaMem-v2 accuracy (a placeholder until results exist).
+adjusted win rate, invalid and dropped topics next to them, the judge-bias diagnostics (position and
+length), human-in-the-loop calibration (send the most uncertain topics to review; outcomes as judged
+and as calibrated), a per-topic drill-down (both dialogues, every judge sample in both orders, the
+ground truth) and exports. Below: the single-turn leaderboard from stored bench results, judge–human
+agreement against pairwise review answers (for the chosen pair and aspects) and PersonaMem-v2 accuracy
+(a placeholder until results exist). ``FIDELITY.md`` (what each number reproduces) opens at the top.
 
 State lives in the URL (``?pair=<A>__<B>&aspect=…&topic=<sample_id>_<topic_key>``): a deep link opens
 exactly one judged topic. All text from data goes through :func:`ui.text.md_escape` or a dataframe cell.
@@ -16,30 +18,26 @@ from __future__ import annotations
 
 import logging
 
-import pandas as pd
 import streamlit as st
 
+from backends.paths import PROJECT_ROOT
 from evaluation.aggregate import aggregate_judgments
-from evaluation.faireval import ASPECTS, Judgment, apply_decision, judgment_key
-from evaluation.service import RunPair, judge_runs, pair_runs
+from evaluation.faireval import ASPECTS, apply_decision, judgment_key
+from evaluation.service import RunPair, dropped_topics, judge_runs, pair_runs
 from palset.dataset import Dataset, dataset_key
 from sim.store import SimStore
 from ui import platform_state
 from ui.eval_boards import render_agreement, render_leaderboard, render_personamem
-from ui.eval_data import (
-    aggregates_frame,
-    finished_methods,
-    judgments_frame,
-    latest_judgments,
-    outcome_figure,
-    to_csv,
-    to_jsonl,
-)
+from ui.eval_calibration import render_calibration
+from ui.eval_data import finished_methods, latest_judgments
 from ui.eval_drilldown import render_drilldown
+from ui.eval_results import render_exports, render_results
 from ui.platform_state import base_workspace
 from ui.text import error_text, md_escape
 
 log = logging.getLogger(__name__)
+
+FIDELITY = PROJECT_ROOT / "FIDELITY.md"
 
 ASPECT_CHOICES = ["requirement", "preference", "both"]
 PAIR_SEP = "__"
@@ -70,8 +68,15 @@ def _pair_from_url() -> tuple[str | None, str | None]:
 # ---------------------------------------------------------------- page
 
 
+def render_fidelity() -> None:
+    """FIDELITY.md — what every metric and method reproduces, from which source, and each departure."""
+    with st.expander("How these numbers are computed: FIDELITY.md (sources, sanity checks, departures)"):
+        st.markdown(FIDELITY.read_text(encoding="utf-8") if FIDELITY.is_file() else "FIDELITY.md is missing.")
+
+
 def render_evaluate(dataset: Dataset) -> None:
     st.title("Evaluate")
+    render_fidelity()
     dkey = dataset_key(dataset.root)
     sims = base_workspace().sims
     methods = finished_methods(sims, dkey)
@@ -130,13 +135,16 @@ def render_pairwise(dataset: Dataset, dkey: str, sims: SimStore,
     judgments = latest_judgments(j for j in store.judgments(dataset=dkey, method_a=a, method_b=b)
                                  if j.aspect in aspects)
     judgments = [apply_decision(j, threshold) for j in judgments]
+    dropped = dropped_topics(sims, dkey, a, b)
     if not judgments:
-        st.info(f"No judgments of {md_escape(a)} vs {md_escape(b)} yet: press Judge.")
+        st.info(f"No judgments of {md_escape(a)} vs {md_escape(b)} yet: press Judge."
+                + (f" {len(dropped)} topic(s) are dropped: no finished run of both methods." if dropped else ""))
         return a, b, aspects, threshold
-    rows = aggregate_judgments(judgments, threshold)
-    render_results(rows, judgments, a, b)
+    rows = aggregate_judgments(judgments, threshold, dropped=dropped)
+    render_results(rows, judgments, a, b, dropped)
+    render_calibration(dkey, judgments, a, b, aspects)
     render_drilldown(dataset, sims, judgments, a, b)
-    render_exports(judgments, rows, a, b)
+    render_exports(judgments, rows, a, b, dropped)
     return a, b, aspects, threshold
 
 
@@ -176,39 +184,3 @@ def render_judge_button(dataset: Dataset, sims: SimStore, pairs: list[RunPair], 
         return
     bar.empty()
     st.success(f"Judged {len(todo)} topic(s).")
-
-
-def render_results(rows: list[dict], judgments: list[Judgment], a: str, b: str) -> None:
-    st.subheader("Outcomes")
-    st.caption(f"From {md_escape(a)}'s side against {md_escape(b)}: win/tie/lose per topic; diamond = adjusted win "
-               "rate (win + ½ tie) with its 95% bootstrap CI over topics.")
-    st.plotly_chart(outcome_figure(rows, a, b), key="eval_outcomes", width="stretch")
-    st.subheader("Position bias")
-    for r in rows:
-        c1, c2, c3, c4 = st.columns(4)
-        c1.metric(f"{r['aspect']}: topics", r["n"], help="valid decisions (win + tie + lose)")
-        c2.metric("Flip rate", f"{r['flip_rate']:.0%}",
-                  help="topics where the winner changed when the two dialogues were swapped")
-        c3.metric("Slot-1 win rate", f"{r['slot1_win_rate']:.0%}",
-                  help="share of valid samples where whichever dialogue was shown first scored higher (0.5 = no bias)")
-        c4.metric("Invalid samples", f"{r['invalid_samples']} / {r['samples']}")
-    frame = aggregates_frame(rows)
-    st.dataframe(frame, hide_index=True, width="stretch", key="eval_aggregates")
-    per_user = [{"aspect": r["aspect"], "user": u, **{x: c[x] for x in ("win", "tie", "lose", "invalid")},
-                 "adjusted_win_rate": c["adjusted_win_rate"]} for r in rows for u, c in r["per_user"].items()]
-    if per_user:
-        with st.expander("Per user"):
-            st.dataframe(pd.DataFrame(per_user), hide_index=True, width="stretch", key="eval_per_user")
-    models = sorted({f"{j.judge_model} · k={j.k} · prompt {j.prompt_version}" for j in judgments})
-    st.caption("Judge: " + md_escape("; ".join(models)))
-
-
-def render_exports(judgments: list[Judgment], rows: list[dict], a: str, b: str) -> None:
-    stem = f"faireval_{a}_vs_{b}"
-    c1, c2, c3 = st.columns(3)
-    c1.download_button("Judgments CSV", to_csv(judgments_frame(judgments)), file_name=f"{stem}_judgments.csv",
-                       mime="text/csv", icon=":material/download:", key="eval_csv", on_click="ignore")
-    c2.download_button("Aggregates CSV", to_csv(aggregates_frame(rows)), file_name=f"{stem}_aggregates.csv",
-                       mime="text/csv", icon=":material/download:", key="eval_agg_csv", on_click="ignore")
-    c3.download_button("Judgments + aggregates JSONL", to_jsonl(judgments, rows), file_name=f"{stem}.jsonl",
-                       mime="application/jsonl", icon=":material/download:", key="eval_jsonl", on_click="ignore")

@@ -23,10 +23,20 @@ METHODS: dict[str, str] = {
 }
 
 
+# baselines of the papers that are not implemented here, with the reason (see FIDELITY.md)
+NOT_IMPLEMENTED: dict[str, str] = {
+    "conditionmem": "ConditionMem (a baseline of Mem-PAL's Appendix Table 11) has no released code or exact "
+                    "description to reimplement from",
+}
+
+
 def get_method_class(name: str):
     try:
         module, cls = METHODS[name].split(":")
     except KeyError:
+        why = NOT_IMPLEMENTED.get(name.lower())
+        if why:
+            raise ValueError(f"memory method {name!r} is not implemented: {why}") from None
         raise ValueError(f"unknown memory method {name!r} (methods: {', '.join(METHODS)})") from None
     return getattr(import_module(module), cls)
 

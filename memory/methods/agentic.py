@@ -3,14 +3,25 @@
 Each session is flattened to text (its logs at the logs stage, its dialogue at the dialogue stage),
 cut into chunks of at most ``chunk_tokens`` tokens, and after every chunk the LLM rewrites the whole
 memory: keep what is still valid, add what the chunk reveals about the user's persona, preferences
-and needs, as stand-alone bullet points, at most ``memory_chars`` characters (≈ 2k tokens). The
-memory is query-agnostic (the honest variant; see the PersonaMem-v2 notes). The text after every
-chunk is kept in ``meta["chunk_snapshots"]`` (the last 20) so the app can replay how it grew.
+and needs, as stand-alone bullet points. The memory is capped at ``memory_tokens`` tokens (2,048, the
+paper's setting), counted with :func:`memory.tokens.count_tokens` (one token per CJK character, so a
+Chinese memory gets the same budget as an English one). A rewrite over the cap is handed back to the
+model to compress (at most ``compress_retries`` times); only if it is still over does the method keep
+the memory's leading whole sentences that fit — text is never cut mid-sentence — and note it.
+
+The memory is query-agnostic (the honest variant; see the PersonaMem-v2 notes), and the assistant
+answers from it alone: the current session's logs were read into it at that session's logs stage,
+so retrieval adds nothing else. The text after every chunk is kept in ``meta["chunk_snapshots"]``
+(the last 20) so the app can replay how it grew.
 """
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
 from typing import Any
+
+from pydantic import BaseModel, Field, create_model
 
 from backends.prompts import load_prompt
 from memory.base import (
@@ -30,7 +41,6 @@ from memory.rewriting import (
     language_name,
     merge_refs,
     scrub,
-    text_schema,
     view_with,
 )
 from memory.tokens import count_tokens
@@ -78,6 +88,54 @@ def chunk_units(units: list[str], limit: int) -> list[str]:
     return chunks
 
 
+# ---------------------------------------------------------------- the token cap
+
+_SENTENCE = re.compile(r".*?(?:[。！？]+[”’」）)]*|[.!?]+[\"'”’)]*(?=\s|$)|$)\s*")  # "3.5" and "e.g.x" stay whole
+_BULLET = re.compile(r"^(\s*(?:[-*•]|\d+[.)])\s+)")
+
+
+def sentences(line: str) -> list[str]:
+    """A line's sentences, each with its end punctuation and trailing space (Chinese and English stops)."""
+    return [m.group(0) for m in _SENTENCE.finditer(line) if m.group(0).strip()]
+
+
+def fit_to_tokens(text: str, limit: int) -> tuple[str, int]:
+    """The leading whole lines of ``text`` — and of the first line that does not fit, its leading whole
+    sentences — within ``limit`` tokens; (kept text, sentences dropped). Never cuts inside a sentence."""
+    kept: list[str] = []
+    lines = text.splitlines()
+    dropped = 0
+    for i, line in enumerate(lines):
+        candidate = "\n".join([*kept, line])
+        if count_tokens(candidate) <= limit:
+            kept.append(line)
+            continue
+        m = _BULLET.match(line)
+        prefix = m.group(1) if m else ""
+        parts = sentences(line[len(prefix):])
+        partial = ""
+        for n, sentence in enumerate(parts):
+            trial = (partial + sentence) if partial else prefix + sentence
+            if count_tokens("\n".join([*kept, trial.rstrip()])) > limit:
+                dropped += len(parts) - n
+                break
+            partial = trial
+        if partial:
+            kept.append(partial.rstrip())
+        dropped += sum(len(sentences(rest)) for rest in lines[i + 1:])
+        break
+    return "\n".join(kept).strip(), dropped
+
+
+@lru_cache(maxsize=16)
+def memory_schema(name: str, limit_tokens: int) -> type[BaseModel]:
+    """``{memory: str}``: the string bound is generous (16 characters a token, at least 32,000) so that neither a
+    grammar nor validation cuts an overflowing rewrite before it can be compressed; the cap itself is enforced
+    by counting tokens."""
+    return create_model(name, memory=(str, Field(max_length=max(16 * limit_tokens, 32_000),
+                                                 description="The whole memory: stand-alone bullet points about the user")))
+
+
 # ---------------------------------------------------------------- the method
 
 NO_MEMORY = "No previous memory."
@@ -89,9 +147,10 @@ class AgenticMemory(MemoryMethod):
     label = "Agentic memory (PersonaMem-v2)"
     layers = ("memory",)
     uses_llm = True
-    description = ("One human-readable memory of the user, rewritten by the LLM after every ≤5k-token chunk of the "
-                   "history (logs, then dialogue); the assistant sees it plus the current session's logs.")
-    default_config = {"chunk_tokens": 5000, "memory_chars": 8000}
+    description = ("One human-readable memory of the user (at most 2,048 tokens), rewritten by the LLM after every "
+                   "≤5k-token chunk of the history (logs, then dialogue); the assistant sees only this memory, which "
+                   "has already read the current session's logs.")
+    default_config = {"chunk_tokens": 5000, "memory_tokens": 2048, "compress_retries": 2}
 
     @property
     def item_id(self) -> str:
@@ -118,29 +177,31 @@ class AgenticMemory(MemoryMethod):
         meta = dict(prev.meta) if prev else {}
         snapshots: list[dict[str, Any]] = list(meta.get("chunk_snapshots", []))
         n = int(meta.get("chunks", 0))
-        limit = int(self.ctx.config.get("memory_chars", 8000))
+        limit = int(self.ctx.config.get("memory_tokens", 2048))
         header = f"Session {session.sample_id} ({session.dialogue_timestamp:%Y-%m-%d}): " + (
             "device logs" if step == "logs" else "dialogue between the user and the assistant")
         budget = int(self.ctx.config.get("chunk_tokens", 5000)) - count_tokens(header) - 8
         chunks = chunk_units(units, budget)
         prompt = load_prompt("memory/agentic_update")
-        schema = text_schema("AgenticMemoryUpdate", "memory", limit,
-                             "The whole updated memory: stand-alone bullet points about the user")
+        schema = memory_schema("AgenticMemoryUpdate", limit)
         updated = False
         for part, chunk in enumerate(chunks, 1):
             n += 1
+            what = f"memory update (chunk {n}, {step} part {part})"
             result = ask(self.ctx, prompt, schema, language=language_name(self.ctx.language), memory=text,
                          chunk=f"{header} (part {part} of {len(chunks)})\n{chunk}",
-                         forget=forget_instruction(requests), memory_chars=limit)
+                         forget=forget_instruction(requests), memory_tokens=limit)
+            compressions = 0
             if result.ok:
-                new_text = result.value.memory.strip()[:limit]
+                new_text, compressions = self._within_cap(result.value.memory.strip(), limit, what, session,
+                                                          changes.notes)
                 if new_text:
                     text, updated = new_text, True
             else:
-                changes.notes.append(failure_note(f"memory update (chunk {n}, {step} part {part})", session,
-                                                  result, "memory"))
+                changes.notes.append(failure_note(what, session, result, "memory"))
             snapshots.append({"chunk": n, "session": session.sample_id, "step": step, "part": part,
-                              "ok": bool(result.ok), "text": text})
+                              "ok": bool(result.ok), "text": text, "tokens": count_tokens(text),
+                              "compressions": compressions})
         scrubbed = 0
         if requests and (prev is not None or updated):
             text, scrubbed = scrub(text, requests)
@@ -158,9 +219,32 @@ class AgenticMemory(MemoryMethod):
             meta={**meta, "chunks": n, "chunk_snapshots": snapshots[-MAX_SNAPSHOTS:]}))
         return changes
 
+    def _within_cap(self, text: str, limit: int, what: str, session: Session, notes: list[str]) -> tuple[str, int]:
+        """(text within ``limit`` tokens, compressions asked for): an over-long rewrite goes back to the model to
+        compress, at most ``compress_retries`` times; then the leading whole sentences that fit are kept."""
+        retries = int(self.ctx.config.get("compress_retries", 2))
+        prompt = load_prompt("memory/agentic_compress")
+        schema = memory_schema("AgenticMemoryCompressed", limit)
+        tokens, asked = count_tokens(text), 0
+        while tokens > limit and asked < retries:
+            asked += 1
+            res = ask(self.ctx, prompt, schema, language=language_name(self.ctx.language), memory=text,
+                      tokens=tokens, memory_tokens=limit)
+            if not res.ok:
+                notes.append(failure_note(f"{what}: compression {asked}", session, res, "longer memory"))
+                continue
+            shorter = res.value.memory.strip()
+            if shorter and count_tokens(shorter) < tokens:
+                text, tokens = shorter, count_tokens(shorter)
+        if tokens > limit:
+            text, dropped = fit_to_tokens(text, limit)
+            notes.append(f"{what}: still {tokens} tokens after {asked} compression(s), over the {limit}-token cap; "
+                         f"kept the leading whole sentences that fit ({dropped} sentence(s) dropped)")
+        return text, asked
+
     def retrieve(self, query: str, purpose: Purpose, memory: MemoryView, current: Session | None) -> RetrievalTrace:
-        # PersonaMem-v2 answers from the query and the memory alone: the current session's logs were already
-        # read into the memory at its logs stage, so they are not repeated here
+        # PersonaMem-v2 answers from the query and the memory alone (the description says so): the current
+        # session's logs were already read into the memory at its logs stage, so they are not repeated here
         item = memory.items.get(self.item_id)
         blocks = [PromptBlock(title="Memory", text=item.text if item else "")]
         return self.trace(query, purpose, current, [RetrievedItem(item=item)] if item else [], blocks)

@@ -65,9 +65,18 @@ class PrincipleOut(BaseModel):
     principle: str = Field(max_length=400)
 
 
-class AdjustOut(BaseModel):
+class RequirementAdjustOut(BaseModel):
+    """The reference's reply: ``{"adjust": "No"}`` or ``{"adjust": "Yes", "general_requirement": …}``."""
+
     adjust: Literal["Yes", "No"]
-    value: str | None = Field(None, max_length=400)
+    general_requirement: str | None = Field(None, max_length=120)
+
+
+class PrincipleAdjustOut(BaseModel):
+    """The reference's reply: ``{"adjust": "No"}`` or ``{"adjust": "Yes", "principle": …}``."""
+
+    adjust: Literal["Yes", "No"]
+    principle: str | None = Field(None, max_length=400)
 
 
 def log_graph_model(targets: list[str], allowed: list[str]) -> type[BaseModel]:

@@ -9,8 +9,11 @@ Logs stage of session k: Log Graph over sliding windows of 10 logs (with the 10 
 context), connected components → situations with aspects, then the recursive 4-aspect background
 update. Dialogue stage: topic segmentation with solutions and feedback, requirement refinement with
 the session's top-3 situations and background. After the last history session, k-means (8
-clusters, ≥ 2 members each) over refined history requirements gives principles; query sessions then
-update clusters incrementally. Every LLM step has a bounded schema and a fallback, so a tiny model
+clusters, ≥ 2 members each) over refined history requirements gives principles; in each query session
+every new topic joins its nearest cluster (the centroid moves to the running mean), then each cluster
+the dialogue touched is updated once, as the reference does: the general requirement from the
+cluster's new requirements, then the principle from the general requirement, the principle and the
+new preferences (two calls per touched cluster, not per topic). Every LLM step has a bounded schema and a fallback, so a tiny model
 slows the memory's quality, never the build.
 """
 
@@ -27,12 +30,13 @@ from backends.llm.types import StructuredResult
 from backends.prompts import load_prompt
 from memory.base import MemoryMethod, MemoryView, dialogue_turns, log_ref, turn_ref
 from memory.methods.h2_parts import (
-    AdjustOut,
     BackgroundOut,
     GeneralRequirementOut,
     OutlineOut,
+    PrincipleAdjustOut,
     PrincipleOut,
     RefinedOut,
+    RequirementAdjustOut,
     SituationOut,
     TopicOut,
     clean_edges,
@@ -250,40 +254,49 @@ class H2Memory(MemoryMethod):
 
     def _update_principles(self, outlines: list[MemoryItem], memory: MemoryView,
                            notes: list[str]) -> tuple[list[MemoryItem], list[MemoryItem]]:
-        """Assign each new topic to the nearest centroid, move it, and let the LLM adjust the cluster's texts."""
+        """Assign each new topic to the nearest centroid and move it; then, once per cluster this dialogue touched,
+        let the LLM adjust its general requirement (input: the new requirements) and its principle (input: the
+        general requirement, the principle and the new preferences) — Mem-PAL §3.4, query phase."""
         principles = {p.id: p for p in memory.layer("principle")}
         if not principles or not outlines:
             return outlines, []
         vectors = self.ctx.embedder.embed_documents([o.text for o in outlines])
-        updated: dict[str, MemoryItem] = {}
+        centroids = {pid: np.array(p.meta["centroid"]) for pid, p in principles.items()}
+        counts = {pid: int(p.meta["count"]) for pid, p in principles.items()}
+        touched: dict[str, list[MemoryItem]] = {}
         out_items: list[MemoryItem] = []
         for outline, vec in zip(outlines, vectors):
-            current = {**principles, **updated}
-            pid = min(current, key=lambda k: float(np.linalg.norm(np.array(current[k].meta["centroid"]) - vec)))
-            p = current[pid]
-            count = int(p.meta["count"]) + 1
-            centroid = (np.array(p.meta["centroid"]) * (count - 1) + vec) / count
-            general, principle = p.meta["general_requirement"], p.meta["principle"]
-            adj = self._ask("h2_principle_update", AdjustOut, notes, f"{pid} requirement update", field="general requirement",
-                            current=general, requirement=outline.text, preference=outline.meta.get("preference", ""),
-                            extra=" and free of preferences")
-            if adj and adj.adjust == "Yes" and adj.value:
-                general = adj.value[:120]
-            adj = self._ask("h2_principle_update", AdjustOut, notes, f"{pid} principle update", field="principle",
-                            current=principle, requirement=outline.text, preference=outline.meta.get("preference", ""),
-                            extra="")
-            if adj and adj.adjust == "Yes" and adj.value:
-                principle = adj.value
-            members = [*p.meta["members"], outline.id]
-            updated[pid] = p.model_copy(update={
-                "text": f"{general}: {principle}".strip(": "), "session_id": outline.session_id,
-                "session_index": outline.session_index, "importance": float(count),
-                "provenance": (p.provenance + [f"item:{outline.id}"])[-20:],
-                "meta": {**p.meta, "general_requirement": general, "principle": principle, "members": members,
-                         "centroid": [round(float(x), 6) for x in centroid], "count": count}})
-            cluster = int(pid.rsplit("cluster", 1)[1])
-            out_items.append(outline.model_copy(update={"meta": {**outline.meta, "cluster": cluster}}))
-        return out_items, list(updated.values())
+            pid = min(centroids, key=lambda k: float(np.linalg.norm(centroids[k] - vec)))
+            counts[pid] += 1
+            centroids[pid] = (centroids[pid] * (counts[pid] - 1) + vec) / counts[pid]
+            touched.setdefault(pid, []).append(outline)
+            out_items.append(outline.model_copy(update={"meta": {**outline.meta,
+                                                                 "cluster": int(pid.rsplit("cluster", 1)[1])}}))
+        updated = [self._adjust_cluster(principles[pid], new, centroids[pid], counts[pid], notes)
+                   for pid, new in touched.items()]
+        return out_items, updated
+
+    def _adjust_cluster(self, p: MemoryItem, new: list[MemoryItem], centroid: np.ndarray, count: int,
+                        notes: list[str]) -> MemoryItem:
+        """One touched cluster after a dialogue: at most one requirement and one principle update."""
+        general, principle = p.meta["general_requirement"], p.meta["principle"]
+        adj = self._ask("h2_requirement_update", RequirementAdjustOut, notes, f"{p.id} requirement update",
+                        current=general, requirements="\n".join(f"- {o.text}" for o in new))
+        if adj and adj.adjust == "Yes" and adj.general_requirement:
+            general = adj.general_requirement[:120]
+        preferences = "\n".join(f"- {o.meta['preference']}" for o in new if o.meta.get("preference")) or "(none)"
+        adj = self._ask("h2_principle_update", PrincipleAdjustOut, notes, f"{p.id} principle update",
+                        general_requirement=general, current=principle, preferences=preferences)
+        if adj and adj.adjust == "Yes" and adj.principle:
+            principle = adj.principle
+        last = new[-1]
+        return p.model_copy(update={
+            "text": f"{general}: {principle}".strip(": "), "session_id": last.session_id,
+            "session_index": last.session_index, "importance": float(count),
+            "provenance": (p.provenance + [f"item:{o.id}" for o in new])[-20:],
+            "meta": {**p.meta, "general_requirement": general, "principle": principle,
+                     "members": [*p.meta["members"], *(o.id for o in new)],
+                     "centroid": [round(float(x), 6) for x in centroid], "count": count}})
 
     # ------------------------------------------------------------ retrieval
 

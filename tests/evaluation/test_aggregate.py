@@ -73,3 +73,46 @@ def test_leaderboard_scales_and_cis():
     assert row["g_score"]["value"] == pytest.approx(75.0) and row["s_score"]["value"] == pytest.approx(25.0)
     lo, hi = row["g_score"]["ci"]
     assert lo <= 75.0 <= hi and 50.0 <= lo and hi <= 100.0
+
+
+def test_g_score_judge_failures_leave_the_mean_and_have_their_own_column():
+    """Issue 18, item 2: scores 2, 1 and a failed judge call → 75 (not 50); a failed prediction still scores 0."""
+    def res(key, **kw):
+        return TaskResult(result_key=key, dataset="d", user_id="u", sample_id="s", topic_key=key, method="A",
+                          task="restatement", model="m", prompt_name="p", prompt_version="1", **kw)
+    results = [res("t1", ok=True, g_score=2.0, g_ok=True), res("t2", ok=True, g_score=1.0, g_ok=True),
+               res("t3", ok=True, g_score=None, g_ok=False),
+               res("t4", ok=True, g_score=0.0, g_ok=False)]  # stored before the fix: judge failure scored 0
+    (row,) = leaderboard(results, n_boot=100)
+    assert row["g_score"]["value"] == pytest.approx(75.0) and row["g_score"]["n"] == 2
+    assert row["g_judge_failed"] == 2 and row["restatement_invalid"] == 0
+    (row,) = leaderboard([*results, res("t5", ok=False, g_score=0.0, g_ok=None)], n_boot=100)
+    assert row["g_score"]["value"] == pytest.approx(50.0) and row["restatement_invalid"] == 1
+    assert "g_score=2" in row["metric_versions"] and "bleu=1" in row["metric_versions"]
+
+
+def test_length_bias_win_rate_of_the_longer_dialogue_and_difference_per_verdict():
+    def long_short(user, topic, pairs, a_words, b_words):
+        j = judgment(user, topic, pairs)
+        texts = {"order1": OrderTexts(assistant_1=f'- "user": hi\n- "assistant": {a_words}',
+                                      assistant_2=f'- "user": hi\n- "assistant": {b_words}'),
+                 "order2": OrderTexts(assistant_1=f'- "assistant": {b_words}', assistant_2=f'- "assistant": {a_words}')}
+        return j.model_copy(update={"texts": texts})
+
+    ten, two = " ".join(["word"] * 10), "word word"
+    js = [long_short("u", "t1", WIN, ten, two),     # longer A wins
+          long_short("u", "t2", LOSE, ten, two),    # longer A loses
+          long_short("u", "t3", WIN, ten, two),     # longer A wins
+          long_short("u", "t4", TIE_FLIP, two, ten)]  # tie
+    (row,) = aggregate_judgments(js, n_boot=50)
+    lb = row["length_bias"]
+    assert lb["longer_win_rate"] == pytest.approx(2 / 3) and lb["longer_decided"] == 3
+    assert lb["length_diff"] == {"win": 8.0, "tie": -8.0, "lose": 8.0}
+    assert "length_bias=1" in row["metric_versions"]
+
+
+def test_length_counts_tokens_the_same_way_in_chinese():
+    from evaluation.bias import assistant_tokens
+
+    assert assistant_tokens('- "user": 你好\n- "assistant": 我建议你早点睡觉') == 8
+    assert assistant_tokens('- "user": hello there\n- "assistant": go to bed') == 3

@@ -66,3 +66,43 @@ def test_pal_bench_tasks_prints_a_leaderboard(env, cli_llm, capsys):
     assert main(["bench-tasks", "--dataset", str(DEMO), "--methods", "vanilla", "--users", USER]) == 0  # resumed
     assert "vanilla" in capsys.readouterr().out
     assert main(["bench-tasks", "--dataset", str(DEMO), "--methods", "nope"]) == 2
+    assert main(["bench-tasks", "--dataset", str(DEMO), "--methods", "conditionmem"]) == 2
+    assert "not implemented — conditionmem: ConditionMem" in capsys.readouterr().err
+
+
+def test_pal_judge_shows_dropped_topics_and_sends_the_uncertain_ones_to_review(env, cli_llm, capsys):
+    """Issue 18, items 5 and the calibration: a failed simulation's topic is listed as dropped, not lost."""
+
+    _, sims, ws = env
+    use, _ = cli_llm
+    for topic in ("topic-1", "topic-2"):
+        store_run(sims, "h2memory", MARKER, topic=topic)
+        store_run(sims, "vanilla", "plain", topic=topic)
+    failed = store_run(sims, "vanilla", "plain", sample="1000_sample8")
+    sims.set_status(failed.run_id, "failed", "user simulator, turn 2: no usable utterance after 3 tries")
+    store_run(sims, "h2memory", MARKER, sample="1000_sample8")
+    use(prefers_marker)
+    argv = ["judge", "--dataset", str(DEMO), "--runs", "h2memory", "--baseline", "vanilla", "--k", "1"]
+    assert main([*argv, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert all(r["dropped"] == 1 and r["invalid"] == 0 for r in rows)
+    assert rows[0]["metric_versions"] == "faireval_decision=2;length_bias=1"
+    assert main([*argv, "--review-uncertain", "1", "--annotators", "ann1,ann2"]) == 0
+    out, err = capsys.readouterr()
+    assert "dropped 1000 1000_sample8 topic-1: vanilla: failed (user simulator, turn 2: no usable" in out
+    assert "drop" in out.splitlines()[0] and "review batch b-" in err and "most uncertain of 2 topic(s)" in err
+    (batch,) = ws.reviews.batches()
+    assert batch["task"] == "pairwise" and batch["data"]["calibration"]["methods"] == ["h2memory", "vanilla"]
+    assert len(ws.reviews.items(batch["batch_id"])) == 1 and batch["overlap"] == 2
+    assert main([*argv, "--review-uncertain", "2"]) == 2  # no annotators named
+
+
+def test_pal_bench_tasks_table_names_the_bleu_tokens_and_judge_failures(env, cli_llm, capsys):
+    use, _ = cli_llm
+    use(scripted(g=0.7))  # every G-score judge reply is invalid
+    assert main(["bench-tasks", "--dataset", str(DEMO), "--methods", "vanilla", "--users", USER]) == 0
+    out = capsys.readouterr().out
+    assert "G judge failed" in out and "English with word tokens" in out and "g_score=2" in out
+    assert main(["bench-tasks", "--dataset", str(DEMO), "--methods", "vanilla", "--users", USER, "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["g_judge_failed"] == row["s_score"]["n"] > 0 and row["g_score"]["n"] == 0

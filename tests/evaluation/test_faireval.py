@@ -1,9 +1,11 @@
 """FairEval with a scripted judge: position bias cancels, real preference wins in both orders, invalid
 outputs are retried then recorded, records are complete, thresholds make ties, stored judgments are skipped."""
 
+from fractions import Fraction
+
 import pytest
 
-from evaluation.faireval import apply_decision, judge_pair, render_dialogue
+from evaluation.faireval import JudgeSample, apply_decision, decide, judge_pair, order_means, render_dialogue
 from evaluation.service import judge_runs, pair_runs, topic_context
 from palset.dataset import dataset_key
 from tests.conftest import DEMO
@@ -78,8 +80,8 @@ def test_malformed_outputs_are_retried_then_recorded_invalid(demo, env, runs):
     assert first.ok and first.attempts == 2 and first.score_a == 7
     assert not second.ok and len(second.raw) == 3 and second.errors
     assert not third.ok  # score 11 is outside 1..10
-    assert j.invalid == 2 and j.decision == "win"  # means over the 4 valid samples only
-    assert j.mean_a == pytest.approx((7 + 5 * 3) / 4)
+    assert j.invalid == 2 and j.decision == "win"  # each order's valid samples, then the two orders
+    assert j.mean_a == pytest.approx((7 + 5) / 2) and j.mean_b == pytest.approx((3 + 5) / 2)
 
 
 def test_all_invalid_gives_an_invalid_decision(demo, env, runs):
@@ -109,3 +111,51 @@ def test_resume_skips_stored_judgments(demo, env, runs):
     judge_runs(llm3, demo, sims, store, pairs, ["requirement"], k=3)  # a different k is a new judgment
     assert len(store.judgments()) == 3
     assert len(fake3.requests) == 2  # samples 0-1 of each order come from the response cache, sample 2 is new
+
+
+# ---------------------------------------------------------------- equal weight per order (issue 18, item 1)
+
+
+def sample(order: int, index: int, a: int | None = None, b: int | None = None) -> JudgeSample:
+    """A judge sample with method A's and B's scores (None: an invalid sample)."""
+    if a is None:
+        return JudgeSample(order=order, index=index, ok=False, errors=["invalid output"])
+    s1, s2 = (a, b) if order == 1 else (b, a)
+    return JudgeSample(order=order, index=index, ok=True, slot1=s1, slot2=s2, score_a=a, score_b=b)
+
+
+ORDER1_8_VS_6 = [sample(1, i, 8, 6) for i in range(3)]
+
+
+def test_issue_example_one_valid_sample_in_order_two_weighs_as_much_as_order_one():
+    """Issue 18 verbatim: order 1 gives 8 vs 6 three times, order 2 has one valid 5 vs 7 → today "win";
+    with equal weight per order → tie."""
+    samples = ORDER1_8_VS_6 + [sample(2, 0, 5, 7), sample(2, 1), sample(2, 2)]
+    assert decide(samples) == ("tie", 6.5, 6.5)
+
+
+def test_issue_example_order_two_all_invalid_makes_the_judgment_invalid():
+    """Issue 18 verbatim: with order 2 all invalid → today still "win"; now invalid (no position balance)."""
+    samples = ORDER1_8_VS_6 + [sample(2, i) for i in range(3)]
+    assert decide(samples) == ("invalid", None, None)
+    assert decide([sample(1, i) for i in range(3)] + [sample(2, i, 8, 6) for i in range(3)])[0] == "invalid"
+
+
+def test_order_means_are_exact_so_equal_means_tie():
+    # 1/3-step means that a float sum could round apart: (7+8+8)/3 + (8+8+7)/3 vs (8+7+8)/3 + (8+7+8)/3
+    samples = [sample(1, 0, 7, 8), sample(1, 1, 8, 7), sample(1, 2, 8, 8),
+               sample(2, 0, 8, 8), sample(2, 1, 8, 7), sample(2, 2, 7, 8)]
+    assert decide(samples)[0] == "tie"
+    means = order_means(samples)
+    assert means[1] == (Fraction(23, 3), Fraction(23, 3)) and means[2] == (Fraction(23, 3), Fraction(23, 3))
+
+
+def test_invalid_items_are_counted_next_to_win_tie_lose():
+    from evaluation.aggregate import aggregate_judgments
+    from tests.evaluation.test_aggregate import judgment
+
+    rows = aggregate_judgments([judgment("u", "t1", [(1, 8, 5), (2, 8, 5)]), judgment("u", "t2", [(1, 8, 6)]),
+                                judgment("u", "t3", [(1, 8, 6), (1, 8, 6), (2, 5, 7)])], n_boot=50)
+    (row,) = rows
+    assert (row["win"], row["tie"], row["lose"], row["invalid"], row["n"]) == (1, 1, 0, 1, 2)
+    assert row["decision_version"] == "2"

@@ -92,3 +92,17 @@ def test_votes_from_the_review_store_use_the_recorded_order(tmp_path):
     assert list(reports) == ["requirement", "preference"]
     assert reports["requirement"].agreements == 2 and reports["preference"].splits == 1
     assert pairwise_votes(store, dataset="other") == []
+
+
+def test_fleiss_kappa_on_non_tie_items_in_mem_pal_table_12_form():
+    """Issue 18, item 8, by hand: judge + 2 annotators on 4 non-tie items (w w w / l l l / w w l / w l l):
+    P̄ = 2/3, Pe = 1/2 → κ = 1/3. The annotators alone on 5 non-tie items (ww ll wl ll ww): P̄ = 4/5 → κ = 0.6."""
+    votes = [vote("t1", X, X), vote("t2", Y, Y), vote("t3", X, Y), vote("t4", Y, Y), vote("t5", X, X),
+             vote("t6", "tie", X)]
+    judgments = [judgment("t1", "win"), judgment("t2", "lose"), judgment("t3", "win"), judgment("t4", "win"),
+                 judgment("t5", "tie"), judgment("t6", "win")]
+    r = compare(votes, judgments)
+    assert r.fleiss == pytest.approx(1 / 3) and (r.fleiss_items, r.fleiss_raters) == (4, 3)
+    assert r.fleiss_humans == pytest.approx(0.6) and r.fleiss_humans_items == 5
+    assert r.kappa is not None  # Cohen's κ against the majority is still reported next to it
+    assert compare([vote("t1", "tie")], [judgment("t1", "tie")]).fleiss is None  # nothing without ties

@@ -286,3 +286,62 @@ def test_records_are_stored_per_method_and_reported_for_the_page(tmp_path):
     rows = accuracy_by_method(stored_records())
     overall = {(r["method"], r["form"]): r for r in rows if r["group"] == "overall"}
     assert overall[("rag-turn", "mcq")]["accuracy"] == 0.5 and overall[("vanilla", "mcq")]["accuracy"] == 0.0
+
+
+# ---------------------------------------------------------------- three judges, 0–1 scale, scenarios (issue 18, item 6)
+
+
+def judges_reply(scores):
+    """Judge calls answer the given scores in turn (per item); the assistant answers the gold."""
+    calls = {}
+
+    def reply(req):
+        text = _user_text(req)
+        if "You are grading" in text:
+            n = calls[text] = calls.get(text, -1) + 1
+            return json.dumps({"reason": f"judge {n}", "score": scores[n % len(scores)]})
+        return picker()(req)
+    return reply
+
+
+@pytest.mark.parametrize("aggregate,scores,score,correct", [
+    ("mean", [1.0, 0.5, 0.0], 0.5, True), ("mean", [0.2, 0.3, 0.4], pytest.approx(0.3), False),
+    ("majority", [1.0, 0.0, 1.0], 1.0, True), ("majority", [0.9, 0.1, 0.2], 0.0, False)])
+def test_three_judges_combine_by_mean_or_majority_on_the_0_1_scale(env, builder, aggregate, scores, score, correct):
+    from evaluation.personamem import Judging
+
+    make_llm, _, _ = env
+    llm, fake = make_llm(judges_reply(scores))
+    judging = Judging(judges=3, aggregate=aggregate, scale="continuous")
+    (r,) = PersonaMemEval(llm, builder, "full-history", judging=judging).run(ITEMS[:1], ("open",))
+    assert r.judge_ok and r.judge_scores == scores and r.score == score and r.correct is correct
+    assert (r.judges, r.judge_aggregate, r.scale) == (3, aggregate, "continuous")
+    assert r.judge_prompt_name == "eval/personamem_judge_scored" and r.metric_version == "2"
+    assert sum("You are grading" in _user_text(q) for q in fake.requests) == 3
+    (row,) = [x for x in accuracy_report([r]) if x["group"] == "overall"]
+    assert row["mean_score"] == score and row["correct"] == int(correct)
+    assert "mean 0–1 score" in report_table(accuracy_report([r]))
+
+
+def test_default_judging_stays_one_binary_judge(env, builder):
+    from evaluation.personamem import combine
+
+    records, fake = run_eval(env, builder, picker(), items=ITEMS[:1], forms=("open",))
+    (r,) = records
+    assert r.judges == 1 and r.scale == "binary" and r.score == 1 and r.judge_scores == [1.0]
+    assert "mean_score" not in accuracy_report(records)[0]
+    assert combine([1.0, 0.0], "majority") == (0.0, False)  # an even split is not a majority
+
+
+def test_accuracy_is_broken_down_by_conversation_scenario(env, builder):
+    items = [item(0, conversation_scenario="translation"), item(1, conversation_scenario="translation"),
+             item(2, conversation_scenario="personal_email")]
+
+    def choose(text, opts):
+        return "WRONG" if "question 1?" in text else "GOLD"
+    records, _ = run_eval(env, builder, picker(choose), items=items, forms=("mcq",))
+    rows = {(r["group"], r["value"]): r for r in accuracy_report(records)}
+    assert rows[("scenario", "translation")]["accuracy"] == 0.5 and rows[("scenario", "translation")]["n"] == 2
+    assert rows[("scenario", "personal_email")]["accuracy"] == 1.0
+    assert {r["value"] for r in accuracy_report(run_eval(env, builder, picker(), items=ITEMS[:1])[0])
+            if r["group"] == "scenario"} == {"unknown"}

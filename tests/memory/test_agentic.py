@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from memory.methods.agentic import chunk_units, scrub
+from memory.methods.agentic import chunk_units, fit_to_tokens, scrub
 from memory.privacy import ForgetRequest
 from memory.tokens import count_tokens
 from testkit.requests import prompt_text, section
@@ -41,7 +41,7 @@ def memory_item(builder, stage: int):
 def test_one_chunk_per_stage_by_default(build_memory, tiny_user):
     builder, fake = build_memory("agentic", tiny_user, updater())
     builder.run()
-    assert builder.config["chunk_tokens"] == 5000 and builder.config["memory_chars"] == 8000
+    assert builder.config["chunk_tokens"] == 5000 and builder.config["memory_tokens"] == 2048
     assert len(fake.requests) == 8
     assert section(prompt_text(fake.requests[0]), "Previous memory") == "No previous memory."
     texts = [memory_item(builder, s).text for s in range(8)]
@@ -59,7 +59,7 @@ def test_one_chunk_per_stage_by_default(build_memory, tiny_user):
     assert not any(p.startswith(f"log:{tiny_user.sessions[0].sample_id}") for p in item.provenance)
     rows = builder.llm.store.calls("test")
     assert {(r["role"], r["prompt_name"], r["prompt_version"]) for r in rows} == {
-        ("memory_builder", "memory/agentic_update", "1")}
+        ("memory_builder", "memory/agentic_update", "2")}
 
 
 def test_small_chunks_split_sessions_and_keep_snapshots(build_memory, tiny_user):
@@ -85,12 +85,68 @@ def test_small_chunks_split_sessions_and_keep_snapshots(build_memory, tiny_user)
                                                                               len(fake.requests) + 1))
 
 
-def test_memory_is_cut_to_memory_chars(build_memory, tiny_user):
-    builder, fake = build_memory("agentic", tiny_user, updater(pad=500), config={"memory_chars": 300})
+def overflowing(extra: str, compressed: list[str] | None = None):
+    """Fake LLM: every rewrite adds ``extra`` (over the cap); each compression request answers the next of
+    ``compressed`` (the same over-long text again when they run out)."""
+    base = updater()
+    answers = iter(compressed or [])
+
+    def reply(req) -> str:
+        prompt = prompt_text(req)
+        if "has grown too long" in prompt:
+            memory = section(prompt, "Memory")
+            return json.dumps({"memory": next(answers, memory)})
+        return json.dumps({"memory": json.loads(base(req))["memory"] + "\n" + extra})
+
+    return reply
+
+
+LONG_EN = "\n".join(f"- The user mentioned detail number {i} about their week. It mattered to them." for i in range(40))
+
+
+def test_a_rewrite_over_the_token_cap_is_compressed_by_the_model(build_memory, tiny_user):
+    """Issue 18, item 4: the cap is in tokens; an overflowing rewrite is sent back to be compressed."""
+    short = "- The user keeps a busy week. It matters to them."
+    builder, fake = build_memory("agentic", tiny_user, overflowing(LONG_EN, [short]), config={"memory_tokens": 100})
     builder.run(until_session=0)
-    assert len(memory_item(builder, 1).text) <= 300
-    schema = fake.requests[0].response_format["json_schema"]["schema"]
-    assert schema["properties"]["memory"]["maxLength"] == 300
+    assert count_tokens(LONG_EN) > 100
+    first = memory_item(builder, 0)
+    assert first.text == short and first.meta["chunk_snapshots"][0]["compressions"] == 1
+    assert first.meta["chunk_snapshots"][0]["tokens"] == count_tokens(short) <= 100
+    compress = [prompt_text(r) for r in fake.requests if "has grown too long" in prompt_text(r)]
+    assert compress and "may be at most 100 tokens" in compress[0]
+    assert int(re.search(r"it is (\d+) tokens", compress[0]).group(1)) > 100
+    rows = builder.llm.store.calls("test")
+    assert ("memory/agentic_compress", "1") in {(r["prompt_name"], r["prompt_version"]) for r in rows}
+
+
+def test_still_over_after_the_retries_keeps_whole_sentences_only(build_memory, tiny_user):
+    builder, fake = build_memory("agentic", tiny_user, overflowing(LONG_EN), config={"memory_tokens": 60})
+    builder.run(until_session=0)
+    item = memory_item(builder, 0)
+    assert 0 < count_tokens(item.text) <= 60
+    assert all(line.rstrip().endswith(".") for line in item.text.splitlines())  # never cut mid-sentence
+    assert sum("has grown too long" in prompt_text(r) for r in fake.requests) == 2  # compress_retries
+    assert any("still" in n and "over the 60-token cap" in n and "whole sentences" in n
+               for n in builder.store.notes(builder.build_id)[0])
+
+
+def test_the_cap_counts_chinese_in_tokens_not_characters():
+    """8,000 characters of Chinese are ≈ 8,000 tokens (four times the paper's 2,048): the cap is in tokens."""
+    text = "- 用户每周三晚上去游泳。她不喜欢早起。\n- 用户的女儿在上小学。"
+    assert count_tokens("喜欢" * 50) == 100
+    kept, dropped = fit_to_tokens(text, 12)
+    assert kept == "- 用户每周三晚上去游泳。" and dropped == 2
+    kept, dropped = fit_to_tokens("- Works 3.5 days a week. Likes tea.\n- Has a dog.", 9)
+    assert kept == "- Works 3.5 days a week." and dropped == 2  # "3.5" is not a sentence end
+    assert fit_to_tokens("- short.", 50) == ("- short.", 0)
+
+
+def test_description_and_retrieval_agree():
+    from memory.methods.agentic import AgenticMemory
+
+    assert "current session's logs" in AgenticMemory.description and "only this memory" in AgenticMemory.description
+    assert "plus the current session's logs" not in AgenticMemory.description
 
 
 def test_invalid_output_keeps_the_memory_and_notes_it(build_memory, tiny_user):

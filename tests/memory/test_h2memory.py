@@ -145,3 +145,42 @@ def test_bad_model_output_never_breaks_the_build(build_memory, tiny_user):
     assert {i.layer for i in items} >= {"situation", "topic_outline", "background"}
     notes = [n for ns in builder.store.notes(builder.build_id).values() for n in ns]
     assert any("fallback used" in n for n in notes)
+
+
+def test_principles_update_once_per_touched_cluster_with_the_references_inputs(build_memory, tiny_user):
+    """Issue 18, item 7: the query dialogue's two topics join one cluster → one requirement update (fed only the
+    new requirements) and one principle update (fed the general requirement, the principle and the new
+    preferences), not two calls per topic."""
+    import json
+
+    from tests.memory.conftest import prompt_text, schema_name
+
+    tiny_user.query[0].turns[0].user.content = "QUERY DIALOGUE: I sleep badly after my night shifts."
+
+    def reply(req):
+        if schema_name(req) == "OutlineOut" and "QUERY DIALOGUE" in prompt_text(req):  # two topics about sleep
+            return json.dumps({"topics": [
+                {"turn_span": [1, 4], "requirement": "needs help with sleep after night shifts",
+                 "solution_list": [], "preference": "wants earplugs, not pills"},
+                {"turn_span": [5, 8], "requirement": "needs help with sleep after night shifts",
+                 "solution_list": [], "preference": "likes a fixed bedtime"}]})
+        return h2_reply(req)
+
+    builder, fake = build_memory("h2memory", tiny_user, reply)
+    builder.run()
+    by_schema: dict[str, list[str]] = {}
+    for r in fake.requests:
+        by_schema.setdefault(schema_name(r), []).append(prompt_text(r))
+    (req_prompt,) = by_schema["RequirementAdjustOut"]
+    (pri_prompt,) = by_schema["PrincipleAdjustOut"]
+    assert req_prompt.count("- refined: needs help with sleep after night shifts") == 2
+    assert "earplugs" not in req_prompt and "bedtime" not in req_prompt  # no preferences in the requirement update
+    assert "general need" in req_prompt
+    assert '"general need"' in pri_prompt and "likes concrete fixes" in pri_prompt
+    assert "- wants earplugs, not pills" in pri_prompt and "- likes a fixed bedtime" in pri_prompt
+    assert "refined:" not in pri_prompt  # the principle update sees preferences, not requirements
+    final = builder.store.items_as_of(builder.build_id, dialogue_stage(3))
+    (touched,) = [p for p in final if p.layer == "principle" and p.session_index == tiny_user.query[0].index]
+    assert touched.meta["principle"] == "adjusted" and touched.meta["general_requirement"] == "general need"
+    query_ids = {i.id for i in final if i.layer == "topic_outline" and i.session_id == tiny_user.query[0].sample_id}
+    assert query_ids <= set(touched.meta["members"]) and len(query_ids) == 2

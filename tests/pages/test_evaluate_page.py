@@ -14,6 +14,7 @@ from evaluation.tasks import TaskResult
 from palset.dataset import dataset_key
 from palset.loader import load_dataset
 from palset.vocab import Act
+from review.batches import shown_order
 from sim.store import run_id_for
 from sim.types import RunRecord, RunSpec, Utterance
 from tests.conftest import DEMO
@@ -223,3 +224,100 @@ def test_personamem_accuracy_by_type_from_stored_records(env):
     frame = next(d.value for d in at.dataframe if "accuracy" in d.value.columns and "method" in d.value.columns)
     forget = frame[(frame["group"] == "pref_type") & (frame["value"] == "ask_to_forget")].iloc[0]
     assert forget["method"] == "rag-turn" and forget["accuracy"] == 1.0
+
+
+def test_dropped_topics_length_bias_and_fidelity_are_on_the_page(env, runs):
+    """Issue 18: a topic whose baseline run failed is dropped, shown next to win/tie/lose; length bias next to
+    position bias; FIDELITY.md opens from the page."""
+    sims = app_workspace().sims
+    spec = RunSpec(dataset=dataset_key(DEMO), user_id=USER, sample_id="1000_sample8", topic_key="topic-1", method=B)
+    rec = sims.create(RunRecord(run_id=run_id_for(spec), spec=spec))
+    sims.set_status(rec.run_id, "failed", "assistant, turn 3: no usable utterance after 3 tries")
+    store_run_at(A, "1000_sample8", "topic-1")
+    judge_directly(env[1])
+    at = open_page("evaluate", pair=PAIR, aspect="requirement")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Dropped topics"] == "1" and metrics["Invalid topics"] == "0"
+    assert metrics["requirement: win"] == "1" and metrics["requirement: tie"] == "1"
+    dropped = frame_with(at, "error")
+    assert dropped.shape[0] == 1 and "no usable utterance" in dropped["error"].iloc[0]
+    assert dropped[B].iloc[0] == "failed" and dropped[A].iloc[0] == "finished"
+    assert "Longer dialogue wins" in metrics and "Length A − B when win" in metrics
+    text = all_markdown(at)
+    assert "FIDELITY — what each number reproduces" in text and "metric versions faireval\\_decision=2" in text
+    aggregates = frame_with(at, "adjusted_win_rate")
+    assert aggregates["dropped"].iloc[0] == 1 and aggregates["metric_versions"].iloc[0].startswith("faireval_decision")
+
+
+def frame_with(at, column: str):
+    """The first dataframe on the page with this column (plain dataframes have no key in AppTest)."""
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def store_run_at(method: str, sample: str, topic: str) -> RunRecord:
+    sims = app_workspace().sims
+    spec = RunSpec(dataset=dataset_key(DEMO), user_id=USER, sample_id=sample, topic_key=topic, method=method)
+    rec = sims.create(RunRecord(run_id=run_id_for(spec), spec=spec))
+    sims.add_utterance(rec.run_id, Utterance(turn_no=0, side="user", actor="simulator", act=Act.TOPIC_INQUIRY,
+                                             content="Hi."))
+    sims.set_status(rec.run_id, "finished")
+    return sims.load(rec.run_id)
+
+
+def test_send_the_most_uncertain_topics_to_review_then_see_calibrated_outcomes(env, runs):
+    """FairEval's human-in-the-loop calibration: topic-3 (a flipped tie, BPDE 1) is the most uncertain."""
+
+    judge_directly(env[1])
+    at = open_page("evaluate", pair=PAIR, aspect="requirement")
+    assert at.number_input(key="eval_cal_n").value == 1  # the top 20 % of 3 topics
+    uncertainty = frame_with(at, "BPDE requirement")
+    assert list(uncertainty["topic"]) == ["topic-3", "topic-1", "topic-2"]
+    assert list(uncertainty["BPDE requirement"]) == ["1.000", "0.000", "0.000"]
+    at.number_input(key="eval_cal_n").set_value(2).run()
+    at.multiselect(key="eval_cal_annotators").set_value(["local"]).run()
+    at.button(key="eval_cal_send").click().run()
+    assert not at.exception and any("2 blinded pairwise item(s)" in s.value for s in at.success)
+    store = app_workspace().reviews
+    (batch,) = store.batches()
+    items = store.items(batch["batch_id"])
+    assert sorted(i["payload"]["topic_key"] for i in items) == ["topic-1", "topic-3"]
+    assert batch["data"]["calibration"]["methods"] == [A, B]
+    for item in items:  # people: A better on both
+        letter = "A" if shown_order(item["payload"])[0] == A else "B"
+        store.answer(batch["batch_id"], item["item_no"], "local", "requirement", letter)
+    at = open_page("evaluate", pair=PAIR, aspect="requirement")
+    cal = frame_with(at, "calibrated win").iloc[0]
+    assert (cal["judged win"], cal["judged tie"], cal["judged lose"]) == (1, 1, 1)
+    assert (cal["calibrated win"], cal["calibrated tie"], cal["calibrated lose"]) == (2, 0, 1)
+    assert cal["decided by people"] == 2 and cal["overturned"] == 1 and cal["overturn rate"] == 0.5
+
+
+def test_leaderboard_caption_names_the_english_bleu_tokens_and_judge_failures(env):
+    store = app_workspace().evals
+    for i, g_ok in enumerate((True, False)):
+        store.save_result(TaskResult(
+            result_key=f"res-{i}", dataset=dataset_key(DEMO), user_id=USER, sample_id=SAMPLE, topic_key=f"topic-{i + 1}",
+            method="vanilla", task="restatement", model="m", prompt_name="p", prompt_version="1", ok=True,
+            bleu={1: 0.5, 2: 0.25, 3: 0.1, 4: 0.0}, g_score=2.0 if g_ok else None, g_ok=g_ok))
+    at = open_page("evaluate")
+    frame = frame_with(at, "G judge failed")
+    assert frame["G judge failed"].iloc[0] == 1 and frame["G-score"].iloc[0].startswith("100.0")
+    text = all_markdown(at)
+    assert "English with lower-cased word tokens" in text and "not comparable" in text
+
+
+def test_agreement_section_labels_cohen_and_fleiss(env, runs):
+    from review.batches import pairwise_candidates, plan_batch
+
+    judge_directly(env[1])
+    store = app_workspace().reviews
+    cands = pairwise_candidates(app_workspace().sims.list(), A, B)
+    batch = store.create_batch(plan_batch("P", "pairwise", dataset_key(DEMO), cands, 3, 7, 1, ["ann"]), "boss")
+    for item in store.items(batch):
+        letter = "A" if shown_order(item["payload"])[0] == A else "B"
+        store.answer(batch, item["item_no"], "ann", "requirement", letter)
+    at = open_page("evaluate", pair=PAIR, aspect="requirement")
+    metrics = {m.label: m.value for m in at.metric}
+    assert "Cohen's κ, judge vs human majority (no ties)" in metrics
+    assert metrics["Fleiss' κ, judge + annotators (non-tie)"] != "–"  # topic-1 and topic-2 are non-tie items
+    assert metrics["Fleiss' κ, annotators only (non-tie)"] == "–"  # one annotator: no inter-annotator κ

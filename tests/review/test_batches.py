@@ -84,3 +84,23 @@ def test_eight_annotators_in_parallel_processes_store_exactly_4000_answers(store
     assert [p.exitcode for p in procs] == [0] * 8
     assert store.count_answers(batch) == 4000
     assert all(store.progress(batch, "memory", n) == (500, 500) for n in names)
+
+
+def test_calibration_batch_is_an_ordinary_blinded_pairwise_batch_of_the_most_uncertain_topics():
+    from evaluation.calibration import TopicUncertainty
+    from review.batches import plan_calibration
+
+    ranked = [TopicUncertainty("u", f"s{i}", "topic-1", "x", "y", f"rx{i}", f"ry{i}", {"requirement": 1.5 - i / 10})
+              for i in range(12)]
+    plan = plan_calibration("", "d", ranked, 10, seed=3, overlap=1, annotators=["a"])
+    assert plan.task == "pairwise" and plan.title == "Calibration: 10 most uncertain topics"
+    assert sorted(p["sample_id"] for _, p in plan.items) == sorted(f"s{i}" for i in range(10))  # the top 10 only
+    assert [p["sample_id"] for _, p in plan.items] != [f"s{i}" for i in range(10)]  # shown in a random order
+    swaps = [p["swap"] for _, p in plan.items]
+    assert 0 < sum(swaps) < 10  # A/B sides drawn per item: nobody can tell which method is which
+    assert all(set(p) == {"user_id", "sample_id", "topic_key", "method_a", "method_b", "run_a", "run_b", "swap"}
+               for _, p in plan.items)  # no uncertainty score shown to annotators; it lives in the batch data
+    assert plan.data["calibration"]["uncertainty"]["u/s0/topic-1"]["score"] == 1.5
+    mixed = [*ranked[:2], TopicUncertainty("u", "s", "t", "x", "z", "a", "b", {"requirement": 2.0})]
+    with pytest.raises(ValueError, match="one judged method pair"):
+        plan_calibration("", "d", mixed, 3, 1, 1, ["a"])

@@ -1,0 +1,128 @@
+"""FairEval's third calibration, Human-in-the-Loop (Wang et al. 2023, "Large Language Models are not Fair
+Evaluators", §3.3): people decide the items the judge is least sure of.
+
+Each judged item (topic × aspect) has 2k verdicts — one per valid judge sample across both orders,
+each ``A`` / ``tie`` / ``B`` from the sample's scores mapped back to the methods. Its *balanced position
+diversity entropy* (BPDE) is the Shannon entropy (bits) of the shares of those verdicts: 0 when all 2k
+agree, log2(3) ≈ 1.585 at most. Items whose judgment is invalid (an order without a valid sample)
+are the most uncertain of all and rank first. A topic's uncertainty is the highest of its aspects'.
+The N most uncertain topics go to a blinded pairwise review batch (:func:`review.batches.plan_calibration`);
+the human majority of that batch then replaces the judge's decision on those items
+(:func:`calibrate`), and the page shows win/tie/lose both as judged and as calibrated, with how many
+items people decided and how often they overturned the judge.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from evaluation.aggregate import outcome_counts
+from evaluation.faireval import Judgment
+from evaluation.human_agreement import HumanVote, favoured_side
+
+MAX_ENTROPY = math.log2(3)
+
+
+def verdicts(j: Judgment) -> list[str]:
+    """``A`` / ``tie`` / ``B`` for every valid sample of both orders (scores already mapped to methods)."""
+    return ["A" if s.score_a > s.score_b else "B" if s.score_a < s.score_b else "tie"  # type: ignore[operator]
+            for s in j.samples if s.ok]
+
+
+def bpde(j: Judgment) -> float | None:
+    """Entropy (bits) of the 2k verdicts; None when the judgment has no valid decision (ranked first)."""
+    if j.decision == "invalid":
+        return None
+    counts = Counter(verdicts(j))
+    n = sum(counts.values())
+    return -sum(c / n * math.log2(c / n) for c in counts.values()) + 0.0  # + 0.0: no "-0.0"
+
+
+@dataclass
+class TopicUncertainty:
+    """One judged topic of a method pair with its uncertainty per aspect (None: invalid judgment)."""
+
+    user_id: str
+    sample_id: str
+    topic_key: str
+    method_a: str
+    method_b: str
+    run_a: str
+    run_b: str
+    entropy: dict[str, float | None] = field(default_factory=dict)
+
+    @property
+    def score(self) -> float:
+        """The topic's uncertainty: the largest aspect entropy, and above any entropy when an aspect is invalid."""
+        return max((MAX_ENTROPY + 1 if e is None else e) for e in self.entropy.values())
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.user_id, self.sample_id, self.topic_key
+
+
+def rank_topics(judgments: Iterable[Judgment]) -> list[TopicUncertainty]:
+    """Judged topics, most uncertain first (ties by user, sample, topic), over the aspects present."""
+    topics: dict[tuple[str, str, str, str, str], TopicUncertainty] = {}
+    for j in judgments:
+        t = topics.setdefault((j.user_id, j.sample_id, j.topic_key, j.method_a, j.method_b),
+                              TopicUncertainty(j.user_id, j.sample_id, j.topic_key, j.method_a, j.method_b,
+                                               j.run_a, j.run_b))
+        t.entropy[j.aspect] = bpde(j)
+    return sorted(topics.values(), key=lambda t: (-t.score, t.key))
+
+
+def top_share(n_topics: int, share: float = 0.2) -> int:
+    """How many topics the top ``share`` is (at least one when there are topics; FairEval's example: 20 %)."""
+    return min(n_topics, max(1 if n_topics else 0, math.ceil(n_topics * share - 1e-9)))
+
+
+# ---------------------------------------------------------------------------------------------- calibration
+
+
+@dataclass
+class Calibration:
+    """Win/tie/lose of one aspect as judged and as calibrated by people (from method A's side)."""
+
+    aspect: str
+    judged: dict[str, float]
+    calibrated: dict[str, float]
+    decided_by_people: int = 0  # items whose calibrated decision is the human majority
+    overturned: int = 0  # of those with a valid judge decision, where people decided otherwise
+    judge_valid_decided: int = 0  # items decided by people that also had a valid judge decision
+    splits: int = 0  # reviewed items without a human majority: the judge's decision stays
+    rows: list[dict] = field(default_factory=list)
+
+    @property
+    def overturn_rate(self) -> float | None:
+        return self.overturned / self.judge_valid_decided if self.judge_valid_decided else None
+
+
+def calibrate(judgments: Sequence[Judgment], votes: Sequence[HumanVote], aspect: str) -> Calibration:
+    """The human majority of ``votes`` (:class:`evaluation.human_agreement.HumanVote` of the calibration
+    batches) replaces the judge's decision on the items people reviewed; every other item keeps its judgment."""
+    mine = [j for j in judgments if j.aspect == aspect]
+    by_item = {(v.user_id, v.sample_id, v.topic_key, frozenset(v.methods)): v for v in votes if v.aspect == aspect}
+    cal = Calibration(aspect, outcome_counts([j.decision for j in mine]), {})
+    final = []
+    for j in mine:
+        v = by_item.get((j.user_id, j.sample_id, j.topic_key, frozenset((j.method_a, j.method_b))))
+        decision: str = j.decision
+        if v is not None:
+            if v.majority is None:
+                cal.splits += 1
+            else:
+                decision = favoured_side(v.majority, j.method_a)
+                cal.decided_by_people += 1
+                if j.decision != "invalid":
+                    cal.judge_valid_decided += 1
+                    cal.overturned += decision != j.decision
+            cal.rows.append({"user": j.user_id, "sample": j.sample_id, "topic": j.topic_key, "judge": j.decision,
+                             "people": "split" if v.majority is None else decision, "annotators": len(v.votes),
+                             "final": decision})
+        final.append(decision)
+    cal.calibrated = outcome_counts(final)
+    return cal

@@ -1,0 +1,96 @@
+"""The Evaluate page's human-in-the-loop calibration (FairEval's third part): the judged topics ranked by the
+entropy of their 2k verdicts, "send the N most uncertain topics to review" (a blinded pairwise batch), and
+win/tie/lose as judged and as calibrated by people, with how many items people decided and how often they
+overturned the judge. All text from data goes through :func:`ui.text.md_escape` or a dataframe cell.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pandas as pd
+import streamlit as st
+
+from evaluation.calibration import Calibration, TopicUncertainty, calibrate, rank_topics, top_share
+from evaluation.faireval import Judgment
+from evaluation.human_agreement import calibration_votes
+from review.accounts import LOCAL_ADMIN
+from review.batches import plan_calibration
+from review.store import ReviewStore
+from ui.platform_state import base_workspace
+from ui.text import md_escape
+
+log = logging.getLogger(__name__)
+
+
+def calibration_frame(cals: list[Calibration]) -> pd.DataFrame:
+    """One row per aspect: win/tie/lose/invalid as judged and as calibrated, people's decisions and overturns."""
+    rows = []
+    for c in cals:
+        rows.append({"aspect": c.aspect, **{f"judged {o}": c.judged[o] for o in ("win", "tie", "lose", "invalid")},
+                     **{f"calibrated {o}": c.calibrated[o] for o in ("win", "tie", "lose", "invalid")},
+                     "decided by people": c.decided_by_people, "overturned": c.overturned,
+                     "overturn rate": c.overturn_rate, "split votes": c.splits,
+                     "adjusted win rate (judged)": c.judged["adjusted_win_rate"],
+                     "adjusted win rate (calibrated)": c.calibrated["adjusted_win_rate"]})
+    return pd.DataFrame(rows)
+
+
+def _bpde(t: TopicUncertainty, aspect: str) -> str:
+    if aspect not in t.entropy:
+        return ""
+    e = t.entropy[aspect]
+    return "invalid" if e is None else f"{e:.3f}"
+
+
+def uncertainty_frame(ranked: list[TopicUncertainty]) -> pd.DataFrame:
+    """The judged topics, most uncertain first, with each aspect's BPDE (text cells: "invalid" when undecided)."""
+    aspects = sorted({a for t in ranked for a in t.entropy})
+    return pd.DataFrame([{"user": t.user_id, "sample": t.sample_id, "topic": t.topic_key,
+                          **{f"BPDE {a}": _bpde(t, a) for a in aspects}} for t in ranked])
+
+
+def render_calibration(dkey: str, judgments: list[Judgment], a: str, b: str, aspects: list[str]) -> None:
+    st.subheader("Human-in-the-loop calibration")
+    st.caption("FairEval's third calibration: each topic's uncertainty is the entropy (bits) of its 2k judge verdicts "
+               "across both orders (balanced position diversity entropy; 0 = all agree, 1.58 = maximal); people decide "
+               "the most uncertain topics, and their majority replaces the judge there.")
+    store = base_workspace().reviews
+    votes = calibration_votes(store, dkey, (a, b))
+    if votes:
+        cals = [calibrate(judgments, votes, aspect) for aspect in aspects]
+        st.dataframe(calibration_frame(cals), hide_index=True, width="stretch", key="eval_calibrated")
+        for c in cals:
+            if c.rows:
+                with st.expander(f"{c.aspect.capitalize()}: {c.decided_by_people} item(s) decided by people, "
+                                 f"{c.overturned} overturned the judge"):
+                    st.dataframe(pd.DataFrame(c.rows), hide_index=True, width="stretch", key=f"eval_cal_{c.aspect}")
+    else:
+        st.caption("No answered calibration batch for this pair yet.")
+    render_send(store, dkey, rank_topics(judgments), bool(votes))
+
+
+def render_send(store: ReviewStore, dkey: str, ranked: list[TopicUncertainty], has_votes: bool) -> None:
+    with st.expander("Send the most uncertain topics to review", expanded=not has_votes):
+        st.dataframe(uncertainty_frame(ranked), hide_index=True, width="stretch", key="eval_uncertainty", height=220)
+        people = [acc.name for acc in base_workspace().accounts.list()] or [LOCAL_ADMIN]
+        c1, c2, c3 = st.columns([1, 3, 1])
+        n = int(c1.number_input("Topics (N)", 1, max(len(ranked), 1), max(top_share(len(ranked)), 1),
+                                key="eval_cal_n", help="default: the top 20 % (FairEval's example)"))
+        annotators = c2.multiselect("Annotators", people, key="eval_cal_annotators")
+        overlap = int(c3.number_input("Annotators per item", 1, 20, min(2, max(len(annotators), 1)),
+                                      key="eval_cal_overlap"))
+        if st.button(f"Send the {n} most uncertain topics to review", key="eval_cal_send", icon=":material/group:",
+                     disabled=not annotators or not ranked):
+            try:
+                plan = plan_calibration("", dkey, ranked, n, seed=0, overlap=overlap,
+                                        annotators=annotators)
+                batch_id = store.create_batch(plan, LOCAL_ADMIN)
+            except ValueError as e:
+                log.warning("calibration batch not created for %s vs %s", ranked[0].method_a, ranked[0].method_b,
+                            exc_info=True)
+                st.error(md_escape(str(e)))
+                return
+            st.success(f"Created review batch {md_escape(batch_id)} with {len(plan.items)} blinded pairwise item(s).")
+            st.page_link("pages/review.py", label="Open the Review page", icon=":material/arrow_forward:",
+                         query_params={"batch": batch_id})
