@@ -105,8 +105,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
 
 def _send_to_review(args: argparse.Namespace, dkey: str, judgments: list, reviews) -> str:
     """Create the calibration batch of the N most uncertain judged topics; returns what to tell the user."""
-    from evaluation.calibration import rank_topics
-    from review.batches import plan_calibration
+    from evaluation.calibration import plan_calibration, rank_topics
 
     ranked = rank_topics(judgments)
     plan = plan_calibration("", dkey, ranked, args.review_uncertain, args.seed, min(args.overlap, len(

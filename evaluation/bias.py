@@ -55,4 +55,4 @@ def position_bias(judgments: Sequence[Judgment]) -> dict:
     both = [j for j in judgments if "none" not in (j.order1_winner, j.order2_winner)]
     samples = [s for j in judgments for s in j.samples if s.ok]
     return {"flip_rate": sum(j.flipped for j in both) / len(both) if both else 0.0,
-            "slot1_win_rate": sum(s.slot1 > s.slot2 for s in samples) / len(samples) if samples else 0.0}  # type: ignore[operator]
+            "slot1_win_rate": sum(s.slot1 > s.slot2 for s in samples) / len(samples) if samples else 0.0}  # type: ignore[operator]  # valid samples carry both slots

@@ -6,7 +6,7 @@ each ``A`` / ``tie`` / ``B`` from the sample's scores mapped back to the methods
 diversity entropy* (BPDE) is the Shannon entropy (bits) of the shares of those verdicts: 0 when all 2k
 agree, log2(3) ≈ 1.585 at most. Items whose judgment is invalid (an order without a valid sample)
 are the most uncertain of all and rank first. A topic's uncertainty is the highest of its aspects'.
-The N most uncertain topics go to a blinded pairwise review batch (:func:`review.batches.plan_calibration`);
+The N most uncertain topics go to a blinded pairwise review batch (:func:`plan_calibration`);
 the human majority of that batch then replaces the judge's decision on those items
 (:func:`calibrate`), and the page shows win/tie/lose both as judged and as calibrated, with how many
 items people decided and how often they overturned the judge.
@@ -22,13 +22,15 @@ from dataclasses import dataclass, field
 from evaluation.aggregate import outcome_counts
 from evaluation.faireval import Judgment
 from evaluation.human_agreement import HumanVote, favoured_side
+from evaluation.versions import METRIC_VERSIONS
+from review.batches import BatchPlan, plan_batch
 
 MAX_ENTROPY = math.log2(3)
 
 
 def verdicts(j: Judgment) -> list[str]:
     """``A`` / ``tie`` / ``B`` for every valid sample of both orders (scores already mapped to methods)."""
-    return ["A" if s.score_a > s.score_b else "B" if s.score_a < s.score_b else "tie"  # type: ignore[operator]
+    return ["A" if s.score_a > s.score_b else "B" if s.score_a < s.score_b else "tie"  # type: ignore[operator]  # valid samples carry both scores
             for s in j.samples if s.ok]
 
 
@@ -126,3 +128,27 @@ def calibrate(judgments: Sequence[Judgment], votes: Sequence[HumanVote], aspect:
         final.append(decision)
     cal.calibrated = outcome_counts(final)
     return cal
+
+
+def plan_calibration(title: str, dataset: str, ranked: Sequence[TopicUncertainty], n: int, seed: int, overlap: int,
+                     annotators: list[str], guidelines: str | None = None) -> BatchPlan:
+    """FairEval's human-in-the-loop calibration: a pairwise batch of the ``n`` most uncertain judged topics
+    (``ranked`` most uncertain first, see :func:`evaluation.calibration.rank_topics`). It is an ordinary
+    blinded pairwise batch — random item order, random A/B sides, no method names shown — whose data records
+    the pair, each item's uncertainty and the calibration version, so its answers can calibrate the judge."""
+    chosen = list(ranked)[: max(n, 0)]
+    if not chosen:
+        raise ValueError("no judged topics to send to review")
+    pairs = {(t.method_a, t.method_b) for t in chosen}
+    if len(pairs) != 1:
+        raise ValueError("calibration topics must come from one judged method pair")
+    (method_a, method_b), = pairs
+    candidates = [(f"{t.user_id}/{t.sample_id}/{t.topic_key}", {
+        "user_id": t.user_id, "sample_id": t.sample_id, "topic_key": t.topic_key, "method_a": method_a,
+        "method_b": method_b, "run_a": t.run_a, "run_b": t.run_b}) for t in chosen]
+    plan = plan_batch(title or f"Calibration: {len(chosen)} most uncertain topics", "pairwise", dataset, candidates,
+                      len(candidates), seed, overlap, annotators, guidelines)
+    plan.data["calibration"] = {
+        "methods": [method_a, method_b], "version": METRIC_VERSIONS["faireval_calibration"],
+        "uncertainty": {key: {"score": t.score, "entropy": t.entropy} for (key, _), t in zip(candidates, chosen)}}
+    return plan

@@ -179,8 +179,8 @@ def order_means(samples: list[JudgeSample]) -> dict[int, tuple[Fraction, Fractio
     out: dict[int, tuple[Fraction, Fraction] | None] = {}
     for order in (1, 2):
         valid = [s for s in samples if s.ok and s.order == order]
-        out[order] = (Fraction(sum(s.score_a for s in valid), len(valid)),  # type: ignore[misc]
-                      Fraction(sum(s.score_b for s in valid), len(valid))) if valid else None  # type: ignore[misc]
+        out[order] = (Fraction(sum(s.score_a for s in valid), len(valid)),  # type: ignore[misc]  # valid samples carry both scores
+                      Fraction(sum(s.score_b for s in valid), len(valid))) if valid else None  # type: ignore[misc]  # valid samples carry both scores
     return out
 
 

@@ -9,15 +9,9 @@ For pairwise items the A/B order is drawn from the same generator and stored wit
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from evaluation.versions import METRIC_VERSIONS
 from palset.dataset import Dataset
-
-if TYPE_CHECKING:
-    from evaluation.calibration import TopicUncertainty
 
 
 @dataclass(frozen=True)
@@ -162,30 +156,6 @@ def pairwise_candidates(runs: list[dict], method_a: str, method_b: str) -> list[
             "user_id": uid, "sample_id": sample_id, "topic_key": topic, "method_a": method_a, "method_b": method_b,
             "run_a": run["run_id"], "run_b": other["run_id"]}))
     return out
-
-
-def plan_calibration(title: str, dataset: str, ranked: Sequence[TopicUncertainty], n: int, seed: int, overlap: int,
-                     annotators: list[str], guidelines: str | None = None) -> BatchPlan:
-    """FairEval's human-in-the-loop calibration: a pairwise batch of the ``n`` most uncertain judged topics
-    (``ranked`` most uncertain first, see :func:`evaluation.calibration.rank_topics`). It is an ordinary
-    blinded pairwise batch — random item order, random A/B sides, no method names shown — whose data records
-    the pair, each item's uncertainty and the calibration version, so its answers can calibrate the judge."""
-    chosen = list(ranked)[: max(n, 0)]
-    if not chosen:
-        raise ValueError("no judged topics to send to review")
-    pairs = {(t.method_a, t.method_b) for t in chosen}
-    if len(pairs) != 1:
-        raise ValueError("calibration topics must come from one judged method pair")
-    (method_a, method_b), = pairs
-    candidates = [(f"{t.user_id}/{t.sample_id}/{t.topic_key}", {
-        "user_id": t.user_id, "sample_id": t.sample_id, "topic_key": t.topic_key, "method_a": method_a,
-        "method_b": method_b, "run_a": t.run_a, "run_b": t.run_b}) for t in chosen]
-    plan = plan_batch(title or f"Calibration: {len(chosen)} most uncertain topics", "pairwise", dataset, candidates,
-                      len(candidates), seed, overlap, annotators, guidelines)
-    plan.data["calibration"] = {
-        "methods": [method_a, method_b], "version": METRIC_VERSIONS["faireval_calibration"],
-        "uncertainty": {key: {"score": t.score, "entropy": t.entropy} for (key, _), t in zip(candidates, chosen)}}
-    return plan
 
 
 def memory_candidates(build_id: str, items: list, user_id: str = "") -> list[tuple[str, dict]]:

@@ -11,11 +11,10 @@ import logging
 import pandas as pd
 import streamlit as st
 
-from evaluation.calibration import Calibration, TopicUncertainty, calibrate, rank_topics, top_share
+from evaluation.calibration import Calibration, TopicUncertainty, calibrate, plan_calibration, rank_topics, top_share
 from evaluation.faireval import Judgment
 from evaluation.human_agreement import calibration_votes
 from review.accounts import LOCAL_ADMIN
-from review.batches import plan_calibration
 from review.store import ReviewStore
 from ui.platform_state import base_workspace
 from ui.text import md_escape

@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from evaluation.calibration import bpde, calibrate, rank_topics, top_share, verdicts
+from evaluation.calibration import bpde, calibrate, plan_calibration, rank_topics, top_share, verdicts
 from evaluation.human_agreement import calibration_votes
-from review.batches import plan_calibration, shown_order
+from review.batches import shown_order
 from testkit.workspace import make_workspace
 from tests.evaluation.test_aggregate import judgment
 

@@ -153,7 +153,7 @@ def test_principles_update_once_per_touched_cluster_with_the_references_inputs(b
     preferences), not two calls per topic."""
     import json
 
-    from tests.memory.conftest import prompt_text, schema_name
+    from testkit.requests import prompt_text, schema_name
 
     tiny_user.query[0].turns[0].user.content = "QUERY DIALOGUE: I sleep badly after my night shifts."
 

@@ -87,8 +87,7 @@ def test_eight_annotators_in_parallel_processes_store_exactly_4000_answers(store
 
 
 def test_calibration_batch_is_an_ordinary_blinded_pairwise_batch_of_the_most_uncertain_topics():
-    from evaluation.calibration import TopicUncertainty
-    from review.batches import plan_calibration
+    from evaluation.calibration import TopicUncertainty, plan_calibration
 
     ranked = [TopicUncertainty("u", f"s{i}", "topic-1", "x", "y", f"rx{i}", f"ry{i}", {"requirement": 1.5 - i / 10})
               for i in range(12)]
