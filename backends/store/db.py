@@ -1,7 +1,9 @@
 """SQLite connections configured for many readers and writers: WAL, busy timeout, foreign keys.
 
-Each operation runs in its own immediate transaction on a connection owned by the calling thread
-(safe across threads and processes). Connections are reused per (thread, file) — opening and
+Each write runs in its own immediate transaction on a connection owned by the calling thread
+(safe across threads and processes); reads run in a deferred, read-only transaction
+(:func:`reading`), which under WAL never takes the write lock, so a slow reader (an export, a
+dashboard) does not hold up writers and writers do not hold up readers. Connections are reused per (thread, file) — opening and
 configuring one cost more than most of the statements run on it — with a small bound per thread.
 One idle connection per database file also stays open for the life of the process: without it,
 every close of the last connection checkpoints and deletes the WAL file, which made each write cost
@@ -75,3 +77,24 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
         if conn.in_transaction:  # SQLite may already have rolled back (e.g. on a full disk)
             conn.execute("ROLLBACK")
         raise
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[sqlite3.Connection]:
+    """A read-only snapshot on this thread's connection: a deferred transaction that takes no write lock.
+
+    Every statement inside sees the same snapshot of the database. A write attempted inside fails
+    (``PRAGMA query_only``), so a read path cannot take the write lock by mistake.
+    """
+    conn = _thread_connection(path)
+    if conn.in_transaction:  # already inside this thread's transaction on the file: read in it
+        yield conn
+        return
+    conn.execute("PRAGMA query_only=ON")
+    conn.execute("BEGIN DEFERRED")
+    try:
+        yield conn
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")  # ends the read snapshot (nothing to write)
+        conn.execute("PRAGMA query_only=OFF")

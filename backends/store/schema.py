@@ -211,6 +211,58 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         )
         """,
     ),
+    (
+        10,
+        "account e-mail for single sign-on",
+        """
+        ALTER TABLE review_accounts ADD COLUMN email TEXT;
+        CREATE UNIQUE INDEX review_accounts_email ON review_accounts(email) WHERE email IS NOT NULL
+        """,
+    ),
+    (
+        11,
+        "leases: one holder of a resource (a simulation run's driver) until it expires",
+        """
+        CREATE TABLE leases (
+            resource TEXT PRIMARY KEY,
+            holder TEXT NOT NULL,
+            acquired_at REAL NOT NULL,
+            expires_at REAL NOT NULL
+        )
+        """,
+    ),
+    (
+        12,
+        "audit log: who did what to which target, when",
+        """
+        CREATE TABLE audit_log (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            ts REAL NOT NULL,
+            actor TEXT NOT NULL,
+            action TEXT NOT NULL,
+            target TEXT NOT NULL,
+            detail TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX audit_log_ts ON audit_log(ts)
+        """,
+    ),
+    (
+        13,
+        "memory item edits: the previous text of every edit by a person",
+        """
+        CREATE TABLE memory_item_edits (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            build_id TEXT NOT NULL REFERENCES memory_builds(build_id) ON DELETE CASCADE,
+            item_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            edited_at REAL NOT NULL,
+            editor TEXT NOT NULL,
+            previous_text TEXT NOT NULL,
+            new_text TEXT NOT NULL
+        );
+        CREATE INDEX memory_item_edits_item ON memory_item_edits(build_id, item_id)
+        """,
+    ),
 ]
 
 

@@ -70,3 +70,28 @@ def test_nested_use_of_one_file_fails_fast_instead_of_waiting_for_the_lock(tmp_p
     with db.connect(path), pytest.raises(Exception, match="transaction"):
         with db.connect(path):
             pass
+
+
+def test_a_slow_reader_does_not_hold_up_a_writer_and_cannot_write(tmp_path):
+    path = tmp_path / "a.sqlite"
+    _setup(path)
+    wrote = threading.Event()
+
+    def writer():
+        with db.connect(path) as conn:
+            conn.execute("INSERT INTO t VALUES (1)")
+        wrote.set()
+
+    with db.reading(path) as conn:
+        before = conn.execute("SELECT COUNT(*) FROM t").fetchone()[0]
+        t = threading.Thread(target=writer)
+        t.start()
+        assert wrote.wait(5), "the writer waited for the reader"
+        assert conn.execute("SELECT COUNT(*) FROM t").fetchone()[0] == before  # one snapshot throughout
+        with pytest.raises(db.sqlite3.OperationalError):
+            conn.execute("INSERT INTO t VALUES (2)")
+    t.join()
+    with db.reading(path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM t").fetchone()[0] == before + 1
+    with db.connect(path) as conn:  # the connection writes again after a read
+        conn.execute("INSERT INTO t VALUES (3)")
