@@ -102,3 +102,14 @@ def test_a_bounded_throttle_drops_the_oldest_entries():
         now[0] += 1
         t.failed(f"n{i}", None)
     assert len(t._failures) <= 10
+
+
+def test_cli_records_who_added_and_removed_accounts(db, capsys):
+    from backends.store.audit import AuditStore
+
+    assert main(["users", "add", "res", "--role", "researcher", "--email", "Res@Lab.example", "--sso-only"]) == 0
+    assert AccountStore(db).by_email("res@lab.example").role == "researcher"
+    assert main(["users", "remove", "res"]) == 0
+    log = AuditStore(db).entries()
+    assert [(e.action, e.target) for e in log] == [("account.remove", "res"), ("account.add", "res")]
+    assert log[1].actor.startswith("cli") and log[1].detail["role"] == "researcher" and log[0].ts >= log[1].ts
