@@ -13,6 +13,12 @@ PALSET = SHARED_DATA / "palset"
 DEMO = ROOT / "data" / "demo"
 
 
+@pytest.fixture(autouse=True)
+def local_access(monkeypatch):
+    """Tests run the app as one local person (``PAL_AUTH=local``) unless they set ``accounts`` themselves."""
+    monkeypatch.setenv("PAL_AUTH", "local")
+
+
 def require_shared(path: Path) -> Path:
     if not path.exists():
         pytest.skip(f"shared reference data not present at {path}")

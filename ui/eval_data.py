@@ -13,6 +13,7 @@ from collections.abc import Iterable
 import pandas as pd
 import plotly.graph_objects as go
 
+from backends.csvsafe import neutralise
 from evaluation.faireval import ASPECTS, Judgment
 from evaluation.store import EvalStore
 from evaluation.tasks import TaskResult
@@ -90,8 +91,10 @@ def aggregates_frame(rows: list[dict]) -> pd.DataFrame:
 
 
 def to_csv(frame: pd.DataFrame) -> str:
+    """CSV with formula-like text cells neutralised (see :mod:`backends.csvsafe`)."""
     buf = io.StringIO()
-    frame.to_csv(buf, index=False, quoting=csv.QUOTE_NONNUMERIC)
+    safe = frame.map(neutralise) if len(frame) else frame
+    safe.to_csv(buf, index=False, quoting=csv.QUOTE_NONNUMERIC)
     return buf.getvalue()
 
 

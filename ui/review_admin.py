@@ -7,6 +7,7 @@ import random
 import pandas as pd
 import streamlit as st
 
+from backends.store.audit import AuditStore
 from backends.store.db import connect
 from evaluation.human_agreement import compare_by_aspect, pairwise_votes
 from evaluation.store import EvalStore
@@ -124,9 +125,11 @@ def new_batch(store: ReviewStore, accounts: AccountStore, account: Account, data
                               guidelines)
             batch_id = store.create_batch(plan, account.name)
         except ValueError as e:
-            st.error(str(e))
+            st.error(md_escape(e))
             return
-        st.success(f"Created batch {batch_id} with {len(plan.items)} items.")
+        AuditStore(store.path).record(account.name, "review.batch_create", batch_id, title=plan.title, task=task,
+                                      items=len(plan.items), annotators=plan.annotators, seed=seed)
+        st.success(f"Created batch {md_escape(batch_id)} with {len(plan.items)} items.")
         st.session_state.pop("review_new_seed_default", None)
 
 

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from backends.config import ROLES, ConfigError, PlatformConfig
+from backends.csvsafe import frame_to_csv
 from backends.embeddings import get_embedder, resolve_name
 from backends.llm.check import check_role
 from backends.llm.local_server import get_local_server
@@ -22,7 +23,7 @@ def render_settings(dataset_language: str) -> None:
     try:
         cfg = platform_config()
     except ConfigError as e:
-        st.error(f"Configuration error: {e}")
+        st.error(f"Configuration error: {md_escape(e)}")
         if st.button("Clear this session's overrides"):
             overrides().clear()
             st.rerun()
@@ -123,7 +124,7 @@ def _render_embedder(cfg: PlatformConfig, language: str) -> None:
             vecs = emb.embed_documents(texts)
             rate = len(texts) / (time.perf_counter() - t0)
         sims = vecs[:3] @ vecs[0]
-        st.success(f"{emb.name}: {emb.dim} dims, loaded in {load_s:.1f} s, {rate:.0f} sentences/s; "
+        st.success(f"{md_escape(emb.name)}: {emb.dim} dims, loaded in {load_s:.1f} s, {rate:.0f} sentences/s; "
                    f"paraphrase similarity {sims[1]:.2f} vs unrelated {sims[2]:.2f}")
 
 
@@ -138,6 +139,6 @@ def _render_costs(cfg: PlatformConfig) -> None:
         frame = pd.DataFrame(calls)[["role", "model", "prompt_name", "prompt_version", "tokens_in", "tokens_out",
                                      "latency_ms", "cache_hit", "attempts", "error"]]
         st.dataframe(frame, hide_index=True, width="stretch")
-        st.download_button("Export calls (CSV)", frame.to_csv(index=False), file_name="llm-calls.csv", mime="text/csv")
+        st.download_button("Export calls (CSV)", frame_to_csv(frame), file_name="llm-calls.csv", mime="text/csv")
     if not cfg.prices:
         st.caption("No price table configured ([prices.\"model\"] in secrets.toml): costs show as $0.")

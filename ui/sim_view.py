@@ -146,7 +146,7 @@ def _start_button(dataset: Dataset, specs: list[RunSpec]) -> None:
     stored = [_stored_status(store, run_id_for(s)) for s in specs]
     existing = [s for s in stored if s is not None]
     if existing:
-        st.caption(f"Runs with these settings exist ({', '.join(existing)}): Resume continues them. "
+        st.caption(f"Runs with these settings exist ({md_escape(', '.join(existing))}): Resume continues them. "
                    "Change the seed for a new run.")
     label = "Resume" if existing else "Start"
     if st.button(label, key="sim_start", type="primary", icon=":material/play_arrow:"):

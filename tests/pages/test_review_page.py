@@ -10,7 +10,6 @@ from review.batches import plan_batch, quality_candidates
 from review.store import ReviewStore
 from tests.conftest import DEMO
 from tests.pages.apptest import all_markdown, open_page
-from ui import review_view
 
 PASSWORD = "correct-horse"
 
@@ -20,6 +19,7 @@ def team(tmp_path, monkeypatch):
     """Accounts boss (admin), ann1, ann2, ann3 and two quality batches of the demo dataset."""
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
     monkeypatch.setenv("PAL_EMBEDDER", "hash")
+    monkeypatch.setenv("PAL_AUTH", "accounts")
     accounts = AccountStore()
     accounts.add("boss", "admin", PASSWORD)
     for name in ("ann1", "ann2", "ann3"):
@@ -55,9 +55,10 @@ def progress_text(at) -> str:
 
 def test_without_accounts_a_public_server_asks_for_an_account_and_localhost_runs_as_local_admin(tmp_path, monkeypatch):
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
+    monkeypatch.setenv("PAL_AUTH", "accounts")  # was: bound to a public address
     at = open_page("review")
     assert "pal users add" in at.info[0].value and not at.tabs
-    monkeypatch.setattr(review_view, "bound_to_localhost", lambda: True)
+    monkeypatch.setenv("PAL_AUTH", "local")  # was: bound to localhost
     at = open_page("review")
     assert "local" in all_markdown(at) and [t.label for t in at.tabs][:2] == ["My assignments", "Batches"]
 
@@ -150,7 +151,7 @@ def test_local_admin_audits_memory_and_compares_dialogues_with_a_recorded_order(
     from tests.review.conftest import memory_items
 
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
-    monkeypatch.setattr(review_view, "bound_to_localhost", lambda: True)
+    monkeypatch.setenv("PAL_AUTH", "local")
     store, sims = ReviewStore(), SimStore()
     for method in ("x", "y"):
         spec = RunSpec(dataset=dataset_key(DEMO), user_id="1001", sample_id="1001_sample7", topic_key="topic-1",
@@ -191,7 +192,7 @@ def test_admin_overview_of_a_pairwise_batch_shows_judge_human_agreement(tmp_path
     from sim.types import RunRecord, RunSpec
 
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
-    monkeypatch.setattr(review_view, "bound_to_localhost", lambda: True)
+    monkeypatch.setenv("PAL_AUTH", "local")
     store, sims = ReviewStore(), SimStore()
     for method in ("x", "y"):
         spec = RunSpec(dataset=dataset_key(DEMO), user_id="1001", sample_id="1001_sample7", topic_key="topic-1",
