@@ -72,6 +72,12 @@ def current_identity(accounts: AccountStore) -> Account | None:
     return account
 
 
+def actor_name() -> str:
+    """The name audit entries record for this browser session's actions."""
+    account = current_identity(AccountStore())
+    return account.name if account else "anonymous"
+
+
 def sign_out() -> None:
     st.session_state.pop(ACCOUNT_KEY, None)
     st.query_params.clear()

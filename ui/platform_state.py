@@ -7,7 +7,7 @@ from typing import Any
 
 import streamlit as st
 
-from backends.config import ConfigError, PlatformConfig, load_config
+from backends.config import ConfigError, PlatformConfig, config_fingerprint, load_config
 from backends.llm.client import LLMClient
 from backends.store.runstore import RunStore
 
@@ -28,9 +28,9 @@ def platform_config() -> PlatformConfig:
 
 
 def llm_client() -> LLMClient:
-    """One client per browser session, rebuilt when the session's overrides change."""
+    """One client per browser session, rebuilt when the session's overrides change (a changed key included)."""
     cfg = platform_config()
-    fingerprint = cfg.model_dump_json()
+    fingerprint = config_fingerprint(cfg)
     cached = st.session_state.get("_llm_client")
     if cached is None or st.session_state.get("_llm_client_fp") != fingerprint:
         cached = LLMClient(cfg, session_id=session_id())

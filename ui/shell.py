@@ -129,7 +129,7 @@ def render_backends(dataset: Dataset) -> None:
     try:
         cfg = platform_config()
     except ConfigError as e:
-        st.error(f"Configuration error: {md_escape(e)}")
+        st.error(f"Configuration error: {e}")  # built by backends.config from configuration: names, no payloads
         return
     lines = []
     for role in ROLES:

@@ -210,3 +210,31 @@ def test_admin_overview_of_a_pairwise_batch_shows_judge_human_agreement(tmp_path
     assert table.loc["judge lose", "human lose"] == 1  # from x's side (the batch's method 1)
     assert "Judge–human agreement" in all_markdown(at)
     assert {m.label: m.value for m in at.metric}["Matched items"] == "1"
+
+
+def test_annotators_are_blinded_on_pairwise_items(team, monkeypatch):
+    from review.batches import pairwise_candidates
+    from sim.store import SimStore
+    from sim.types import RunRecord, RunSpec, Utterance
+
+    store, _ = team
+    sims = SimStore()
+    for method in ("h2memory", "memorybank"):
+        spec = RunSpec(dataset=dataset_key(DEMO), user_id="1001", sample_id="1001_sample7", topic_key="topic-1",
+                       method=method)
+        sims.create(RunRecord(run_id=f"run-{method}", spec=spec, status="finished"))
+        from palset.vocab import Act
+        sims.add_utterance(f"run-{method}", Utterance(turn_no=0, side="assistant", actor="assistant",
+                                                      act=Act.TOPIC_INQUIRY, content=f"answer number {len(method)}"))
+    pair = store.create_batch(plan_batch("P", "pairwise", dataset_key(DEMO),
+                                         pairwise_candidates(sims.list(), "h2memory", "memorybank"), 1, 3, 2,
+                                         ["ann1", "ann2"]), "boss")
+    store.answer(pair, 1, "ann2", "requirement", "A")  # someone else's answer
+    at = sign_in("ann1", batch=pair)
+    click(at, "review_start")
+    shown = "\n".join([all_markdown(at), *(e.label for e in at.expander), *(b.label for b in at.button),
+                       *(t.label for t in at.tabs)])
+    assert "Response A" in shown and "Response B" in shown
+    for secret in ("h2memory", "memorybank", "H²Memory", "MemoryBank", "ann2", "judge", "majority"):
+        assert secret.lower() not in shown.lower(), secret
+    assert not at.dataframe and not at.get("download_button") and not at.metric
