@@ -19,11 +19,12 @@ from pathlib import Path
 
 from backends.llm.client import LLMClient
 from backends.llm.errors import LLMError
+from backends.store.leases import process_holder
 from memory.methods import get_method_class
 from memory.store import logs_stage
 from palset.dataset import Dataset
 from sim.roles import SimulationError
-from sim.runner import Simulation, retry_failed
+from sim.runner import RunElsewhere, Simulation, retry_failed
 from sim.schedule import fixed_schedule
 from sim.service import make_spec, open_simulation
 from sim.store import SimStore, run_id_for
@@ -182,6 +183,7 @@ class _Batch:
                 if logs_stage(pos) not in set(builder.store.done_stages(builder.build_id)):
                     builder.run(until_session=pos, cancel=self.cancel)
         llm.run_id = sim.record.run_id  # the build's calls are on the build; the dialogue's on the run
+        sim.driver = process_holder(f"pal simulate {self.session_id}")  # a tab driving the run makes this one skip
         if sim.record.status == "failed":
             retry_failed(sim)
         elif sim.record.status == "stopped":  # a batch completes every fixed-schedule run
@@ -196,9 +198,13 @@ class _Batch:
             while not self.cancel.is_set():
                 if sim.step() is None:
                     break
+        except RunElsewhere as e:  # a browser tab drives it: leave it to that driver
+            return RunOutcome(sim.record.run_id, "skipped", utterances=len(sim.record.utterances),
+                              written=len(sim.record.utterances) - before, error=str(e))
         except (SimulationError, LLMError) as e:
             sim.record.status, sim.record.error = "failed", str(e)
             self.store.set_status(sim.record.run_id, "failed", str(e))
+        sim.release()
         status = sim.record.status if sim.record.status in ("finished", "failed") else "cancelled"
         n = len(sim.record.utterances)
         return RunOutcome(sim.record.run_id, status, utterances=n, written=n - before, error=sim.record.error)

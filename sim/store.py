@@ -1,4 +1,8 @@
-"""Simulation runs in the run store: every utterance is written as soon as it exists, exactly once."""
+"""Simulation runs in the run store: every utterance is written as soon as it exists, exactly once.
+
+One driver at a time: whoever advances a run (a browser tab, ``pal simulate``) holds its lease
+(:mod:`backends.store.leases`), renewed on every utterance and released when it stops.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,8 @@ import time
 from pathlib import Path
 
 from backends.paths import state_path
-from backends.store.db import connect
+from backends.store.db import connect, reading
+from backends.store.leases import Lease, LeaseStore
 from backends.store.runstore import RunStore
 from sim.types import RunRecord, RunSpec, Status, Utterance
 
@@ -18,10 +23,31 @@ def run_id_for(spec: RunSpec) -> str:
     return f"run-{spec.user_id}-{spec.method}-{hashlib.sha1(raw.encode()).hexdigest()[:10]}"
 
 
+LEASE_TTL_S = 90.0  # longer than one utterance takes; a crashed driver's run is free again after it
+
+
+def _lease_key(run_id: str) -> str:
+    return f"sim-run:{run_id}"
+
+
 class SimStore:
     def __init__(self, path: Path | None = None):
         self.path = path or state_path("runs.sqlite")
         RunStore(self.path)
+        self.leases = LeaseStore(self.path)
+
+    # ------------------------------------------------------------------ one driver per run
+
+    def take_lease(self, run_id: str, driver: str, ttl_s: float = LEASE_TTL_S) -> bool:
+        """Become (or stay) the run's driver; False when another driver holds it."""
+        return self.leases.take(_lease_key(run_id), driver, ttl_s) is not None
+
+    def release_lease(self, run_id: str, driver: str) -> None:
+        self.leases.release(_lease_key(run_id), driver)
+
+    def driver(self, run_id: str) -> Lease | None:
+        """Who drives the run now (an unexpired lease), if anyone."""
+        return self.leases.holder(_lease_key(run_id))
 
     def create(self, record: RunRecord) -> RunRecord:
         """Insert the run if new; an existing run with this id is returned as stored (resume)."""
@@ -41,6 +67,10 @@ class SimStore:
             conn.execute("UPDATE sim_runs SET updated_at=? WHERE run_id=?", (time.time(), run_id))
             return cur.rowcount == 1
 
+    def count_utterances(self, run_id: str) -> int:
+        with reading(self.path) as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM sim_turns WHERE run_id=?", (run_id,)).fetchone()[0])
+
     def set_status(self, run_id: str, status: Status, error: str | None = None) -> None:
         with connect(self.path) as conn:
             row = conn.execute("SELECT data FROM sim_runs WHERE run_id=?", (run_id,)).fetchone()
@@ -50,7 +80,7 @@ class SimStore:
                          (status, json.dumps(data), time.time(), run_id))
 
     def load(self, run_id: str) -> RunRecord:
-        with connect(self.path) as conn:
+        with reading(self.path) as conn:
             row = conn.execute("SELECT data, created_at, updated_at FROM sim_runs WHERE run_id=?", (run_id,)).fetchone()
             if row is None:
                 raise KeyError(f"no simulation run {run_id!r}")
@@ -69,5 +99,5 @@ class SimStore:
         sql = ("SELECT r.run_id, r.dataset, r.user_id, r.sample_id, r.topic_key, r.method, r.mode, r.seed, r.status, "
                "r.created_at, r.updated_at, (SELECT COUNT(*) FROM sim_turns t WHERE t.run_id=r.run_id) AS utterances "
                "FROM sim_runs r" + (" WHERE " + " AND ".join(conds) if conds else "") + " ORDER BY r.updated_at DESC")
-        with connect(self.path) as conn:
+        with reading(self.path) as conn:
             return [dict(r) for r in conn.execute(sql, args)]
