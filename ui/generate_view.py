@@ -16,6 +16,7 @@ import streamlit as st
 from pydantic import ValidationError
 
 from backends.paths import pal_home
+from backends.roots import OutsideRoots, inside_roots
 from palset.dataset import Dataset
 from synth.config import SynthConfig
 from synth.pipeline import Pipeline, field_errors, new_run_id
@@ -82,8 +83,13 @@ def render_setup(dataset: Dataset, store: SynthStore) -> None:
         if not out.strip():
             st.error("Choose a dataset folder.")
             return
+        try:
+            target = inside_roots(out)
+        except OutsideRoots as e:
+            st.error(md_escape(e))
+            return
         run_id = new_run_id()
-        store.create(run_id, config, str(Path(out.strip()).expanduser().resolve()))
+        store.create(run_id, config, str(target))
         generate_jobs.start(run_id, platform_state.llm_client(), store)
         st.query_params["run"] = run_id
         st.rerun()
@@ -176,6 +182,7 @@ def render_success(uid: str, out: Path) -> None:
         name = name_for_path(out, known)
         st.session_state.setdefault("added_datasets", {})[name] = out
     st.success(f"User {md_escape(uid)} was added to {md_escape(out)}.")
-    st.caption(f"Link: {md_escape(f'/users?dataset={name}&user={uid}')}")
+    link = f"/users?dataset={name}&user={uid}".replace("`", "")  # in a code span nothing else is interpreted
+    st.caption(f"Link: `{link}`")
     if st.button(f"Open user {md_escape(uid)} in the Users page", key="gen_open_user", icon=":material/person:"):
         st.switch_page("pages/users.py", query_params={"dataset": name, "user": uid})

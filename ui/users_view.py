@@ -14,7 +14,7 @@ from palset.dataset import Dataset, Session, SessionTopic, User
 from palset.vocab import ASPECTS, BIG_FIVE, LogType
 from ui.charts import build_big_five_radar, build_timeline_figure
 from ui.tables import GalleryFilter, LogFilter, big_five_short, filter_users, gallery_frame, log_frame
-from ui.text import first_sentence, md_escape
+from ui.text import first_sentence, md_escape, md_inline
 from ui.url_state import UrlState
 
 TABS = ["Profile", "Timeline", "Logs", "Sessions"]
@@ -131,7 +131,7 @@ def render_user(dataset: Dataset, user: User) -> None:
         close_user()
         st.rerun()
     p = user.profile
-    st.title(md_escape(user.name))
+    st.title(md_inline(user.name))
     if p:
         st.caption(f"{md_escape(user.uid)} · {p.age} · {md_escape(p.gender)} · {user.language} · {md_escape(big_five_short(user))}")
     _URL.sync("tab", TABS, "Sessions" if st.query_params.get("session") else "Profile")

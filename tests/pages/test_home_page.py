@@ -39,3 +39,18 @@ def test_open_a_folder_refuses_anything_outside_the_data_roots(tmp_path, monkeyp
         at.sidebar.button[0].click().run()
         assert any("outside the folders this server may use" in e.value for e in at.sidebar.error), outside
         assert at.sidebar.selectbox(key="dataset_choice").options == ["demo"]
+
+
+def test_a_deeply_nested_or_huge_file_is_a_problem_and_the_app_stays_up(small_release, monkeypatch):
+    import json
+
+    path = small_release / "input.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps(data).replace('"history":', '"deep": ' + "[" * 50_000 + "]" * 50_000 + ', "history":', 1),
+                    encoding="utf-8")
+    monkeypatch.setenv("PAL_DATASETS", f"deep={small_release}")
+    at = open_page("home", dataset="deep")  # open_page asserts no exception
+    problems = "\n".join(c.value for c in at.sidebar.get("code"))
+    assert "input.json: (top level): nested too deeply to read" in problems
+    for page in ("users", "memory", "simulate"):
+        open_page(page, dataset="deep")
