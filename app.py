@@ -12,7 +12,7 @@ from review.access import AccessConfigError, may_open
 from review.accounts import AccountStore
 from ui.access_gate import current_identity, render_sign_in
 from ui.navigation import build_pages, chosen_path, render_unavailable
-from ui.shell import active_dataset, render_sidebar
+from ui.shell import active_dataset, render_identity, render_sidebar
 
 st.set_page_config(page_title="PAL Studio", page_icon=str(Path(__file__).parent / "ui" / "assets" / "icon.png"), layout="wide")
 
@@ -28,6 +28,8 @@ if account is None:
     render_sign_in(accounts)
 elif not may_open(account.role, chosen_path(pages, page)):
     render_unavailable(page.title, account.role)
+    with st.sidebar:
+        render_identity(account)  # a way out: Sign out
 else:
     render_sidebar(active_dataset(), account)
     page.run()

@@ -65,6 +65,7 @@ def test_a_forbidden_page_by_url_renders_nothing_of_itself(lab, name, role):
             continue
         assert [e.value for e in at.error] == [f"The {SPECS[page].title} page is not available to your role ({role})."]
         assert not at.title and not at.markdown and not at.sidebar.selectbox, page
+        assert [b.label for b in at.sidebar.button] == ["Sign out"]
 
 
 @pytest.mark.parametrize("page", ["evaluate", "settings", "memory", "review", "audit"])
