@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 
 import streamlit as st
 
@@ -27,8 +28,13 @@ THROTTLE = SignInThrottle()  # one per server process: shared by every browser s
 
 
 def client_address() -> str | None:
-    """The browser's address as Streamlit sees it (behind a proxy: the proxy's; names back off as well)."""
+    """The browser's address: as Streamlit sees it, or — with ``PAL_TRUST_PROXY=1``, behind a reverse proxy
+    that sets it — the first ``X-Forwarded-For`` hop (else every visitor would share the proxy's address)."""
     try:
+        if os.environ.get("PAL_TRUST_PROXY") == "1":
+            forwarded = st.context.headers.get("X-Forwarded-For") or st.context.headers.get("X-Real-IP") or ""
+            if forwarded.strip():
+                return forwarded.split(",")[0].strip()
         return st.context.ip_address
     except (AttributeError, RuntimeError):
         log.warning("no client address for this session", exc_info=True)
@@ -40,6 +46,7 @@ def sso_configured() -> bool:
     try:
         return "auth" in st.secrets
     except (FileNotFoundError, st.errors.StreamlitSecretNotFoundError):
+        log.debug("no secrets file: single sign-on is off", exc_info=True)
         return False
 
 
@@ -62,7 +69,11 @@ def current_identity(accounts: AccountStore) -> Account | None:
         return local_admin()
     email = sso_email()
     if email is not None:
-        return accounts.by_email(email)
+        account = accounts.by_email(email)
+        if account is not None and not st.session_state.get("_auth_sso_logged"):
+            st.session_state["_auth_sso_logged"] = True
+            AuditStore(accounts.path).record(account.name, "auth.sign_in", account.name, via="sso", email=email)
+        return account
     held = st.session_state.get(ACCOUNT_KEY)
     if not held:
         return None
