@@ -31,10 +31,10 @@ def _lease_key(run_id: str) -> str:
 
 
 class SimStore:
-    def __init__(self, path: Path | None = None):
+    def __init__(self, path: Path | None = None, leases: LeaseStore | None = None):
         self.path = path or state_path("runs.sqlite")
         RunStore(self.path)
-        self.leases = LeaseStore(self.path)
+        self.leases = leases if leases is not None else LeaseStore(self.path)
 
     # ------------------------------------------------------------------ one driver per run
 
