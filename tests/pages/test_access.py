@@ -120,3 +120,12 @@ def test_local_mode_needs_no_sign_in_and_is_the_admin(tmp_path, monkeypatch):
     monkeypatch.setenv("PAL_AUTH", "open-to-all")
     at = run_as(None, "home")
     assert "PAL_AUTH='open-to-all'" in at.error[0].value and not at.title
+
+
+def test_researchers_manage_batches_but_only_admins_see_accounts(lab):
+    assert [t.label for t in run_as("res", "review").tabs] == ["My assignments", "Batches", "New batch"]
+    assert [t.label for t in run_as("boss", "review").tabs] == ["My assignments", "Batches", "New batch", "Accounts"]
+    assert not run_as("ann", "review").tabs
+    at = run_as("res", "users")
+    assert at.sidebar.text_input(key="dataset_path_input")  # researchers open folders (inside the roots)
+    assert not run_as("ann", "review").sidebar.text_input  # annotators pick a dataset only
