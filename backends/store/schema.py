@@ -273,12 +273,14 @@ def current_version(conn: sqlite3.Connection) -> int:
 
 
 def migrate(conn: sqlite3.Connection) -> int:
-    """Apply every pending migration inside the caller's transaction; returns the new version."""
-    version = current_version(conn)
+    """Apply every migration not yet recorded, in list order, inside the caller's transaction; returns the new
+    version. Numbers are ranges per line of work, so a lower number may land after a higher one was applied:
+    it is applied then too (a check against the highest number alone would skip it for good)."""
+    current_version(conn)  # makes sure the table exists
+    applied = {int(r[0]) for r in conn.execute("SELECT version FROM schema_version")}
     for number, name, sql in MIGRATIONS:
-        if number > version:
+        if number not in applied:
             for statement in filter(str.strip, sql.split(";")):
                 conn.execute(statement)
             conn.execute("INSERT INTO schema_version VALUES (?, ?, strftime('%s','now'))", (number, name))
-            version = number
-    return version
+    return current_version(conn)
