@@ -4,11 +4,12 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 PAL_HOME ?= $(CURDIR)/.pal
 PORT    ?= 8501
+ADDRESS ?= 127.0.0.1
 export PAL_HOME
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: setup run test lint bench browser clean
+.PHONY: setup run serve test lint bench browser clean
 
 # Re-installs only when a dependency file changed.
 $(STAMP): requirements.txt constraints.txt pyproject.toml
@@ -22,8 +23,15 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 setup: $(STAMP)
 
 run: setup
-	$(VENV)/bin/streamlit run app.py --server.address 127.0.0.1 --server.port $(PORT) \
+	PAL_AUTH=local $(VENV)/bin/streamlit run app.py --server.address 127.0.0.1 --server.port $(PORT) \
 		--browser.gatherUsageStats false --server.headless true
+
+# A shared server: every page behind sign-in (create the first admin with `pal users add NAME --role admin`).
+# ADDRESS=0.0.0.0 for a LAN; keep 127.0.0.1 behind a reverse proxy (see the README's deployment guide).
+serve: setup
+	PAL_AUTH=accounts $(VENV)/bin/streamlit run app.py --server.address $(ADDRESS) --server.port $(PORT) \
+		--browser.gatherUsageStats false --server.headless true --client.showErrorDetails none \
+		--client.toolbarMode viewer --server.enableXsrfProtection true
 
 # Debian chromium + a CJK font for the browser tests (best effort; those tests skip without it).
 browser:

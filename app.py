@@ -1,24 +1,35 @@
-"""PAL Studio entry point: navigation and the shared sidebar. Pages live in pages/."""
+"""PAL Studio entry point: who is signed in, navigation built for their role, and the shared sidebar.
+
+Pages live in pages/. A signed-out visitor (``PAL_AUTH=accounts``) sees only the sign-in; a page the
+role may not open renders nothing of itself, only that it is not available.
+"""
 
 from pathlib import Path
 
 import streamlit as st
 
-from ui.shell import active_dataset, render_sidebar
+from review.access import AccessConfigError, may_open
+from ui.access_gate import current_identity, render_sign_in
+from ui.navigation import build_pages, chosen_path, render_unavailable
+from ui.platform_state import base_workspace
+from ui.shell import active_dataset, render_identity, render_sidebar
 
 st.set_page_config(page_title="PAL Studio", page_icon=str(Path(__file__).parent / "ui" / "assets" / "icon.png"), layout="wide")
 
-PAGES = [
-    st.Page("pages/home.py", title="Home", icon=":material/home:", url_path="home", default=True),
-    st.Page("pages/users.py", title="Users", icon=":material/group:", url_path="users"),
-    st.Page("pages/memory.py", title="Memory", icon=":material/hub:", url_path="memory"),
-    st.Page("pages/simulate.py", title="Simulate", icon=":material/forum:", url_path="simulate"),
-    st.Page("pages/evaluate.py", title="Evaluate", icon=":material/balance:", url_path="evaluate"),
-    st.Page("pages/generate.py", title="Generate", icon=":material/person_add:", url_path="generate"),
-    st.Page("pages/review.py", title="Review", icon=":material/rate_review:", url_path="review"),
-    st.Page("pages/settings.py", title="Settings", icon=":material/settings:", url_path="settings"),
-]
-
-page = st.navigation(PAGES, position="top")
-render_sidebar(active_dataset())
-page.run()
+accounts = base_workspace().accounts
+try:
+    account = current_identity(accounts)
+except AccessConfigError as e:
+    st.error(f"Configuration error: {e}")
+    st.stop()
+pages = build_pages(account.role if account else None)
+page = st.navigation(list(pages.values()), position="top" if account else "hidden")
+if account is None:
+    render_sign_in(accounts)
+elif not may_open(account.role, chosen_path(pages, page)):
+    render_unavailable(page.title, account.role)
+    with st.sidebar:
+        render_identity(account)  # a way out: Sign out
+else:
+    render_sidebar(active_dataset(), account)
+    page.run()

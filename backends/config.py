@@ -10,15 +10,23 @@ settings. Sources, later ones winning:
 4. overrides made in the app's settings panel for one browser session.
 
 API keys are :class:`~pydantic.SecretStr`: they never appear in ``repr``, logs, records or the UI.
+Keys stay with their endpoint: an override that changes a role's provider or base URL drops the
+configured key (a key for the new endpoint must be given with the override), so nobody can send the
+lab's key to a server they name. ``PAL_ALLOWED_ENDPOINTS`` (comma-separated hosts, ``host`` or
+``host:port``) limits every OpenAI-compatible endpoint to those hosts. Credentials written into a URL
+(``https://user:pass@host``) are masked wherever a URL is shown.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
@@ -53,8 +61,9 @@ class RoleConfig(Strict):
     structured_mode: Literal["json_schema", "json_object", "prompt"] = "json_schema"
 
     def public(self) -> dict[str, Any]:
-        """Everything but the key (whether one is set is shown as a bool)."""
+        """Everything but the key (whether one is set is shown as a bool); credentials in the URL masked."""
         data = self.model_dump(exclude={"api_key"})
+        data["base_url"] = mask_url(self.base_url)
         data["api_key_set"] = self.api_key is not None and bool(self.api_key.get_secret_value())
         return data
 
@@ -126,6 +135,51 @@ class CostEstimate(BaseModel):
 
 
 _ROLE_DEFAULTS: dict[str, dict[str, Any]] = {"judge": {"temperature": 0.0}}
+OPENAI_HOST = "api.openai.com"
+
+
+def mask_url(url: str | None) -> str | None:
+    """``url`` with any ``user:password@`` replaced by ``***@`` (None stays None)."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
+
+
+def config_fingerprint(cfg: PlatformConfig) -> str:
+    """Changes whenever anything a client is built from changes, the keys included (as SHA-256 digests)."""
+    data = cfg.model_dump(mode="json")
+    for role, rc in cfg.roles.items():
+        key = rc.api_key.get_secret_value() if rc.api_key else ""
+        data["roles"][role]["api_key"] = hashlib.sha256(key.encode()).hexdigest() if key else None
+    return json.dumps(data, sort_keys=True)
+
+
+def allowed_endpoints(env: Mapping[str, str]) -> set[str] | None:
+    raw = env.get("PAL_ALLOWED_ENDPOINTS", "").strip()
+    return {h.strip().lower() for h in raw.split(",") if h.strip()} if raw else None
+
+
+def check_endpoint(role: str, rc: RoleConfig, allowed: set[str] | None) -> None:
+    """Refuse an OpenAI-compatible endpoint whose host is not in ``PAL_ALLOWED_ENDPOINTS`` (when set)."""
+    if allowed is None or rc.provider != "openai":
+        return
+    parts = urlsplit(rc.base_url or f"https://{OPENAI_HOST}/v1")
+    host = (parts.hostname or "").lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if host not in allowed and (port is None or f"{host}:{port}" not in allowed):
+        raise ConfigError(f"role {role}: endpoint host {host or '(none)'}{f':{port}' if port else ''} is not in "
+                          f"PAL_ALLOWED_ENDPOINTS ({', '.join(sorted(allowed))})")
+
+
+def _endpoint_changed(configured: Mapping[str, Any], merged: Mapping[str, Any]) -> bool:
+    return (merged.get("provider", "local") != configured.get("provider", "local")
+            or (merged.get("base_url") or None) != (configured.get("base_url") or None))
 
 
 def read_secrets(path: Path = SECRETS_PATH) -> dict[str, Any]:
@@ -160,15 +214,19 @@ def load_config(
     if unknown:
         raise ConfigError(f"secrets.toml: [llm.{sorted(unknown)[0]}] is not a role (roles: default, {', '.join(ROLES)})")
     roles: dict[str, RoleConfig] = {}
+    allowed = allowed_endpoints(env)
     for role in ROLES:
-        merged: dict[str, Any] = {
+        configured: dict[str, Any] = {
             **_ROLE_DEFAULTS.get(role, {}),
             **llm.get("default", {}),
             **llm.get(role, {}),
             **_env_layer(env, "PAL_DEFAULT"),
             **_env_layer(env, f"PAL_{role.upper()}"),
-            **{k: v for k, v in overrides.get(role, {}).items() if v not in (None, "")},
         }
+        override = {k: v for k, v in overrides.get(role, {}).items() if v not in (None, "")}
+        merged = {**configured, **override}
+        if "api_key" not in override and _endpoint_changed(configured, merged):
+            merged.pop("api_key", None)  # the configured key belongs to the configured endpoint only
         if merged.get("provider") == "openai" and "model" not in merged:
             raise ConfigError(f"role {role}: provider 'openai' needs a model (PAL_{role.upper()}_MODEL)")
         try:
@@ -177,6 +235,7 @@ def load_config(
             first = e.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
             raise ConfigError(f"role {role}: {where}: {first['msg']}") from None
+        check_endpoint(role, roles[role], allowed)
     try:
         return PlatformConfig(
             roles=roles,

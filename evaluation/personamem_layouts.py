@@ -41,6 +41,8 @@ def read_json(path: Path | str) -> Any:
         return json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise PersonaMemError(f"{p}: not JSON ({e})") from None
+    except RecursionError:
+        raise PersonaMemError(f"{p}: nested too deeply to read (more than about 1,000 levels)") from None
 
 
 def is_persona(data: Any) -> bool:

@@ -160,8 +160,9 @@ class MemoryBuilder:
         self.index.forget([i for i in all_versions if i.id in closure])
         return closure
 
-    def edit(self, item_id: str, text: str) -> MemoryItem:
-        item = self.store.edit(self.build_id, item_id, text)
+    def edit(self, item_id: str, text: str, editor: str = "person") -> MemoryItem:
+        """A person's new text for an item (the previous text is kept as an edit version)."""
+        item = self.store.edit(self.build_id, item_id, text, editor)
         self.index.forget([item])
         opened = self._opened_at()
         if item_id in opened:

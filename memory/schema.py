@@ -52,4 +52,21 @@ MIGRATIONS: list[Migration] = [
         )
         """,
     ),
+    (
+        13,
+        'memory item edits: the previous text of every edit by a person',
+        """
+        CREATE TABLE memory_item_edits (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            build_id TEXT NOT NULL REFERENCES memory_builds(build_id) ON DELETE CASCADE,
+            item_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            edited_at REAL NOT NULL,
+            editor TEXT NOT NULL,
+            previous_text TEXT NOT NULL,
+            new_text TEXT NOT NULL
+        );
+        CREATE INDEX memory_item_edits_item ON memory_item_edits(build_id, item_id)
+        """,
+    ),
 ]

@@ -209,18 +209,29 @@ class MemoryStore:
                 conn.execute("INSERT OR REPLACE INTO memory_forgotten VALUES (?, ?, ?, ?)",
                              (build_id, item_id, time.time(), reason))
 
-    def edit(self, build_id: str, item_id: str, text: str) -> MemoryItem:
-        """Change an item's text in its current version (marked as edited by a person)."""
+    def edit(self, build_id: str, item_id: str, text: str, editor: str = "person") -> MemoryItem:
+        """Change an item's text in its current version (marked as edited by a person); the previous text is
+        kept as an edit version (:meth:`edit_history`), never lost."""
         with self.db.write() as conn:
             row = conn.execute("SELECT version, data FROM memory_items WHERE build_id=? AND item_id=? "
                                "ORDER BY version DESC LIMIT 1", (build_id, item_id)).fetchone()
             if row is None:
                 raise KeyError(f"no memory item {item_id!r}")
-            item = MemoryItem.model_validate_json(row["data"])
-            item = item.model_copy(update={"text": text, "meta": {**item.meta, "edited_by_person": True}})
+            before = MemoryItem.model_validate_json(row["data"])
+            item = before.model_copy(update={"text": text, "meta": {**before.meta, "edited_by_person": True}})
             conn.execute("UPDATE memory_items SET data=? WHERE build_id=? AND item_id=? AND version=?",
                          (item.model_dump_json(), build_id, item_id, row["version"]))
+            conn.execute("INSERT INTO memory_item_edits (build_id, item_id, version, edited_at, editor, previous_text, "
+                         "new_text) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         (build_id, item_id, row["version"], time.time(), editor, before.text, text))
         return item
+
+    def edit_history(self, build_id: str, item_id: str) -> list[dict]:
+        """Every edit of the item by a person, oldest first: who, when, the text before and after."""
+        with self.db.read() as conn:
+            rows = conn.execute("SELECT version, edited_at, editor, previous_text, new_text FROM memory_item_edits "
+                                "WHERE build_id=? AND item_id=? ORDER BY id", (build_id, item_id)).fetchall()
+        return [dict(r) for r in rows]
 
 
 def derived_closure(items: list[MemoryItem], roots: set[str]) -> set[str]:

@@ -16,7 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from palset.files import LAYOUT
+from palset.atomic import write_atomic
+from palset.files import LAYOUT, read_json
 from palset.models import FeedbackReason, ImplicitNeed
 
 
@@ -189,7 +190,12 @@ def assemble_user(bundle: UserBundle) -> dict[str, object]:
 
 
 def write_release(root: str | Path, bundles: list[UserBundle], suffix: str = "") -> list[Path]:
-    """Add (or replace) these users in the release files under ``root``; other users are kept."""
+    """Add (or replace) these users in the release files under ``root``; other users are kept.
+
+    Each file is replaced atomically with its previous version kept as ``<name>.prev``
+    (:func:`palset.atomic.write_atomic`); an existing file that cannot be read is an error naming it,
+    and nothing is written over it.
+    """
     root = Path(root)
     written = []
     per_file: dict[str, dict[str, object]] = {}
@@ -198,10 +204,19 @@ def write_release(root: str | Path, bundles: list[UserBundle], suffix: str = "")
             per_file.setdefault(name, {})[bundle.uid] = entry
     for name, entries in per_file.items():
         path = root / f"{LAYOUT[name]}{suffix}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        current = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        current = _existing(path, root)
         current.update(entries)
         current = dict(sorted(current.items()))
-        path.write_text(json.dumps(current, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-        written.append(path)
+        written.append(write_atomic(path, json.dumps(current, ensure_ascii=False, indent=2) + "\n"))
     return written
+
+
+def _existing(path: Path, root: Path) -> dict[str, object]:
+    """The users already in a release file (empty when it does not exist yet)."""
+    if not path.is_file():
+        return {}
+    data, problems = read_json(path, str(path.relative_to(root)))
+    if problems or not isinstance(data, dict):
+        why = "; ".join(p.message for p in problems) or "expected an object keyed by user id"
+        raise ValueError(f"{path}: cannot add users to it: {why}")
+    return data

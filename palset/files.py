@@ -2,11 +2,16 @@
 
 The Chinese release names files plainly (``background/background.json``); the English one adds
 ``_en`` (``background/background_en.json``, ``input_en.json``). Either is accepted.
+
+Reading never raises for content: a file over ``PAL_MAX_JSON_MB`` (default 1024 MB), one that is not
+UTF-8 or not JSON, or one nested deeper than a parser can follow (about 1,000 levels) is a problem
+naming the file, so a bad file never takes the app down.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from palset.problems import Problem
@@ -63,9 +68,23 @@ def _loads(text: str) -> object:
         return json.loads(text)  # re-parse to raise json's error with line and column
 
 
+DEFAULT_MAX_JSON_MB = 1024
+
+
+def max_json_bytes() -> int:
+    try:
+        return int(float(os.environ.get("PAL_MAX_JSON_MB") or DEFAULT_MAX_JSON_MB) * 1e6)
+    except ValueError:
+        return int(DEFAULT_MAX_JSON_MB * 1e6)
+
+
 def read_json(path: Path, shown: str) -> tuple[object | None, list[Problem]]:
     """Read a JSON file; never raises for bad content, returns problems instead."""
     try:
+        size, cap = path.stat().st_size, max_json_bytes()
+        if size > cap:
+            return None, [Problem(shown, "", f"is {size / 1e6:,.0f} MB, more than the {cap / 1e6:,.0f} MB this server "
+                                             "reads (PAL_MAX_JSON_MB)")]
         raw = path.read_bytes()
     except OSError as e:
         return None, [Problem(shown, "", f"cannot be read: {e.strerror or e}")]
@@ -81,3 +100,5 @@ def read_json(path: Path, shown: str) -> tuple[object | None, list[Problem]]:
         return _loads(text), []
     except json.JSONDecodeError as e:
         return None, [Problem(shown, "", f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}")]
+    except RecursionError:
+        return None, [Problem(shown, "", "nested too deeply to read (more than about 1,000 levels of [ ] or { })")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -36,6 +37,9 @@ def format_path(loc: tuple[object, ...]) -> str:
     return out
 
 
+_SHORT = reprlib.Repr()  # depth-bounded (maxlevel 6): for values too deeply nested for repr()
+
+
 def _message(err: Mapping[str, Any]) -> str:
     kind, msg, value = err.get("type", ""), err.get("msg", ""), err.get("input")
     if msg.startswith("Value error, "):
@@ -44,7 +48,10 @@ def _message(err: Mapping[str, Any]) -> str:
         return "required field is missing"
     if kind == "extra_forbidden":
         return "unknown field"
-    shown = repr(value)
+    try:
+        shown = repr(value)
+    except RecursionError:  # a value nested ~1,000 levels deep: show its outer levels only
+        shown = _SHORT.repr(value)
     if len(shown) > 60:
         shown = shown[:57] + "..."
     return f"{shown}: {msg[0].lower() + msg[1:]}" if msg else shown

@@ -1,7 +1,19 @@
-"""Review accounts: a name, a role (admin or annotator) and a salted bcrypt hash of the password, nothing else."""
+"""Accounts: a name, a role, an optional e-mail (single sign-on) and a salted bcrypt hash of the password.
+
+Roles: ``admin`` (everything: accounts, settings, endpoints), ``researcher`` (every research page; no
+accounts, no keys) and ``annotator`` (Review: their own assignments only); :mod:`review.access` says
+which pages each may open.
+
+Sign-in answers alike for an unknown name and a wrong password, at the same cost: an unknown name is
+checked against one precomputed dummy hash. bcrypt reads at most 72 bytes; a longer password is first
+reduced to a SHA-256 digest (base64, 44 bytes), so every byte of it counts and none raises.
+"""
 
 from __future__ import annotations
 
+import base64
+import functools
+import hashlib
 import time
 from typing import Literal
 
@@ -10,41 +22,89 @@ from pydantic import BaseModel
 
 from backends.store.db import Database
 
-Role = Literal["admin", "annotator"]
-ROLES: tuple[str, ...] = ("admin", "annotator")
+Role = Literal["admin", "researcher", "annotator"]
+ROLES: tuple[str, ...] = ("admin", "researcher", "annotator")
 LOCAL_ADMIN = "local"
+BCRYPT_MAX_BYTES = 72
+NO_PASSWORD = "!"  # the stored hash of an account that signs in only through single sign-on
 
 
 class Account(BaseModel):
     name: str
     role: Role
+    email: str | None = None
 
     @property
     def is_admin(self) -> bool:
         return self.role == "admin"
 
+    @property
+    def is_annotator(self) -> bool:
+        return self.role == "annotator"
+
+
+def _secret(password: str) -> bytes:
+    raw = password.encode("utf-8")
+    if len(raw) <= BCRYPT_MAX_BYTES:
+        return raw
+    return base64.b64encode(hashlib.sha256(raw).digest())
+
 
 def hash_password(password: str) -> str:
-    return bcrypt.hashpw(password.encode("utf-8"), bcrypt.gensalt()).decode("ascii")
+    return bcrypt.hashpw(_secret(password), bcrypt.gensalt()).decode("ascii")
+
+
+@functools.cache
+def _dummy_hash() -> bytes:
+    """The hash an unknown name is checked against (made once per process)."""
+    return hash_password("timing-equaliser-for-unknown-names").encode("ascii")
+
+
+def _matches(password: str, stored: str | None) -> bool:
+    """One bcrypt check, whatever ``stored`` is (an unusable hash is checked against the dummy)."""
+    usable = stored is not None and stored.startswith("$2")
+    ok = bcrypt.checkpw(_secret(password), stored.encode("ascii") if stored is not None and usable else _dummy_hash())
+    return ok and usable
+
+
+def _normal_email(email: str | None) -> str | None:
+    email = (email or "").strip().lower()
+    if not email:
+        return None
+    if "@" not in email or len(email) > 254 or any(c.isspace() for c in email):
+        raise ValueError(f"{email!r} is not an e-mail address")
+    return email
+
+
+def _row(r) -> Account:
+    return Account(name=r["name"], role=r["role"], email=r["email"])
 
 
 class AccountStore:
     def __init__(self, db: Database):
         self.db = db
 
-    def add(self, name: str, role: str, password: str) -> Account:
+    def add(self, name: str, role: str, password: str | None, email: str | None = None) -> Account:
+        """Add an account; ``password=None`` makes one that signs in only by single sign-on (needs ``email``)."""
         name = name.strip()
         if not name or len(name) > 64 or any(c.isspace() for c in name):
             raise ValueError("account names are 1–64 characters without spaces")
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}")
-        if len(password) < 8:
+        email = _normal_email(email)
+        if password is None and email is None:
+            raise ValueError("an account without a password needs an e-mail address (single sign-on)")
+        if password is not None and len(password) < 8:
             raise ValueError("passwords need at least 8 characters")
+        stored = NO_PASSWORD if password is None else hash_password(password)
         with self.db.write() as conn:
             if conn.execute("SELECT 1 FROM review_accounts WHERE name=?", (name,)).fetchone():
                 raise ValueError(f"account {name!r} exists")
-            conn.execute("INSERT INTO review_accounts VALUES (?, ?, ?, ?)", (name, role, hash_password(password), time.time()))
-        return Account(name=name, role=role)
+            if email and conn.execute("SELECT 1 FROM review_accounts WHERE email=?", (email,)).fetchone():
+                raise ValueError(f"another account has the e-mail {email}")
+            conn.execute("INSERT INTO review_accounts (name, role, password_hash, created_at, email) "
+                         "VALUES (?, ?, ?, ?, ?)", (name, role, stored, time.time(), email))
+        return Account(name=name, role=role, email=email)
 
     def remove(self, name: str) -> bool:
         with self.db.write() as conn:
@@ -52,26 +112,36 @@ class AccountStore:
 
     def list(self) -> list[Account]:
         with self.db.read() as conn:
-            rows = conn.execute("SELECT name, role FROM review_accounts ORDER BY name").fetchall()
-        return [Account(name=r[0], role=r[1]) for r in rows]
+            rows = conn.execute("SELECT name, role, email FROM review_accounts ORDER BY name").fetchall()
+        return [_row(r) for r in rows]
 
     def count(self) -> int:
         with self.db.read() as conn:
             return int(conn.execute("SELECT COUNT(*) FROM review_accounts").fetchone()[0])
 
     def verify(self, name: str, password: str) -> Account | None:
-        """The account when the password matches its hash; None otherwise (same answer for unknown names)."""
+        """The account when the password matches its hash; None otherwise — same answer and one bcrypt check
+        for an unknown name, a wrong password and an account without a password."""
         with self.db.read() as conn:
-            row = conn.execute("SELECT name, role, password_hash FROM review_accounts WHERE name=?",
+            row = conn.execute("SELECT name, role, email, password_hash FROM review_accounts WHERE name=?",
                                (name.strip(),)).fetchone()
-        if row is None:
-            bcrypt.checkpw(b"x", hash_password("timing-equaliser").encode("ascii"))  # same cost as a real check
+        if not _matches(password, row["password_hash"] if row else None):
             return None
-        if not bcrypt.checkpw(password.encode("utf-8"), row[2].encode("ascii")):
-            return None
-        return Account(name=row[0], role=row[1])
+        return _row(row)
 
     def get(self, name: str) -> Account | None:
         with self.db.read() as conn:
-            row = conn.execute("SELECT name, role FROM review_accounts WHERE name=?", (name,)).fetchone()
-        return Account(name=row[0], role=row[1]) if row else None
+            row = conn.execute("SELECT name, role, email FROM review_accounts WHERE name=?", (name,)).fetchone()
+        return _row(row) if row else None
+
+    def by_email(self, email: str | None) -> Account | None:
+        """The account a single sign-on identity maps to (e-mail, case-insensitive); None for unknown ones."""
+        try:
+            email = _normal_email(email)
+        except ValueError:
+            return None
+        if email is None:
+            return None
+        with self.db.read() as conn:
+            row = conn.execute("SELECT name, role, email FROM review_accounts WHERE email=?", (email,)).fetchone()
+        return _row(row) if row else None

@@ -3,11 +3,13 @@
 A batch records everything needed to reproduce it: the seed, the candidate keys it sampled from
 (in the order sampled), the overlap and the annotators in rotation order. Sampling draws from the
 candidates sorted by key with ``random.Random(seed)``, so the same seed gives the same items.
-For pairwise items the A/B order is drawn from the same generator and stored with the item.
+For pairwise items the A/B order is seeded per item (from the batch seed and the item key, so an item
+keeps its order whatever else is sampled) and stored with the item; annotators see "Response A/B" only.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from dataclasses import dataclass, field
 
@@ -111,12 +113,12 @@ def plan_batch(title: str, task: str, dataset: str, candidates: list[tuple[str, 
     if not candidates:
         raise ValueError("no candidate items for this task")
     assign(1, annotators, overlap)  # validates
-    chosen, rng = sample(candidates, n, seed)
+    chosen, _ = sample(candidates, n, seed)
     items = []
     for key, payload in chosen:
         payload = dict(payload)
         if task == "pairwise":
-            payload["swap"] = rng.random() < 0.5  # True: method_b is shown as A
+            payload["swap"] = item_swap(seed, key)  # True: method_b is shown as A
         items.append((key, payload))
     return BatchPlan(title=title.strip() or TASKS[task].label, task=task, dataset=dataset, seed=seed, overlap=overlap,
                      annotators=list(annotators), guidelines=TASKS[task].guidelines if guidelines is None else guidelines,
@@ -163,6 +165,11 @@ def memory_candidates(build_id: str, items: list, user_id: str = "") -> list[tup
     return [(f"{build_id}/{it.id}", {"build_id": build_id, "user_id": user_id, "item_id": it.id, "layer": it.layer,
                                       "text": it.text, "session_id": it.session_id, "provenance": list(it.provenance)})
             for it in items]
+
+
+def item_swap(seed: int, key: str) -> bool:
+    """The per-item seeded A/B order of a pairwise item: True shows method 2 as Response A."""
+    return hashlib.sha256(f"{seed}:{key}".encode()).digest()[0] & 1 == 1
 
 
 def shown_order(payload: dict) -> tuple[str, str]:

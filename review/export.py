@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 
+from backends.csvsafe import rows_to_csv
 from review.batches import winner
 from review.store import ReviewStore
 
@@ -40,14 +39,8 @@ def answer_rows(store: ReviewStore, batch_id: str) -> list[dict]:
 
 
 def to_csv(rows: list[dict]) -> str:
-    if not rows:
-        return ""
-    fields = list(dict.fromkeys(k for r in rows for k in r))
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=fields)
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
+    """CSV with formula-like cells (``= + - @`` first) neutralised: annotators' free text stays text in Excel."""
+    return rows_to_csv(rows)
 
 
 def to_jsonl(rows: list[dict]) -> str:

@@ -56,4 +56,12 @@ MIGRATIONS: list[Migration] = [
         )
         """,
     ),
+    (
+        10,
+        'account e-mail for single sign-on',
+        """
+        ALTER TABLE review_accounts ADD COLUMN email TEXT;
+        CREATE UNIQUE INDEX review_accounts_email ON review_accounts(email) WHERE email IS NOT NULL
+        """,
+    ),
 ]

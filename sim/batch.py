@@ -19,11 +19,12 @@ from typing import Protocol
 
 from backends.llm.client import LLMClient
 from backends.llm.errors import LLMError
+from backends.store.leases import process_holder
 from memory.methods import get_method_class
 from memory.store import logs_stage
 from palset.dataset import Dataset
 from sim.roles import SimulationError
-from sim.runner import Simulation
+from sim.runner import RunElsewhere, Simulation
 from sim.schedule import fixed_schedule
 from sim.service import make_spec
 from sim.store import SimStore, run_id_for
@@ -167,6 +168,7 @@ class _Batch:
                 pos = [s.sample_id for s in builder.user.sessions].index(spec.sample_id)
                 if logs_stage(pos) not in set(builder.store.done_stages(builder.build_id)):
                     builder.run(until_session=pos, cancel=self.cancel)
+        sim.driver = process_holder(f"pal simulate {self.session_id}")  # a tab driving the run makes this one skip
         sim.resume()  # a batch completes every fixed-schedule run, failed or stopped before
         return sim
 
@@ -177,8 +179,12 @@ class _Batch:
             while not self.cancel.is_set():
                 if sim.step() is None:
                     break
+        except RunElsewhere as e:  # a browser tab drives it: leave it to that driver
+            return RunOutcome(sim.record.run_id, "skipped", utterances=len(sim.record.utterances),
+                              written=len(sim.record.utterances) - before, error=str(e))
         except (SimulationError, LLMError) as e:
             sim.fail(str(e))
+        sim.release()
         status = sim.record.status if sim.record.status in ("finished", "failed") else "cancelled"
         n = len(sim.record.utterances)
         return RunOutcome(sim.record.run_id, status, utterances=n, written=n - before, error=sim.record.error)

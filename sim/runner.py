@@ -7,6 +7,10 @@ duplicates one. A person can take over either side for any turn.
 A run's status changes only through :class:`Simulation`'s methods: ``running`` → ``finished`` (the
 schedule is done), ``failed`` (:meth:`Simulation.fail`), ``stopped`` (:meth:`Simulation.stop`);
 :meth:`Simulation.resume` takes a failed or stopped run back to ``running``.
+One driver per run: a simulation with a ``driver`` name holds the run's lease while it steps
+(:meth:`sim.store.SimStore.take_lease`) and raises :class:`RunElsewhere` when another driver holds
+it. Should two drivers still meet (a lease that expired mid-call), the one whose insert is lost
+reloads the run's utterances instead of asking the LLM again for the same turn.
 """
 
 from __future__ import annotations
@@ -28,6 +32,10 @@ log = logging.getLogger(__name__)
 OnUtterance = Callable[[Utterance], None]
 
 
+class RunElsewhere(SimulationError):
+    """Another driver (a second tab, ``pal simulate``) advances this run now."""
+
+
 @dataclass
 class Simulation:
     record: RunRecord
@@ -36,6 +44,7 @@ class Simulation:
     simulator: UserSimulator
     assistant: Assistant
     ended_by_user: bool = False
+    driver: str | None = None  # this driver's name; None: no lease taken (tests, single-process tools)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     # ------------------------------------------------------------------ what comes next
@@ -80,6 +89,8 @@ class Simulation:
     def step(self, human_text: str | None = None, on_token: Callable[[str], None] | None = None) -> Utterance | None:
         """Produce and save the next utterance (a person's words when ``human_text`` is given)."""
         with self._lock:
+            self._hold()
+            self._sync()
             slot = self.next_slot()
             if slot is None:
                 self._finish()
@@ -99,6 +110,8 @@ class Simulation:
                 utt = self.assistant.say(turn, act, history, salt, on_token=on_token)
             if self.store.add_utterance(self.record.run_id, utt):
                 self.record.utterances.append(utt)
+            else:  # another driver saved this turn side first: take the stored run, never ask again
+                self.reload()
             if self.next_slot() is None:
                 self._finish()
             return utt
@@ -116,6 +129,8 @@ class Simulation:
                 utt = self.step(on_token=on_token)
                 if utt and on_utterance:
                     on_utterance(utt)
+        except RunElsewhere:
+            raise  # another driver's run: nothing of it is ours to mark
         except (SimulationError, LLMError) as e:
             self.fail(str(e))
         return self.record
@@ -125,6 +140,7 @@ class Simulation:
         log.info("simulation %s failed: %s", self.record.run_id, error)
         self.record.status, self.record.error = "failed", error
         self.store.set_status(self.record.run_id, "failed", error)
+        self.release()
 
     def resume(self) -> None:
         """A failed or stopped run continues from its next missing utterance."""
@@ -136,8 +152,35 @@ class Simulation:
         """End the run cleanly: every saved utterance stays."""
         self.record.status = "stopped"
         self.store.set_status(self.record.run_id, "stopped")
+        self.release()
+
+    def _hold(self) -> None:
+        """Take or renew the run's lease; :class:`RunElsewhere` when another driver holds it."""
+        if self.driver is None or self.store.take_lease(self.record.run_id, self.driver):
+            return
+        lease = self.store.driver(self.record.run_id)
+        raise RunElsewhere(f"run {self.record.run_id} is running elsewhere (driven by "
+                           f"{lease.holder if lease else 'another driver'}); following it read-only")
+
+    def release(self) -> None:
+        """Stop being the run's driver (another tab or process may take it at once)."""
+        if self.driver is not None:
+            self.store.release_lease(self.record.run_id, self.driver)
+
+    def _sync(self) -> None:
+        """Catch up with utterances another driver saved since this one last looked (a cheap read)."""
+        if self.store.count_utterances(self.record.run_id) != len(self.record.utterances):
+            self.reload()
+
+    def reload(self) -> None:
+        """The run's utterances and status as stored (another driver wrote some)."""
+        stored = self.store.load(self.record.run_id)
+        self.record.utterances = stored.utterances
+        if stored.status == "finished":
+            self.record.status, self.record.error = "finished", None
 
     def _finish(self) -> None:
         if self.record.status != "finished":
             self.record.status, self.record.error = "finished", None
             self.store.set_status(self.record.run_id, "finished")
+        self.release()

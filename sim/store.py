@@ -1,4 +1,8 @@
-"""Simulation runs in the run store: every utterance is written as soon as it exists, exactly once."""
+"""Simulation runs in the run store: every utterance is written as soon as it exists, exactly once.
+
+One driver at a time: whoever advances a run (a browser tab, ``pal simulate``) holds its lease
+(:mod:`backends.store.leases`), renewed on every utterance and released when it stops.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import json
 import time
 
 from backends.store.db import Database
+from backends.store.leases import Lease, LeaseStore
 from sim.types import RunRecord, RunSpec, Status, Utterance
 
 
@@ -15,9 +20,30 @@ def run_id_for(spec: RunSpec) -> str:
     return f"run-{spec.user_id}-{spec.method}-{hashlib.sha1(raw.encode()).hexdigest()[:10]}"
 
 
+LEASE_TTL_S = 90.0  # longer than one utterance takes; a crashed driver's run is free again after it
+
+
+def _lease_key(run_id: str) -> str:
+    return f"sim-run:{run_id}"
+
+
 class SimStore:
-    def __init__(self, db: Database):
+    def __init__(self, db: Database, leases: LeaseStore):
         self.db = db
+        self.leases = leases
+
+    # ------------------------------------------------------------------ one driver per run
+
+    def take_lease(self, run_id: str, driver: str, ttl_s: float = LEASE_TTL_S) -> bool:
+        """Become (or stay) the run's driver; False when another driver holds it."""
+        return self.leases.take(_lease_key(run_id), driver, ttl_s) is not None
+
+    def release_lease(self, run_id: str, driver: str) -> None:
+        self.leases.release(_lease_key(run_id), driver)
+
+    def driver(self, run_id: str) -> Lease | None:
+        """Who drives the run now (an unexpired lease), if anyone."""
+        return self.leases.holder(_lease_key(run_id))
 
     def create(self, record: RunRecord) -> RunRecord:
         """Insert the run if new; an existing run with this id is returned as stored (resume)."""
@@ -36,6 +62,10 @@ class SimStore:
                                (run_id, utt.turn_no, utt.side, utt.model_dump_json(), utt.created_at or time.time()))
             conn.execute("UPDATE sim_runs SET updated_at=? WHERE run_id=?", (time.time(), run_id))
             return cur.rowcount == 1
+
+    def count_utterances(self, run_id: str) -> int:
+        with self.db.read() as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM sim_turns WHERE run_id=?", (run_id,)).fetchone()[0])
 
     def set_status(self, run_id: str, status: Status, error: str | None = None) -> None:
         with self.db.write() as conn:

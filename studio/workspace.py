@@ -26,8 +26,10 @@ from backends.llm.registry import ChatProvider
 from backends.logs import configure_logging
 from backends.paths import StatePaths, default_home
 from backends.store import schema as platform_schema
+from backends.store.audit import AuditStore
 from backends.store.cache import ResponseCache
 from backends.store.db import Database
+from backends.store.leases import LeaseStore
 from backends.store.runstore import RunStore
 from backends.store.schema import Migration, migrate_database
 from backends.vectorstore import ChromaStore, VectorStore, open_chroma
@@ -41,6 +43,7 @@ from palset.dataset import Dataset, User, dataset_key
 from review import schema as review_schema
 from review.accounts import AccountStore
 from review.store import ReviewStore
+from review.throttle import SignInThrottle
 from sim import schema as sim_schema
 from sim.runner import Simulation
 from sim.service import open_simulation
@@ -71,15 +74,18 @@ class Workspace:
         if applied:
             log.info("run store %s: applied migrations %s", self.paths.runs_db, applied)
         self.runs = RunStore(self.db)
+        self.audit = AuditStore(self.db)
+        self.leases = LeaseStore(self.db)
         self.cache = ResponseCache(Database(self.paths.cache_db))
         self.memory = MemoryStore(self.db)
-        self.sims = SimStore(self.db)
+        self.sims = SimStore(self.db, self.leases)
         self.evals = EvalStore(self.db)
         self.personamem = PersonaMemStore(self.db)
         self.reviews = ReviewStore(self.db)
         self.accounts = AccountStore(self.db)
         self.synth = SynthStore(self.paths.synth)
         self.servers = servers if servers is not None else LocalServers(self.paths.local_server)
+        self.sign_in_throttle = SignInThrottle()  # backoff after failed sign-ins, shared by every browser session
         self._providers = dict(providers or {})
         self._shared: dict[str, Any] = {"embedders": {}, "vectors": {}, "chroma": None}
         self._lock = threading.RLock()

@@ -29,12 +29,17 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_app(env: dict[str, str] | None = None, timeout: float = 60.0):
-    """Yield the base URL of ``streamlit run app.py`` on a free loopback port; stop it afterwards."""
-    port = free_port()
+def running_app(env: dict[str, str] | None = None, timeout: float = 60.0, args: list[str] | None = None,
+                port: int | None = None):
+    """Yield the base URL of ``streamlit run app.py`` on a free loopback port; stop it afterwards.
+
+    The app runs as one local person (``PAL_AUTH=local``) unless ``env`` says otherwise; ``args`` are
+    further ``streamlit run`` options (e.g. ``--secrets.files``)."""
+    port = port or free_port()
     cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.address", "127.0.0.1",
-           "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})},
+           "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
+           *(args or [])]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PAL_AUTH": "local", **(env or {})},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:

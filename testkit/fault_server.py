@@ -28,6 +28,7 @@ class FaultServer:
         self.default = default
         self.latency = latency
         self.requests: list[dict] = []
+        self.headers: list[dict[str, str]] = []  # every request's headers (Authorization included), in order
         self._lock = threading.Lock()
         server = self
 
@@ -40,6 +41,7 @@ class FaultServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with server._lock:
                     server.requests.append(body)
+                    server.headers.append({k.lower(): v for k, v in self.headers.items()})
                     action = server.script.popleft() if server.script else server.default
                 if server.latency:
                     time.sleep(server.latency)

@@ -32,6 +32,10 @@ def local_servers(tmp_path_factory):
     servers = LocalServers(tmp_path_factory.mktemp("local_server"))
     yield servers
     servers.stop_all()
+@pytest.fixture(autouse=True)
+def local_access(monkeypatch):
+    """Tests run the app as one local person (``PAL_AUTH=local``) unless they set ``accounts`` themselves."""
+    monkeypatch.setenv("PAL_AUTH", "local")
 
 
 def require_shared(path: Path) -> Path:

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from palset.dataset import Dataset
+from palset.files import locate
 from palset.loader import load_dataset
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -30,12 +31,19 @@ def configured_datasets(env: dict[str, str] | None = None) -> dict[str, Path]:
 
 
 def folder_signature(root: Path) -> tuple[tuple[str, int, int], ...]:
-    """Size and mtime of every JSON file under ``root``, so an edited dataset reloads."""
+    """Size and mtime of the release files the loader reads, so an edited dataset reloads.
+
+    Bounded: at most the ten files of the PAL-Set layout are looked at (never a walk of the folder),
+    so a folder holding anything else costs nothing on each rerun.
+    """
     if not root.is_dir():
         return ()
-    return tuple(
-        sorted((str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*.json"))
-    )
+    out = []
+    for name, path in sorted(locate(root).items()):
+        if path is not None:
+            st = path.stat()
+            out.append((name, st.st_size, st.st_mtime_ns))
+    return tuple(out)
 
 
 def name_for_path(path: Path, taken: dict[str, Path]) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
+from backends.csvsafe import neutralise
 from evaluation.faireval import ASPECTS, Judgment
 from evaluation.service import DroppedTopic
 from evaluation.tasks import TaskResult
@@ -103,8 +104,10 @@ def with_versions(frame: pd.DataFrame, *metrics: str) -> pd.DataFrame:
 
 
 def to_csv(frame: pd.DataFrame) -> str:
+    """CSV with formula-like text cells neutralised (see :mod:`backends.csvsafe`)."""
     buf = io.StringIO()
-    frame.to_csv(buf, index=False, quoting=csv.QUOTE_NONNUMERIC)
+    safe = frame.map(neutralise) if len(frame) else frame
+    safe.to_csv(buf, index=False, quoting=csv.QUOTE_NONNUMERIC)
     return buf.getvalue()
 
 

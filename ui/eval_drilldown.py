@@ -48,7 +48,8 @@ def render_drilldown(dataset: Dataset, sims: SimStore, judgments: list[Judgment]
 
 def render_topic(dataset: Dataset, sims: SimStore, chosen: list[Judgment]) -> None:
     first = chosen[0]
-    st.subheader(f"{first.user_id} · {first.sample_id} · {first.topic_key}", anchor="eval-topic")
+    st.subheader(f"{md_escape(first.user_id)} · {md_escape(first.sample_id)} · {md_escape(first.topic_key)}",
+                 anchor="eval-topic")
     if st.button("Close", key="eval_close_topic", icon=":material/close:", type="tertiary"):
         st.query_params.pop("topic", None)
         st.rerun()
@@ -98,8 +99,8 @@ def render_samples(j: Judgment) -> None:
     colour = DECISION_BADGES.get(j.decision, "gray")
     means = (f"{j.mean_a:.2f} vs {j.mean_b:.2f}" if j.mean_a is not None and j.mean_b is not None
              else "no valid sample in both orders")
-    st.markdown(f"##### {j.aspect.capitalize()}: :{colour}-badge[{j.decision}] :gray[mean {means} · "
-                f"order 1 → {j.order1_winner} · order 2 → {j.order2_winner}"
+    st.markdown(f"##### {md_escape(j.aspect.capitalize())}: :{colour}-badge[{md_escape(j.decision)}] :gray[mean {means} · "
+                f"order 1 → {md_escape(j.order1_winner)} · order 2 → {md_escape(j.order2_winner)}"
                 f"{' · flipped' if j.flipped else ''} · {j.invalid} invalid]")
     names = {1: (j.method_a, j.method_b), 2: (j.method_b, j.method_a)}
     c1, c2 = st.columns(2, gap="medium")
@@ -115,8 +116,9 @@ def render_samples(j: Judgment) -> None:
                         st.markdown(f":orange-badge[invalid] :gray[sample {s.index + 1} · {s.attempts} tries]  \n"
                                     + md_escape("; ".join(s.errors) or "no valid output"))
                         continue
-                    st.markdown(f":gray[sample {s.index + 1}] · assistant-1 **{s.slot1}** · assistant-2 **{s.slot2}** "
-                                f"→ {md_escape(j.method_a)} {s.score_a}, {md_escape(j.method_b)} {s.score_b}")
+                    st.markdown(f":gray[sample {s.index + 1}] · assistant-1 **{md_escape(s.slot1)}** · assistant-2 "
+                                f"**{md_escape(s.slot2)}** → {md_escape(j.method_a)} {md_escape(s.score_a)}, "
+                                f"{md_escape(j.method_b)} {md_escape(s.score_b)}")
                     analysis = s.analysis or {}
                     for part in ("assistant-1", "assistant-2", "overall"):
                         if analysis.get(part):

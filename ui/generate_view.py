@@ -17,6 +17,7 @@ import streamlit as st
 from pydantic import ValidationError
 
 from backends.config import ConfigError
+from backends.roots import OutsideRoots, inside_roots
 from palset.dataset import Dataset
 from synth.config import SynthConfig
 from synth.pipeline import Pipeline, field_errors, new_run_id
@@ -45,7 +46,7 @@ def render_generate(dataset: Dataset) -> None:
         render_run(run_id, store)
         return
     if run_id:
-        st.warning(f"No generation run {run_id!r}; start a new one.")
+        st.warning(f"No generation run {md_escape(repr(run_id))}; start a new one.")
     render_setup(dataset, store)
 
 
@@ -86,8 +87,13 @@ def render_setup(dataset: Dataset, store: SynthStore) -> None:
         if not out.strip():
             st.error("Choose a dataset folder.")
             return
+        try:
+            target = inside_roots(out)
+        except OutsideRoots as e:
+            st.error(md_escape(e))
+            return
         run_id = new_run_id()
-        store.create(run_id, config, str(Path(out.strip()).expanduser().resolve()))
+        store.create(run_id, config, str(target))
         generate_jobs.start(run_id, platform_state.llm_client(), store)
         st.query_params["run"] = run_id
         st.rerun()
@@ -101,7 +107,7 @@ def render_recent(store: SynthStore) -> None:
     st.subheader("Recent runs")
     for r in runs:
         label = f"{r.run_id} · {r.status} · {r.config.lang} · {r.config.months} month(s)" + (f" · user {r.uid}" if r.uid else "")
-        st.page_link("pages/generate.py", label=label, query_params={"run": r.run_id})
+        st.page_link("pages/generate.py", label=md_escape(label), query_params={"run": r.run_id})
 
 
 # ---------------------------------------------------------------- one run
@@ -110,9 +116,9 @@ def render_recent(store: SynthStore) -> None:
 def render_run(run_id: str, store: SynthStore) -> None:
     info = store.load(run_id)
     alive = generate_jobs.running(run_id)
-    st.subheader(f"Run {run_id}")
+    st.subheader(f"Run {md_escape(run_id)}")
     st.caption(f"{info.config.lang} · {info.config.months} month(s) · seed {info.config.seed} · into "
-               f"{info.out}")
+               f"{md_escape(info.out)}")
     buttons = st.columns(4)
     if alive:
         if buttons[0].button("Cancel", key="gen_cancel", icon=":material/stop:"):
@@ -153,7 +159,7 @@ def render_progress(run_id: str, store: SynthStore) -> None:
         if job is not None and job.current and alive:
             st.markdown(f":blue[…] **{get_step(job.current).title}** {md_escape(job.detail)}")
     if info.error:
-        st.error(f"{info.status}: {info.error}" + ("" if alive else " — press Resume to continue."))
+        st.error(f"{info.status}: {md_escape(info.error)}" + ("" if alive else " — press Resume to continue."))
     totals = pipeline.cost()
     try:
         cost = md_escape(platform_state.platform_config().estimate(totals.by_model).label())
@@ -179,7 +185,8 @@ def render_success(uid: str, out: Path) -> None:
     if name is None:
         name = name_for_path(out, known)
         st.session_state.setdefault("added_datasets", {})[name] = out
-    st.success(f"User {uid} was added to {out}.")
-    st.caption(f"Link: `/users?dataset={name}&user={uid}`")
-    if st.button(f"Open user {uid} in the Users page", key="gen_open_user", icon=":material/person:"):
+    st.success(f"User {md_escape(uid)} was added to {md_escape(out)}.")
+    link = f"/users?dataset={name}&user={uid}".replace("`", "")  # in a code span nothing else is interpreted
+    st.caption(f"Link: `{link}`")
+    if st.button(f"Open user {md_escape(uid)} in the Users page", key="gen_open_user", icon=":material/person:"):
         st.switch_page("pages/users.py", query_params={"dataset": name, "user": uid})

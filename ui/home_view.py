@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import streamlit as st
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from palset.dataset import Dataset
+from palset.files import read_json
 from ui.text import md_escape
 
 INTRO = """
@@ -42,8 +41,11 @@ def load_tour(dataset: Dataset) -> tuple[list[TourStop], str | None]:
     path = dataset.root / "tour.json"
     if not path.is_file():
         return [], None
+    data, problems = read_json(path, "tour.json")  # never raises: huge, deep or broken JSON is a problem
+    if problems:
+        return [], str(problems[0])
     try:
-        stops = [TourStop.model_validate(item) for item in json.loads(path.read_text(encoding="utf-8"))]
+        stops = [TourStop.model_validate(item) for item in data]  # type: ignore[union-attr]  # a non-list raises TypeError, reported below
     except (ValueError, ValidationError, TypeError) as e:
         return [], f"tour.json: {e}"
     valid = []
@@ -79,7 +81,7 @@ def render_home(dataset: Dataset) -> None:
                  query_params={"dataset": st.query_params["dataset"]} if "dataset" in st.query_params else None)
     stops, error = load_tour(dataset)
     if error:
-        st.error(error)
+        st.error(md_escape(error))  # a validation error quotes the file's values
     if stops:
         st.subheader("A short tour")
         for stop in stops:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from datetime import datetime
 
 import pandas as pd
 import streamlit as st
@@ -23,6 +24,7 @@ from ui.memory_common import (
     URL,
     snapshot_stage,
 )
+from ui.platform_state import base_workspace
 from ui.text import clip, md_escape
 
 
@@ -128,15 +130,29 @@ def provenance_frame(user: User, item: MemoryItem, snapshot: dict[str, MemoryIte
 
 
 def _edit_and_forget(builder: MemoryBuilder, item: MemoryItem) -> None:
+    """Edit (the previous text stays as a version) and Forget, both recorded in the audit log."""
+    from ui.access_gate import actor_name
+
     with st.expander("Edit"):
         text = st.text_area("Text", value=item.text, key=f"mem_edit_{builder.build_id}_{item.id}", height=140)
         if st.button("Save", key="mem_save", icon=":material/save:", disabled=text == item.text):
-            builder.edit(item.id, text)
+            who = actor_name()
+            builder.edit(item.id, text, editor=who)
+            base_workspace().audit.record(who, "memory.edit", f"{builder.build_id}/{item.id}",
+                                                  previous_chars=len(item.text), new_chars=len(text))
             st.session_state["mem_detail_message"] = f"Saved the new text of {md_escape(item.id)}."
             st.rerun()
+        history = builder.store.edit_history(builder.build_id, item.id)
+        if history:
+            st.caption(f"Earlier texts ({len(history)} edit(s)), oldest first:")
+            st.dataframe(pd.DataFrame([{"edited": datetime.fromtimestamp(h["edited_at"]).strftime("%Y-%m-%d %H:%M"),
+                                        "by": h["editor"], "previous text": h["previous_text"]} for h in history]),
+                         hide_index=True, key=f"mem_history_{item.id}")
     if st.button("Forget", key="mem_forget", icon=":material/delete:",
                  help="Hides this item and every item derived from it, in every snapshot and every retrieval."):
         gone = builder.forget({item.id})
+        base_workspace().audit.record(actor_name(), "memory.forget", f"{builder.build_id}/{item.id}",
+                                              forgotten=sorted(gone))
         st.session_state["mem_detail_message"] = (f"Forgot {md_escape(item.id)} and {len(gone) - 1} derived "
                                                   f"item(s).")
         st.rerun()

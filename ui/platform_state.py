@@ -14,7 +14,7 @@ from typing import Any
 
 import streamlit as st
 
-from backends.config import ConfigError, CostEstimate, PlatformConfig, load_config
+from backends.config import ConfigError, CostEstimate, PlatformConfig, config_fingerprint, load_config
 from backends.llm.client import LLMClient
 from backends.paths import default_home
 from backends.store.runstore import RunStore
@@ -63,9 +63,9 @@ def base_workspace() -> Workspace:
 
 
 def llm_client() -> LLMClient:
-    """One client per browser session, rebuilt when the session's overrides change."""
+    """One client per browser session, rebuilt when the session's overrides change (a changed key included)."""
     ws = workspace()
-    fingerprint = ws.config.model_dump_json() + str(ws.home)
+    fingerprint = config_fingerprint(ws.config) + str(ws.home)
     cached = st.session_state.get("_llm_client")
     if cached is None or st.session_state.get("_llm_client_fp") != fingerprint:
         cached = ws.llm(session_id=session_id())

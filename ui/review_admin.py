@@ -123,7 +123,9 @@ def new_batch(store: ReviewStore, accounts: AccountStore, account: Account, data
             log.info("batch not created: %s", e)
             st.error(md_escape(e))
             return
-        st.success(f"Created batch {batch_id} with {len(plan.items)} items.")
+        base_workspace().audit.record(account.name, "review.batch_create", batch_id, title=plan.title, task=task,
+                                      items=len(plan.items), annotators=plan.annotators, seed=seed)
+        st.success(f"Created batch {md_escape(batch_id)} with {len(plan.items)} items.")
         st.session_state.pop("review_new_seed_default", None)
 
 

@@ -77,6 +77,7 @@ def quality_content(p: dict, dataset: Dataset) -> None:
 
 
 def pairwise_content(p: dict, dataset: Dataset) -> None:
+    """Two dialogues as "Response A" and "Response B" in the item's seeded order; never a method name."""
     sims = base_workspace().sims
     shown_a, shown_b = shown_order(p)
     runs = {p["method_a"]: p["run_a"], p["method_b"]: p["run_b"]}
@@ -89,7 +90,7 @@ def pairwise_content(p: dict, dataset: Dataset) -> None:
     for col, label, method in zip(cols, ("A", "B"), (shown_a, shown_b)):
         rec = sims.load(runs[method])
         with col.container(height=480):
-            st.markdown(f"#### Dialogue {label}")
+            st.markdown(f"#### Response {label}")
             for u in rec.utterances:
                 who = "User" if u.side == "user" else "Assistant"
                 st.markdown(f"**{who}**: {md_escape(u.content)}")

@@ -1,9 +1,10 @@
 """Rendering of the Review page: annotator sessions over review batches, and the admin's batch tools.
 
-Who is signed in lives in ``st.session_state["review_account"]`` (re-checked against the accounts on
-every run, so a removed account loses access at once). With no accounts and the server bound to
-localhost the page runs as a single local admin. An annotator sees only batches and items assigned
-to them; a crafted ``?batch=`` or ``?item=`` of someone else's shows an error and never the item.
+Who is signed in comes from :func:`ui.access_gate.current_identity` (re-checked against the accounts
+on every run, so a removed account loses access at once; ``PAL_AUTH=local`` runs as the local admin).
+An annotator sees only batches and items assigned to them, blinded: no method names, judge verdicts,
+others' answers or majority votes; a crafted ``?batch=`` or ``?item=`` of someone else's shows an error
+and never the item. Admins and researchers manage batches; only admins see the accounts.
 
 State lives in the URL (``?batch=<id>&item=<n>``). Every answer is written the moment its button is
 pressed; a completed item moves on to the next unanswered one. Keys: 1/2/3 answer the highlighted
@@ -16,84 +17,49 @@ import pandas as pd
 import streamlit as st
 
 from palset.dataset import Dataset, dataset_key
-from review.accounts import LOCAL_ADMIN, Account, AccountStore
+from review.accounts import Account
 from review.batches import TASKS
 from review.store import ReviewStore
+from ui.access_gate import current_identity
 from ui.platform_state import base_workspace
 from ui.review_admin import go_to, new_batch, overview
 from ui.review_content import render_content
 from ui.text import md_escape
 
-ACCOUNT_KEY = "review_account"
-LOCAL_ADDRESSES = {"localhost", "127.0.0.1", "::1"}
 
-
-def bound_to_localhost() -> bool:
-    return str(st.get_option("server.address") or "") in LOCAL_ADDRESSES
-
-
-def current_account(accounts: AccountStore) -> Account | None:
-    if accounts.count() == 0:
-        return Account(name=LOCAL_ADMIN, role="admin") if bound_to_localhost() else None
-    held = st.session_state.get(ACCOUNT_KEY)
-    if not held:
-        return None
-    account = accounts.get(held["name"])
-    if account is None:
-        st.session_state.pop(ACCOUNT_KEY, None)
-    return account
-
-
-def _login(accounts: AccountStore) -> None:
-    if accounts.count() == 0:
-        st.info("No review accounts exist. Create one with `pal users add NAME --role admin`; "
-                "a server bound to localhost runs without accounts as a single local admin.")
-        return
-    with st.form("review_login"):
-        name = st.text_input("Name", key="review_login_name")
-        password = st.text_input("Password", type="password", key="review_login_password")
-        if st.form_submit_button("Sign in", key="review_login_submit", type="primary"):
-            account = accounts.verify(name, password)
-            if account is None:
-                st.error("Unknown name or wrong password.")
-            else:
-                st.session_state[ACCOUNT_KEY] = account.model_dump()
-                st.rerun()
-
-
-def _logout() -> None:
-    st.session_state.pop(ACCOUNT_KEY, None)
-    st.query_params.clear()
+def manages_batches(account: Account) -> bool:
+    """Admins and researchers create batches and see overviews; annotators only answer, blinded."""
+    return account.role in ("admin", "researcher")
 
 
 def render_review(dataset: Dataset) -> None:
     st.title("Review")
     accounts, store = base_workspace().accounts, base_workspace().reviews
-    account = current_account(accounts)
-    if account is None:
-        _login(accounts)
+    account = current_identity(accounts)
+    if account is None:  # app.py signs people in before any page: only a page run on its own gets here
+        st.error("Sign in first.")
         return
-    left, right = st.columns([4, 1])
-    left.caption(f"Signed in as **{md_escape(account.name)}** · {account.role}")
-    if account.name != LOCAL_ADMIN:
-        right.button("Sign out", key="review_logout", on_click=_logout)
+    st.caption(f"Reviewing as **{md_escape(account.name)}** · {account.role}")
     batch_id = st.query_params.get("batch")
     if batch_id:
         _render_batch(store, account, batch_id, dataset)
         return
-    if account.is_admin:
-        mine_tab, batches_tab, new_tab, people_tab = st.tabs(["My assignments", "Batches", "New batch", "Accounts"])
-        with mine_tab:
+    if manages_batches(account):
+        labels = ["My assignments", "Batches", "New batch"] + (["Accounts"] if account.is_admin else [])
+        tabs = st.tabs(labels)
+        with tabs[0]:
             _batch_list(store, store.batches(account.name), account)
-        with batches_tab:
+        with tabs[1]:
             _batch_list(store, store.batches(), account, admin=True)
-        with new_tab:
+        with tabs[2]:
             new_batch(store, accounts, account, dataset)
-        with people_tab:
-            people = accounts.list()
-            if people:
-                st.dataframe(pd.DataFrame([a.model_dump() for a in people]), hide_index=True)
-            st.caption("Add or remove accounts with `pal users add NAME --role admin|annotator` and `pal users remove NAME`.")
+        if account.is_admin:
+            with tabs[3]:
+                people = accounts.list()
+                if people:
+                    st.dataframe(pd.DataFrame([a.model_dump() for a in people]), hide_index=True)
+                st.caption("Add or remove accounts with `pal users add NAME --role admin|researcher|annotator "
+                           "[--email E]` and `pal users remove NAME`.")
     else:
         _batch_list(store, store.batches(account.name), account)
 
@@ -118,7 +84,7 @@ def _render_batch(store: ReviewStore, account: Account, batch_id: str, dataset: 
     batch = store.batch(batch_id)
     mine = store.assigned(batch_id, account.name) if batch else []
     st.button("All batches", key="review_back", icon=":material/arrow_back:", on_click=go_to)
-    if batch is None or (not mine and not account.is_admin):
+    if batch is None or (not mine and not manages_batches(account)):
         st.error("This batch is not among your assignments.")
         return
     task = TASKS[batch["task"]]
@@ -126,7 +92,7 @@ def _render_batch(store: ReviewStore, account: Account, batch_id: str, dataset: 
     if batch["dataset"] != dataset_key(dataset.root):
         st.warning(f"This batch was drawn from another dataset ({md_escape(batch['dataset'])}); "
                    "switch the active dataset to see its items.")
-    if account.is_admin:
+    if manages_batches(account):
         with st.expander("Batch overview: progress, agreement, disagreements, exports", expanded=not mine):
             overview(store, batch)
     raw = st.query_params.get("item")
@@ -136,7 +102,7 @@ def _render_batch(store: ReviewStore, account: Account, batch_id: str, dataset: 
         except ValueError:
             item_no = -1
         if item_no not in mine:
-            if account.is_admin and store.item(batch_id, item_no):
+            if manages_batches(account) and store.item(batch_id, item_no):
                 _read_only_item(store, batch, item_no, dataset)
             else:
                 st.error(f"Item {md_escape(raw)} is not one of your assignments in this batch.")

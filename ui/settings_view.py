@@ -1,4 +1,10 @@
-"""Settings page: each role's endpoint and model, session overrides, connection tests, embedder, local server, costs."""
+"""Settings page (admins): each role's endpoint and model, session overrides, connection tests, embedder,
+local server, costs.
+
+An override that changes a role's provider or base URL does not keep the configured key (see
+:mod:`backends.config`): the key for that endpoint is entered with it. URLs are shown with their
+credentials masked. Every override, reset and local-server start/stop is recorded in the audit log.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,12 @@ import time
 import pandas as pd
 import streamlit as st
 
-from backends.config import ROLES, ConfigError, PlatformConfig
+from backends.config import ROLES, ConfigError, PlatformConfig, mask_url
+from backends.csvsafe import frame_to_csv
 from backends.embeddings import resolve_name
 from backends.llm.check import check_role
 from backends.llm.errors import EndpointUnavailable
+from ui.access_gate import actor_name
 from ui.platform_state import (
     base_workspace,
     llm_client,
@@ -23,6 +31,7 @@ from ui.platform_state import (
 )
 from ui.text import md_escape
 
+log = logging.getLogger(__name__)
 PROVIDERS = ["local", "openai"]
 
 log = logging.getLogger(__name__)
@@ -33,7 +42,7 @@ def render_settings(dataset_language: str) -> None:
     try:
         cfg = platform_config()
     except ConfigError as e:
-        st.error(f"Configuration error: {md_escape(e)}")
+        st.error(f"Configuration error: {e}")  # built by backends.config from configuration: names, no payloads
         if st.button("Clear this session's overrides"):
             overrides().clear()
             st.rerun()
@@ -65,20 +74,24 @@ def _render_roles(cfg: PlatformConfig) -> None:
         with st.expander(f"{role} · {rc.provider} · {md_escape(rc.model)}"):
             with st.form(f"form_{role}"):
                 c1, c2, c3 = st.columns(3)
-                provider = c1.selectbox("Provider", PROVIDERS, index=PROVIDERS.index(rc.provider) if rc.provider in PROVIDERS else 0)
-                base_url = c2.text_input("Base URL", value=rc.base_url or "", placeholder="https://…/v1")
-                model = c3.text_input("Model", value=rc.model)
+                provider = c1.selectbox("Provider", PROVIDERS, index=PROVIDERS.index(rc.provider) if rc.provider in PROVIDERS else 0,
+                                        key=f"set_{role}_provider")
+                shown_url = mask_url(rc.base_url) or ""
+                base_url = c2.text_input("Base URL", value=shown_url, placeholder="https://…/v1", key=f"set_{role}_base_url")
+                model = c3.text_input("Model", value=rc.model, key=f"set_{role}_model")
                 c4, c5, c6, c7 = st.columns(4)
                 temperature = c4.number_input("Temperature", 0.0, 2.0, float(rc.temperature), 0.1)
                 max_tokens = c5.number_input("Max tokens", 1, 32768, int(rc.max_tokens))
                 timeout = c6.number_input("Timeout (s)", 1.0, 3600.0, float(rc.timeout))
-                api_key = c7.text_input("API key", type="password", placeholder="unchanged" if rc.api_key else "none")
-                if st.form_submit_button("Apply for this session"):
-                    new = {"provider": provider, "base_url": base_url or None, "model": model,
-                           "temperature": temperature, "max_tokens": max_tokens, "timeout": timeout}
-                    if api_key:
-                        new["api_key"] = api_key
-                    overrides()[role] = {**overrides().get(role, {}), **new}
+                api_key = c7.text_input("API key", type="password", placeholder="unchanged" if rc.api_key else "none",
+                                        key=f"set_{role}_api_key",
+                                        help="Another provider or base URL never uses the configured key: enter "
+                                             "the key for that endpoint here.")
+                if st.form_submit_button("Apply for this session", key=f"set_{role}_apply"):
+                    url = rc.base_url if base_url == shown_url else (base_url or None)
+                    apply_override(role, {"provider": provider, "base_url": url, "model": model,
+                                          "temperature": temperature, "max_tokens": max_tokens, "timeout": timeout},
+                                   api_key)
                     st.rerun()
             b1, b2 = st.columns(2)
             if b1.button("Test connection", key=f"test_{role}", icon=":material/network_check:"):
@@ -87,9 +100,21 @@ def _render_roles(cfg: PlatformConfig) -> None:
                 st.session_state[f"check_{role}"] = report
             if role in overrides() and b2.button("Reset to configured", key=f"reset_{role}"):
                 overrides().pop(role, None)
+                base_workspace().audit.record(actor_name(), "settings.reset", role)
                 st.rerun()
             if report := st.session_state.get(f"check_{role}"):
-                (st.success if report.ok else st.error)("\n".join(report.lines()).replace("\n", "  \n"))
+                (st.success if report.ok else st.error)(md_escape("\n".join(report.lines())))
+
+
+def apply_override(role: str, new: dict, api_key: str) -> None:
+    """Keep this session's override of ``role`` (with its own key when one was typed) and audit what changed."""
+    if api_key:
+        new["api_key"] = api_key
+    before = overrides().get(role, {})
+    overrides()[role] = {**before, **new}
+    changed = sorted(k for k, v in new.items() if k != "api_key" and before.get(k) != v)
+    base_workspace().audit.record(actor_name(), "settings.override", role, fields=changed, key_entered=bool(api_key),
+                        base_url=mask_url(new.get("base_url")), provider=new.get("provider"), model=new.get("model"))
 
 
 def _render_local_server(cfg: PlatformConfig) -> None:
@@ -113,10 +138,12 @@ def _render_local_server(cfg: PlatformConfig) -> None:
         st.caption(f"Last measured speed: {measured[-1].tokens_per_s:.0f} tokens/s (Test connection on a local role)")
     b1, b2 = st.columns(2)
     if b1.button("Start", disabled=bool(status["running"]), icon=":material/play_arrow:"):
+        base_workspace().audit.record(actor_name(), "settings.local_server", "local model", state="start")
         with st.spinner("Starting the local model…"):
             server.ensure()
         st.rerun()
     if b2.button("Stop", disabled=not status["running"], icon=":material/stop:"):
+        base_workspace().audit.record(actor_name(), "settings.local_server", "local model", state="stop")
         server.stop()
         st.rerun()
 
@@ -135,7 +162,7 @@ def _render_embedder(cfg: PlatformConfig, language: str) -> None:
             vecs = emb.embed_documents(texts)
             rate = len(texts) / (time.perf_counter() - t0)
         sims = vecs[:3] @ vecs[0]
-        st.success(f"{emb.name}: {emb.dim} dims, loaded in {load_s:.1f} s, {rate:.0f} sentences/s; "
+        st.success(f"{md_escape(emb.name)}: {emb.dim} dims, loaded in {load_s:.1f} s, {rate:.0f} sentences/s; "
                    f"paraphrase similarity {sims[1]:.2f} vs unrelated {sims[2]:.2f}")
 
 
@@ -150,7 +177,7 @@ def _render_costs(cfg: PlatformConfig) -> None:
         frame = pd.DataFrame(calls)[["role", "model", "prompt_name", "prompt_version", "tokens_in", "tokens_out",
                                      "latency_ms", "cache_hit", "attempts", "error"]]
         st.dataframe(frame, hide_index=True, width="stretch")
-        st.download_button("Export calls (CSV)", frame.to_csv(index=False), file_name="llm-calls.csv", mime="text/csv")
+        st.download_button("Export calls (CSV)", frame_to_csv(frame), file_name="llm-calls.csv", mime="text/csv")
     if not cfg.prices:
         st.caption("No price table configured ([prices.\"model\"] in secrets.toml): models other than the bundled "
                    "one are shown as unpriced.")

@@ -1,4 +1,8 @@
-"""The frame around every page: active dataset in the sidebar, status of what loaded."""
+"""The frame around every page: who is signed in, the active dataset in the sidebar, status of what loaded.
+
+What the sidebar offers follows the role: annotators pick a dataset only; researchers and admins also
+open folders (inside ``PAL_DATA_ROOTS``) and see the backends.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,11 @@ from pathlib import Path
 
 import streamlit as st
 
+from backends.roots import OutsideRoots, inside_roots
 from palset.dataset import Dataset
 from palset.files import MISSING_MEANS
+from review.access import auth_mode
+from review.accounts import Account
 from ui.datasets import DEFAULT_DATASET, configured_datasets, folder_signature, load, name_for_path
 from ui.text import error_text, md_escape
 
@@ -45,7 +52,11 @@ def _add_folder() -> None:
     raw = st.session_state.get("dataset_path_input", "").strip()
     if not raw:
         return
-    path = Path(raw).expanduser()
+    try:
+        path = inside_roots(raw)
+    except OutsideRoots as e:
+        st.session_state["dataset_path_error"] = str(e)
+        return
     if not path.is_dir():
         st.session_state["dataset_path_error"] = f"{raw} is not a folder"
         return
@@ -56,9 +67,21 @@ def _add_folder() -> None:
     _switch_dataset(name)
 
 
-def render_sidebar(dataset: Dataset) -> None:
-    """Dataset picker and a one-glance status of the loaded dataset."""
+def render_identity(account: Account) -> None:
+    """Who is signed in, and Sign out (accounts mode only: the local admin has nothing to sign out of)."""
+    from ui.access_gate import sign_out
+
+    if auth_mode() == "local":
+        return
+    st.caption(f"Signed in as **{md_escape(account.name)}** · {account.role}")
+    st.button("Sign out", key="auth_logout", icon=":material/logout:", on_click=sign_out)
+    st.divider()
+
+
+def render_sidebar(dataset: Dataset, account: Account) -> None:
+    """Identity, dataset picker and a one-glance status of the loaded dataset (what the role may see)."""
     with st.sidebar:
+        render_identity(account)
         st.subheader("Dataset")
         names = list(known_datasets())
         current = active_dataset_name()
@@ -70,11 +93,13 @@ def render_sidebar(dataset: Dataset) -> None:
             st.session_state["_url_dataset"] = choice
             _switch_dataset(choice)
             st.rerun()
+        if account.is_annotator:
+            return
         with st.expander("Open a folder in PAL-Set layout"):
             st.text_input("Folder path", key="dataset_path_input", placeholder="/path/to/PAL-Set/data_en")
             st.button("Open", on_click=_add_folder)
             if err := st.session_state.get("dataset_path_error"):
-                st.error(err)
+                st.error(md_escape(err))
         n_sessions = sum(u.counts.sessions for u in dataset.users.values())
         st.caption(f"{len(dataset.users)} users · {n_sessions} sessions · language {dataset.language}")
         if dataset.is_partial and dataset.users:
@@ -82,7 +107,7 @@ def render_sidebar(dataset: Dataset) -> None:
         if dataset.missing and dataset.users:
             with st.expander(f"{len(dataset.missing)} release file(s) absent"):
                 for name in dataset.missing:
-                    st.markdown(f"- **{name}**: {MISSING_MEANS[name]}")
+                    st.markdown(f"- **{md_escape(name)}**: {MISSING_MEANS[name]}")
         errors = dataset.errors
         if errors:
             with st.expander(f":red[{len(errors)} problem(s) in the data]"):
@@ -104,12 +129,12 @@ def render_backends(dataset: Dataset) -> None:
     try:
         cfg = platform_config()
     except ConfigError as e:
-        st.error(f"Configuration error: {e}")
+        st.error(f"Configuration error: {e}")  # built by backends.config from configuration: names, no payloads
         return
     lines = []
     for role in ROLES:
         rc = cfg.role(role)
-        lines.append(f"- {role}: {rc.provider} · {rc.model}")
+        lines.append(f"- {role}: {rc.provider} · {md_escape(rc.model)}")
     st.caption("\n".join(lines))
     if any(cfg.role(r).provider == "local" for r in ROLES):
         try:
@@ -117,9 +142,9 @@ def render_backends(dataset: Dataset) -> None:
             state = "healthy" if status["healthy"] else ("starting" if status["running"] else "starts on first use")
         except EndpointUnavailable as e:
             log.warning("local model unavailable: %s", e)
-            state = f"unavailable: {e}"
+            state = f"unavailable: {md_escape(e)}"
         st.caption(f"Local model: {state}")
-    st.caption(f"Embedder: {resolve_name(cfg.embedder.name, dataset.language)}")
+    st.caption(f"Embedder: {md_escape(resolve_name(cfg.embedder.name, dataset.language))}")
     try:
         calls, tin, tout, cost = session_cost(cfg, llm_client().store, session_id())
         st.caption(f"This session: {calls} LLM calls · {tin + tout:,} tokens · {md_escape(cost.label())}")

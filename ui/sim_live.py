@@ -2,7 +2,9 @@
 Stop/Resume, and a person taking over either side.
 
 Every utterance is saved by :class:`sim.runner.Simulation` the moment it exists, so a closed browser
-loses nothing; the runs driven here are kept in ``st.session_state["sim_live"]``.
+loses nothing; the runs driven here are kept in ``st.session_state["sim_live"]``. This tab drives a
+run only while it holds the run's lease: a run driven elsewhere (another tab, ``pal simulate``) is
+followed read-only instead (see :func:`ui.sim_view.render_replay`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import streamlit as st
 
 from sim.export import speaker
 from sim.roles import SimulationError
-from sim.runner import Simulation
+from sim.runner import RunElsewhere, Simulation
 from ui.sim_transcript import (
     SIDES,
     badge_line,
@@ -27,6 +29,7 @@ from ui.sim_transcript import (
 )
 from ui.text import error_text, md_escape
 
+log = logging.getLogger(__name__)
 LIVE, GO, MESSAGE = "sim_live", "sim_go", "sim_message"
 
 log = logging.getLogger(__name__)
@@ -38,13 +41,30 @@ def live_runs() -> dict[str, Simulation]:
 
 
 
-def go_live(sims: list[Simulation]) -> None:
-    """This browser session drives these runs from now on, and they advance."""
+def tab_driver() -> str:
+    """This browser session's name as a run's driver."""
+    from ui.platform_state import session_id
+
+    return f"tab:{session_id()}"
+
+
+def go_live(sims: list[Simulation]) -> bool:
+    """This browser session drives these runs from now on, and they advance; False (and nothing driven here)
+    when another driver holds any of them."""
+    driver = tab_driver()
+    taken = [s for s in sims if s.store.take_lease(s.record.run_id, driver)]
+    if len(taken) < len(sims):
+        for sim in taken:
+            sim.store.release_lease(sim.record.run_id, driver)
+        st.session_state[MESSAGE] = "This run is running elsewhere (another tab or `pal simulate`): following it read-only."
+        return False
     live = live_runs()
     for sim in sims:
+        sim.driver = driver
         sim.resume()
         live[sim.record.run_id] = sim
     st.session_state[GO] = True
+    return True
 
 
 def held_sides(run_id: str) -> set[str]:
@@ -186,6 +206,10 @@ def step_once(sim: Simulation) -> None:
         placeholder.caption(f"{speaker(side, actor)} is writing… ({act.value})")
         try:
             utt = sim.step(on_token=stream_into(placeholder, badge_line(act.value, turn)))
+        except RunElsewhere as e:  # another driver took the run over (our lease had lapsed): follow it
+            live_runs().pop(sim.record.run_id, None)
+            placeholder.info(md_escape(e))
+            return
         except Exception as e:  # LLMError, SimulationError, memory problems: a message, never a traceback
             log.exception("simulation %s: turn %s %s failed", sim.record.run_id, turn, side)
             sim.fail(error_text(e))

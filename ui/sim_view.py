@@ -30,14 +30,13 @@ from sim.types import RunRecord, RunSpec
 from ui import platform_state
 from ui.memory_common import NO_COMPARE, available_methods, default_method, method_label
 from ui.platform_state import base_workspace
-from ui.sim_live import GO, go_live, live_runs, render_live
+from ui.sim_live import GO, MESSAGE, go_live, live_runs, render_live, tab_driver
 from ui.sim_runs import render_runs
 from ui.sim_transcript import columns_for, export_buttons, render_utterance, run_header
 from ui.text import clip, error_text, md_escape
 from ui.url_state import UrlState
 
 log = logging.getLogger(__name__)
-
 TABS = ["Simulation", "Runs"]
 MODES = ["fixed", "free"]
 _KEYS = {"user": "sim_user", "method": "sim_method", "compare": "sim_compare", "tab": "sim_tab"}
@@ -149,13 +148,13 @@ def _start_button(dataset: Dataset, specs: list[RunSpec]) -> None:
     stored = [_stored_status(store, run_id_for(s)) for s in specs]
     existing = [s for s in stored if s is not None]
     if existing:
-        st.caption(f"Runs with these settings exist ({', '.join(existing)}): Resume continues them. "
+        st.caption(f"Runs with these settings exist ({md_escape(', '.join(existing))}): Resume continues them. "
                    "Change the seed for a new run.")
     label = "Resume" if existing else "Start"
     if st.button(label, key="sim_start", type="primary", icon=":material/play_arrow:"):
         sims = _open(dataset, [(s, pair_id_for(specs) if len(specs) == 2 else None) for s in specs])
         if sims:
-            go_live(sims)
+            go_live(sims)  # or, when another driver holds a run, it is followed read-only
             st.query_params["run"] = sims[0].record.run_id
             st.rerun()
 
@@ -193,7 +192,9 @@ def paired_ids(store: SimStore, record: RunRecord) -> list[str]:
 def close_run(ids: list[str]) -> None:
     """Back to the setup: these runs stop advancing here (what is saved stays; the runs list resumes them)."""
     for run_id in ids:
-        live_runs().pop(run_id, None)
+        sim = live_runs().pop(run_id, None)
+        if sim is not None:
+            sim.release()
     st.session_state[GO] = False
     st.query_params.pop("run", None)
 
@@ -220,7 +221,16 @@ def render_run(dataset: Dataset, run_id: str) -> None:
 
 
 def render_replay(dataset: Dataset, records: list[RunRecord]) -> None:
-    """A stored run (and its pair) read-only, with Resume when it is unfinished."""
+    """A stored run (and its pair) read-only, with Resume when it is unfinished; a run another driver advances
+    is followed (redrawn every two seconds) with no Resume."""
+    store = base_workspace().sims
+    if message := st.session_state.pop(MESSAGE, None):
+        st.info(md_escape(message))
+    elsewhere = [lease.holder for r in records
+                 if (lease := store.driver(r.run_id)) is not None and lease.holder != tab_driver()]
+    if elsewhere:
+        follow_elsewhere([r.run_id for r in records])
+        return
     unfinished = [r for r in records if r.status != "finished"]
     if unfinished:
         same = all(r.spec.dataset == dataset_key(dataset.root) for r in records)
@@ -231,9 +241,27 @@ def render_replay(dataset: Dataset, records: list[RunRecord]) -> None:
             if sims:
                 go_live(sims)
                 st.rerun()
+    transcripts(records)
+
+
+def transcripts(records: list[RunRecord], exports: bool = True) -> None:
     for col, record in zip(columns_for(len(records)), records):
         with col:
             run_header(record)
             for utt in record.utterances:
                 render_utterance(utt, record.run_id)
-            export_buttons(record)
+            if exports:
+                export_buttons(record)
+
+
+@st.fragment(run_every=2.0)
+def follow_elsewhere(run_ids: list[str]) -> None:
+    """A run driven elsewhere, read-only and kept current; Resume appears here once that driver lets go."""
+    store = base_workspace().sims
+    records = [store.load(i) for i in run_ids]
+    if any((lease := store.driver(i)) is not None and lease.holder != tab_driver() for i in run_ids):
+        st.info("Running elsewhere (another tab or `pal simulate`): following it read-only.",
+                icon=":material/visibility:")
+    elif any(r.status != "finished" for r in records):
+        st.caption("The other driver stopped; reload the page to resume the run here.")
+    transcripts(records, exports=False)

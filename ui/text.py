@@ -17,6 +17,16 @@ def md_escape(text: object) -> str:
     return escaped.replace("\n", "  \n")
 
 
+_MD_INLINE = re.compile(r"([\\`*_{}\[\]()!|<>~$:&])")
+
+
+def md_inline(text: object) -> str:
+    """``text`` as one inert line inside markdown (a title, a label, a caption): inline syntax (links, images,
+    emphasis, code, ``:colour[…]``, math, HTML) is escaped, newlines become spaces. Characters that matter only
+    at the start of a line (``#``, ``-``, ``+``, ``1.``) are kept, so a title shows a name exactly as written."""
+    return _MD_INLINE.sub(r"\\\1", " ".join(str(text).splitlines()))
+
+
 def clip(text: str, limit: int) -> str:
     """Shorten to ``limit`` characters on a word boundary, with an ellipsis."""
     text = " ".join(text.split())

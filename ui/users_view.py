@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import streamlit as st
 
+from backends.csvsafe import frame_to_csv
 from palset.dataset import Dataset, Session, SessionTopic, User
 from palset.vocab import ASPECTS, BIG_FIVE, LogType
 from ui.charts import build_big_five_radar, build_timeline_figure
 from ui.tables import GalleryFilter, LogFilter, big_five_short, filter_users, gallery_frame, log_frame
-from ui.text import first_sentence, md_escape
+from ui.text import first_sentence, md_escape, md_inline
 from ui.url_state import UrlState
 
 TABS = ["Profile", "Timeline", "Logs", "Sessions"]
@@ -84,7 +85,7 @@ def render_gallery(dataset: Dataset) -> None:
         st.dataframe(frame, hide_index=True, width="stretch")
     else:
         _render_cards(users)
-    st.download_button("Export this list (CSV)", frame.to_csv(index=False), file_name=f"{dataset.name}-users.csv",
+    st.download_button("Export this list (CSV)", frame_to_csv(frame), file_name=f"{dataset.name}-users.csv",
                        mime="text/csv", icon=":material/download:")
 
 
@@ -130,7 +131,7 @@ def render_user(dataset: Dataset, user: User) -> None:
         close_user()
         st.rerun()
     p = user.profile
-    st.title(user.name)
+    st.title(md_inline(user.name))
     if p:
         st.caption(f"{md_escape(user.uid)} · {p.age} · {md_escape(p.gender)} · {user.language} · {md_escape(big_five_short(user))}")
     _URL.sync("tab", TABS, "Sessions" if st.query_params.get("session") else "Profile")
@@ -186,7 +187,7 @@ def render_timeline(dataset: Dataset, user: User) -> None:
     if user.timeline:
         st.subheader("Months")
         for month, text in user.timeline.items():
-            with st.expander(month):
+            with st.expander(md_escape(month)):
                 st.markdown(md_escape(text))
     if user.situations:
         st.subheader("Situations")
@@ -217,7 +218,7 @@ def render_logs(dataset: Dataset, user: User) -> None:
         "time": st.column_config.DatetimeColumn("time", format="YYYY-MM-DD HH:mm"),
         "content": st.column_config.TextColumn("content", width="large"),
     })
-    st.download_button("Export logs (CSV)", frame.to_csv(index=False), file_name=f"{user.uid}-logs.csv", mime="text/csv",
+    st.download_button("Export logs (CSV)", frame_to_csv(frame), file_name=f"{user.uid}-logs.csv", mime="text/csv",
                        icon=":material/download:")
 
 

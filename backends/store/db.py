@@ -6,9 +6,9 @@ its life: without it, every close of the last connection checkpoints and deletes
 which made each write cost milliseconds.
 
 Writes run in ``BEGIN IMMEDIATE`` transactions (:meth:`Database.write`), so two writers never
-deadlock on a lock upgrade. Reads run in deferred transactions (:meth:`Database.read`): under WAL
-they see one consistent snapshot and never take the write lock, so a slow reader cannot delay a
-writer.
+deadlock on a lock upgrade. Reads run in deferred, read-only transactions (:meth:`Database.read`):
+under WAL they see one consistent snapshot and never take the write lock, so a slow reader (an export,
+a dashboard) cannot delay a writer; a write attempted inside one fails (``PRAGMA query_only``).
 """
 
 from __future__ import annotations
@@ -68,13 +68,29 @@ class Database:
                 conn.execute("ROLLBACK")
             raise
 
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        conn = self.connection()
+        if conn.in_transaction:  # already inside this thread's transaction on the file: read in it
+            yield conn
+            return
+        conn.execute("PRAGMA query_only=ON")
+        conn.execute("BEGIN DEFERRED")
+        try:
+            yield conn
+        finally:
+            if conn.in_transaction:
+                conn.execute("COMMIT")  # ends the read snapshot (nothing to write)
+            conn.execute("PRAGMA query_only=OFF")
+
     def write(self) -> AbstractContextManager[sqlite3.Connection]:
         """An immediate transaction: commits on success, rolls back on error."""
         return self._transaction("BEGIN IMMEDIATE")
 
     def read(self) -> AbstractContextManager[sqlite3.Connection]:
-        """A deferred transaction for reading: one consistent snapshot, no write lock."""
-        return self._transaction("BEGIN")
+        """A read-only snapshot: a deferred transaction that takes no write lock (inside this thread's own
+        open transaction on the file, it reads in that one)."""
+        return self._reading()
 
     def close(self) -> None:
         """Close this thread's connection and the keeper (other threads' connections close with their threads)."""

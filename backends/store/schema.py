@@ -44,6 +44,33 @@ MIGRATIONS: list[Migration] = [
         CREATE INDEX llm_calls_run ON llm_calls(run_id);
         """,
     ),
+    (
+        11,
+        "leases: one holder of a resource (a simulation run's driver) until it expires",
+        """
+        CREATE TABLE leases (
+            resource TEXT PRIMARY KEY,
+            holder TEXT NOT NULL,
+            acquired_at REAL NOT NULL,
+            expires_at REAL NOT NULL
+        )
+        """,
+    ),
+    (
+        12,
+        'audit log: who did what to which target, when',
+        """
+        CREATE TABLE audit_log (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            ts REAL NOT NULL,
+            actor TEXT NOT NULL,
+            action TEXT NOT NULL,
+            target TEXT NOT NULL,
+            detail TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX audit_log_ts ON audit_log(ts)
+        """,
+    ),
 ]
 
 

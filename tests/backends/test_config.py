@@ -39,3 +39,47 @@ def test_clear_errors_for_bad_config():
         load_config(secrets={}, env={"PAL_ASSISTANT_PROVIDER": "openai"})
     with pytest.raises(ConfigError, match="unknown|Extra inputs"):
         load_config(secrets={"llm": {"default": {"modle": "x"}}}, env={})
+
+
+LAB = {"PAL_DEFAULT_PROVIDER": "openai", "PAL_DEFAULT_BASE_URL": "https://llm.lab.example/v1",
+       "PAL_DEFAULT_MODEL": "m", "PAL_DEFAULT_API_KEY": "sk-lab-key-123456"}
+
+
+@pytest.mark.parametrize("override", [{"base_url": "http://evil.example/v1"}, {"provider": "local"},
+                                      {"base_url": "https://llm.lab.example/v2"}])
+def test_an_override_of_provider_or_base_url_never_keeps_the_configured_key(override):
+    cfg = load_config(secrets={}, env=LAB, overrides={"judge": override})
+    assert cfg.role("judge").api_key is None
+    assert cfg.role("assistant").api_key.get_secret_value() == "sk-lab-key-123456"
+    own = load_config(secrets={}, env=LAB, overrides={"judge": {**override, "api_key": "sk-mine"}})
+    assert own.role("judge").api_key.get_secret_value() == "sk-mine"
+    same = load_config(secrets={}, env=LAB, overrides={"judge": {"model": "other", "base_url": None,
+                                                                 "provider": "openai"}})
+    assert same.role("judge").api_key.get_secret_value() == "sk-lab-key-123456"  # same endpoint: key stays
+
+
+def test_credentials_in_urls_are_masked_in_the_public_view():
+    from backends.config import mask_url
+
+    cfg = load_config(secrets={}, env={**LAB, "PAL_DEFAULT_BASE_URL": "https://bob:hunter2@llm.lab.example:8443/v1"})
+    assert cfg.role("judge").public()["base_url"] == "https://***@llm.lab.example:8443/v1"
+    assert mask_url("http://host/v1") == "http://host/v1" and mask_url(None) is None
+
+
+def test_allowed_endpoints_refuse_other_hosts_with_a_clear_error():
+    env = {**LAB, "PAL_ALLOWED_ENDPOINTS": "llm.lab.example, 127.0.0.1:8000"}
+    assert load_config(secrets={}, env=env).role("judge").base_url == "https://llm.lab.example/v1"
+    load_config(secrets={}, env=env, overrides={"judge": {"base_url": "http://127.0.0.1:8000/v1"}})
+    for url in ("http://127.0.0.1:9999/v1", "http://169.254.169.254/v1", "http://llm.lab.example.evil.io/v1"):
+        with pytest.raises(ConfigError, match="role judge: endpoint host .* is not in PAL_ALLOWED_ENDPOINTS"):
+            load_config(secrets={}, env=env, overrides={"judge": {"base_url": url}})
+    load_config(secrets={}, env=env, overrides={"judge": {"provider": "local"}})  # the bundled model is always fine
+
+
+def test_the_client_fingerprint_changes_when_only_a_key_changes():
+    from backends.config import config_fingerprint
+
+    a = config_fingerprint(load_config(secrets={}, env=LAB))
+    b = config_fingerprint(load_config(secrets={}, env={**LAB, "PAL_DEFAULT_API_KEY": "sk-other-key-999"}))
+    assert a != b and "sk-lab-key-123456" not in a
+    assert a == config_fingerprint(load_config(secrets={}, env=LAB))

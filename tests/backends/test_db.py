@@ -3,6 +3,7 @@ reads that never take the write lock."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 
@@ -100,3 +101,25 @@ def test_a_slow_reader_does_not_block_a_writer(tmp_path):
     release.set()
     t.join()
     assert waited < 1.0
+def test_a_slow_reader_does_not_hold_up_a_writer_and_cannot_write(tmp_path):
+    dbase = _setup(tmp_path / "a.sqlite")
+    wrote = threading.Event()
+
+    def writer():
+        with dbase.write() as conn:
+            conn.execute("INSERT INTO t VALUES (1)")
+        wrote.set()
+
+    with dbase.read() as conn:
+        before = conn.execute("SELECT COUNT(*) FROM t").fetchone()[0]
+        t = threading.Thread(target=writer)
+        t.start()
+        assert wrote.wait(5), "the writer waited for the reader"
+        assert conn.execute("SELECT COUNT(*) FROM t").fetchone()[0] == before  # one snapshot throughout
+        with pytest.raises(sqlite3.OperationalError):
+            conn.execute("INSERT INTO t VALUES (2)")
+    t.join()
+    with dbase.read() as conn:
+        assert conn.execute("SELECT COUNT(*) FROM t").fetchone()[0] == before + 1
+    with dbase.write() as conn:  # the connection writes again after a read
+        conn.execute("INSERT INTO t VALUES (3)")

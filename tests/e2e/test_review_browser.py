@@ -27,7 +27,7 @@ KEYS = {1: ("3", "1"), 2: ("2", "3"), 3: ("1", "2")}  # item -> (logs, dialogue)
 @pytest.fixture
 def pal_env(tmp_path, monkeypatch) -> dict[str, str]:
     """PAL_HOME and the hash embedder, for this process (accounts, batch, answers) and the app alike."""
-    env = {"PAL_HOME": str(tmp_path / "pal"), "PAL_EMBEDDER": "hash"}
+    env = {"PAL_HOME": str(tmp_path / "pal"), "PAL_EMBEDDER": "hash", "PAL_AUTH": "accounts"}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     return env

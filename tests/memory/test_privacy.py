@@ -6,6 +6,7 @@ from memory.methods import METHODS
 from memory.privacy import find_forget_requests, mentions, redact
 from memory.store import dialogue_stage
 from testkit.h2_fake import h2_reply
+from tests.memory.privacy_corpus import cases, fragments
 
 SECRETS = ["+44 7700 900123", "megan.ash@gmail.com", "4111 1111 1111 1111", "sk-proj-abcdefghijklmnop1234"]
 
@@ -78,3 +79,28 @@ def test_every_registered_method_imports():
 
     for name in METHODS:
         assert get_method_class(name).name == name
+
+
+# ------------------------------------------------------------------ the EN/ZH corpus
+
+CORPUS = cases()
+
+
+@pytest.mark.parametrize(("kind", "value", "text"), CORPUS, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(CORPUS)])
+def test_every_placeholder_type_is_redacted_in_english_and_chinese_contexts(kind, value, text):
+    out, found = redact(text)
+    assert f"[{kind}]" in out, out
+    for piece in fragments(value):
+        assert piece not in out, (piece, out)
+    context = text.replace(value, "")
+    assert redact(context)[0] == context, "the context alone must not look sensitive"
+
+
+@pytest.mark.parametrize("text", [
+    "今天走了10234步，2024-10-05 12:30吃饭，花了¥12.99",
+    "第2次，共4次；温度36.5度，血压120/80",
+    "I paid 20240105 yuan? No: order 2 of 4 on 2024-10-05.",
+    "会议在3楼，下午3:30开始，房间301",
+])
+def test_ordinary_numbers_in_chinese_and_english_survive(text):
+    assert redact(text)[0] == text

@@ -20,6 +20,7 @@ from ui import generate_jobs, platform_state
 def fake(tmp_path, monkeypatch):
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
     monkeypatch.setenv("PAL_EMBEDDER", "hash")
+    monkeypatch.setenv("PAL_DATA_ROOTS", str(tmp_path))  # the tests' target folders are under tmp_path
     fake = SchemaLLM()
     client = make_llm(tmp_path / "pal", fake)
     monkeypatch.setattr(platform_state, "llm_client", lambda: client)
@@ -101,3 +102,13 @@ def test_an_unknown_run_falls_back_to_setup(fake):
     at = open_page("generate", run="gen-nope")
     assert any("No generation run" in w.value for w in at.warning)
     assert at.button(key="gen_start")
+
+
+def test_a_target_folder_outside_the_data_roots_is_refused(fake, tmp_path, monkeypatch):
+    monkeypatch.setenv("PAL_DATA_ROOTS", str(tmp_path / "pal"))
+    at = open_page("generate")
+    for outside in ("/", "/etc/cron.d", str(tmp_path / "elsewhere"), str(tmp_path / "pal" / ".." / "x")):
+        at.text_input(key="gen_out").set_value(outside)
+        at.button(key="gen_start").click().run()
+        assert any("outside the folders this server may use" in e.value for e in at.error), outside
+        assert "run" not in at.query_params and not app_workspace().synth.list()

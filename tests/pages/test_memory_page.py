@@ -187,3 +187,23 @@ def test_a_method_that_fails_to_import_is_listed_with_its_reason(monkeypatch):
     assert "broken-method" not in at.selectbox(key="mem_method").options
     text = all_markdown(at)
     assert "Not available in this install" in text and "broken" in text and "not\\_installed\\_here" in text
+def test_edits_keep_every_previous_text_and_edits_and_forgets_are_audited():
+
+    builder = prebuild(DEMO, "1001", "rag-turn")
+    item_id = "1001_sample2_turn3"
+    latest = builder.store.done_stages(builder.build_id)[-1]
+    original = next(i.text for i in builder.store.items_as_of(builder.build_id, latest) if i.id == item_id)
+    at = open_page("memory", user="1001", method="rag-turn", tab="Snapshot", item=item_id)
+    for text in ("user: first edit", "user: second edit"):
+        at.text_area(key=f"mem_edit_{builder.build_id}_{item_id}").input(text).run()
+        at.button(key="mem_save").click().run()
+    history = builder.store.edit_history(builder.build_id, item_id)
+    assert [(h["previous_text"], h["new_text"], h["editor"]) for h in history] == [
+        (original, "user: first edit", "local"), ("user: first edit", "user: second edit", "local")]
+    shown = next(d.value for d in at.dataframe if "previous text" in d.value.columns)
+    assert list(shown["previous text"]) == [original, "user: first edit"]
+    at.button(key="mem_forget").click().run()
+    log = app_workspace().audit.entries()
+    assert [e.action for e in log] == ["memory.forget", "memory.edit", "memory.edit"]
+    assert all(e.actor == "local" and e.target == f"{builder.build_id}/{item_id}" for e in log)
+    assert item_id in log[0].detail["forgotten"]

@@ -8,7 +8,6 @@ from palset.loader import load_dataset
 from review.batches import plan_batch, quality_candidates
 from tests.conftest import DEMO
 from tests.pages.apptest import all_markdown, app_workspace, open_page
-from ui import review_view
 
 PASSWORD = "correct-horse"
 
@@ -18,6 +17,7 @@ def team(tmp_path, monkeypatch):
     """Accounts boss (admin), ann1, ann2, ann3 and two quality batches of the demo dataset."""
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
     monkeypatch.setenv("PAL_EMBEDDER", "hash")
+    monkeypatch.setenv("PAL_AUTH", "accounts")
     accounts = app_workspace().accounts
     accounts.add("boss", "admin", PASSWORD)
     for name in ("ann1", "ann2", "ann3"):
@@ -53,9 +53,10 @@ def progress_text(at) -> str:
 
 def test_without_accounts_a_public_server_asks_for_an_account_and_localhost_runs_as_local_admin(tmp_path, monkeypatch):
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
+    monkeypatch.setenv("PAL_AUTH", "accounts")  # was: bound to a public address
     at = open_page("review")
     assert "pal users add" in at.info[0].value and not at.tabs
-    monkeypatch.setattr(review_view, "bound_to_localhost", lambda: True)
+    monkeypatch.setenv("PAL_AUTH", "local")  # was: bound to localhost
     at = open_page("review")
     assert "local" in all_markdown(at) and [t.label for t in at.tabs][:2] == ["My assignments", "Batches"]
 
@@ -147,7 +148,7 @@ def test_local_admin_audits_memory_and_compares_dialogues_with_a_recorded_order(
     from tests.review.conftest import memory_items
 
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
-    monkeypatch.setattr(review_view, "bound_to_localhost", lambda: True)
+    monkeypatch.setenv("PAL_AUTH", "local")
     store, sims = app_workspace().reviews, app_workspace().sims
     for method in ("x", "y"):
         spec = RunSpec(dataset=dataset_key(DEMO), user_id="1001", sample_id="1001_sample7", topic_key="topic-1",
@@ -186,7 +187,7 @@ def test_admin_overview_of_a_pairwise_batch_shows_judge_human_agreement(tmp_path
     from sim.types import RunRecord, RunSpec
 
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
-    monkeypatch.setattr(review_view, "bound_to_localhost", lambda: True)
+    monkeypatch.setenv("PAL_AUTH", "local")
     store, sims = app_workspace().reviews, app_workspace().sims
     for method in ("x", "y"):
         spec = RunSpec(dataset=dataset_key(DEMO), user_id="1001", sample_id="1001_sample7", topic_key="topic-1",
@@ -204,3 +205,30 @@ def test_admin_overview_of_a_pairwise_batch_shows_judge_human_agreement(tmp_path
     assert table.loc["judge lose", "human lose"] == 1  # from x's side (the batch's method 1)
     assert "Judge–human agreement" in all_markdown(at)
     assert {m.label: m.value for m in at.metric}["Matched items"] == "1"
+
+
+def test_annotators_are_blinded_on_pairwise_items(team, monkeypatch):
+    from review.batches import pairwise_candidates
+    from sim.types import RunRecord, RunSpec, Utterance
+
+    store, _ = team
+    sims = app_workspace().sims
+    for method in ("h2memory", "memorybank"):
+        spec = RunSpec(dataset=dataset_key(DEMO), user_id="1001", sample_id="1001_sample7", topic_key="topic-1",
+                       method=method)
+        sims.create(RunRecord(run_id=f"run-{method}", spec=spec, status="finished"))
+        from palset.vocab import Act
+        sims.add_utterance(f"run-{method}", Utterance(turn_no=0, side="assistant", actor="assistant",
+                                                      act=Act.TOPIC_INQUIRY, content=f"answer number {len(method)}"))
+    pair = store.create_batch(plan_batch("P", "pairwise", dataset_key(DEMO),
+                                         pairwise_candidates(sims.list(), "h2memory", "memorybank"), 1, 3, 2,
+                                         ["ann1", "ann2"]), "boss")
+    store.answer(pair, 1, "ann2", "requirement", "A")  # someone else's answer
+    at = sign_in("ann1", batch=pair)
+    click(at, "review_start")
+    shown = "\n".join([all_markdown(at), *(e.label for e in at.expander), *(b.label for b in at.button),
+                       *(t.label for t in at.tabs)])
+    assert "Response A" in shown and "Response B" in shown
+    for secret in ("h2memory", "memorybank", "H²Memory", "MemoryBank", "ann2", "judge", "majority"):
+        assert secret.lower() not in shown.lower(), secret
+    assert not at.dataframe and not at.get("download_button") and not at.metric

@@ -1,6 +1,6 @@
 """Settings page: roles table, session overrides, and keys never shown."""
 
-from tests.pages.apptest import open_page
+from tests.pages.apptest import app_workspace, open_page
 
 
 def _everything(at) -> str:
@@ -43,3 +43,35 @@ def test_config_error_is_shown_not_raised(monkeypatch, tmp_path):
     monkeypatch.setenv("PAL_ASSISTANT_MAX_TOKENS", "lots")
     at = open_page("settings")
     assert any("Configuration error: role assistant: max_tokens" in e.value for e in at.error)
+
+
+def test_a_base_url_override_never_sends_the_configured_key(monkeypatch, tmp_path):
+    """Key leak: the lab's key is configured; an admin points the judge at another server (a fake endpoint on
+    127.0.0.1 recording every Authorization header) and tests the connection: that server never sees the key."""
+    from testkit.fault_server import FaultServer
+
+    monkeypatch.setenv("PAL_HOME", str(tmp_path))
+    lab = FaultServer(default=("ok", '{"city": "Paris", "country": "France", "continent": "Europe"}'))
+    visitor = FaultServer(default=("ok", '{"city": "Paris", "country": "France", "continent": "Europe"}'))
+    with lab.running(), visitor.running():
+        for key, value in {"PROVIDER": "openai", "BASE_URL": lab.base_url, "MODEL": "lab-model",
+                           "API_KEY": "sk-lab-secret-0123456789"}.items():
+            monkeypatch.setenv(f"PAL_DEFAULT_{key}", value)
+        at = open_page("settings")
+        at.text_input(key="set_judge_base_url").input(visitor.base_url)
+        at.button(key="set_judge_apply").click().run()
+        at.button(key="test_judge").click().run()
+        assert not at.exception
+        assert visitor.requests, "the connection test reached the named server"
+        assert all("sk-lab-secret" not in v for h in visitor.headers for v in h.values())
+        # the key typed for that endpoint is used there, and only there
+        at.text_input(key="set_judge_api_key").input("sk-visitor-own-key")
+        at.button(key="set_judge_apply").click().run()
+        at.button(key="test_judge").click().run()
+        assert visitor.headers[-1]["authorization"] == "Bearer sk-visitor-own-key"
+        at.button(key="test_assistant").click().run()  # the configured endpoint still gets the lab's key
+        assert lab.headers[-1]["authorization"] == "Bearer sk-lab-secret-0123456789"
+    assert "sk-lab-secret" not in _everything(at)
+    log = app_workspace().audit.entries(action="settings.override")
+    assert [e.target for e in log] == ["judge", "judge"] and log[0].detail["key_entered"] is True
+    assert "sk-visitor-own-key" not in str([e.detail for e in log])

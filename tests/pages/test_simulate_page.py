@@ -175,3 +175,24 @@ def test_runs_list_shows_stored_runs(llm):
     frame = at.dataframe(key="sim_runs_table").value
     assert list(frame["run_id"]) == [run_id_for(spec())]
     assert frame["status"].iloc[0] == "finished" and frame["turns"].iloc[0] == schedule_len()
+
+
+def test_a_run_driven_elsewhere_is_followed_read_only(llm):
+    from backends.store.leases import process_holder
+
+    dataset = load_dataset(DEMO)
+    sim = app_workspace().open_simulation(dataset, spec(), platform_state.llm_client())
+    sim.driver = process_holder("pal simulate batch-1")  # this (living) process drives it
+    sim.step()
+    asked = len(llm.requests)
+    at = start()  # a tab presses Start on the same settings
+    assert any("running elsewhere" in i.value.lower() for i in at.info)
+    assert not at.button_group and not at.chat_input and not any(b.key == "sim_resume_replay" for b in at.button)
+    assert len(transcript(at)) == 1 and len(llm.requests) == asked  # nothing driven here
+    assert app_workspace().sims.driver(sim.record.run_id).holder == sim.driver
+    sim.step()
+    at.run()  # the follower shows what the other driver wrote
+    assert len(transcript(at)) == 2
+    sim.stop()  # the other driver lets go: the run can be resumed here
+    at = open_page("simulate", run=sim.record.run_id)
+    assert any(b.key == "sim_resume_replay" for b in at.button)

@@ -1,0 +1,71 @@
+"""Backoff after repeated failed sign-ins, per account name and per client address.
+
+The first few failures are free (people mistype); after that each failure doubles the wait before the
+next attempt is even checked, up to a cap. A name that does not exist backs off exactly like one that
+does, so the throttle reveals nothing about which names exist. State is in memory, shared by every
+browser session of the server process, and bounded: entries idle for longer than ``forget_after``
+seconds are dropped.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass
+class _Failures:
+    count: int = 0
+    last: float = 0.0
+
+
+class SignInThrottle:
+    def __init__(self, free: int = 5, base_s: float = 1.0, cap_s: float = 300.0, forget_after: float = 3600.0,
+                 clock: Callable[[], float] = time.monotonic, max_keys: int = 10_000):
+        self.free, self.base_s, self.cap_s, self.forget_after = free, base_s, cap_s, forget_after
+        self.clock, self.max_keys = clock, max_keys
+        self._failures: dict[str, _Failures] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _keys(name: str, client: str | None) -> list[str]:
+        keys = [f"name:{name.strip().lower()}"]
+        if client:
+            keys.append(f"client:{client}")
+        return keys
+
+    def _delay(self, f: _Failures) -> float:
+        over = f.count - self.free - 1
+        return 0.0 if over < 0 else min(self.cap_s, self.base_s * 2 ** over)
+
+    def wait_s(self, name: str, client: str | None) -> float:
+        """Seconds until an attempt for ``name`` from ``client`` is checked again (0: now)."""
+        now = self.clock()
+        with self._lock:
+            waits = [f.last + self._delay(f) - now for k in self._keys(name, client)
+                     if (f := self._failures.get(k)) is not None]
+        return max([0.0, *waits])
+
+    def failed(self, name: str, client: str | None) -> None:
+        now = self.clock()
+        with self._lock:
+            self._prune(now)
+            for key in self._keys(name, client):
+                f = self._failures.setdefault(key, _Failures())
+                f.count, f.last = f.count + 1, now
+
+    def succeeded(self, name: str, client: str | None) -> None:
+        with self._lock:
+            for key in self._keys(name, client):
+                self._failures.pop(key, None)
+
+    def _prune(self, now: float) -> None:
+        if len(self._failures) < self.max_keys:
+            return
+        for key, f in list(self._failures.items()):
+            if now - f.last > self.forget_after:
+                del self._failures[key]
+        while len(self._failures) >= self.max_keys:  # still full: drop the oldest
+            del self._failures[min(self._failures, key=lambda k: self._failures[k].last)]

@@ -1,0 +1,90 @@
+"""Release files survive crashes and hostile content: atomic replacement with the previous version kept, a
+kill mid-write leaves the old file whole, huge or deeply nested JSON is a problem naming the file."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from palset.assemble import write_release
+from palset.atomic import previous_path, write_atomic
+from palset.loader import load_dataset
+from tests.conftest import ROOT
+
+CHILD = """
+import os, sys, time
+sys.path.insert(0, {root!r})
+import palset.atomic as atomic
+def stall(fd):  # every byte of the new version is written: stop right before the rename
+    print("writing", flush=True)
+    time.sleep(60)
+atomic.os.fsync = stall
+atomic.write_atomic(sys.argv[1], "NEW " * 2_000_000)
+"""
+
+
+def test_a_kill_mid_write_leaves_the_old_file_whole(tmp_path):
+    target = tmp_path / "input.json"
+    old = json.dumps({"0000": {"history": [], "query": []}})
+    target.write_text(old, encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, "-c", CHILD.format(root=str(ROOT)), str(target)],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "writing"
+    assert sum(p.stat().st_size for p in tmp_path.glob(".input.json.*.tmp")) >= 8_000_000  # the new text is out
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert target.read_text(encoding="utf-8") == old  # whole, not truncated
+    assert json.loads(target.read_text(encoding="utf-8"))
+
+
+def test_each_write_is_atomic_and_keeps_the_previous_version(tmp_path):
+    target = tmp_path / "sub" / "f.json"
+    write_atomic(target, "one")
+    assert target.read_text() == "one" and not previous_path(target).exists()
+    write_atomic(target, "two")
+    write_atomic(target, "three")
+    assert target.read_text() == "three" and previous_path(target).read_text() == "two"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["f.json", "f.json.prev"]  # no temp file left
+
+
+def test_release_writes_keep_the_previous_files_and_refuse_an_unreadable_one(tmp_path):
+    from testkit.release import make_bundle
+
+    root = tmp_path / "rel"
+    write_release(root, [make_bundle("0001", sessions=2, logs_per_session=2, turns=2)])
+    before = (root / "input.json").read_text(encoding="utf-8")
+    write_release(root, [make_bundle("0002", sessions=2, logs_per_session=2, turns=2)])
+    assert previous_path(root / "input.json").read_text(encoding="utf-8") == before
+    assert set(load_dataset(root).users) == {"0001", "0002"}
+    (root / "input.json").write_text('{"0001": ', encoding="utf-8")  # broken by hand
+    with pytest.raises(ValueError, match=r"input.json: cannot add users to it: invalid JSON"):
+        write_release(root, [make_bundle("0003", sessions=2, logs_per_session=2, turns=2)])
+    assert (root / "input.json").read_text(encoding="utf-8") == '{"0001": '  # nothing written over it
+
+
+@pytest.mark.parametrize("depth", [1_020, 5_000, 200_000])
+def test_deeply_nested_json_is_a_problem_naming_the_file(small_release, depth):
+    path = small_release / "background" / "background.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    uid = next(iter(data))
+    data[uid]["name"] = "@@"
+    path.write_text(json.dumps(data).replace('"@@"', "[" * depth + "]" * depth), encoding="utf-8")
+    t0 = time.perf_counter()
+    ds = load_dataset(small_release)
+    problems = [str(p) for p in ds.problems if p.file.startswith("background")]
+    assert problems and all(len(p) < 300 for p in problems), problems
+    assert problems[0].startswith("background/background.json: ")
+    assert time.perf_counter() - t0 < 20
+    assert ds.users  # the other files still load
+
+
+def test_a_file_over_the_size_cap_is_refused_naming_the_file(small_release, monkeypatch):
+    monkeypatch.setenv("PAL_MAX_JSON_MB", "0.001")
+    ds = load_dataset(small_release)
+    assert any(p.file == "input.json" and "PAL_MAX_JSON_MB" in p.message for p in ds.problems)
