@@ -100,6 +100,8 @@ class MemoryBuilder:
         closing += [memory.items[i.id] for i in changes.upserts if i.id in memory.items
                     and not memory.items[i.id].same_content(i)]
         new = [i for i in changes.upserts if i.id not in memory.items or not memory.items[i.id].same_content(i)]
+        if (searched := self.impl.indexed_layers) is not None:  # embed only what retrieval searches
+            closing, new = [i for i in closing if i.layer in searched], [i for i in new if i.layer in searched]
         self.store.commit_stage(self.build_id, stage, session.sample_id, changes, llm_calls=calls, tokens_in=tin,
                                 tokens_out=tout, seconds=seconds)
         self.index.close(closing, opened, stage)
@@ -153,7 +155,8 @@ class MemoryBuilder:
         item = self.store.edit(self.build_id, item_id, text)
         self.index.forget([item])
         opened = self._opened_at()
-        if item_id in opened:
+        searched = self.impl.indexed_layers
+        if item_id in opened and (searched is None or item.layer in searched):
             self.index.add([item], opened[item_id])
         return item
 
