@@ -126,10 +126,14 @@ class _Measure:
         sim = self.vectors.similarity(g, m)
         row.requirement_recall = fm.recall(sim, self.threshold)
         row.requirement_similarity = fm.mean_best(sim)
-        best = fm.best_matches(sim)
-        lang = self.user.language
-        row.requirement_bleu1 = float(np.mean([bleu(st.text, m[int(i)].text, lang)[1] if i >= 0 else 0.0
-                                               for st, i in zip(g, best.index)]))
+        row.requirement_bleu1 = float(np.mean([self._bleu1(st, m, sim[k]) for k, st in enumerate(g)]))
+
+    def _bleu1(self, gold: fs.Statement, mine: list[fs.Statement], scores: np.ndarray) -> float:
+        """BLEU-1 of a gold requirement against its best-matching statement (the best of equally similar ones)."""
+        if not mine:
+            return 0.0
+        tied = np.flatnonzero(scores >= scores.max() - 1e-6)
+        return max(bleu(gold.text, mine[int(i)].text, self.user.language)[1] for i in tied)
 
     def preference_candidates(self, mine: Snapshot) -> list[fs.Statement]:
         return fs.preference_statements(mine) if self.layered else fs.all_statements(mine)

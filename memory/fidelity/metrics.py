@@ -81,14 +81,24 @@ def mean_best(similarity: np.ndarray) -> float | None:
     return float(similarity.max(axis=1).mean())
 
 
-def polarity_errors(similarity: np.ndarray, gold: Sequence[str | None], method: Sequence[str | None],
-                    threshold: float) -> int:
-    """Gold preferences whose best match (at or above ``threshold``) states the opposite polarity.
+def polarity_flags(similarity: np.ndarray, gold: Sequence[str | None], method: Sequence[str | None],
+                   threshold: float) -> np.ndarray:
+    """For each gold row: its best match (at or above ``threshold``) states the opposite polarity.
 
-    A liked thing remembered as disliked, or the reverse. Method statements without a stated polarity
-    never count as errors (they are counted apart as not polarity-known).
+    With several equally good matches, it is an error only when every one of them states the opposite
+    polarity. Method statements without a stated polarity never make an error.
     """
     m = best_matches(similarity)
-    hits = m.hits(threshold)
-    return int(sum(1 for g, (i, hit) in enumerate(zip(m.index, hits))
-                   if hit and gold[g] is not None and method[int(i)] is not None and method[int(i)] != gold[g]))
+    out = np.zeros(len(gold), dtype=bool)
+    for g, (score, hit) in enumerate(zip(m.score, m.hits(threshold))):
+        if not hit or gold[g] is None:
+            continue
+        tied = [method[int(i)] for i in np.flatnonzero(similarity[g] >= score - 1e-6)]
+        out[g] = all(p is not None and p != gold[g] for p in tied)
+    return out
+
+
+def polarity_errors(similarity: np.ndarray, gold: Sequence[str | None], method: Sequence[str | None],
+                    threshold: float) -> int:
+    """Gold preferences remembered with the opposite polarity: a liked thing as disliked, or the reverse."""
+    return int(polarity_flags(similarity, gold, method, threshold).sum())

@@ -23,13 +23,14 @@ def _unmatched(measure: _Measure, layer: str, gold: list[fs.Statement], mine: li
     sim = measure.vectors.similarity(gold, mine)
     best = fm.best_matches(sim)
     hits = best.hits(measure.threshold)
+    flipped = fm.polarity_flags(sim, [s.polarity for s in gold], [s.polarity for s in mine], measure.threshold)
     out = []
     for g, (i, score, hit) in enumerate(zip(best.index, best.score, hits)):
         st = gold[g]
         other = mine[int(i)] if i >= 0 else None
         if not hit:
             kind = "missed"
-        elif st.polarity and other is not None and other.polarity and other.polarity != st.polarity:
+        elif flipped[g]:
             kind = "polarity"
         else:
             continue

@@ -8,6 +8,7 @@ import json
 import logging
 
 from backends.embeddings import Embedder
+from backends.llm.client import LLMClient
 from memory.build import MemoryBuilder
 from memory.fidelity.compute import Snapshot, StatementVectors, compute_fidelity
 from memory.fidelity.store import FidelityStore
@@ -58,4 +59,20 @@ def measure_build(builder: MemoryBuilder, results: FidelityStore, *, config: Fid
     report.fidelity_key = key
     results.save(report)
     log.info("stored %s (%d sessions, %.2f s)", key, len(report.sessions), report.seconds)
+    return report
+
+
+def judge_report(report: FidelityReport, builder: MemoryBuilder, llm: LLMClient, results: FidelityStore, *,
+                 evidence_k: int = 5, limit: int | None = None, vectors: StatementVectors | None = None) -> FidelityReport:
+    """Add the judge-based variant (last session measured) to ``report`` and store it again."""
+    from memory.fidelity.judge import judge_fidelity
+    from memory.methods.gold import gold_stages
+
+    snapshots = load_snapshots(builder.store, builder.build_id, builder.user)
+    if not snapshots:
+        raise ValueError(f"{builder.method} for user {builder.user.uid}: no session's dialogue is ingested yet")
+    gold = gold_stages(builder.user)[dialogue_stage(len(snapshots) - 1)]
+    report.judge = judge_fidelity(llm, gold, snapshots[-1], vectors or StatementVectors(builder.embedder),
+                                  evidence_k=evidence_k, limit=limit)
+    results.save(report)
     return report
