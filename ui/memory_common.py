@@ -24,7 +24,7 @@ PREFERRED_METHODS = ("h2memory", "rag-turn")
 NO_COMPARE = "—"
 GRAPH_HEIGHT = 640
 KEYS = {"user": "mem_user", "method": "mem_method", "session": "mem_session", "tab": "mem_tab",
-        "item": "mem_item", "compare": "mem_compare"}
+        "item": "mem_item", "compare": "mem_compare", "topic": "mem_topic", "purpose": "mem_purpose"}
 URL = UrlState(KEYS, "mem")
 
 
