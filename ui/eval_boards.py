@@ -11,11 +11,12 @@ from evaluation.human_agreement import AgreementReport, compare_by_aspect, pairw
 from evaluation.personamem import accuracy_by_method, stored_records
 from evaluation.service import bench_tasks
 from evaluation.store import EvalStore
+from memory.methods import ORACLE_LABEL, is_oracle
 from palset.dataset import Dataset
 from review.store import ReviewStore
 from ui import platform_state
 from ui.eval_data import error_text, leaderboard_frame, stored_results, to_csv
-from ui.memory_common import available_methods
+from ui.memory_common import available_methods, method_label
 from ui.text import md_escape
 
 
@@ -26,12 +27,15 @@ def render_leaderboard(dataset: Dataset, dkey: str) -> None:
         st.dataframe(frame, hide_index=True, width="stretch", key="eval_leaderboard")
         st.caption("BLEU ×100 (restatement R-, proposal P-), G-score 0–100, S-score −100–100; "
                    "95% bootstrap CIs over topics.")
+        if any(is_oracle(r.method) for r in results):
+            st.caption(f"gold is an {ORACLE_LABEL}: the assistant answers from the dataset's annotations (gold memory), "
+                       "the ceiling for the other methods.")
         st.download_button("Leaderboard CSV", to_csv(frame), file_name="single_turn_leaderboard.csv", mime="text/csv",
                            icon=":material/download:", key="eval_leader_csv", on_click="ignore")
     else:
         st.info("No single-turn results for this dataset yet.")
     with st.expander("Run single-turn tasks"):
-        methods = st.multiselect("Methods", available_methods(), key="eval_bench_methods")
+        methods = st.multiselect("Methods", available_methods(), key="eval_bench_methods", format_func=method_label)
         users = st.multiselect("Users (empty: all)", list(dataset.users), key="eval_bench_users")
         if st.button("Run single-turn tasks", key="eval_bench_run", icon=":material/play_arrow:",
                      disabled=not methods):

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from evaluation.faireval import ASPECTS, Judgment
 from evaluation.store import EvalStore
 from evaluation.tasks import TaskResult
+from memory.methods import display_name
 from sim.store import SimStore
 
 OUTCOME_COLOURS = {"win": "#2e7d32", "tie": "#9e9e9e", "lose": "#c62828"}
@@ -81,7 +82,8 @@ def aggregates_frame(rows: list[dict]) -> pd.DataFrame:
     out = []
     for r in rows:
         lo, hi = r["adjusted_win_rate_ci"]
-        out.append({"method_a": r["method_a"], "method_b": r["method_b"], "aspect": r["aspect"], "n": r["n"],
+        out.append({"method_a": display_name(r["method_a"]), "method_b": display_name(r["method_b"]),
+                    "aspect": r["aspect"], "n": r["n"],
                     "win": r["win"], "tie": r["tie"], "lose": r["lose"], "invalid": r["invalid"],
                     "adjusted_win_rate": r["adjusted_win_rate"], "ci_low": lo, "ci_high": hi,
                     "flip_rate": r["flip_rate"], "slot1_win_rate": r["slot1_win_rate"],
@@ -136,7 +138,7 @@ def _cell(m: dict, digits: int = 1) -> str:
 def leaderboard_frame(rows: list[dict]) -> pd.DataFrame:
     out = []
     for r in rows:
-        row = {"method": r["method"], **{name: _cell(r[key]) for name, key in LEADER_COLUMNS},
+        row = {"method": display_name(r["method"]), **{name: _cell(r[key]) for name, key in LEADER_COLUMNS},
                "topics": r["g_score"]["n"] or r["s_score"]["n"],
                "invalid": r["restatement_invalid"] + r["proposal_invalid"] + r["selection_invalid"]}
         out.append(row)

@@ -21,6 +21,7 @@ from evaluation.aggregate import aggregate_judgments
 from evaluation.faireval import ASPECTS, Judgment, apply_decision, judgment_key
 from evaluation.service import RunPair, judge_runs, pair_runs
 from evaluation.store import EvalStore
+from memory.methods import ORACLE_LABEL, display_name, is_oracle
 from memory.service import dataset_key
 from palset.dataset import Dataset
 from sim.store import SimStore
@@ -37,6 +38,7 @@ from ui.eval_data import (
     to_jsonl,
 )
 from ui.eval_drilldown import render_drilldown
+from ui.fidelity_board import render_fidelity_board
 from ui.text import md_escape
 
 ASPECT_CHOICES = ["requirement", "preference", "both"]
@@ -82,6 +84,8 @@ def render_evaluate(dataset: Dataset) -> None:
         selection = render_pairwise(dataset, dkey, sims, methods)
     st.header("Single-turn leaderboard")
     render_leaderboard(dataset, dkey)
+    st.header("Memory fidelity against the gold memory")
+    render_fidelity_board(dataset, dkey)
     st.header("Judge–human agreement")
     render_agreement(dkey, selection)
     st.header("PersonaMem-v2 accuracy by type")
@@ -93,11 +97,11 @@ def _pick(methods: list[str]) -> tuple[str, str, list[str]]:
     _sync_from_url("a", url_a, methods, methods[0])
     c1, c2, c3 = st.columns([2, 2, 2])
     with c1:
-        a = st.selectbox("Method under test (A)", methods, key=_KEYS["a"])
+        a = st.selectbox("Method under test (A)", methods, key=_KEYS["a"], format_func=display_name)
     others = [m for m in methods if m != a]
     _sync_from_url("b", url_b, others, others[0])
     with c2:
-        b = st.selectbox("Baseline (B)", others, key=_KEYS["b"])
+        b = st.selectbox("Baseline (B)", others, key=_KEYS["b"], format_func=display_name)
     _sync_from_url("aspect", st.query_params.get("aspect"), ASPECT_CHOICES, "both")
     with c3:
         aspect = st.segmented_control("Aspect", ASPECT_CHOICES, required=True, key=_KEYS["aspect"])
@@ -176,9 +180,11 @@ def render_judge_button(dataset: Dataset, sims: SimStore, pairs: list[RunPair], 
 
 def render_results(rows: list[dict], judgments: list[Judgment], a: str, b: str) -> None:
     st.subheader("Outcomes")
-    st.caption(f"From {md_escape(a)}'s side against {md_escape(b)}: win/tie/lose per topic; diamond = adjusted win "
-               "rate (win + ½ tie) with its 95% bootstrap CI over topics.")
-    st.plotly_chart(outcome_figure(rows, a, b), key="eval_outcomes", width="stretch")
+    st.caption(f"From {md_escape(display_name(a))}'s side against {md_escape(display_name(b))}: win/tie/lose per topic; "
+               "diamond = adjusted win rate (win + ½ tie) with its 95% bootstrap CI over topics.")
+    if is_oracle(a) or is_oracle(b):
+        st.caption(f"gold is an {ORACLE_LABEL}: its assistant remembers the dataset's annotations, not what it learnt.")
+    st.plotly_chart(outcome_figure(rows, display_name(a), display_name(b)), key="eval_outcomes", width="stretch")
     st.subheader("Position bias")
     for r in rows:
         c1, c2, c3, c4 = st.columns(4)
