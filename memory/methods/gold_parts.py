@@ -31,14 +31,11 @@ def template(language: str, name: str, **values: object) -> str:
 
 
 def first_sentence(text: str, limit: int = 240) -> str:
-    """The first sentence of a paragraph (English or Chinese punctuation), at most ``limit`` characters."""
-    text = text.strip()
-    cut = len(text)
-    for mark in (". ", "。", "! ", "！", "? ", "？"):
-        i = text.find(mark)
-        if 0 <= i < cut:
-            cut = i + len(mark.strip())
-    return text[:min(cut, limit)].strip()
+    """The first sentence of a paragraph (the splitter fidelity uses), at most ``limit`` characters."""
+    from memory.fidelity.statements import split_sentences
+
+    sentences = split_sentences(text)
+    return (sentences[0] if sentences else text.strip())[:limit]
 
 
 # ---------------------------------------------------------------- logs → gold situations

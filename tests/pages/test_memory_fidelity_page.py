@@ -104,3 +104,9 @@ def test_a_partial_release_says_which_files_are_missing(tmp_path, monkeypatch):
     help_text = next(m.help for m in at.metric if m.label == "Situation ARI")
     assert "situation/situation.json" in help_text
     assert "situation/situation.json" in plain(at)
+
+
+def test_simulate_names_gold_an_oracle_upper_bound():
+    at = open_page("simulate", user="1000", method="gold")
+    assert "oracle upper bound" in at.selectbox(key="sim_method").format_func("gold")
+    assert any("gold: an oracle upper bound" in c.value for c in at.caption)
