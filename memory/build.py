@@ -39,6 +39,7 @@ class MemoryBuilder:
     llm: LLMClient | None = None
     config: dict[str, Any] = field(default_factory=dict)
     build_id: str = ""
+    _indexed: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         cls = get_method_class(self.method)
@@ -104,8 +105,10 @@ class MemoryBuilder:
             closing, new = [i for i in closing if i.layer in searched], [i for i in new if i.layer in searched]
         self.store.commit_stage(self.build_id, stage, session.sample_id, changes, llm_calls=calls, tokens_in=tin,
                                 tokens_out=tout, seconds=seconds)
-        self.index.close(closing, opened, stage)
-        self.index.add(new, stage)
+        if self.impl.index_on_build:
+            self.index.close(closing, opened, stage)
+            self.index.add(new, stage)
+        self._indexed = False
 
     @staticmethod
     def _apply_virtual(memory: MemoryView, changes: Changes) -> MemoryView:
@@ -132,6 +135,20 @@ class MemoryBuilder:
         done = self.store.done_stages(self.build_id)
         return max(done) if done else -1
 
+    def ensure_index(self) -> None:
+        """Embed every stored version now, for a method that defers it (``index_on_build = False``).
+
+        Skipped when the vector store already holds as many versions as the run store (e.g. indexed by
+        another process); upserts are by version id, so indexing twice changes nothing."""
+        if self.impl.index_on_build or self._indexed:
+            return
+        searched, hidden = self.impl.indexed_layers, self.store.forgotten(self.build_id)
+        versions = [v for v in self.store.versions(self.build_id)
+                    if (searched is None or v[0].layer in searched) and v[0].id not in hidden]
+        if sum(self.index.count(layer) for layer in {v[0].layer for v in versions}) != len(versions):
+            self.index.add_versions(versions)
+        self._indexed = True
+
     def retrieve(self, query: str, purpose: Purpose, current: Session | None = None) -> RetrievalTrace:
         """Context for ``query`` during ``current``'s dialogue (memory as of its logs), or from the latest memory."""
         if current is not None:
@@ -141,6 +158,7 @@ class MemoryBuilder:
                 self.run(until_session=pos)
         else:
             stage = self.latest_stage()
+        self.ensure_index()
         return self.impl.retrieve(query, purpose, self.view(stage), current)
 
     def forget(self, item_ids: set[str], reason: str = "forgotten by a person") -> set[str]:

@@ -32,6 +32,19 @@ class VectorIndex:
                 [{"item_id": i.id, "session_index": i.session_index, "valid_from": valid_from, "valid_to": OPEN,
                   **{k: v for k, v in i.meta.items() if isinstance(v, (str, int, float, bool))}} for i in group])
 
+    def add_versions(self, versions: list[tuple[MemoryItem, int, int | None]]) -> None:
+        """Index stored versions at once, each valid from ``valid_from`` until ``valid_to`` (None: still valid)."""
+        by_start: dict[tuple[int, int | None], list[MemoryItem]] = {}
+        for item, start, end in versions:
+            by_start.setdefault((start, end), []).append(item)
+        for (start, end), items in by_start.items():
+            self.add(items, start)
+            if end is not None:
+                self.close(items, {i.id: start for i in items}, end)
+
+    def count(self, layer: str) -> int:
+        return self.store.count(self.ns(layer))
+
     def close(self, items: list[MemoryItem], opened_at: dict[str, int], index: int) -> None:
         """Versions replaced or deleted at session ``index`` stop matching from then on."""
         by_layer: dict[str, list[MemoryItem]] = {}

@@ -178,6 +178,13 @@ class MemoryStore:
             removed=[before[k] for k in before if k not in after],
         )
 
+    def versions(self, build_id: str) -> list[tuple[MemoryItem, int, int | None]]:
+        """Every stored version of every item: (item, valid_from, valid_to or None while current)."""
+        with connect(self.path) as conn:
+            rows = conn.execute("SELECT data, valid_from, valid_to FROM memory_items WHERE build_id=? "
+                                "ORDER BY valid_from, item_id", (build_id,)).fetchall()
+        return [(MemoryItem.model_validate_json(r[0]), r[1], r[2]) for r in rows]
+
     # ------------------------------------------------------------------ a person's edits
 
     def forget(self, build_id: str, item_ids: set[str], reason: str) -> None:

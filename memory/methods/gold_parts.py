@@ -7,6 +7,7 @@ few sentence templates of the gold texts in English and Chinese.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -108,10 +109,17 @@ class Proposal:
     overlap: float  # token-set F1 between the proposal turn and the matched candidate
 
 
-def _tokens(text: str, language: str) -> set[str]:
-    from evaluation.bleu import tokenize
+_WORD = re.compile(r"[^\W\d_]{2,}|\d+")
+_HAN = re.compile(r"[\u3400-\u9fff]+")
 
-    return {t for t in tokenize(text, language) if t.strip() and (len(t) > 1 or not t.isascii())}
+
+def _tokens(text: str, language: str) -> set[str]:
+    """Lower-cased words (2+ letters, or numbers); for Chinese also character bigrams (no segmenter needed)."""
+    tokens = set(_WORD.findall(_HAN.sub(" ", text.lower())))
+    if language == "zh":
+        for run in _HAN.findall(text):
+            tokens.update(run[i:i + 2] for i in range(max(1, len(run) - 1)))
+    return tokens
 
 
 def _f1(a: set[str], b: set[str]) -> float:
@@ -122,7 +130,8 @@ def _f1(a: set[str], b: set[str]) -> float:
 def proposals(session: Session, topic: SessionTopic, span: tuple[int, int], language: str) -> list[Proposal]:
     """Every Solution Proposal turn inside ``span``, matched to the topic's most similar candidate solution.
 
-    Matching is by token-set F1 (deterministic; the proposal paraphrases its candidate). The verdict is the
+    Matching is by token-set F1 over words (and Chinese character bigrams): deterministic, and the proposal
+    paraphrases its candidate. The verdict is the
     candidate's label (pos/neg; neu becomes "others", as in H²Memory's topic outlines) and the user's words
     are the first Solution Feedback turn after the proposal inside the topic.
     """

@@ -191,3 +191,42 @@ def test_a_log_outside_every_span_goes_to_the_nearest(demo_user):
     moved = session.model_copy(update={"logs": [early, *session.logs[1:]]})
     labels, outside = log_situations(moved, demo_user.situations)
     assert outside == 1 and labels[0] == min(demo_user.situations, key=lambda k: demo_user.situations[k].start_timestamp)
+
+
+def test_the_index_waits_for_the_first_retrieval_and_is_not_rebuilt(tmp_path, demo_user):
+    embedder = HashEmbedder()
+    vectors, path = BruteForceStore(embedder), tmp_path / "runs.sqlite"
+    builder = MemoryBuilder("demo", demo_user, "gold", MemoryStore(path), vectors, embedder)
+    builder.run()
+    layers = ("situation", "topic_outline", "background", "principle")
+    assert sum(builder.index.count(layer) for layer in layers) == 0  # built without embedding anything
+    current = demo_user.query[0]
+    first = builder.retrieve(current.topics[0].topic.requirement, "solution", current)
+    counts = {layer: builder.index.count(layer) for layer in layers}
+    versions = builder.store.versions(builder.build_id)
+    assert counts["situation"] == sum(v[0].layer == "situation" for v in versions) and counts["background"] == 0
+    assert counts["topic_outline"] == sum(v[0].layer == "topic_outline" for v in versions)
+    again = MemoryBuilder("demo", demo_user, "gold", MemoryStore(path), vectors, embedder)
+    upserts = []
+    vectors.upsert = lambda *a, **k: upserts.append(a)  # another process opening the same build
+    second = again.retrieve(current.topics[0].topic.requirement, "solution", current)
+    assert upserts == [] and [r.item.id for r in second.items] == [r.item.id for r in first.items]
+
+
+def test_indexing_stored_versions_keeps_each_valid_for_its_stages():
+    from memory.index import VectorIndex
+    from memory.types import MemoryItem
+
+    embedder = HashEmbedder()
+    index = VectorIndex(BruteForceStore(embedder), "ds", "u", "b")
+    old = MemoryItem(id="x", layer="situation", text="rainy walk", session_id="s0", session_index=0)
+    new = old.model_copy(update={"text": "sunny walk", "session_id": "s1", "session_index": 1})
+    index.add_versions([(old, 0, 2), (new, 2, None)])
+    assert index.count("situation") == 2
+
+    def texts_at(stage: int) -> list[str]:
+        where = {"$and": [{"valid_from": {"$lte": stage}}, {"valid_to": {"$gt": stage}}]}
+        return [h.text for h in index.store.query(index.ns("situation"), "walk", k=5, where=where)]
+
+    assert texts_at(1) == ["rainy walk"] and texts_at(2) == ["sunny walk"] and texts_at(9) == ["sunny walk"]
+    assert [i for i, _ in index.search("situation", "walk", 3, as_of=1)] == ["x"]
