@@ -40,16 +40,20 @@ def gold_build_times(dataset, embedder: str) -> None:
     print(f"gold construction only (no store, no index), 8 users: {construct:.2f} s (session parsing {parsed:.2f} s)")
     for uid in dataset.users:  # load each language's embedder outside the timing
         open_builder(dataset, uid, "vanilla", embedder_name=embedder).embedder.embed_documents(["warm up"])
-    total = 0.0
+    total = indexing = 0.0
     for uid in dataset.users:
         started = time.perf_counter()
         builder = open_builder(dataset, uid, "gold", embedder_name=embedder)
         info = builder.run()
         seconds = time.perf_counter() - started
-        total += seconds
+        started = time.perf_counter()
+        builder.ensure_index()
+        index_seconds = time.perf_counter() - started
+        total, indexing = total + seconds, indexing + index_seconds
         print(f"  gold build {uid} ({builder.user.language}, {builder.embedder.name}): {seconds:.2f} s, "
-              f"{info.stages_done} stages, {info.llm_calls} LLM calls")
-    print(f"gold build (MemoryBuilder: run store + Chroma index), all 8 users: {total:.2f} s (target < 10 s)")
+              f"{info.stages_done} stages, {info.llm_calls} LLM calls; first retrieval's indexing {index_seconds:.2f} s")
+    print(f"gold build (MemoryBuilder, run store), all 8 users: {total:.2f} s (target < 10 s); "
+          f"embedding its situations and topics into Chroma on first retrieval: {indexing:.2f} s in all")
 
 
 def fidelity_table(dataset, embedder: str, methods: list[str]) -> None:

@@ -105,6 +105,8 @@ def _render_figures(builder: MemoryBuilder, report: FidelityReport, at: int) -> 
         why = report.unavailable.get(name.split("_")[0]) or report.unavailable.get(name)
         col.metric(label, _metric_value(getattr(row, name)),
                    help=DEFINITIONS[name] + (f" Not measured: {why}" if why and getattr(row, name) is None else ""))
+    if report.unavailable:
+        st.caption("Not measured here: " + "; ".join(f"{md_escape(k)} {md_escape(v)}" for k, v in report.unavailable.items()))
     st.plotly_chart(fc.fidelity_figure(report, row.sample_id), key="mem_fid_curves", width="stretch")
     st.caption(f"Dashed: the gold memory ({ORACLE_LABEL}), 1.0 by construction. Recall: share of gold statements "
                f"matched at τ = {report.threshold:g}; precision: share of the memory's statements matching gold; "
