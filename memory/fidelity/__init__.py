@@ -13,7 +13,8 @@ Figures (``None`` = not measurable: the report's ``unavailable`` says why):
 
 - **Situation ARI / NMI** — adjusted Rand index and normalised mutual information (scikit-learn,
   arithmetic normalisation) between the gold situation of every log ingested so far (the situation whose
-  time span contains it) and the method's group of that log: the first item of its log-grouping layer
+  time span contains it; a log whose gold situation was forgotten at the user's request is left out) and
+  the method's group of that log: the first item of its log-grouping layer
   (``groups_logs_in``: H²Memory's situations, MemoryBank's events, full history's per-session logs) citing it;
   a log no item cites is a group of its own. ARI is 0 for a random grouping with the gold group sizes, 1 for
   the gold partition. Methods that do not group logs (RAG, summaries, agentic, PLUM) have none.

@@ -104,13 +104,15 @@ class _Measure:
         return row
 
     def _situations(self, row: SessionFidelity, pos: int, gold: Snapshot, mine: Snapshot) -> None:
-        logs = [(s.sample_id, j) for s in self.user.sessions[:pos + 1] for j in range(len(s.logs))]
+        gold_of = fs.log_labels(gold, "situation", "gold_situation")
+        # every log so far that gold places in a situation (one forgotten at the user's request is left out)
+        logs = [(s.sample_id, j) for s in self.user.sessions[:pos + 1] for j in range(len(s.logs))
+                if (s.sample_id, j) in gold_of]
         row.logs = len(logs)
         if "situation" in self.unavailable or not logs:
             return
-        gold_of = fs.log_labels(gold, "situation", "gold_situation")
         mine_of = fs.log_labels(mine, self.group_layer or "")
-        scores = fm.grouping_scores([gold_of.get(r, "none") for r in logs],
+        scores = fm.grouping_scores([gold_of[r] for r in logs],
                                     [mine_of.get(r, f"unassigned:{r[0]}:{r[1]}") for r in logs])
         if scores is not None:
             row.situation_ari, row.situation_nmi = scores

@@ -40,7 +40,7 @@ class SessionFidelity(BaseModel):
     sample_id: str
     position: int
     split: str
-    logs: int = 0
+    logs: int = 0  # logs whose grouping is compared (those gold places in a situation so far)
     situation_ari: float | None = None
     situation_nmi: float | None = None
     requirements: int = 0
