@@ -116,12 +116,14 @@ def _send_to_review(args: argparse.Namespace, dkey: str, judgments: list, review
 
 
 def _judge_table(rows: list[dict], dropped: list) -> str:
+    from memory.methods import display_name
+
     lines = [f"{'A vs B':<34} {'aspect':<12} {'win':>4} {'tie':>4} {'lose':>4} {'inv':>4} {'drop':>4} {'adj.win':>8} "
              f"{'95% CI':>15} {'flip':>5} {'slot1':>6} {'longer':>7} {'inv.s':>5}"]
     for r in rows:
         lo, hi = r["adjusted_win_rate_ci"]
         longer = r["length_bias"]["longer_win_rate"]
-        lines.append(f"{r['method_a'] + ' vs ' + r['method_b']:<34} {r['aspect']:<12} {r['win']:>4} {r['tie']:>4} "
+        lines.append(f"{display_name(r['method_a']) + ' vs ' + display_name(r['method_b']):<34} {r['aspect']:<12} {r['win']:>4} {r['tie']:>4} "
                      f"{r['lose']:>4} {r['invalid']:>4} {r['dropped']:>4} {r['adjusted_win_rate']:>8.3f} "
                      f"{f'[{lo:.3f}, {hi:.3f}]':>15} {r['flip_rate']:>5.2f} {r['slot1_win_rate']:>6.2f} "
                      f"{'–' if longer is None else f'{longer:.2f}':>7} {r['invalid_samples']:>5}")
@@ -170,12 +172,14 @@ def _cell(m: dict) -> str:
 
 
 def _bench_table(rows: list[dict]) -> str:
+    from memory.methods import display_name
+
     cols = [("R-B1", "restatement_bleu1"), ("R-B2", "restatement_bleu2"), ("R-B3", "restatement_bleu3"),
             ("R-B4", "restatement_bleu4"), ("G", "g_score"), ("P-B1", "proposal_bleu1"), ("P-B2", "proposal_bleu2"),
             ("P-B3", "proposal_bleu3"), ("P-B4", "proposal_bleu4"), ("S", "s_score")]
     lines = ["method".ljust(14) + "".join(f"{name:>21}" for name, _ in cols) + f"{'G judge failed':>16}"]
     for r in rows:
-        lines.append(r["method"].ljust(14) + "".join(f"{_cell(r[key]):>21}" for _, key in cols)
+        lines.append(display_name(r["method"]).ljust(14) + "".join(f"{_cell(r[key]):>21}" for _, key in cols)
                      + f"{r['g_judge_failed']:>16}")
     lines.append(BENCH_CAPTION)
     if rows:

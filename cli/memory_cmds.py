@@ -8,6 +8,7 @@ import logging
 import sys
 import time
 
+from cli import fidelity_cmds
 from memory.methods import METHODS
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             c.add_argument("--session", help="as of this session's logs (default: the latest memory)")
             c.add_argument("--json", action="store_true")
             c.set_defaults(func=cmd_trace)
+    fidelity_cmds.register(msub)
 
 
 def _open(args: argparse.Namespace):

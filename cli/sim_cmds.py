@@ -8,7 +8,7 @@ import sys
 import threading
 from pathlib import Path
 
-from memory.methods import METHODS
+from memory.methods import METHODS, display_name
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -108,7 +108,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 0
     for r in rows:
         print(f"{r['run_id']:<44} {r['status']:<9} {r['utterances']:>3} utt  user {r['user_id']} "
-              f"{r['sample_id']} {r['topic_key']} {r['method']}")
+              f"{r['sample_id']} {r['topic_key']} {display_name(r['method'])}")
     print(f"{len(rows)} run(s)", file=sys.stderr)
     return 0
 

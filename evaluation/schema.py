@@ -61,4 +61,22 @@ MIGRATIONS: list[Migration] = [
         )
         """,
     ),
+    (
+        20,
+        "memory fidelity against the gold memory",
+        """
+        CREATE TABLE memory_fidelity (
+            fidelity_key TEXT PRIMARY KEY,
+            dataset TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            method TEXT NOT NULL,
+            build_id TEXT NOT NULL,
+            embedder TEXT NOT NULL,
+            threshold REAL NOT NULL,
+            data TEXT NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX memory_fidelity_user ON memory_fidelity(dataset, user_id, method)
+        """,
+    ),
 ]

@@ -150,6 +150,10 @@ class MemoryMethod(ABC):
     uses_llm: ClassVar[bool] = False
     uses_query: ClassVar[bool] = True
     description: ClassVar[str] = ""
+    oracle: ClassVar[bool] = False  # built from the dataset's annotations (an upper bound, never a contender)
+    groups_logs_in: ClassVar[str | None] = None  # the layer whose items group the logs (situation recovery)
+    indexed_layers: ClassVar[tuple[str, ...] | None] = None  # layers retrieval searches (None: every layer)
+    index_on_build: ClassVar[bool] = True  # False: embed on first retrieval (a build that is instant without it)
 
     def __init__(self, ctx: MethodContext):
         self.ctx = ctx

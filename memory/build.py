@@ -48,6 +48,7 @@ class MemoryBuilder:
     config: dict[str, Any] = field(default_factory=dict)
     files_root: Path | None = None  # where methods that keep files (PLUM) keep them: <root>/<method>/<dataset>/<user>/<build>
     build_id: str = ""
+    _indexed: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         cls = get_method_class(self.method)
@@ -115,10 +116,14 @@ class MemoryBuilder:
         closing += [memory.items[i.id] for i in changes.upserts if i.id in memory.items
                     and not memory.items[i.id].same_content(i)]
         new = [i for i in changes.upserts if i.id not in memory.items or not memory.items[i.id].same_content(i)]
+        if (searched := self.impl.indexed_layers) is not None:  # embed only what retrieval searches
+            closing, new = [i for i in closing if i.layer in searched], [i for i in new if i.layer in searched]
         self.store.commit_stage(self.build_id, stage, session.sample_id, changes, llm_calls=calls, tokens_in=tin,
                                 tokens_out=tout, seconds=seconds)
-        self.index.close(closing, opened, stage)
-        self.index.add(new, stage)
+        if self.impl.index_on_build:
+            self.index.close(closing, opened, stage)
+            self.index.add(new, stage)
+        self._indexed = False
 
     @staticmethod
     def _apply_virtual(memory: MemoryView, changes: Changes) -> MemoryView:
@@ -141,6 +146,20 @@ class MemoryBuilder:
         done = self.store.done_stages(self.build_id)
         return max(done) if done else -1
 
+    def ensure_index(self) -> None:
+        """Embed every stored version now, for a method that defers it (``index_on_build = False``).
+
+        Skipped when the vector store already holds as many versions as the run store (e.g. indexed by
+        another process); upserts are by version id, so indexing twice changes nothing."""
+        if self.impl.index_on_build or self._indexed:
+            return
+        searched, hidden = self.impl.indexed_layers, self.store.forgotten(self.build_id)
+        versions = [v for v in self.store.versions(self.build_id)
+                    if (searched is None or v[0].layer in searched) and v[0].id not in hidden]
+        if sum(self.index.count(layer) for layer in {v[0].layer for v in versions}) != len(versions):
+            self.index.add_versions(versions)
+        self._indexed = True
+
     def retrieve(self, query: str, purpose: Purpose, current: Session | None = None) -> RetrievalTrace:
         """Context for ``query`` during ``current``'s dialogue (memory as of its logs), or from the latest memory."""
         if current is not None:
@@ -150,6 +169,7 @@ class MemoryBuilder:
                 self.run(until_session=pos)
         else:
             stage = self.latest_stage()
+        self.ensure_index()
         return self.impl.retrieve(query, purpose, self.view(stage), current)
 
     def forget(self, item_ids: set[str], reason: str = "forgotten by a person") -> set[str]:
@@ -165,7 +185,8 @@ class MemoryBuilder:
         item = self.store.edit(self.build_id, item_id, text, editor)
         self.index.forget([item])
         opened = self._opened_at()
-        if item_id in opened:
+        searched = self.impl.indexed_layers
+        if item_id in opened and (searched is None or item.layer in searched):
             self.index.add([item], opened[item_id])
         return item
 

@@ -23,14 +23,25 @@ class VectorIndex:
         return f"{item.id}@{valid_from}"
 
     def add(self, items: list[MemoryItem], valid_from: int) -> None:
-        by_layer: dict[str, list[MemoryItem]] = {}
-        for item in items:
-            by_layer.setdefault(item.layer, []).append(item)
+        self.add_versions([(i, valid_from, None) for i in items])
+
+    @staticmethod
+    def _metadata(item: MemoryItem, valid_from: int, valid_to: int | None) -> dict[str, Any]:
+        return {"item_id": item.id, "session_index": item.session_index, "valid_from": valid_from,
+                "valid_to": OPEN if valid_to is None else valid_to,
+                **{k: v for k, v in item.meta.items() if isinstance(v, (str, int, float, bool))}}
+
+    def add_versions(self, versions: list[tuple[MemoryItem, int, int | None]]) -> None:
+        """Index versions, each valid from ``valid_from`` until ``valid_to`` (None: still valid); one upsert a layer."""
+        by_layer: dict[str, list[tuple[MemoryItem, int, int | None]]] = {}
+        for version in versions:
+            by_layer.setdefault(version[0].layer, []).append(version)
         for layer, group in by_layer.items():
-            self.store.upsert(
-                self.ns(layer), [self.vector_id(i, valid_from) for i in group], [i.text for i in group],
-                [{"item_id": i.id, "session_index": i.session_index, "valid_from": valid_from, "valid_to": OPEN,
-                  **{k: v for k, v in i.meta.items() if isinstance(v, (str, int, float, bool))}} for i in group])
+            self.store.upsert(self.ns(layer), [self.vector_id(i, start) for i, start, _ in group],
+                              [i.text for i, _, _ in group], [self._metadata(i, start, end) for i, start, end in group])
+
+    def count(self, layer: str) -> int:
+        return self.store.count(self.ns(layer))
 
     def close(self, items: list[MemoryItem], opened_at: dict[str, int], index: int) -> None:
         """Versions replaced or deleted at session ``index`` stop matching from then on."""

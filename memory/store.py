@@ -200,6 +200,12 @@ class MemoryStore:
         with self.db.read() as conn:
             return [MemoryItem.model_validate_json(r[0]) for r in conn.execute(
                 "SELECT data FROM memory_items WHERE build_id=?", (build_id,))]
+    def versions(self, build_id: str) -> list[tuple[MemoryItem, int, int | None]]:
+        """Every stored version of every item: (item, valid_from, valid_to or None while current)."""
+        with self.db.write() as conn:
+            rows = conn.execute("SELECT data, valid_from, valid_to FROM memory_items WHERE build_id=? "
+                                "ORDER BY valid_from, item_id", (build_id,)).fetchall()
+        return [(MemoryItem.model_validate_json(r[0]), r[1], r[2]) for r in rows]
 
     # ------------------------------------------------------------------ a person's edits
 

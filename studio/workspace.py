@@ -34,6 +34,7 @@ from backends.store.runstore import RunStore
 from backends.store.schema import Migration, migrate_database
 from backends.vectorstore import ChromaStore, VectorStore, open_chroma
 from evaluation import schema as evaluation_schema
+from evaluation.fidelity.store import FidelityStore
 from evaluation.store import EvalStore, PersonaMemStore
 from memory import schema as memory_schema
 from memory.build import MemoryBuilder
@@ -78,6 +79,7 @@ class Workspace:
         self.leases = LeaseStore(self.db)
         self.cache = ResponseCache(Database(self.paths.cache_db))
         self.memory = MemoryStore(self.db)
+        self.fidelity = FidelityStore(self.db)
         self.sims = SimStore(self.db, self.leases)
         self.evals = EvalStore(self.db)
         self.personamem = PersonaMemStore(self.db)

@@ -38,6 +38,23 @@ def local_access(monkeypatch):
     monkeypatch.setenv("PAL_AUTH", "local")
 
 
+@pytest.fixture(scope="session")
+def demo_dataset():
+    return _load_demo()
+
+
+@pytest.fixture
+def demo_user(demo_dataset):
+    """Demo user 1000 (English, 9 sessions); shared, so tests must not change it."""
+    return demo_dataset.users["1000"]
+
+
+def _load_demo():
+    from palset.loader import load_dataset
+
+    return load_dataset(DEMO)
+
+
 def require_shared(path: Path) -> Path:
     if not path.exists():
         pytest.skip(f"shared reference data not present at {path}")

@@ -19,6 +19,11 @@ DEMO_PATH = PROJECT_ROOT / "data" / "demo"
 DEFAULT_DATASET = "demo"
 
 
+def is_bundled_demo(root: Path) -> bool:
+    """Whether ``root`` is the demo dataset shipped with the app (the Memory page opens it with the gold memory)."""
+    return Path(root).resolve() == DEMO_PATH.resolve()
+
+
 def configured_datasets(env: dict[str, str] | None = None) -> dict[str, Path]:
     """The bundled demo plus those named in ``PAL_DATASETS``."""
     env = os.environ if env is None else env

@@ -13,10 +13,11 @@ from evaluation.human_agreement import AgreementReport, compare_by_aspect, pairw
 from evaluation.personamem import accuracy_by_method
 from evaluation.service import bench_tasks
 from evaluation.versions import METRIC_VERSIONS
+from memory.methods import ORACLE_LABEL, is_oracle
 from palset.dataset import Dataset
 from ui import platform_state
 from ui.eval_data import leaderboard_frame, stored_results, to_csv, with_versions
-from ui.memory_common import available_methods
+from ui.memory_common import available_methods, method_label
 from ui.platform_state import base_workspace
 from ui.text import error_text, md_escape
 
@@ -34,13 +35,16 @@ def render_leaderboard(dataset: Dataset, dkey: str) -> None:
         frame = leaderboard_frame(leaderboard(results))
         st.dataframe(frame, hide_index=True, width="stretch", key="eval_leaderboard")
         st.caption(LEADER_CAPTION)
+        if any(is_oracle(r.method) for r in results):
+            st.caption(f"gold is an {ORACLE_LABEL}: the assistant answers from the dataset's annotations (gold memory), "
+                       "the ceiling for the other methods.")
         st.download_button("Leaderboard CSV", to_csv(with_versions(frame, "bleu", "g_score", "s_score")),
                            file_name="single_turn_leaderboard.csv", mime="text/csv", icon=":material/download:",
                            key="eval_leader_csv", on_click="ignore")
     else:
         st.info("No single-turn results for this dataset yet.")
     with st.expander("Run single-turn tasks"):
-        methods = st.multiselect("Methods", available_methods(), key="eval_bench_methods")
+        methods = st.multiselect("Methods", available_methods(), key="eval_bench_methods", format_func=method_label)
         users = st.multiselect("Users (empty: all)", list(dataset.users), key="eval_bench_users")
         if st.button("Run single-turn tasks", key="eval_bench_run", icon=":material/play_arrow:",
                      disabled=not methods):

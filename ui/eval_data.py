@@ -18,6 +18,7 @@ from evaluation.faireval import ASPECTS, Judgment
 from evaluation.service import DroppedTopic
 from evaluation.tasks import TaskResult
 from evaluation.versions import metric_versions, versions_text
+from memory.methods import display_name
 from sim.store import SimStore
 from ui.platform_state import base_workspace
 
@@ -87,7 +88,7 @@ def aggregates_frame(rows: list[dict]) -> pd.DataFrame:
     for r in rows:
         lo, hi = r["adjusted_win_rate_ci"]
         lb = r["length_bias"]
-        out.append({"method_a": r["method_a"], "method_b": r["method_b"], "aspect": r["aspect"], "n": r["n"],
+        out.append({"method_a": display_name(r["method_a"]), "method_b": display_name(r["method_b"]), "aspect": r["aspect"], "n": r["n"],
                     "win": r["win"], "tie": r["tie"], "lose": r["lose"], "invalid": r["invalid"],
                     "dropped": r.get("dropped", 0), "adjusted_win_rate": r["adjusted_win_rate"], "ci_low": lo,
                     "ci_high": hi, "flip_rate": r["flip_rate"], "slot1_win_rate": r["slot1_win_rate"],
@@ -155,7 +156,7 @@ def _cell(m: dict, digits: int = 1) -> str:
 def leaderboard_frame(rows: list[dict]) -> pd.DataFrame:
     out = []
     for r in rows:
-        row = {"method": r["method"], **{name: _cell(r[key]) for name, key in LEADER_COLUMNS},
+        row = {"method": display_name(r["method"]), **{name: _cell(r[key]) for name, key in LEADER_COLUMNS},
                "topics": r["restatement_bleu1"]["n"] or r["s_score"]["n"],
                "invalid": r["restatement_invalid"] + r["proposal_invalid"] + r["selection_invalid"],
                "G judge failed": r.get("g_judge_failed", 0)}

@@ -12,6 +12,7 @@ import streamlit as st
 
 from evaluation.faireval import ASPECTS, Judgment, ground_truth
 from evaluation.service import topic_context
+from memory.methods import display_name
 from palset.dataset import Dataset
 from sim.store import SimStore
 from sim.types import RunRecord
@@ -84,7 +85,7 @@ def render_dialogues(sims: SimStore, j: Judgment) -> None:
     c1, c2 = st.columns(2, gap="medium")
     for col, method, run_id, label in ((c1, j.method_a, j.run_a, "A"), (c2, j.method_b, j.run_b, "B")):
         with col:
-            st.markdown(f"#### {label}: {md_escape(method)}  \n:gray[{md_escape(run_id)}]")
+            st.markdown(f"#### {label}: {md_escape(display_name(method))}  \n:gray[{md_escape(run_id)}]")
             record = _load(sims, run_id)
             if record is None:
                 st.caption("This run is no longer stored; the judged text follows.")

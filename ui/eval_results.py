@@ -11,6 +11,7 @@ import streamlit as st
 
 from evaluation.faireval import Judgment
 from evaluation.service import DroppedTopic
+from memory.methods import ORACLE_LABEL, display_name, is_oracle
 from ui.eval_data import aggregates_frame, dropped_frame, judgments_frame, outcome_figure, to_csv, to_jsonl
 from ui.text import md_escape
 
@@ -25,10 +26,12 @@ def _tokens(value: float | None) -> str:
 
 def render_results(rows: list[dict], judgments: list[Judgment], a: str, b: str, dropped: list[DroppedTopic]) -> None:
     st.subheader("Outcomes")
-    st.caption(f"From {md_escape(a)}'s side against {md_escape(b)}: win/tie/lose per topic; diamond = adjusted win "
-               "rate (win + ½ tie) with its 95% bootstrap CI over topics. Invalid: no valid judge sample in one of the "
-               "two orders; dropped: no finished run of both methods.")
-    st.plotly_chart(outcome_figure(rows, a, b), key="eval_outcomes", width="stretch")
+    st.caption(f"From {md_escape(display_name(a))}'s side against {md_escape(display_name(b))}: win/tie/lose per topic; "
+               "diamond = adjusted win rate (win + ½ tie) with its 95% bootstrap CI over topics. Invalid: no valid judge "
+               "sample in one of the two orders; dropped: no finished run of both methods.")
+    if is_oracle(a) or is_oracle(b):
+        st.caption(f"gold is an {ORACLE_LABEL}: its assistant remembers the dataset's annotations, not what it learnt.")
+    st.plotly_chart(outcome_figure(rows, display_name(a), display_name(b)), key="eval_outcomes", width="stretch")
     for r in rows:
         cols = st.columns(5)
         for col, label in zip(cols, ("win", "tie", "lose")):

@@ -24,6 +24,7 @@ from backends.paths import PROJECT_ROOT
 from evaluation.aggregate import aggregate_judgments
 from evaluation.faireval import ASPECTS, apply_decision, judgment_key
 from evaluation.service import RunPair, dropped_topics, judge_runs, pair_runs
+from memory.methods import display_name
 from palset.dataset import Dataset, dataset_key
 from sim.store import SimStore
 from ui import platform_state
@@ -32,6 +33,7 @@ from ui.eval_calibration import render_calibration
 from ui.eval_data import finished_methods, latest_judgments
 from ui.eval_drilldown import render_drilldown
 from ui.eval_results import render_exports, render_results
+from ui.fidelity_board import render_fidelity_board
 from ui.platform_state import base_workspace
 from ui.text import error_text, md_escape
 
@@ -89,6 +91,8 @@ def render_evaluate(dataset: Dataset) -> None:
         selection = render_pairwise(dataset, dkey, sims, methods)
     st.header("Single-turn leaderboard")
     render_leaderboard(dataset, dkey)
+    st.header("Memory fidelity against the gold memory")
+    render_fidelity_board(dataset, dkey)
     st.header("Judge–human agreement")
     render_agreement(dkey, selection)
     st.header("PersonaMem-v2 accuracy by type")
@@ -100,11 +104,11 @@ def _pick(methods: list[str]) -> tuple[str, str, list[str]]:
     _sync_from_url("a", url_a, methods, methods[0])
     c1, c2, c3 = st.columns([2, 2, 2])
     with c1:
-        a = st.selectbox("Method under test (A)", methods, key=_KEYS["a"])
+        a = st.selectbox("Method under test (A)", methods, key=_KEYS["a"], format_func=display_name)
     others = [m for m in methods if m != a]
     _sync_from_url("b", url_b, others, others[0])
     with c2:
-        b = st.selectbox("Baseline (B)", others, key=_KEYS["b"])
+        b = st.selectbox("Baseline (B)", others, key=_KEYS["b"], format_func=display_name)
     _sync_from_url("aspect", st.query_params.get("aspect"), ASPECT_CHOICES, "both")
     with c3:
         aspect = st.segmented_control("Aspect", ASPECT_CHOICES, required=True, key=_KEYS["aspect"])

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import streamlit as st
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from memory.methods import METHODS
 from palset.dataset import Dataset
 from palset.files import read_json
 from ui.text import md_escape
@@ -18,7 +21,8 @@ assistant guesses the *implicit needs* behind it and proposes *candidate solutio
 accepts or rejects according to their preferences.
 
 - **Users**: profiles, timelines, logs and sessions. **Memory**: what each memory method (H²Memory, RAG,
-  MemoryBank, agentic, PLUM's LoRA adapter…) knows about a user, as graphs, diffs and retrieval traces.
+  MemoryBank, agentic, PLUM's LoRA adapter…) knows about a user, as graphs, diffs and retrieval traces, and
+  how close it is to the **gold memory** built from the dataset's own annotations (an oracle upper bound).
 - **Simulate**: a User-LLM plays the user against a memory-equipped assistant, live. **Evaluate**: FairEval
   win/tie/lose between methods and the single-turn leaderboard. **Review**: people annotate and agree.
 - **Generate**: grow new synthetic users with the PAL-Set pipeline, step by step.
@@ -26,7 +30,11 @@ accepts or rejects according to their preferences.
 
 
 class TourStop(BaseModel):
-    """One stop of a dataset's guided tour (``tour.json`` in the dataset folder)."""
+    """One stop of a dataset's guided tour (``tour.json`` in the dataset folder).
+
+    A stop opens the Users page (default) or the Memory page (``page: "memory"``, with a ``method``, a
+    ``tab`` such as Snapshot, Retrieval or Fidelity, and for a retrieval a ``compare`` method, ``topic`` and
+    ``purpose``)."""
 
     model_config = ConfigDict(extra="forbid")
     title: str
@@ -34,6 +42,11 @@ class TourStop(BaseModel):
     user: str
     session: str | None = None
     tab: str | None = None
+    page: Literal["users", "memory"] = "users"
+    method: str | None = None
+    compare: str | None = None
+    topic: str | None = None
+    purpose: Literal["requirement", "solution"] | None = None
 
 
 def load_tour(dataset: Dataset) -> tuple[list[TourStop], str | None]:
@@ -51,15 +64,20 @@ def load_tour(dataset: Dataset) -> tuple[list[TourStop], str | None]:
     valid = []
     for stop in stops:
         user = dataset.users.get(stop.user)
-        if user and (stop.session is None or user.session(stop.session)):
+        known = all(m is None or m in METHODS for m in (stop.method, stop.compare))
+        if user and known and (stop.session is None or user.session(stop.session)):
             valid.append(stop)
     return valid, None
 
 
 def tour_params(stop: TourStop, dataset_param: str | None) -> dict[str, str]:
-    """Query parameters of the Users view a tour stop opens."""
+    """Query parameters of the view a tour stop opens."""
     params = {"user": stop.user}
-    if stop.session:
+    if stop.page == "memory":
+        extra = {"method": stop.method, "session": stop.session, "tab": stop.tab, "compare": stop.compare,
+                 "topic": stop.topic, "purpose": stop.purpose}
+        params.update({k: v for k, v in extra.items() if v})
+    elif stop.session:
         params["session"] = stop.session
         params["tab"] = "Sessions"
     elif stop.tab:
@@ -87,5 +105,5 @@ def render_home(dataset: Dataset) -> None:
         for stop in stops:
             with st.container(border=True):
                 st.markdown(f"**{md_escape(stop.title)}**  \n{md_escape(stop.text)}")
-                st.page_link("pages/users.py", label="Open this view", icon=":material/arrow_forward:",
+                st.page_link(f"pages/{stop.page}.py", label="Open this view", icon=":material/arrow_forward:",
                              query_params=tour_params(stop, st.query_params.get("dataset")))

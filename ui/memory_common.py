@@ -12,7 +12,7 @@ import streamlit as st
 from memory.build import MemoryBuilder
 from memory.methods import get_method_class, method_availability
 from memory.store import dialogue_stage, logs_stage
-from palset.dataset import Dataset, dataset_key
+from palset.dataset import Dataset, User, dataset_key
 from ui.platform_state import llm_client, workspace
 from ui.text import error_text, md_escape
 from ui.url_state import UrlState
@@ -21,7 +21,7 @@ PREFERRED_METHODS = ("h2memory", "rag-turn")
 NO_COMPARE = "—"
 GRAPH_HEIGHT = 640
 KEYS = {"user": "mem_user", "method": "mem_method", "session": "mem_session", "tab": "mem_tab",
-        "item": "mem_item", "compare": "mem_compare"}
+        "item": "mem_item", "compare": "mem_compare", "topic": "mem_topic", "purpose": "mem_purpose"}
 URL = UrlState(KEYS, "mem")
 FRESH = "mem_fresh_builds"  # (dataset, user, method) a person asked to rebuild with the current settings
 
@@ -47,15 +47,22 @@ def method_label(name: str) -> str:
 
 
 def open_builder(dataset: Dataset, user_id: str, method: str) -> MemoryBuilder:
-    """The workspace's builder of this method for this user (see :meth:`Workspace.open_builder` for which
+    """The workspace's builder of this method for this user (see :meth:`Workspace.open_user_builder` for which
     build), with this browser session's client; a fresh build when a person asked for one here.
 
-    Raises :class:`ConfigError` when the configuration is broken.
+    Raises :class:`ConfigError` when the configuration is broken, ``KeyError`` for an unknown user.
     """
-    fresh = (dataset_key(dataset.root), user_id, method) in st.session_state.setdefault(FRESH, set())
+    if user_id not in dataset.users:
+        raise KeyError(f"no user {user_id!r} in {dataset.root}")
+    return open_user_builder(dataset_key(dataset.root), dataset.users[user_id], method)
+
+
+def open_user_builder(dkey: str, user: User, method: str) -> MemoryBuilder:
+    """:func:`open_builder` for a dataset known by its key (another method's builder of the same user)."""
+    fresh = (dkey, user.uid, method) in st.session_state.setdefault(FRESH, set())
     llm = llm_client() if get_method_class(method).uses_llm else None
     with st.spinner("Opening the memory…"):
-        return workspace().open_builder(dataset, user_id, method, llm=llm, fresh=fresh)
+        return workspace().open_user_builder(dkey, user, method, llm=llm, fresh=fresh)
 
 
 def run_build(builder: MemoryBuilder, until_session: int | None = None) -> bool:

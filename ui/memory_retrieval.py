@@ -65,14 +65,18 @@ def _pick_query(user: User) -> tuple[str, Purpose, Session | None]:
     c1, c2 = st.columns([1, 1])
     sources = (["Query-session topic"] if topics else []) + ["Own query"]
     source = c1.radio("Query", sources, horizontal=True, key="mem_query_source")
-    purpose = c2.radio("Purpose", ["requirement", "solution"], horizontal=True, key="mem_purpose",
+    URL.sync("purpose", ["requirement", "solution"], "requirement")
+    purpose = c2.radio("Purpose", ["requirement", "solution"], horizontal=True, key=KEYS["purpose"],
                        help="requirement: find what the user needs from the vague query; "
                             "solution: propose solutions for the full requirement.")
+    URL.write("purpose")
     if source == "Own query":
         text = st.text_input("Query", key="mem_query_text", placeholder="What would the user like for dinner?")
         st.caption("Own queries read the latest memory built.")
         return text, purpose, None
-    key = st.selectbox("Topic", list(topics), key="mem_topic")
+    URL.sync("topic", list(topics), next(iter(topics)))
+    key = st.selectbox("Topic", list(topics), key=KEYS["topic"])
+    URL.write("topic")
     session, user_query, requirement = topics[key]
     query = user_query if purpose == "requirement" else requirement
     st.markdown(f"**{'User query' if purpose == 'requirement' else 'Requirement'}:** {md_escape(query)}")

@@ -16,9 +16,10 @@ import streamlit as st
 from backends.config import ConfigError
 from backends.embeddings import resolve_name
 from memory.build import MemoryBuilder
-from memory.methods import get_method_class
+from memory.methods import ORACLE_LABEL, get_method_class, is_oracle
 from memory.store import BuildInfo, SessionDiff, dialogue_stage, logs_stage
 from palset.dataset import Dataset, User
+from ui.datasets import is_bundled_demo
 from ui.memory_common import (
     FRESH,
     KEYS,
@@ -31,6 +32,7 @@ from ui.memory_common import (
     snapshot_stage,
     unavailable_methods,
 )
+from ui.memory_fidelity import render_fidelity
 from ui.memory_retrieval import render_retrieval
 from ui.memory_snapshot import items_frame, render_snapshot
 from ui.platform_state import platform_config
@@ -38,7 +40,8 @@ from ui.text import md_escape
 
 log = logging.getLogger(__name__)
 
-TABS = ["Snapshot", "Changes", "Retrieval"]
+ORACLE = "gold"  # the method the Memory page opens with on the bundled demo users
+TABS = ["Snapshot", "Changes", "Retrieval", "Fidelity"]
 
 
 def render_memory(dataset: Dataset) -> None:
@@ -57,12 +60,15 @@ def render_memory(dataset: Dataset) -> None:
         log.warning("cannot open the memory of %s with %s: %s", user.uid, method, e)
         st.error(f"Cannot open the memory of {md_escape(user.uid)} with {method}: {md_escape(e)}")
         return
+    if get_method_class(method).oracle and not builder.store.done_stages(builder.build_id):
+        run_build(builder)  # the gold memory needs no LLM: built on first use, in seconds
     info = render_build_panel(builder)
     if info.stages_done == 0:
         st.info("Nothing built yet: press **Build** to ingest this user's sessions.")
         return
     pos = _pick_session(builder, info)
-    names, renderers = TABS, [render_snapshot, render_changes, lambda b, _p: render_retrieval(dataset, b, methods)]
+    names, renderers = TABS, [render_snapshot, render_changes, lambda b, _p: render_retrieval(dataset, b, methods),
+                              lambda b, p: render_fidelity(b, p, methods)]
     if method == "plum":  # PLUM hook: its memory is in the weights (ui/plum_view.py)
         from ui.plum_view import render_plum
 
@@ -85,7 +91,8 @@ def _pick_user_and_method(dataset: Dataset, methods: list[str]) -> tuple[User, s
         uid = st.selectbox("User", uids, key=KEYS["user"],
                            format_func=lambda u: f"{dataset.users[u].name} ({u} · {dataset.users[u].language})")
     URL.write("user")
-    URL.sync("method", methods, default_method(methods))
+    opening = ORACLE if is_bundled_demo(dataset.root) and ORACLE in methods else default_method(methods)
+    URL.sync("method", methods, opening)
     with c2:
         method = st.selectbox("Method", methods, key=KEYS["method"], format_func=method_label)
     URL.write("method")
@@ -93,6 +100,11 @@ def _pick_user_and_method(dataset: Dataset, methods: list[str]) -> tuple[User, s
     if unavailable := unavailable_methods():
         st.caption("Not available in this install: " + "; ".join(
             f"{md_escape(name)} ({md_escape(reason)})" for name, reason in unavailable.items()))
+    if is_oracle(method):
+        st.info(f"**{ORACLE_LABEL.capitalize()}**: built from the dataset's own annotations (gold situations and their "
+                "logs, profile, requirements, pos/neg preferences), not learnt from the sessions. It is the ceiling the "
+                "other methods are measured against (Fidelity tab); query topics never enter it.",
+                icon=":material/verified:")
     return dataset.users[uid], method
 
 

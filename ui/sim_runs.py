@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from memory.methods import display_name
 from palset.dataset import Dataset, dataset_key
 from ui.platform_state import base_workspace
 
@@ -17,6 +18,7 @@ def runs_frame(rows: list[dict]) -> pd.DataFrame:
         return pd.DataFrame(columns=columns)
     frame["turns"] = (frame["utterances"] + 1) // 2
     frame["updated"] = pd.to_datetime(frame["updated_at"], unit="s")
+    frame["method"] = frame["method"].map(display_name)
     return frame[columns]
 
 

@@ -20,7 +20,7 @@ import logging
 
 import streamlit as st
 
-from memory.methods import get_method_class
+from memory.methods import ORACLE_LABEL, get_method_class
 from palset.dataset import Dataset, User, dataset_key
 from sim.runner import Simulation
 from sim.schedule import fixed_schedule
@@ -136,6 +136,10 @@ def _method_widgets(methods: list[str]) -> tuple[str, str]:
         compare = st.selectbox("Compare with", others, key=_KEYS["compare"],
                                format_func=lambda m: m if m == NO_COMPARE else method_label(m))
     _URL.write("compare")
+    oracles = [m for m in (method, compare) if m != NO_COMPARE and get_method_class(m).oracle]
+    if oracles:
+        st.caption(f"{', '.join(oracles)}: an {ORACLE_LABEL}. Its memory comes from the dataset's own annotations (gold "
+                   "situations, requirements, preferences), so its assistant shows the ceiling, not a contender.")
     building = [m for m in (method, compare) if m != NO_COMPARE and get_method_class(m).uses_llm]
     if building:
         st.caption(f"{', '.join(building)} build memory with the LLM: the first assistant turn builds whatever is "

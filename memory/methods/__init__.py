@@ -20,7 +20,11 @@ METHODS: dict[str, str] = {
     "recursum": "memory.methods.recursum:RecurSum",
     "agentic": "memory.methods.agentic:AgenticMemory",
     "plum": "memory.methods.plum:Plum",
+    "gold": "memory.methods.gold:GoldMemory",
 }
+# methods built from the dataset's annotations: an oracle upper bound, labelled as such wherever a method is named
+ORACLE_METHODS: frozenset[str] = frozenset({"gold"})
+ORACLE_LABEL = "oracle upper bound"
 
 
 # baselines of the papers that are not implemented here, with the reason (see FIDELITY.md)
@@ -55,3 +59,10 @@ def method_availability() -> dict[str, str | None]:
         else:
             out[name] = None
     return out
+def is_oracle(name: str) -> bool:
+    return name in ORACLE_METHODS
+
+
+def display_name(name: str) -> str:
+    """A method's name as tables, charts and pickers show it: an oracle says so (``gold (oracle upper bound)``)."""
+    return f"{name} ({ORACLE_LABEL})" if is_oracle(name) else name

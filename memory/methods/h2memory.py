@@ -59,6 +59,7 @@ class H2Memory(MemoryMethod):
     label = "H²Memory"
     layers = ("log_graph", "situation", "background", "topic_outline", "principle")
     uses_llm = True
+    groups_logs_in = "situation"
     description = ("Log Graph → situations, recursive Background, Topic Outlines with refined requirements, "
                    "Principles from clustered history topics (Mem-PAL).")
     default_config = {"k_situations": 3, "k_topics": 3, "clusters": 8, "seed": 0}
@@ -319,7 +320,7 @@ class H2Memory(MemoryMethod):
         background = [memory.items[f"{uid}_background_{a}"] for a in aspects
                       if f"{uid}_background_{a}" in memory.items and memory.items[f"{uid}_background_{a}"].text]
         clusters = list(dict.fromkeys(r.item.meta.get("cluster") for r in topics if r.item.meta.get("cluster") is not None))
-        principles = [memory.items[f"{uid}_cluster{c}"] for c in clusters if f"{uid}_cluster{c}" in memory.items][:3]
+        principles = [memory.items[self.principle_id(c)] for c in clusters if self.principle_id(c) in memory.items][:3]
         blocks = [PromptBlock(title="User background and recent situations", text="\n".join(
             [f"- {b.meta['aspect']}: {b.text}" for b in background] + [f"- {r.item.text}" for r in situations]))]
         if purpose == "requirement":
@@ -333,6 +334,10 @@ class H2Memory(MemoryMethod):
                                       text="\n\n".join(self._topic_with_feedback(r.item) for r in topics)))
         retrieved = situations + topics + [RetrievedItem(item=b) for b in background] + [RetrievedItem(item=p) for p in principles]
         return self.trace(query, purpose, current, retrieved, blocks)
+
+    def principle_id(self, cluster: object) -> str:
+        """The id of the principle a topic's ``meta["cluster"]`` points to (the gold memory keys them otherwise)."""
+        return f"{self.ctx.user.uid}_cluster{cluster}"
 
     @staticmethod
     def _topic_with_feedback(item: MemoryItem) -> str:

@@ -44,6 +44,7 @@ class MemoryBank(MemoryMethod):
     label = "MemoryBank"
     layers = ("event", "portrait")
     uses_llm = True
+    groups_logs_in = "event"
     description = ("An event summary per session that fades along an Ebbinghaus forgetting curve, plus an evolving "
                    "user portrait; the top-3 events by similarity × retention, the portrait and current logs.")
     default_config = {"k": 3, "decay_days": 30, "forget_threshold": 0.05}

@@ -34,6 +34,7 @@ class FullHistory(MemoryMethod):
     name = "full-history"
     label = "Full history (long context)"
     layers = ("session_logs", "session_dialogue")
+    groups_logs_in = "session_logs"
     description = "Everything so far in the prompt: all earlier logs and dialogues plus the current session's logs."
 
     def ingest_logs(self, session: Session, memory: MemoryView) -> Changes:

@@ -14,7 +14,6 @@ from backends.vectorstore import BruteForceStore
 from memory.build import MemoryBuilder
 from palset.loader import load_dataset
 from testkit.workspace import make_workspace
-from tests.conftest import DEMO
 
 
 @pytest.fixture
@@ -30,17 +29,6 @@ def tiny_user(tmp_path):
 
     root = make_release(tmp_path / "ds", users=1, sessions=4, logs_per_session=10, turns=8, query_sessions=1)
     return next(iter(load_dataset(root).users.values()))
-
-
-@pytest.fixture(scope="session")
-def demo_dataset():
-    return load_dataset(DEMO)
-
-
-@pytest.fixture
-def demo_user(demo_dataset):
-    """Demo user 1000 (English, 9 sessions); shared, so tests must not change it."""
-    return demo_dataset.users["1000"]
 
 
 @pytest.fixture

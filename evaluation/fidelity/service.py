@@ -1,0 +1,78 @@
+"""Measure a stored build: read its per-session snapshots, reuse a stored report of exactly this memory or
+compute and store one. Stores and the embedder come in as parameters (the composition root owns them)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+
+from backends.embeddings import Embedder
+from backends.llm.client import LLMClient
+from evaluation.fidelity.compute import Snapshot, StatementVectors, compute_fidelity
+from evaluation.fidelity.store import FidelityStore
+from evaluation.fidelity.types import GOLD_VERSION, FidelityConfig, FidelityReport
+from memory.build import MemoryBuilder
+from memory.store import MemoryStore, dialogue_stage
+from palset.dataset import User
+
+log = logging.getLogger(__name__)
+
+
+def load_snapshots(store: MemoryStore, build_id: str, user: User) -> list[Snapshot]:
+    """The build's memory after each session's dialogue, for the leading sessions whose dialogue is ingested.
+
+    Forgotten items are left out (a forgotten item counts as lost); edited items count as edited."""
+    done = set(store.done_stages(build_id))
+    out: list[Snapshot] = []
+    for pos in range(len(user.sessions)):
+        if dialogue_stage(pos) not in done:
+            break
+        out.append({i.id: i for i in store.items_as_of(build_id, dialogue_stage(pos))})
+    return out
+
+
+def fidelity_key(build_id: str, snapshots: list[Snapshot], embedder: str, config: FidelityConfig) -> str:
+    """Names exactly what is measured: the build's snapshots (edits and forgets change it), embedder, settings."""
+    h = hashlib.sha1(json.dumps({"b": build_id, "e": embedder, "c": config.model_dump(), "g": GOLD_VERSION},
+                                sort_keys=True).encode())
+    for snap in snapshots:
+        for item_id in sorted(snap):
+            h.update(snap[item_id].model_dump_json().encode())
+        h.update(b"|")
+    return f"fidelity-{build_id}-{h.hexdigest()[:12]}"
+
+
+def measure_build(builder: MemoryBuilder, results: FidelityStore, *, config: FidelityConfig | None = None,
+                  embedder: Embedder | None = None, recompute: bool = False,
+                  vectors: StatementVectors | None = None) -> FidelityReport:
+    """The fidelity report of the builder's stored memory (stored; reused when nothing changed since)."""
+    config = config or FidelityConfig()
+    embedder = embedder or builder.embedder
+    snapshots = load_snapshots(builder.store, builder.build_id, builder.user)
+    key = fidelity_key(builder.build_id, snapshots, embedder.name, config)
+    if not recompute and (stored := results.get(key)) is not None:
+        return stored
+    report = compute_fidelity(builder.user, builder.method, snapshots, embedder, config=config,
+                              dataset=builder.dataset, build_id=builder.build_id,
+                              stages_done=len(builder.store.done_stages(builder.build_id)), vectors=vectors)
+    report.fidelity_key = key
+    results.save(report)
+    log.info("stored %s (%d sessions, %.2f s)", key, len(report.sessions), report.seconds)
+    return report
+
+
+def judge_report(report: FidelityReport, builder: MemoryBuilder, llm: LLMClient, results: FidelityStore, *,
+                 evidence_k: int = 5, limit: int | None = None, vectors: StatementVectors | None = None) -> FidelityReport:
+    """Add the judge-based variant (last session measured) to ``report`` and store it again."""
+    from evaluation.fidelity.judge import judge_fidelity
+    from memory.methods.gold import gold_stages
+
+    snapshots = load_snapshots(builder.store, builder.build_id, builder.user)
+    if not snapshots:
+        raise ValueError(f"{builder.method} for user {builder.user.uid}: no session's dialogue is ingested yet")
+    gold = gold_stages(builder.user)[dialogue_stage(len(snapshots) - 1)]
+    report.judge = judge_fidelity(llm, gold, snapshots[-1], vectors or StatementVectors(builder.embedder),
+                                  evidence_k=evidence_k, limit=limit)
+    results.save(report)
+    return report

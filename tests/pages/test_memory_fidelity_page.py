@@ -1,0 +1,111 @@
+"""AppTest of the gold memory on the Memory page and its Fidelity tab: the demo opens with gold (built on first
+use, labelled an oracle upper bound), the tab plots fidelity over sessions, puts the method beside gold, lists
+what it missed, measures a baseline from gold's own page, and says which files a partial release lacks."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.conftest import DEMO
+from tests.pages.apptest import all_markdown, app_workspace, open_page
+
+
+@pytest.fixture(autouse=True)
+def memory_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("PAL_EMBEDDER", "hash")
+    monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
+    return tmp_path / "pal"
+
+
+def metrics(at) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def plain(at) -> str:
+    """Markdown and captions without Markdown escapes."""
+    return all_markdown(at).replace("\\", "")
+
+
+def frame_with(at, column: str):
+    """The first table with this column (tables without selection carry no key in AppTest)."""
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def charts(at) -> list[dict]:
+    import json
+
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def test_the_demo_opens_with_the_gold_memory_built_on_first_use():
+    at = open_page("memory", user="1003")
+    assert at.selectbox(key="mem_method").value == "gold" and at.query_params["method"] == "gold"
+    assert metrics(at)["Stages done"] == "18 / 18" and metrics(at)["LLM calls"] == "0"
+    assert any("Oracle upper bound" in i.value for i in at.info)
+    assert "oracle upper bound" in at.selectbox(key="mem_method").format_func("gold")
+    items = at.dataframe(key="mem_items_table").value
+    assert set(items["layer"]) == {"log_graph", "situation", "background", "topic_outline", "principle"}
+
+
+def test_another_dataset_keeps_the_usual_default(small_release, monkeypatch):
+    monkeypatch.setenv("PAL_DATASETS", f"other={small_release}")
+    at = open_page("memory", dataset="other")
+    assert at.selectbox(key="mem_method").value == "h2memory"
+
+
+def test_fidelity_tab_of_a_baseline(memory_env):
+    at = open_page("memory", user="1000", method="rag-session")
+    at.button(key="mem_build").click().run()
+    at.query_params["tab"] = "Fidelity"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    shown = metrics(at)
+    assert shown["Situation ARI"] == "–" and shown["Text recall"] not in ("–", "")
+    assert "How close" in plain(at) and "As of 1000_sample8" in plain(at)
+    figures = charts(at)
+    curves = {t["name"] for t in figures[0]["data"]}
+    assert {"text recall", "gold (oracle upper bound)"} <= curves and "situation ARI" not in curves
+    assert {t["name"] for t in figures[1]["data"]} == {"gold (oracle upper bound)", "rag-session"}
+    misses = frame_with(at, "best match")
+    assert len(misses) and set(misses["layer"]) <= {"requirement", "preference", "background"}
+    assert "not in the memory" in set(misses["what"])
+    sessions = frame_with(at, "split")
+    assert list(sessions["session"]) == [f"1000_sample{i}" for i in range(9)]
+    stored = app_workspace().fidelity.reports(str(DEMO.resolve()), user_id="1000", method="rag-session")
+    assert len(stored) == 1 and stored[0].final.sample_id == "1000_sample8"
+    # a stricter threshold is a new measurement: recall can only fall
+    before = float(shown["Text recall"])
+    at.number_input(key="mem_fid_tau_hash").set_value(0.95).run()
+    assert float(metrics(at)["Text recall"]) <= before
+    assert len(app_workspace().fidelity.reports(str(DEMO.resolve()), user_id="1000")) == 2
+
+
+def test_on_golds_page_the_tab_measures_a_baseline_built_there():
+    at = open_page("memory", user="1001", method="gold", tab="Fidelity")
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("scores 1.0 on every figure by construction" in i.value for i in at.info)
+    assert at.selectbox(key="mem_fid_method").value == "rag-turn"
+    assert metrics(at)["Requirement recall"] not in ("–", "")
+    assert any(t["name"] == "rag-turn" for t in charts(at)[1]["data"])
+
+
+def test_a_partial_release_says_which_files_are_missing(tmp_path, monkeypatch):
+    root = tmp_path / "partial"
+    shutil.copytree(DEMO, root)
+    shutil.rmtree(root / "situation")
+    monkeypatch.setenv("PAL_DATASETS", f"partial={root}")
+    at = open_page("memory", dataset="partial", user="1000", method="gold", tab="Fidelity")
+    assert not at.exception, [e.value for e in at.exception]
+    shown = metrics(at)
+    assert shown["Situation ARI"] == "–" and shown["Preference recall"] == "–" and shown["Requirement recall"] != "–"
+    help_text = next(m.help for m in at.metric if m.label == "Situation ARI")
+    assert "situation/situation.json" in help_text
+    assert "situation/situation.json" in plain(at)
+
+
+def test_simulate_names_gold_an_oracle_upper_bound():
+    at = open_page("simulate", user="1000", method="gold")
+    assert "oracle upper bound" in at.selectbox(key="sim_method").format_func("gold")
+    assert any("gold: an oracle upper bound" in c.value for c in at.caption)
