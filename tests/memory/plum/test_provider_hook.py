@@ -38,7 +38,7 @@ class WeightsProvider(ScriptedLLM):
     def answer(req) -> str:
         schema = req.messages[0].content if req.messages[0].role == "system" else ""
         if '"choices"' in schema:
-            return json.dumps({"choices": ["S1", "S8"]})
+            return json.dumps({"analysis": "S1 and S8 fit the weights best.", "choices": ["S1", "S8"]})
         if '"requirement"' in schema:
             return json.dumps({"requirement": f"{MARKER} restated"})
         if '"solution"' in schema:
