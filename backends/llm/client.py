@@ -24,7 +24,7 @@ from backends.llm.negotiate import StructuredModes
 from backends.llm.reasoning import ReasoningSplitter, merge_body, separate, thinking_off_body
 from backends.llm.registry import ChatProvider, build_provider
 from backends.llm.retry import RetryPolicy, call_with_retries
-from backends.llm.structured_call import ask_structured
+from backends.llm.structured_call import ask_structured, instructions_for
 from backends.llm.types import ChatRequest, ChatResult, Message, StructuredFailure, StructuredResult
 from backends.prompts import Prompt
 from backends.store.cache import ResponseCache, cache_key
@@ -93,9 +93,11 @@ class LLMClient:
             req.extra = merge_body(req.extra, thinking_off_body(rc.model, rc.base_url, rc.thinking_switch)[0])
         return req.model_copy(update=overrides) if overrides else req
 
-    def budget(self, role: str, max_tokens: int | None = None) -> Budget:
-        """What a prompt of ``role`` may take (window − max_tokens) and the counter that counts it."""
-        return self._budgets.budget(role, max_tokens)
+    def budget(self, role: str, max_tokens: int | None = None, structured: type[BaseModel] | None = None) -> Budget:
+        """What a prompt of ``role`` may take (window − max_tokens) and the counter that counts it; for a
+        ``structured`` call, less the format instructions the client adds."""
+        reserved = instructions_for(self, role, structured) if structured is not None else ""
+        return self._budgets.budget(role, max_tokens, reserved)
 
     def _record(self, role: str, provider: ChatProvider, req: ChatRequest, prompt: Prompt | None,
                 result: ChatResult | None, error: str | None, structured_ok: bool | None = None,

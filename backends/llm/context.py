@@ -48,6 +48,7 @@ class Budget:
     window_source: str
     max_tokens: int
     counter: TokenCounter
+    reserved: int = 0  # tokens the client adds to the prompt (a structured call's format instructions)
 
     @property
     def counter_name(self) -> str:
@@ -62,7 +63,7 @@ class Budget:
     def limit(self) -> int | None:
         if self.window is None:
             return None
-        return self.window - self.max_tokens - REQUEST_OVERHEAD - self.slack
+        return self.window - self.max_tokens - REQUEST_OVERHEAD - self.slack - self.reserved
 
     def count(self, text: str) -> int:
         return self.counter.count(text)
@@ -161,9 +162,11 @@ class BudgetBook:
             self._counters[role] = counter_for(rc.tokenizer, rc.model, rc.base_url, local_root=root)
         return self._counters[role]
 
-    def budget(self, role: str, max_tokens: int | None = None) -> Budget:
+    def budget(self, role: str, max_tokens: int | None = None, reserved_text: str = "") -> Budget:
         window, source = self.window(role)
-        return Budget(role, window, source, max_tokens or self.config.role(role).max_tokens, self.counter(role))
+        counter = self.counter(role)
+        reserved = counter.count(reserved_text) + MESSAGE_OVERHEAD if reserved_text else 0
+        return Budget(role, window, source, max_tokens or self.config.role(role).max_tokens, counter, reserved)
 
 
 def fit_request(budget: Budget, req: ChatRequest, shrink_answer: bool = True) -> tuple[ChatRequest, int | None, str | None]:

@@ -42,6 +42,13 @@ def with_instructions(messages: Sequence[Message], schema: dict[str, Any], mode:
     return msgs
 
 
+def instructions_for(client: LLMClient, role: str, model: type[BaseModel]) -> str:
+    """The format instructions a structured call of ``model`` adds to the prompt now (for budgets)."""
+    rc, provider = client.config.role(role), client.provider(role)
+    mode = client.modes.mode_for(provider.endpoint, rc.model, rc.structured_mode)
+    return schema_instructions(bounded_schema(model), full=mode != "json_schema" or rc.provider != "local")
+
+
 def correction_turns(rejected: list[tuple[str, str]]) -> list[Message]:
     out: list[Message] = []
     for text, reason in rejected:
