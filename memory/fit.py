@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from backends.llm.context import Cut
+from backends.llm.context import Budget, Cut
 from memory.tokens import count_tokens
 from memory.types import PromptBlock, RetrievalTrace
 
@@ -111,3 +111,14 @@ def fit_trace(trace: RetrievalTrace, room: int, count: Count, counter: str) -> R
     return trace.model_copy(update={
         "blocks": blocks, "items": [r for r in trace.items if r.item.id not in gone], "cuts": [*trace.cuts, *cuts],
         "tokens": count_tokens(render_context(blocks))})
+
+
+def fit_memory_prompt(budget: Budget, render: Callable[[str], str], trace: RetrievalTrace | None,
+                      no_memory: str) -> tuple[str, RetrievalTrace | None]:
+    """``render(memory)`` with the trace fitted into what the budget leaves beside the rest of the prompt."""
+    if trace is None:
+        return render(no_memory), None
+    if budget.limit is not None:
+        room = budget.limit - budget.count_messages([{"role": "user", "content": render("")}])
+        trace = fit_trace(trace, room, budget.count, budget.counter_name)
+    return render(trace.context or no_memory), trace

@@ -216,7 +216,7 @@ class LLMClient:
     def structured(self, role: str, messages: MessagesIn, model: type[M], *, prompt: Prompt | None = None,
                    retries: int = 2, use_cache: bool = True, cache_salt: str = "",
                    cancel: threading.Event | None = None, check: Callable[[M], str | None] | None = None,
-                   mode: str | None = None, shrink_answer: bool = True,
+                   mode: str | None = None, shrink_answer: bool = True, cuts: list[Cut] | None = None,
                    **overrides: Any) -> StructuredResult[M] | StructuredFailure:
         """Ask for an instance of ``model``: bounded JSON schema, tolerant parsing, validation errors fed back.
 
@@ -229,7 +229,7 @@ class LLMClient:
         """
         return ask_structured(self, role, _messages(messages), model, prompt=prompt, retries=retries,
                               use_cache=use_cache, cache_salt=cache_salt, cancel=cancel, check=check, mode=mode,
-                              shrink_answer=shrink_answer, **overrides)
+                              shrink_answer=shrink_answer, cuts=cuts, **overrides)
 
 
 class _RoleOverride(LLMClient):

@@ -87,9 +87,10 @@ def fit_corrections(budget: Budget, head: list[Message], rejected: list[tuple[st
 def ask_structured(client: LLMClient, role: str, messages: Sequence[Message], model: type[M], *,
                    prompt: Prompt | None = None, retries: int = 2, use_cache: bool = True, cache_salt: str = "",
                    cancel: threading.Event | None = None, check: Callable[[M], str | None] | None = None,
-                   mode: str | None = None, shrink_answer: bool = True,
+                   mode: str | None = None, shrink_answer: bool = True, cuts: list[Cut] | None = None,
                    **overrides: Any) -> StructuredResult[M] | StructuredFailure:
-    """See :meth:`backends.llm.client.LLMClient.structured`; ``mode`` forces one mode (no negotiation)."""
+    """See :meth:`backends.llm.client.LLMClient.structured`; ``mode`` forces one mode (no negotiation);
+    ``cuts`` the caller made to fit its prompt are recorded with each call."""
     schema = bounded_schema(model)
     rc, provider = client.config.role(role), client.provider(role)
     forced = mode is not None or "response_format" in overrides
@@ -102,13 +103,14 @@ def ask_structured(client: LLMClient, role: str, messages: Sequence[Message], mo
     refused: list[str] = []
     while len(raws) <= retries:
         head = with_instructions(messages, schema, current, rc.provider)
-        msgs, cuts = fit_corrections(budget, head, rejected)
+        msgs, trimmed = fit_corrections(budget, head, rejected)
         call = dict(overrides)
         if "response_format" not in overrides and (fmt := response_format(current, model.__name__, schema)):
             call["response_format"] = fmt
         try:
             result = client.chat(role, msgs, prompt=prompt, use_cache=use_cache, cache_salt=cache_salt, cancel=cancel,
-                                 shrink_answer=shrink_answer, structured_mode=current, cuts=cuts, **call)
+                                 shrink_answer=shrink_answer, structured_mode=current, cuts=[*(cuts or []), *trimmed],
+                                 **call)
         except LLMError as e:
             following = None if forced or not is_format_rejection(e) else next_mode(current, str(e))
             if following is None:
