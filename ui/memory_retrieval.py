@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from backends.config import ConfigError
+from backends.llm.context import describe_cuts
 from memory.build import MemoryBuilder
 from memory.methods import get_method_class
 from memory.store import logs_stage
@@ -111,6 +112,9 @@ def show_trace(trace: RetrievalTrace, key: str) -> None:
     c2.metric("Full history", f"{trace.full_history_tokens:,}")
     ratio = trace.tokens / trace.full_history_tokens if trace.full_history_tokens else 0.0
     c3.metric("Share of full history", f"{ratio:.1%}")
+    st.caption(f"Counted by {md_escape(trace.token_counter or 'estimate')}.")
+    if trace.cuts:
+        st.caption(f":orange[Fitted to the context window — {md_escape(describe_cuts(trace.cuts))}]")
     st.markdown(f"**Retrieved items** ({len(trace.items)})")
     if trace.items:
         st.dataframe(pd.DataFrame([{"id": r.item.id, "layer": r.item.layer, "score": r.score, "text": r.item.text,

@@ -12,9 +12,12 @@ from backends.embeddings import get_embedder, resolve_name
 from backends.llm.check import check_role
 from backends.llm.local_server import get_local_server
 from ui.platform_state import llm_client, overrides, platform_config, session_cost, session_id
+from ui.settings_capabilities import render_capabilities
 from ui.text import md_escape
 
 PROVIDERS = ["local", "openai"]
+STRUCTURED_MODES = ["json_schema", "json_schema_strict", "json_object", "prompt"]
+THINKING = ["default", "off"]
 
 
 def render_settings(dataset_language: str) -> None:
@@ -28,6 +31,7 @@ def render_settings(dataset_language: str) -> None:
             st.rerun()
         return
     _render_roles(cfg)
+    render_capabilities(llm_client().store.capabilities)
     _render_local_server(cfg)
     _render_embedder(cfg, dataset_language)
     _render_costs(cfg)
@@ -41,7 +45,8 @@ def roles_frame(cfg: PlatformConfig) -> pd.DataFrame:
         rows.append({"role": role, "provider": pub["provider"], "endpoint": pub["base_url"] or ("bundled" if pub["provider"] == "local" else "api.openai.com"),
                      "model": pub["model"], "temperature": pub["temperature"], "max_tokens": pub["max_tokens"],
                      "timeout_s": pub["timeout"], "api_key": "set" if pub["api_key_set"] else "—",
-                     "overridden": role in overrides()})
+                     "window": f"{pub['context_window']:,}" if pub["context_window"] else "from endpoint", "structured": pub["structured_mode"],
+                     "thinking": pub["thinking"], "overridden": role in overrides()})
     return pd.DataFrame(rows)
 
 
@@ -62,9 +67,20 @@ def _render_roles(cfg: PlatformConfig) -> None:
                 max_tokens = c5.number_input("Max tokens", 1, 32768, int(rc.max_tokens))
                 timeout = c6.number_input("Timeout (s)", 1.0, 3600.0, float(rc.timeout))
                 api_key = c7.text_input("API key", type="password", placeholder="unchanged" if rc.api_key else "none")
+                c8, c9, c10, c11 = st.columns(4)
+                window = c8.number_input("Context window", 0, 10_000_000, int(rc.context_window or 0), 1024,
+                                         help="Tokens per request; 0: read from the endpoint (vLLM, llama.cpp)")
+                mode = c9.selectbox("Structured mode", STRUCTURED_MODES, index=STRUCTURED_MODES.index(rc.structured_mode),
+                                    help="Tried first; an endpoint that refuses it is stepped down")
+                tokenizer = c10.text_input("Tokenizer", value=rc.tokenizer or "", placeholder="best known",
+                                           help="Hugging Face name or path (offline), tiktoken:<encoding>, endpoint")
+                thinking = c11.selectbox("Thinking", THINKING, index=THINKING.index(rc.thinking),
+                                         help="off: send the vendor's switch that turns a reasoning model's thinking off")
                 if st.form_submit_button("Apply for this session"):
                     new = {"provider": provider, "base_url": base_url or None, "model": model,
-                           "temperature": temperature, "max_tokens": max_tokens, "timeout": timeout}
+                           "temperature": temperature, "max_tokens": max_tokens, "timeout": timeout,
+                           "context_window": int(window) or None, "structured_mode": mode,
+                           "tokenizer": tokenizer or None, "thinking": thinking}
                     if api_key:
                         new["api_key"] = api_key
                     overrides()[role] = {**overrides().get(role, {}), **new}

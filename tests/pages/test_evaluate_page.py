@@ -224,3 +224,22 @@ def test_personamem_accuracy_by_type_from_stored_records(env):
     frame = next(d.value for d in at.dataframe if "accuracy" in d.value.columns and "method" in d.value.columns)
     forget = frame[(frame["group"] == "pref_type") & (frame["value"] == "ask_to_forget")].iloc[0]
     assert forget["method"] == "rag-turn" and forget["accuracy"] == 1.0
+
+
+def test_a_judgment_without_room_in_the_window_says_why_and_reasoning_shows_apart(env, runs, monkeypatch):
+    def thinking(req):
+        return "<think>JUDGE-THOUGHT</think>" + judge(req)
+
+    small = LLMClient(load_config(secrets={}, env={}), providers=dict.fromkeys(ROLES, ScriptedLLM(judge, window=900)))
+    dataset = load_dataset(DEMO)
+    pairs = pair_runs(SimStore(), dataset_key(DEMO), A, B)
+    judge_runs(small, dataset, SimStore(), EvalStore(), pairs[:1], ["requirement"], k=1)
+    thinker = LLMClient(load_config(secrets={}, env={}), providers=dict.fromkeys(ROLES, ScriptedLLM(thinking)))
+    judge_runs(thinker, dataset, SimStore(), EvalStore(), pairs[:1], ["preference"], k=1)
+    at = open_page("evaluate", pair=PAIR, topic=f"{SAMPLE}_{pairs[0].topic_key}")
+    assert not at.exception
+    warnings = [w.value for w in at.warning]
+    assert any(w.startswith("Not judged: judge prompt of") and "never cut" in w for w in warnings)
+    assert "Judge's reasoning (kept apart from the scores)" in [e.label for e in at.expander]
+    assert any("JUDGE-THOUGHT" in c.value for c in at.code)
+    assert "JUDGE\\-THOUGHT" not in all_markdown(at)

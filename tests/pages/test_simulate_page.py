@@ -176,3 +176,22 @@ def test_runs_list_shows_stored_runs(llm):
     frame = at.dataframe(key="sim_runs_table").value
     assert list(frame["run_id"]) == [run_id_for(spec())]
     assert frame["status"].iloc[0] == "finished" and frame["turns"].iloc[0] == schedule_len()
+
+
+def test_reasoning_shows_apart_and_a_fitted_prompt_says_what_was_cut(tmp_path, monkeypatch):
+    monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
+    monkeypatch.setenv("PAL_EMBEDDER", "hash")
+
+    def thinking(req):
+        return "<think>SECRET-THOUGHT {\"content\": \"no\"}</think>" + reply(req)
+
+    fake = ScriptedLLM(thinking, window=4096)
+    client = LLMClient(load_config(secrets={}, env={}), providers=dict.fromkeys(ROLES, fake))
+    monkeypatch.setattr(platform_state, "llm_client", lambda: client)
+    at = start("full-history")
+    shown = transcript(at)
+    assert len(shown) == 2 * schedule_len() and all("SECRET-THOUGHT" not in text for _, text in shown)
+    assert [e.label for e in at.expander].count("Reasoning (kept apart from the answer)") == 2 * schedule_len()
+    assert any("SECRET-THOUGHT" in c.value for c in at.code)
+    captions = "\n".join(c.value for c in at.caption)
+    assert "Prompt fitted to the context window" in captions and "sessions 1001\\_sample0" in captions
