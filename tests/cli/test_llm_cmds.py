@@ -48,7 +48,7 @@ def test_check_reports_what_a_json_object_only_reasoning_endpoint_can_do(tmp_pat
     assert res.returncode == 0, res.stdout + res.stderr
     out = res.stdout
     assert "structured: parsed" in out and "with json_object" in out
-    assert "json_schema refused" in out and "json_object ok" in out and "prompt ok" in out
+    assert "json_schema: refused: request rejected (400)" in out and "json_object: ok" in out and "prompt: ok" in out
     assert "context window: 8,192 tokens (endpoint /v1/models)" in out
     assert "streaming: yes" in out and "seed: " in out
     assert "reasoning: emitted" in out and "THOUGHT-LEAK" not in out
