@@ -76,17 +76,28 @@ def _shorten(blocks: list[PromptBlock], room: int, count: Count, counter: str) -
     return blocks, cuts
 
 
+def _estimate(blocks: list[PromptBlock], count: Count) -> int:
+    """The context's tokens as the sum of its pieces (each memoised by the counter, so later turns are free);
+    one token per boundary keeps it at or above the count of the joined text."""
+    total = 0
+    for b in blocks:
+        if not b.text.strip():
+            continue
+        body = sum(count(p.text) + 1 for p in b.parts) if b.parts else count(b.text)
+        total += count(f"# {b.title}") + 2 + body
+    return total
+
+
 def fit_blocks(blocks: list[PromptBlock], room: int, count: Count,
                counter: str) -> tuple[list[PromptBlock], list[Cut], set[str]]:
     """(blocks whose context takes at most ``room`` tokens, the cuts, ids of the memory items left out)."""
-    total = count(render_context(blocks))
-    if total <= room:
+    estimate = _estimate(blocks, count)
+    if estimate <= room:
         return blocks, [], set()
     removed: dict[int, set[int]] = {}
-    estimate = total
     for bi, pi in _order(blocks):
         if estimate <= room:
-            estimate = count(render_context(_without(blocks, removed)))  # per-part sums drift: check the real text
+            estimate = count(render_context(_without(blocks, removed)))  # check the real text once
             if estimate <= room:
                 break
         removed.setdefault(bi, set()).add(pi)

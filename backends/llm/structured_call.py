@@ -115,8 +115,8 @@ def ask_structured(client: LLMClient, role: str, messages: Sequence[Message], mo
             following = None if forced or not is_format_rejection(e) else next_mode(current, str(e))
             if following is None:
                 raise
-            log.warning("%s: structured mode %s refused by %s; trying %s", role, current, provider.endpoint, following,
-                        exc_info=True)
+            log.warning("%s: structured mode %s refused by %s (%s); trying %s", role, current, provider.endpoint,
+                        client.redact(str(e)), following)
             refused.append(f"{current} refused: {client.redact(str(e))[:240]}")
             current = following
             continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -83,8 +84,9 @@ class FakeEndpoint:
     (``max_model_len``) unless ``props`` is set, then by ``/props`` (``n_ctx``)."""
 
     def __init__(self, formats=("json_schema", "json_object", None), strict=False, think="", window=None, props=False,
-                 model="fake-model", plain="a plain answer"):
+                 model="fake-model", plain="a plain answer", latency=0.0):
         self.formats, self.strict, self.think, self.window, self.props = set(formats), strict, think, window, props
+        self.latency = latency  # seconds per chat request, like a remote endpoint
         self.model, self.plain = model, plain
         self.requests: list[dict[str, Any]] = []
         self.tokenize_calls = 0
@@ -128,6 +130,8 @@ class FakeEndpoint:
                     return self._send(200, {"tokens": list(range(len(re.findall(r"\w+|[^\w\s]", body["content"]))))})
                 with endpoint._lock:
                     endpoint.requests.append(body)
+                if endpoint.latency:
+                    time.sleep(endpoint.latency)
                 status, payload = endpoint.answer(body)
                 if status != 200 or not body.get("stream"):
                     return self._send(status, payload)
