@@ -76,6 +76,7 @@ class PMRecord(BaseModel):
     errors: list[str] = Field(default_factory=list)
     memory_tokens: int = 0
     memory_cuts: list[Cut] = Field(default_factory=list)  # what was left out to fit the assistant's window
+    memory_token_counter: str = ""  # which counter made memory_tokens
     # mcq
     seed: int | None = None
     item_seed: int | None = None
@@ -144,6 +145,7 @@ class PersonaMemEval:
         text, fitted = fit_memory_prompt(self.llm.budget("assistant", structured=schema),
                                          lambda memory: prompt.render(memory=memory, **values), trace, NO_MEMORY)
         r.memory_tokens, r.memory_cuts = (fitted.tokens, fitted.cuts) if fitted else (0, [])
+        r.memory_token_counter = fitted.token_counter if fitted else ""
         return text
 
     def _record(self, item: QuestionItem, form: Form, prompt_name: str, prompt_version: str) -> PMRecord:

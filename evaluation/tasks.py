@@ -111,6 +111,7 @@ class TaskResult(BaseModel):
     errors: list[str] = Field(default_factory=list)
     memory_tokens: int = 0
     memory_cuts: list[Cut] = Field(default_factory=list)  # what was left out to fit the assistant's window
+    memory_token_counter: str = ""  # which counter made memory_tokens
     bleu: dict[int, float] | None = None
     g_score: float | None = None
     g_ok: bool | None = None
@@ -156,6 +157,7 @@ class TopicTasks:
         text, fitted = fit_memory_prompt(self.llm.budget("assistant", structured=schema),
                                          lambda memory: prompt.render(memory=memory, **values), trace, NO_MEMORY)
         r.memory_tokens, r.memory_cuts = (fitted.tokens, fitted.cuts) if fitted else (0, [])
+        r.memory_token_counter = fitted.token_counter if fitted else ""
         res = self.llm.structured("assistant", [{"role": "user", "content": text}], schema,
                                   prompt=prompt, cache_salt=f"bench:{self.method}:{r.task}", cuts=r.memory_cuts)
         r.raw, r.ok = ([res.raw], True) if res.ok else (res.raw, False)
