@@ -70,3 +70,14 @@ def fit_prompt(budget: Budget, render: Render, history: list[Utterance], trace: 
     cut = Cut(what="dialogue so far", unit="utterances", removed=[str(i + 1) for i in range(dropped)],
               tokens=before - _tokens(budget, text), limit=limit, counter=budget.counter_name)
     return Fitted(text, trace, [cut])
+
+
+def first_turn_room(budget: Budget, language: str = "English") -> int | None:
+    """Tokens the assistant's window leaves for the memory on a first turn (the Memory page's "fit" preview)."""
+    from backends.prompts import load_prompt
+
+    if budget.limit is None:
+        return None
+    empty = load_prompt("sim/assistant").render(memory_note="", memory="", dialogue="(nothing yet)", act="",
+                                                definition="", language=language)
+    return budget.limit - _tokens(budget, empty)
