@@ -21,7 +21,7 @@ from backends.config import PlatformConfig, load_config
 from backends.llm.context import Budget, BudgetBook, Cut, describe_cuts, fit_request
 from backends.llm.errors import LLMError
 from backends.llm.negotiate import StructuredModes
-from backends.llm.reasoning import ReasoningSplitter, merge_body, separate, thinking_off_body
+from backends.llm.reasoning import ReasoningSplitter, likely_headless, merge_body, separate, thinking_off_body
 from backends.llm.registry import ChatProvider, build_provider
 from backends.llm.retry import RetryPolicy, call_with_retries
 from backends.llm.structured_call import ask_structured, instructions_for
@@ -187,7 +187,7 @@ class LLMClient:
             it = iter(provider.stream(sent))
             return it, next(it, None)
 
-        splitter = ReasoningSplitter()
+        splitter = ReasoningSplitter(hold=likely_headless(self.config.role(role).model))
         try:
             sent, fitted = self._fit(role, req, shrink_answer, cuts)
             (it, first), attempts = call_with_retries(first_chunk, policy, cancel)

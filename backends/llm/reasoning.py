@@ -68,20 +68,36 @@ class ReasoningSplitter:
     """Split streamed content deltas: :meth:`feed` returns only answer text, thinking accumulates.
 
     Tags may be cut anywhere between deltas; text that could still be the start of a tag is held back
-    until the next delta decides. A stream that starts inside the thinking with no opening tag is only
-    recognised at the end (:meth:`finish`), so the final result is always split with
-    :func:`split_reasoning` on the whole content.
+    until the next delta decides. A stream that starts inside the thinking with no opening tag (the template
+    opened it) can only be told apart once ``</think>`` arrives: with ``hold`` (models known to do this, see
+    :func:`likely_headless`) nothing is emitted until then or the end; without it such thinking shows live
+    and only the final result — always split with :func:`split_reasoning` on the whole content — is clean.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, hold: bool = False) -> None:
         self._buf = ""
         self._state = "start"  # start → (think → start)* → answer
         self._close = ""
+        self._hold = hold
         self.reasoning: list[str] = []
+
+    def _release_headless(self) -> bool:
+        """With ``hold``: a closing tag ends the template-opened thinking; True when the stream may go on."""
+        close = _CLOSE.search(self._buf)
+        if close:
+            self.reasoning.append(self._buf[: close.start()])
+            self._buf, self._hold, self._state = self._buf[close.end():], False, "start"
+            return True
+        if _OPEN_AT_START.match(self._buf) or not self._buf.strip():
+            self._hold = bool(not self._buf.strip())  # an opening tag: the ordinary case
+            return not self._hold
+        return False
 
     def feed(self, delta: str) -> str:
         self._buf += delta
         out: list[str] = []
+        if self._hold and not self._release_headless():
+            return ""
         while True:
             if self._state == "answer":
                 out.append(self._buf)
@@ -117,6 +133,8 @@ class ReasoningSplitter:
     def finish(self) -> str:
         """Answer text still held back (the start of what looked like a tag but never became one)."""
         rest, self._buf = self._buf, ""
+        if self._hold:
+            return rest.strip()
         if self._state == "think":
             self.reasoning.append(rest)
             return ""
@@ -139,6 +157,11 @@ def separate(result: Any, counter: Any = None) -> Any:
     if reasoning and not result.reasoning_tokens and counter is not None:
         update.update(reasoning_tokens=counter.count(reasoning), reasoning_counted_by=counter.name)
     return result.model_copy(update=update)
+
+
+def likely_headless(model: str) -> bool:
+    """Models whose chat template opens ``<think>`` in the prompt, so their replies start inside the thinking."""
+    return bool(re.search(r"deepseek-r1|r1-distill|qwq|reasoner|thinking", model, re.I))
 
 
 # ---------------------------------------------------------------- thinking off

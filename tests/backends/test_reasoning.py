@@ -51,11 +51,24 @@ def test_stream_splitter_never_emits_thinking_wherever_the_tags_are_cut():
         assert out == "The answer <b>is</b> here." and splitter.text == THOUGHT
 
 
-@pytest.mark.parametrize("think", ["content", "field", "both"])
+def test_a_held_stream_releases_the_answer_after_template_opened_thinking():
+    text = f"{THOUGHT}</think>\n\nThe answer."
+    for size in (1, 3, 7, len(text)):
+        splitter = ReasoningSplitter(hold=True)
+        out = "".join(splitter.feed(text[i:i + size]) for i in range(0, len(text), size)) + splitter.finish()
+        assert out == "The answer." and splitter.text == THOUGHT
+    plain = ReasoningSplitter(hold=True)
+    assert plain.feed("no thinking here") == "" and plain.finish() == "no thinking here"
+    tagged = ReasoningSplitter(hold=True)
+    assert tagged.feed("<think>x</think>Now") == "Now"
+
+
+@pytest.mark.parametrize("think, model", [("content", "qwen3-8b"), ("field", "qwen3-8b"), ("both", "qwen3-8b"),
+                                          ("headless", "deepseek-r1-distill-qwen-7b")])
 @pytest.mark.parametrize("streamed", [False, True])
-def test_chat_and_stream_keep_reasoning_apart_and_record_it(pal_home, think, streamed):
+def test_chat_and_stream_keep_reasoning_apart_and_record_it(pal_home, think, model, streamed):
     with FakeEndpoint(think=think).running() as server:
-        client = client_for(server, pal_home)
+        client = client_for(server, pal_home, PAL_DEFAULT_MODEL=model)
         if streamed:
             chunks = list(client.stream("assistant", MSG, use_cache=False))
             deltas, result = "".join(c for c in chunks if isinstance(c, str)), chunks[-1]
@@ -66,7 +79,7 @@ def test_chat_and_stream_keep_reasoning_apart_and_record_it(pal_home, think, str
     assert result.reasoning_tokens > 0
     row = client.store.calls("think")[0]
     assert row["reasoning_tokens"] == result.reasoning_tokens
-    assert row["reasoning_counter"] == ("endpoint" if think != "content" else result.reasoning_counted_by)
+    assert row["reasoning_counter"] == ("endpoint" if think in ("field", "both") else result.reasoning_counted_by)
     assert client.store.reasoning(session_id="think")[0]["text"] == THOUGHT
 
 
