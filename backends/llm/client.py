@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from backends.config import PlatformConfig, load_config
 from backends.llm.context import Budget, BudgetBook, Cut, describe_cuts, fit_request
-from backends.llm.errors import LLMError
+from backends.llm.errors import ContextOverflow, LLMError
 from backends.llm.negotiate import StructuredModes
 from backends.llm.reasoning import ReasoningSplitter, likely_headless, merge_body, separate, thinking_off_body
 from backends.llm.registry import ChatProvider, build_provider
@@ -120,7 +120,10 @@ class LLMClient:
              cuts: list[Cut] | None) -> tuple[ChatRequest, dict[str, Any]]:
         """The request to send and what fitting it recorded; :class:`ContextOverflow` if it cannot fit."""
         budget = self.budget(role, req.max_tokens)
-        sent, counted, note = fit_request(budget, req, shrink_answer)
+        try:
+            sent, counted, note = fit_request(budget, req, shrink_answer)
+        except ContextOverflow as e:
+            raise ContextOverflow(f"{self.provider(role).endpoint}: {e}", status=e.status) from None
         notes = [n for n in (describe_cuts(cuts or []), note) if n]
         return sent, {"prompt_tokens_est": counted, "est_counter": budget.counter_name if counted else None,
                       "context_window": budget.window, "fit_note": "; ".join(notes) or None}
