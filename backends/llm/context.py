@@ -159,7 +159,8 @@ class BudgetBook:
         if role not in self._counters:
             rc, provider = self.config.role(role), self._provider(role)
             root = provider.tokenizer_root() if hasattr(provider, "tokenizer_root") else None
-            self._counters[role] = counter_for(rc.tokenizer, rc.model, rc.base_url, local_root=root)
+            self._counters[role] = counter_for(rc.tokenizer, rc.model, rc.base_url, local_root=root,
+                                               local_label=provider.endpoint if root else None)
         return self._counters[role]
 
     def budget(self, role: str, max_tokens: int | None = None, reserved_text: str = "") -> Budget:

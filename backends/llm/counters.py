@@ -118,9 +118,9 @@ class EndpointCounter:
 
     exact = True
 
-    def __init__(self, root: str, model: str, timeout: float = 10.0) -> None:
+    def __init__(self, root: str, model: str, timeout: float = 10.0, label: str | None = None) -> None:
         self.root, self.model, self.timeout = root.rstrip("/"), model, timeout
-        self.name = f"endpoint:{self.root}/tokenize"
+        self.name = f"endpoint:{label or self.root}/tokenize"  # the bundled server: its name, not its port
         self._failed = False
         self.count = lru_cache(maxsize=8192)(self._count)  # type: ignore[method-assign]
 
@@ -201,12 +201,13 @@ def configured_counter(setting: str, model: str, base_url: str | None) -> TokenC
         return EstimateCounter(f"hf:{setting} unavailable")
 
 
-def counter_for(setting: str | None, model: str, base_url: str | None, local_root: str | None = None) -> TokenCounter:
+def counter_for(setting: str | None, model: str, base_url: str | None, local_root: str | None = None,
+                local_label: str | None = None) -> TokenCounter:
     """The counter for a role (see the module docstring); ``local_root`` is the bundled server's root URL."""
     if setting:
         return configured_counter(setting, model, base_url)
     if local_root:
-        return EndpointCounter(local_root, model)
+        return EndpointCounter(local_root, model, label=local_label)
     if _OPENAI_MODEL.match(model):
         counter = _tiktoken(None, model)
         if counter is not None:
