@@ -2,7 +2,7 @@
 server whose slots give each request only 2,048 tokens (ctx 4096 / parallel 2): no request ever exceeds the
 slot's window (by the server's own prompt count + the max_tokens sent), and nothing fails at the endpoint.
 
-Counts are small (one month, 3 situations, up to 2 topics each, 5–8 logs) to keep it short on a shared CPU;
+Counts are small (one month, 3 situations, up to 2 topics each, 4–6 logs) to keep it short on a shared CPU;
 the small window makes the fitting bite anyway."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def test_a_generated_user_never_exceeds_a_small_window(tmp_path, monkeypatch):
     cfg = load_config(secrets={"local": {"ctx": 4096, "parallel": 2}}, env={"PAL_DEFAULT_TIMEOUT": "600"})
     llm = LLMClient(cfg, session_id="real-synth-window")
     config = SynthConfig(lang="en", months=1, seed=3, description="a 45-year-old nurse in Leeds who cycles to work",
-                         situations_min=3, situations_max=3, max_topics=2, min_logs=5, max_logs=8, retries=3,
+                         situations_min=3, situations_max=3, max_topics=2, min_logs=4, max_logs=6, retries=3,
                          tolerable_retries=0)
     started = time.perf_counter()
     pipe = Pipeline.create(config, str(tmp_path / "generated"), llm=llm)
