@@ -18,15 +18,17 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field
 
 from backends.llm.client import LLMClient
+from backends.llm.context import Cut
 from backends.llm.types import ChatResult, StructuredResult
 from backends.prompts import Prompt, load_prompt
 from memory.base import assistant_client
 from memory.build import MemoryBuilder
 from memory.privacy import redact_text
+from memory.types import RetrievalTrace
 from palset.dataset import Session, SessionTopic, User
 from palset.vocab import Act
 from sim.acts import DEFINITIONS, PURPOSE, REQUIREMENT_PHASE
-from sim.fit import fit_prompt, render_transcript
+from sim.fit import Fitted, fit_prompt, render_transcript
 from sim.types import Utterance
 
 __all__ = ["Assistant", "SimulationError", "TopicContext", "UserSimulator", "render_transcript"]
@@ -153,7 +155,7 @@ class UserSimulator:
         self.llm, self.ctx, self.free_mode = llm, ctx, free_mode
         self.prompt: Prompt = load_prompt("sim/user_simulator")
 
-    def fitted(self, act: Act, history: list[Utterance]):
+    def fitted(self, act: Act, history: list[Utterance]) -> Fitted:
         """The prompt fitted into the simulator's window (:mod:`sim.fit`: the oldest utterances go first)."""
         def render(_memory: str, dialogue: str) -> str:
             return self.prompt.render(
@@ -254,12 +256,12 @@ class Assistant:
                          model=self.llm.config.role("assistant").model,
                          latency_ms=(time.perf_counter() - started) * 1000, created_at=time.time())
 
-    def _memory_text(self, trace) -> str:
+    def _memory_text(self, trace: RetrievalTrace | None) -> str:
         if self.builder is None:
             return "(nothing: this assistant has no memory of the user)"
         return (trace.context if trace else "") or "(nothing relevant)"
 
-    def _plain(self, msgs: list[dict[str, str]], salt: str, cuts):
+    def _plain(self, msgs: list[dict[str, str]], salt: str, cuts: list[Cut]):
         result = self.llm.chat("assistant", msgs, prompt=self.prompt, cache_salt=salt, seed=sampling_seed(salt),
                                cuts=cuts)
         yield result
