@@ -45,8 +45,9 @@ def roles_frame(cfg: PlatformConfig) -> pd.DataFrame:
         rows.append({"role": role, "provider": pub["provider"], "endpoint": pub["base_url"] or ("bundled" if pub["provider"] == "local" else "api.openai.com"),
                      "model": pub["model"], "temperature": pub["temperature"], "max_tokens": pub["max_tokens"],
                      "timeout_s": pub["timeout"], "api_key": "set" if pub["api_key_set"] else "—",
-                     "window": f"{pub['context_window']:,}" if pub["context_window"] else "from endpoint", "structured": pub["structured_mode"],
-                     "thinking": pub["thinking"], "overridden": role in overrides()})
+                     "window": f"{pub['context_window']:,}" if pub["context_window"] else "from endpoint",
+                     "structured": pub["structured_mode"], "thinking": pub["thinking"],
+                     "overridden": role in overrides()})
     return pd.DataFrame(rows)
 
 
@@ -152,7 +153,9 @@ def _render_costs(cfg: PlatformConfig) -> None:
     calls = client.store.calls(session_id(), limit=200)
     if calls:
         frame = pd.DataFrame(calls)[["role", "model", "prompt_name", "prompt_version", "tokens_in", "tokens_out",
-                                     "latency_ms", "cache_hit", "attempts", "error"]]
+                                     "reasoning_tokens", "tokens_counter", "prompt_tokens_est", "est_counter",
+                                     "max_tokens", "context_window", "structured_mode", "fit_note", "latency_ms",
+                                     "cache_hit", "attempts", "error"]]
         st.dataframe(frame, hide_index=True, width="stretch")
         st.download_button("Export calls (CSV)", frame.to_csv(index=False), file_name="llm-calls.csv", mime="text/csv")
     if not cfg.prices:
