@@ -34,7 +34,7 @@ from backends.paths import PROJECT_ROOT
 
 ROLES: tuple[str, ...] = ("assistant", "user_simulator", "judge", "memory_builder", "synthesizer")
 ROLE_FIELDS = ("provider", "base_url", "model", "api_key", "temperature", "max_tokens", "timeout", "max_retries",
-               "structured_mode")
+               "structured_mode", "context_window", "tokenizer", "thinking", "thinking_switch")
 LOCAL_MODEL_NAME = "SmolLM2-135M-Instruct"
 SECRETS_PATH = PROJECT_ROOT / ".streamlit" / "secrets.toml"
 
@@ -58,7 +58,17 @@ class RoleConfig(Strict):
     max_tokens: int = Field(512, ge=1, le=32768)
     timeout: float = Field(60.0, gt=0, le=3600)
     max_retries: int = Field(4, ge=0, le=20)
-    structured_mode: Literal["json_schema", "json_object", "prompt"] = "json_schema"
+    # the first structured mode tried; an endpoint that rejects it is stepped down (see backends.llm.negotiate)
+    structured_mode: Literal["json_schema", "json_schema_strict", "json_object", "prompt"] = "json_schema"
+    # tokens per request (prompt + answer); None: read from the endpoint when it reports one (backends.llm.context)
+    context_window: int | None = Field(None, ge=256, le=10_000_000)
+    # how prompt tokens are counted: a Hugging Face tokenizer name or path (loaded offline), "tiktoken:<encoding>",
+    # "endpoint" (the server's /tokenize) or "estimate"; None: the best known for the endpoint (backends.llm.counters)
+    tokenizer: str | None = None
+    # "off" sends the vendor's switch that turns a reasoning model's thinking off (backends.llm.reasoning)
+    thinking: Literal["default", "off"] = "default"
+    thinking_switch: Literal["auto", "chat_template_kwargs", "deepseek_template", "enable_thinking",
+                             "reasoning_effort", "thinking_disabled", "none"] = "auto"
 
     def public(self) -> dict[str, Any]:
         """Everything but the key (whether one is set is shown as a bool); credentials in the URL masked."""

@@ -1,4 +1,5 @@
-"""``pal llm check [--role ROLE]``: is each role's endpoint up, how fast, does structured output parse."""
+"""``pal llm check [--role ROLE] [--quick]``: is each role's endpoint up, how fast, does structured output parse,
+and what it can do — context window, structured modes, streaming, seed, reasoning (see backends.llm.check)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     lsub = p.add_subparsers(dest="llm_command", required=True)
     c = lsub.add_parser("check", help="send a chat and a structured request per role; exit 1 on failure")
     c.add_argument("--role", choices=ROLES, help="check one role (default: every role, each endpoint once)")
+    c.add_argument("--quick", action="store_true",
+                   help="only the chat and the structured request (no probes of modes, streaming, seed)")
     c.set_defaults(func=cmd_check)
 
 
@@ -35,7 +38,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"{role}: same endpoint and model as {seen[key]}")
             continue
         seen[key] = role
-        report = check_role(client, role)
+        report = check_role(client, role, capabilities=not args.quick)
         print("\n".join(report.lines()))
         failed |= not report.ok
     return 1 if failed else 0

@@ -5,6 +5,10 @@ method A's dialogue shown as assistant-1 and k with the two dialogues really swa
 Evidence + Balanced Position Calibration). The decision averages each method's valid scores within
 each order, then the two orders with equal weight, so a failed judge call can never tilt the result
 towards one position; a judgment needs a valid sample in both orders (otherwise it is invalid).
+
+A judge prompt is never cut to fit the judge's context window: one that does not fit (two long
+transcripts, a small window) is not sent, and its samples are recorded as invalid with the reason
+(tokens, counter, window), so the judgment says why it has no verdict.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from backends.llm.client import LLMClient
+from backends.llm.context import Budget
+from backends.llm.errors import ContextOverflow
 from backends.prompts import Prompt, load_prompt
 from evaluation.versions import METRIC_VERSIONS
 from memory.privacy import redact_text
@@ -68,6 +74,7 @@ class JudgeSample(BaseModel):
     analysis: dict[str, str] | None = None
     raw: list[str] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
+    reasoning: list[str] = Field(default_factory=list)  # the judge's thinking per attempt, kept apart (never parsed)
     attempts: int = 0
 
 
@@ -110,6 +117,10 @@ class Judgment(BaseModel):
     flipped: bool = False
     slot1_preference: float | None = None  # share of valid samples where assistant-1 scored higher
     decision_version: str = ""  # evaluation.versions "faireval_decision" the decision was computed with
+    prompt_tokens: dict[str, int] = Field(default_factory=dict)  # "order1"/"order2" → tokens, by ``token_counter``
+    token_counter: str = ""
+    context_window: int | None = None
+    invalid_reason: str | None = None  # why samples were not even asked (a prompt too long for the window)
 
 
 def judgment_key(run_a: str, run_b: str, aspect: str, k: int, judge_model: str, prompt_version: str) -> str:
@@ -157,13 +168,28 @@ def judge_messages(prompt: Prompt, ctx: TopicContext, aspect: Aspect, first: str
 def ask_judge(llm: LLMClient, prompt: Prompt, messages: list[dict[str, str]], order: Literal[1, 2], index: int,
               aspect: str) -> JudgeSample:
     """One sample; the client retries invalid outputs, a final failure is kept as an invalid sample."""
-    res = llm.structured("judge", messages, JudgeOut, prompt=prompt, cache_salt=f"faireval:{aspect}:o{order}:s{index}")
+    try:
+        res = llm.structured("judge", messages, JudgeOut, prompt=prompt, shrink_answer=False,
+                             cache_salt=f"faireval:{aspect}:o{order}:s{index}")
+    except ContextOverflow as e:  # a correction turn made it too long: never cut, recorded as invalid
+        return JudgeSample(order=order, index=index, ok=False, errors=[str(e)], attempts=0)
     if not res.ok:
-        return JudgeSample(order=order, index=index, ok=False, raw=res.raw, errors=res.errors, attempts=res.attempts)
+        return JudgeSample(order=order, index=index, ok=False, raw=res.raw, errors=res.errors, attempts=res.attempts,
+                           reasoning=res.reasoning)
     s1, s2 = res.value.scores.assistant_1, res.value.scores.assistant_2
     a, b = (s1, s2) if order == 1 else (s2, s1)
     return JudgeSample(order=order, index=index, ok=True, slot1=s1, slot2=s2, score_a=a, score_b=b,
-                       analysis=res.value.analysis.model_dump(by_alias=True), raw=[res.raw], attempts=res.attempts)
+                       analysis=res.value.analysis.model_dump(by_alias=True), raw=[res.raw], attempts=res.attempts,
+                       reasoning=[res.reasoning] if res.reasoning else [])
+
+
+def too_long(budget: Budget, tokens: int) -> str | None:
+    """Why a judge prompt of ``tokens`` cannot be sent, or None when it fits."""
+    if budget.limit is None or tokens <= budget.limit:
+        return None
+    return (f"judge prompt of {tokens:,} tokens ({budget.counter_name}) does not fit the judge's window of "
+            f"{budget.window:,} tokens ({budget.window_source}) with max_tokens {budget.max_tokens:,}: judge prompts "
+            "are never cut, so it was not sent")
 
 
 def _winner(samples: list[JudgeSample]) -> Winner:
@@ -217,9 +243,17 @@ def judge_pair(llm: LLMClient, ctx: TopicContext, run_a: RunRecord, run_b: RunRe
     """Judge run A against run B on one aspect: k samples in each order, then the decision."""
     prompt = load_prompt(f"eval/faireval_{aspect}")
     text_a, text_b = render_dialogue(run_a), render_dialogue(run_b)
+    budget = llm.budget("judge", structured=JudgeOut)
     samples: list[JudgeSample] = []
+    tokens: dict[str, int] = {}
+    reasons: list[str] = []
     for order, (first, second) in ((1, (text_a, text_b)), (2, (text_b, text_a))):
         msgs = judge_messages(prompt, ctx, aspect, first, second)
+        tokens[f"order{order}"] = budget.count_messages(msgs)
+        if reason := too_long(budget, tokens[f"order{order}"]):
+            reasons.append(reason)
+            samples += [JudgeSample(order=order, index=i, ok=False, errors=[reason]) for i in range(k)]
+            continue
         samples += [ask_judge(llm, prompt, msgs, order, i, aspect) for i in range(k)]  # type: ignore[arg-type]  # aspect is one of ASPECTS, checked by the caller
     rc = llm.config.role("judge")
     spec = run_a.spec
@@ -231,5 +265,6 @@ def judge_pair(llm: LLMClient, ctx: TopicContext, run_a: RunRecord, run_b: RunRe
         prompt_name=prompt.name, prompt_version=prompt.version, created_at=time.time(),
         texts={"order1": OrderTexts(assistant_1=text_a, assistant_2=text_b),
                "order2": OrderTexts(assistant_1=text_b, assistant_2=text_a)},
-        samples=samples)
+        samples=samples, prompt_tokens=tokens, token_counter=budget.counter_name, context_window=budget.window,
+        invalid_reason=reasons[0] if reasons else None)
     return apply_decision(j, threshold)

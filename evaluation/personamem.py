@@ -32,12 +32,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from backends.llm.client import LLMClient
+from backends.llm.context import Cut
 from backends.llm.types import StructuredResult
-from backends.prompts import load_prompt
+from backends.prompts import Prompt, load_prompt
 from evaluation.personamem_loader import QuestionItem
 from evaluation.versions import METRIC_VERSIONS
 from memory.base import assistant_client
 from memory.build import MemoryBuilder
+from memory.fit import fit_memory_prompt
+from memory.types import RetrievalTrace
 
 Form = Literal["mcq", "open"]
 FORMS: tuple[Form, ...] = ("mcq", "open")
@@ -111,6 +114,8 @@ class PMRecord(BaseModel):
     raw: list[str] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
     memory_tokens: int = 0
+    memory_cuts: list[Cut] = Field(default_factory=list)  # what was left out to fit the assistant's window
+    memory_token_counter: str = ""  # which counter made memory_tokens
     # mcq
     seed: int | None = None
     item_seed: int | None = None
@@ -178,11 +183,17 @@ class PersonaMemEval:
         self.judging = judging or Judging()
         self.llm = assistant_client(llm, builder.impl if builder else None)  # PLUM: its own model, latest adapter
 
-    def memory(self, query: str) -> tuple[str, int]:
-        if self.builder is None:
-            return NO_MEMORY, 0
-        trace = self.builder.retrieve(query, "solution")
-        return trace.context or NO_MEMORY, trace.tokens
+    def memory(self, query: str) -> RetrievalTrace | None:
+        return None if self.builder is None else self.builder.retrieve(query, "solution")
+
+    def _prompt(self, r: PMRecord, prompt: Prompt, schema: type[BaseModel], trace: RetrievalTrace | None,
+                **values: object) -> str:
+        """The prompt with the memory fitted into the assistant's window (:mod:`memory.fit`), cuts recorded."""
+        text, fitted = fit_memory_prompt(self.llm.budget("assistant", structured=schema),
+                                         lambda memory: prompt.render(memory=memory, **values), trace, NO_MEMORY)
+        r.memory_tokens, r.memory_cuts = (fitted.tokens, fitted.cuts) if fitted else (0, [])
+        r.memory_token_counter = fitted.token_counter if fitted else ""
+        return text
 
     def _record(self, item: QuestionItem, form: Form, prompt_name: str, prompt_version: str) -> PMRecord:
         return PMRecord(item_id=item.item_id, form=form, method=self.method, pref_type=item.pref_type,
@@ -191,13 +202,13 @@ class PersonaMemEval:
                         prompt_name=prompt_name, prompt_version=prompt_version, created_at=time.time(),
                         metric_version=METRIC_VERSIONS["personamem"])
 
-    def mcq(self, item: QuestionItem, memory: str, tokens: int) -> PMRecord:
+    def mcq(self, item: QuestionItem, trace: RetrievalTrace | None) -> PMRecord:
         prompt = load_prompt("eval/personamem_mcq")
         r = self._record(item, "mcq", prompt.name, prompt.version)
         r.options, r.option_kinds, r.gold_letter, r.item_seed = shuffle_options(item, self.seed)
-        r.seed, r.memory_tokens = self.seed, tokens
+        r.seed = self.seed
         options = "\n".join(f"{letter}. {text}" for letter, text in zip(LETTERS, r.options))
-        msg = prompt.render(memory=memory, query=item.user_query, options=options)
+        msg = self._prompt(r, prompt, MCQOut, trace, query=item.user_query, options=options)
         res = self.llm.structured("assistant", [{"role": "user", "content": msg}], MCQOut, prompt=prompt,
                                   cache_salt=f"personamem:{self.method}:mcq")
         r.ok, r.raw, r.errors = res.ok, ([res.raw] if res.ok else res.raw), ([] if res.ok else res.errors)
@@ -206,11 +217,10 @@ class PersonaMemEval:
             r.correct = r.answer == r.gold_letter
         return r
 
-    def open(self, item: QuestionItem, memory: str, tokens: int) -> PMRecord:
+    def open(self, item: QuestionItem, trace: RetrievalTrace | None) -> PMRecord:
         prompt = load_prompt("eval/personamem_open")
         r = self._record(item, "open", prompt.name, prompt.version)
-        r.memory_tokens = tokens
-        msg = prompt.render(memory=memory, query=item.user_query)
+        msg = self._prompt(r, prompt, OpenOut, trace, query=item.user_query)
         res = self.llm.structured("assistant", [{"role": "user", "content": msg}], OpenOut, prompt=prompt,
                                   cache_salt=f"personamem:{self.method}:open")
         r.ok, r.raw, r.errors = res.ok, ([res.raw] if res.ok else res.raw), ([] if res.ok else res.errors)
@@ -258,9 +268,9 @@ class PersonaMemEval:
         todo = [i for i in items if i.evaluable]
         out: list[PMRecord] = []
         for n, item in enumerate(todo, 1):
-            memory, tokens = self.memory(item.user_query or "")
+            trace = self.memory(item.user_query or "")
             for form in forms:
-                out.append(self.mcq(item, memory, tokens) if form == "mcq" else self.open(item, memory, tokens))
+                out.append(self.mcq(item, trace) if form == "mcq" else self.open(item, trace))
             if progress:
                 progress(n, len(todo), item.item_id)
         return out

@@ -23,10 +23,13 @@ from typing import Literal
 from pydantic import BaseModel, Field, create_model, field_validator, model_validator
 
 from backends.llm.client import LLMClient
+from backends.llm.context import Cut
 from backends.prompts import Prompt, load_prompt
 from evaluation.bleu import bleu, bleu_max
 from memory.base import assistant_client
 from memory.build import MemoryBuilder
+from memory.fit import fit_memory_prompt
+from memory.types import RetrievalTrace
 from sim.roles import LANGUAGE, TopicContext
 
 Task = Literal["restatement", "proposal", "selection"]
@@ -113,6 +116,8 @@ class TaskResult(BaseModel):
     raw: list[str] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
     memory_tokens: int = 0
+    memory_cuts: list[Cut] = Field(default_factory=list)  # what was left out to fit the assistant's window
+    memory_token_counter: str = ""  # which counter made memory_tokens
     bleu: dict[int, float] | None = None
     g_score: float | None = None
     g_ok: bool | None = None
@@ -131,12 +136,11 @@ def result_key(dataset: str, ctx: TopicContext, method: str, task: str, model: s
     return "res-" + hashlib.sha1(raw.encode()).hexdigest()[:16]
 
 
-def memory_context(builder: MemoryBuilder | None, query: str, purpose: str, ctx: TopicContext) -> tuple[str, int]:
-    """(context text, tokens) the method retrieves for ``query`` as of the topic's session; none without memory."""
+def memory_trace(builder: MemoryBuilder | None, query: str, purpose: str, ctx: TopicContext) -> RetrievalTrace | None:
+    """What the method retrieves for ``query`` as of the topic's session; None without memory."""
     if builder is None:
-        return NO_MEMORY, 0
-    trace = builder.retrieve(query, purpose, ctx.session)  # type: ignore[arg-type]  # purpose is one of the two Purpose values
-    return trace.context or NO_MEMORY, trace.tokens
+        return None
+    return builder.retrieve(query, purpose, ctx.session)  # type: ignore[arg-type]  # purpose is one of the two Purpose values
 
 
 class TopicTasks:
@@ -154,9 +158,15 @@ class TopicTasks:
                           topic_key=self.ctx.topic.key, method=self.method, task=task, model=model,
                           prompt_name=prompt.name, prompt_version=prompt.version, ok=False, created_at=time.time())
 
-    def _ask(self, r: TaskResult, prompt: Prompt, schema: type[BaseModel], **values: object):
-        res = self.llm.structured("assistant", [{"role": "user", "content": prompt.render(**values)}], schema,
-                                  prompt=prompt, cache_salt=f"bench:{self.method}:{r.task}")
+    def _ask(self, r: TaskResult, prompt: Prompt, schema: type[BaseModel], trace: RetrievalTrace | None,
+             **values: object):
+        """One answer; the memory is fitted into the assistant's window (:mod:`memory.fit`), its cuts recorded."""
+        text, fitted = fit_memory_prompt(self.llm.budget("assistant", structured=schema),
+                                         lambda memory: prompt.render(memory=memory, **values), trace, NO_MEMORY)
+        r.memory_tokens, r.memory_cuts = (fitted.tokens, fitted.cuts) if fitted else (0, [])
+        r.memory_token_counter = fitted.token_counter if fitted else ""
+        res = self.llm.structured("assistant", [{"role": "user", "content": text}], schema,
+                                  prompt=prompt, cache_salt=f"bench:{self.method}:{r.task}", cuts=r.memory_cuts)
         r.raw, r.ok = ([res.raw], True) if res.ok else (res.raw, False)
         r.errors = [] if res.ok else res.errors
         return res.value if res.ok else None
@@ -165,8 +175,8 @@ class TopicTasks:
         prompt = load_prompt("eval/requirement_restatement")
         r = self._base("restatement", prompt)
         t = self.ctx.topic.topic
-        memory, r.memory_tokens = memory_context(self.builder, t.user_query, "requirement", self.ctx)
-        out = self._ask(r, prompt, Restatement, memory=memory, query=t.user_query, language=self.language)
+        trace = memory_trace(self.builder, t.user_query, "requirement", self.ctx)
+        out = self._ask(r, prompt, Restatement, trace, query=t.user_query, language=self.language)
         r.prediction = out.requirement if out else None
         r.bleu = bleu(t.requirement, r.prediction or "")
         self._g_score(r)
@@ -195,8 +205,8 @@ class TopicTasks:
         prompt = load_prompt("eval/solution_proposal")
         r = self._base("proposal", prompt)
         t = self.ctx.topic.topic
-        memory, r.memory_tokens = memory_context(self.builder, t.requirement, "solution", self.ctx)
-        out = self._ask(r, prompt, Proposal, memory=memory, requirement=t.requirement, language=self.language)
+        trace = memory_trace(self.builder, t.requirement, "solution", self.ctx)
+        out = self._ask(r, prompt, Proposal, trace, requirement=t.requirement, language=self.language)
         r.prediction = out.solution if out else None
         r.bleu = bleu_max(t.solution.pos, r.prediction or "")
         return r
@@ -205,9 +215,9 @@ class TopicTasks:
         prompt = load_prompt("eval/solution_selection")
         r = self._base("selection", prompt)
         t = self.ctx.topic.topic
-        memory, r.memory_tokens = memory_context(self.builder, t.requirement, "solution", self.ctx)
+        trace = memory_trace(self.builder, t.requirement, "solution", self.ctx)
         cands = "\n".join(f'"S{i}": {c.solution}' for i, c in enumerate(t.candidate_solutions, 1))
-        out = self._ask(r, prompt, selection_model(len(t.candidate_solutions)), memory=memory,
+        out = self._ask(r, prompt, selection_model(len(t.candidate_solutions)), trace,
                         requirement=t.requirement, candidates=cands, count=len(t.candidate_solutions))
         r.picks = list(out.choices) if out else []
         r.analysis = out.analysis if out else None

@@ -19,8 +19,8 @@ from backends.embeddings import Embedder
 from backends.llm.client import LLMClient
 from memory.index import VectorIndex
 from memory.privacy import ForgetRequest, find_forget_requests, mentions, redact_text
-from memory.tokens import count_tokens
-from memory.types import Changes, MemoryItem, PromptBlock, Purpose, RetrievalTrace, RetrievedItem
+from memory.tokens import count_tokens, counter_name
+from memory.types import BlockPart, Changes, MemoryItem, PromptBlock, Purpose, RetrievalTrace, RetrievedItem
 from palset.dataset import Session, User
 from palset.vocab import Act
 
@@ -134,6 +134,11 @@ def _count_full_history(user: User, current: Session | None) -> int:
     return total
 
 
+def scored_part(r: RetrievedItem, text: str) -> BlockPart:
+    """A retrieved item as a block part a window fit may leave out (lowest score first; unscored ones last)."""
+    return BlockPart(text=text, label=r.item.id, refs=[r.item.id], score=r.score, order=r.item.session_index)
+
+
 def is_user_turn_with(session: Session, act: Act) -> bool:
     return any(t.user.action is act for t in session.turns)
 
@@ -201,10 +206,16 @@ class MemoryMethod(ABC):
         context = "\n\n".join(f"# {b.title}\n{b.text}" for b in blocks if b.text.strip())
         return RetrievalTrace(method=self.name, query=redact_text(query), purpose=purpose,
                               as_of_session=current.sample_id if current else None, items=retrieved, blocks=blocks,
-                              tokens=count_tokens(context), full_history_tokens=full_history_tokens(self.ctx.user, current))
+                              tokens=count_tokens(context), full_history_tokens=full_history_tokens(self.ctx.user, current),
+                              token_counter=counter_name())
 
     def current_logs_block(self, current: Session | None) -> PromptBlock:
-        return PromptBlock(title="Logs of the current session", text=render_logs(current) if current else "")
+        """The current session's logs, one part per log: trimmed oldest first, and only after everything else."""
+        if current is None:
+            return PromptBlock(title="Logs of the current session", text="")
+        parts = [BlockPart(text=render_log(current, j), label=f"{current.sample_id}#{j}", order=j)
+                 for j in range(len(current.logs))]
+        return PromptBlock.of_parts("Logs of the current session", parts, "oldest_first", "logs", rank=9)
 
 
 def assistant_client(llm: LLMClient, method: MemoryMethod | None, current: Session | None = None) -> LLMClient:

@@ -18,15 +18,20 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field
 
 from backends.llm.client import LLMClient
+from backends.llm.context import Cut
 from backends.llm.types import ChatResult, StructuredResult
 from backends.prompts import Prompt, load_prompt
 from memory.base import assistant_client
 from memory.build import MemoryBuilder
 from memory.privacy import redact_text
+from memory.types import RetrievalTrace
 from palset.dataset import Session, SessionTopic, User
 from palset.vocab import Act
 from sim.acts import DEFINITIONS, PURPOSE, REQUIREMENT_PHASE
+from sim.fit import Fitted, fit_prompt, render_transcript
 from sim.types import Utterance
+
+__all__ = ["Assistant", "SimulationError", "TopicContext", "UserSimulator", "render_transcript"]
 
 LANGUAGE = {"en": "English", "zh": "Chinese (简体中文)"}
 MAX_TRIES = 3
@@ -46,11 +51,6 @@ class FreeUserTurn(UserTurn):
 
 class QueryOut(BaseModel):
     query: str = Field(max_length=300)
-
-
-def render_transcript(utterances: list[Utterance]) -> str:
-    lines = [f"- {u.side}: {redact_text(u.content)}" for u in utterances]
-    return "\n".join(lines) or "(nothing yet)"
 
 
 _PLACEHOLDER = re.compile(r"^\W*$|^<[^>]*>$|^\.\.\.$|^…$")
@@ -154,36 +154,44 @@ class UserSimulator:
         self.llm, self.ctx, self.free_mode = llm, ctx, free_mode
         self.prompt: Prompt = load_prompt("sim/user_simulator")
 
+    def fitted(self, act: Act, history: list[Utterance]) -> Fitted:
+        """The prompt fitted into the simulator's window (:mod:`sim.fit`: the oldest utterances go first)."""
+        def render(_memory: str, dialogue: str) -> str:
+            return self.prompt.render(
+                language=self.ctx.language, persona=self.ctx.persona(), personality=self.ctx.personality(),
+                situation=self.ctx.situation(), knowledge=self.ctx.knowledge(act), dialogue=dialogue,
+                act=act.value, definition=DEFINITIONS[act],
+                ending=" Set end to true when your need is settled and you want to stop." if self.free_mode else "")
+        model = FreeUserTurn if self.free_mode else UserTurn
+        return fit_prompt(self.llm.budget("user_simulator", structured=model), render, history)
+
     def messages(self, act: Act, history: list[Utterance]) -> list[dict[str, str]]:
-        text = self.prompt.render(
-            language=self.ctx.language, persona=self.ctx.persona(), personality=self.ctx.personality(),
-            situation=self.ctx.situation(), knowledge=self.ctx.knowledge(act), dialogue=render_transcript(history),
-            act=act.value, definition=DEFINITIONS[act],
-            ending=" Set end to true when your need is settled and you want to stop." if self.free_mode else "")
-        return [{"role": "user", "content": text}]
+        return [{"role": "user", "content": self.fitted(act, history).text}]
 
     def say(self, turn_no: int, act: Act, history: list[Utterance], salt: str) -> tuple[Utterance, bool]:
         """(utterance, wants_to_end)."""
-        msgs = self.messages(act, history)
+        fitted = self.fitted(act, history)
+        msgs = [{"role": "user", "content": fitted.text}]
         model = FreeUserTurn if self.free_mode else UserTurn
-        ended = False
+        ended, reasoning = False, ""
         started = time.perf_counter()
 
         def attempt(n: int) -> str | None:
-            nonlocal ended
+            nonlocal ended, reasoning
             out = self.llm.structured("user_simulator", msgs, model, prompt=self.prompt, cache_salt=f"{salt}/{n}",
                                       seed=sampling_seed(f"{salt}/{n}"),
                                       check=lambda v: None if usable(clean(v.content)) else
                                       "content is empty or a placeholder: write the user's actual words")
             if isinstance(out, StructuredResult):
-                ended = bool(getattr(out.value, "end", False))
+                ended, reasoning = bool(getattr(out.value, "end", False)), out.reasoning
                 return clean(out.value.content)
             return None
 
         content, tries = _retrying(f"user simulator, turn {turn_no} ({act.value})", attempt)
         return Utterance(turn_no=turn_no, side="user", actor="simulator", act=act, content=content,
                          prompt_name=self.prompt.name, prompt_version=self.prompt.version, prompt=msgs[0]["content"],
-                         attempts=tries, model=self.llm.config.role("user_simulator").model,
+                         cuts=fitted.cuts, reasoning=reasoning, attempts=tries,
+                         model=self.llm.config.role("user_simulator").model,
                          latency_ms=(time.perf_counter() - started) * 1000, created_at=time.time()), ended
 
 
@@ -200,8 +208,10 @@ class Assistant:
     def _query(self, history: list[Utterance], salt: str) -> str:
         if self.builder is None or not getattr(self.builder.impl, "uses_query", True):
             return ""
-        msgs = [{"role": "user", "content": self.summary_prompt.render(dialogue=render_transcript(history),
-                                                                       language=self.ctx.language)}]
+        fitted = fit_prompt(self.llm.budget("assistant", structured=QueryOut),
+                            lambda _m, dialogue: self.summary_prompt.render(dialogue=dialogue, language=self.ctx.language),
+                            history)
+        msgs = [{"role": "user", "content": fitted.text}]
         out = self.llm.structured("assistant", msgs, QueryOut, prompt=self.summary_prompt, cache_salt=salt)
         if isinstance(out, StructuredResult) and out.value.query.strip():
             return out.value.query.strip()
@@ -212,32 +222,45 @@ class Assistant:
         started = time.perf_counter()
         query = self._query(history, salt)
         trace = None
-        memory_text = "(nothing: this assistant has no memory of the user)"
         if self.builder is not None:
             trace = self.builder.retrieve(query or self.ctx.topic.topic.user_query, PURPOSE[act], self.ctx.session)
-            memory_text = trace.context or "(nothing relevant)"
-        msgs = [{"role": "user", "content": self.prompt.render(
-            memory_note=f"Memory method: {self.method_label}.", memory=memory_text, dialogue=render_transcript(history),
-            act=act.value, definition=DEFINITIONS[act], language=self.ctx.language)}]
+
+        def render(memory: str, dialogue: str) -> str:
+            return self.prompt.render(memory_note=f"Memory method: {self.method_label}.", memory=memory,
+                                      dialogue=dialogue, act=act.value, definition=DEFINITIONS[act],
+                                      language=self.ctx.language)
+
+        fitted = fit_prompt(self.llm.budget("assistant"), render, history, trace, memory_of=self._memory_text)
+        msgs = [{"role": "user", "content": fitted.text}]
+        reasoning = ""
 
         def attempt(n: int) -> str | None:
+            nonlocal reasoning
             final: ChatResult | None = None
-            for chunk in self.llm.stream("assistant", msgs, prompt=self.prompt, use_cache=True,
+            for chunk in self.llm.stream("assistant", msgs, prompt=self.prompt, use_cache=True, cuts=fitted.all_cuts,
                                          cache_salt=f"{salt}/{n}", seed=sampling_seed(f"{salt}/{n}")) \
-                    if n == 1 else self._plain(msgs, f"{salt}/{n}"):
+                    if n == 1 else self._plain(msgs, f"{salt}/{n}", fitted.all_cuts):
                 if isinstance(chunk, ChatResult):
                     final = chunk
                 elif on_token:
                     on_token(chunk)
+            reasoning = final.reasoning if final else ""
             return clean(final.text) if final else None
 
         content, tries = _retrying(f"assistant, turn {turn_no} ({act.value})", attempt)
         return Utterance(turn_no=turn_no, side="assistant", actor="assistant", act=act, content=content,
                          prompt_name=self.prompt.name, prompt_version=self.prompt.version, prompt=msgs[0]["content"],
-                         retrieval_query=query or None, trace=trace.summary() if trace else None, attempts=tries,
+                         retrieval_query=query or None, trace=fitted.trace.summary() if fitted.trace else None,
+                         cuts=fitted.cuts, reasoning=reasoning, attempts=tries,
                          model=self.llm.config.role("assistant").model,
                          latency_ms=(time.perf_counter() - started) * 1000, created_at=time.time())
 
-    def _plain(self, msgs: list[dict[str, str]], salt: str):
-        result = self.llm.chat("assistant", msgs, prompt=self.prompt, cache_salt=salt, seed=sampling_seed(salt))
+    def _memory_text(self, trace: RetrievalTrace | None) -> str:
+        if self.builder is None:
+            return "(nothing: this assistant has no memory of the user)"
+        return (trace.context if trace else "") or "(nothing relevant)"
+
+    def _plain(self, msgs: list[dict[str, str]], salt: str, cuts: list[Cut]):
+        result = self.llm.chat("assistant", msgs, prompt=self.prompt, cache_salt=salt, seed=sampling_seed(salt),
+                               cuts=cuts)
         yield result

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from backends.llm.context import Cut
 from palset.vocab import Act
 
 Side = Literal["user", "assistant"]
@@ -27,7 +28,9 @@ class Utterance(BaseModel):
     prompt_version: str | None = None
     prompt: str | None = None  # the exact messages sent, rendered as text (for the UI's "prompt" expander)
     retrieval_query: str | None = None
-    trace: dict[str, Any] | None = None  # memory.types.RetrievalTrace.summary()
+    trace: dict[str, Any] | None = None  # memory.types.RetrievalTrace.summary() (its "cuts": the memory's)
+    cuts: list[Cut] = Field(default_factory=list)  # the dialogue so far, trimmed to fit the window (sim.fit)
+    reasoning: str = ""  # a reasoning model's thinking, kept apart: never shown as the utterance nor sent again
     attempts: int = 1
     model: str | None = None
     latency_ms: float = 0.0

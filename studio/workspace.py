@@ -28,6 +28,7 @@ from backends.paths import StatePaths, default_home
 from backends.store import schema as platform_schema
 from backends.store.audit import AuditStore
 from backends.store.cache import ResponseCache
+from backends.store.capabilities import CapabilityStore
 from backends.store.db import Database
 from backends.store.leases import LeaseStore
 from backends.store.runstore import RunStore
@@ -74,7 +75,7 @@ class Workspace:
         applied = migrate_database(self.db, MIGRATIONS)
         if applied:
             log.info("run store %s: applied migrations %s", self.paths.runs_db, applied)
-        self.runs = RunStore(self.db)
+        self.runs = RunStore(self.db, CapabilityStore(self.db))
         self.audit = AuditStore(self.db)
         self.leases = LeaseStore(self.db)
         self.cache = ResponseCache(Database(self.paths.cache_db))

@@ -49,6 +49,7 @@ class StepRecord(BaseModel):
     retries: int = 0  # validation retries (answers rejected and asked again)
     fixes: dict[str, int] = Field(default_factory=dict)  # tolerable errors repaired, by kind
     errors: list[str] = Field(default_factory=list)  # the rejection messages
+    reasoning: list[str] = Field(default_factory=list)  # a reasoning model's thinking per call, kept apart
     seconds: float = 0.0
     edited: bool = False
     finished_at: float = Field(default_factory=time.time)
@@ -62,6 +63,7 @@ class UnitRecord(BaseModel):
     prompt: str | None = None
     attempts: int = 1
     errors: list[str] = Field(default_factory=list)
+    reasoning: str = ""  # the accepted answer's thinking (never parsed)
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -103,6 +103,8 @@ def render_samples(j: Judgment) -> None:
     st.markdown(f"##### {md_escape(j.aspect.capitalize())}: :{colour}-badge[{md_escape(j.decision)}] :gray[mean {means} · "
                 f"order 1 → {md_escape(j.order1_winner)} · order 2 → {md_escape(j.order2_winner)}"
                 f"{' · flipped' if j.flipped else ''} · {j.invalid} invalid]")
+    if j.invalid_reason:
+        st.warning(f"Not judged: {md_escape(j.invalid_reason)}")
     names = {1: (j.method_a, j.method_b), 2: (j.method_b, j.method_a)}
     c1, c2 = st.columns(2, gap="medium")
     for col, order in ((c1, 1), (c2, 2)):
@@ -124,3 +126,12 @@ def render_samples(j: Judgment) -> None:
                     for part in ("assistant-1", "assistant-2", "overall"):
                         if analysis.get(part):
                             st.markdown(f"*{part}:* {md_escape(analysis[part])}")
+                    render_reasoning(s.reasoning)
+
+
+def render_reasoning(thoughts: list[str]) -> None:
+    """A reasoning judge's thinking, apart from its scores (never parsed)."""
+    if any(thoughts):
+        with st.expander("Judge's reasoning (kept apart from the scores)"):
+            for thought in filter(None, thoughts):
+                st.code(thought, language=None, wrap_lines=True)

@@ -35,6 +35,10 @@ def render_steps(pipeline: Pipeline, running: bool) -> None:
                 with st.popover(f"{len(rec.errors)} rejected answer(s)"):
                     for e in rec.errors[:30]:
                         st.code(e, language=None)
+            if rec.reasoning:
+                with st.popover(f"Reasoning of {len(rec.reasoning)} call(s) (kept apart from the output)"):
+                    for thought in rec.reasoning[:30]:
+                        st.code(thought, language=None, wrap_lines=True)
             st.json(rec.output, expanded=False)
             if not running:
                 _editor(pipeline, step.name, rec)

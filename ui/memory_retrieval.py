@@ -10,11 +10,17 @@ import pandas as pd
 import streamlit as st
 
 from backends.config import ConfigError
+from backends.llm.context import describe_cuts
+from backends.llm.errors import LLMError
 from memory.build import MemoryBuilder
+from memory.fit import fit_trace
 from memory.methods import get_method_class
 from memory.store import logs_stage
 from memory.types import Purpose, RetrievalTrace
 from palset.dataset import Dataset, Session, User
+from sim.fit import first_turn_room
+from sim.roles import LANGUAGE
+from ui import platform_state
 from ui.memory_common import (
     KEYS,
     NO_COMPARE,
@@ -109,7 +115,26 @@ def render_trace(builder: MemoryBuilder, query: str, purpose: Purpose, current: 
         log.exception("retrieval failed (%s, %s)", builder.build_id, purpose)
         st.error(f"Retrieval failed: {md_escape(error_text(e))}")
         return
+    if st.toggle("Fit to the assistant's context window", key=f"mem_fit_{builder.method}",
+                 help="What the assistant would see on a first turn: its window − max_tokens, by its counter"):
+        trace = fit_preview(trace, builder.user.language)
     show_trace(trace, key=builder.method)
+
+
+def fit_preview(trace: RetrievalTrace, language: str) -> RetrievalTrace:
+    """The trace fitted as a simulation's first assistant turn would fit it."""
+    try:
+        budget = platform_state.llm_client().budget("assistant")
+    except (ConfigError, LLMError) as e:
+        st.warning(f"The assistant's window could not be read: {md_escape(error_text(e))}")
+        return trace
+    room = first_turn_room(budget, LANGUAGE.get(language, "English"))
+    if room is None:
+        st.caption(f"The assistant's window is unknown ({md_escape(budget.window_source)}): set its context window "
+                   "in Settings to fit prompts.")
+        return trace
+    st.caption(f"Assistant: {md_escape(budget.describe())}; {room:,} tokens left for the memory.")
+    return fit_trace(trace, room, budget.count, budget.counter_name)
 
 
 def show_trace(trace: RetrievalTrace, key: str) -> None:
@@ -119,6 +144,9 @@ def show_trace(trace: RetrievalTrace, key: str) -> None:
     c2.metric("Full history", f"{trace.full_history_tokens:,}")
     ratio = trace.tokens / trace.full_history_tokens if trace.full_history_tokens else 0.0
     c3.metric("Share of full history", f"{ratio:.1%}")
+    st.caption(f"Counted by {md_escape(trace.token_counter or 'estimate')}.")
+    if trace.cuts:
+        st.caption(f":orange[Fitted to the context window — {md_escape(describe_cuts(trace.cuts))}]")
     st.markdown(f"**Retrieved items** ({len(trace.items)})")
     if trace.items:
         st.dataframe(pd.DataFrame([{"id": r.item.id, "layer": r.item.layer, "score": r.score, "text": r.item.text,

@@ -119,6 +119,8 @@ def render_build_panel(builder: MemoryBuilder) -> BuildInfo:
     c4.metric("Seconds", f"{info.seconds:.1f}")
     st.caption(f"Build {md_escape(info.build_id)} · embedder {md_escape(info.config.get('embedder', '?'))} · "
                f"{len(info.sessions_done)} of {len(builder.user.sessions)} sessions ingested")
+    if builder.llm is not None:
+        render_build_reasoning(builder.llm.store.reasoning(run_id=builder.build_id, limit=50))
     _offer_fresh_build(builder, info)
     if info.stages_done < total:
         label = "Build" if info.stages_done == 0 else "Resume"
@@ -128,6 +130,17 @@ def render_build_panel(builder: MemoryBuilder) -> BuildInfo:
     if error := st.session_state.pop("mem_build_error", None):
         st.error(error)
     return info
+
+
+def render_build_reasoning(rows: list[dict]) -> None:
+    """The thinking a reasoning model emitted during this build: kept apart from the outputs that were parsed."""
+    if not rows:
+        return
+    with st.expander(f"Reasoning the model kept apart during this build ({len(rows)} call(s), newest first)"):
+        for r in rows:
+            st.caption(f"{md_escape(r['prompt_name'] or r['role'])} · {r['reasoning_tokens']} tokens "
+                       f"({md_escape(r['reasoning_counter'] or '?')})")
+            st.code(r["text"], language=None, wrap_lines=True)
 
 
 def _offer_fresh_build(builder: MemoryBuilder, info: BuildInfo) -> None:

@@ -29,10 +29,13 @@ from ui.platform_state import (
     session_id,
     workspace,
 )
+from ui.settings_capabilities import render_capabilities
 from ui.text import md_escape
 
 log = logging.getLogger(__name__)
 PROVIDERS = ["local", "openai"]
+STRUCTURED_MODES = ["json_schema", "json_schema_strict", "json_object", "prompt"]
+THINKING = ["default", "off"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +51,7 @@ def render_settings(dataset_language: str) -> None:
             st.rerun()
         return
     _render_roles(cfg)
+    render_capabilities(llm_client().store.capabilities)
     _render_local_server(cfg)
     _render_embedder(cfg, dataset_language)
     _render_costs(cfg)
@@ -61,6 +65,8 @@ def roles_frame(cfg: PlatformConfig) -> pd.DataFrame:
         rows.append({"role": role, "provider": pub["provider"], "endpoint": pub["base_url"] or ("bundled" if pub["provider"] == "local" else "api.openai.com"),
                      "model": pub["model"], "temperature": pub["temperature"], "max_tokens": pub["max_tokens"],
                      "timeout_s": pub["timeout"], "api_key": "set" if pub["api_key_set"] else "—",
+                     "window": f"{pub['context_window']:,}" if pub["context_window"] else "from endpoint",
+                     "structured": pub["structured_mode"], "thinking": pub["thinking"],
                      "overridden": role in overrides()})
     return pd.DataFrame(rows)
 
@@ -87,10 +93,21 @@ def _render_roles(cfg: PlatformConfig) -> None:
                                         key=f"set_{role}_api_key",
                                         help="Another provider or base URL never uses the configured key: enter "
                                              "the key for that endpoint here.")
+                c8, c9, c10, c11 = st.columns(4)
+                window = c8.number_input("Context window", 0, 10_000_000, int(rc.context_window or 0), 1024,
+                                         help="Tokens per request; 0: read from the endpoint (vLLM, llama.cpp)")
+                mode = c9.selectbox("Structured mode", STRUCTURED_MODES, index=STRUCTURED_MODES.index(rc.structured_mode),
+                                    help="Tried first; an endpoint that refuses it is stepped down")
+                tokenizer = c10.text_input("Tokenizer", value=rc.tokenizer or "", placeholder="best known",
+                                           help="Hugging Face name or path (offline), tiktoken:<encoding>, endpoint")
+                thinking = c11.selectbox("Thinking", THINKING, index=THINKING.index(rc.thinking),
+                                         help="off: send the vendor's switch that turns a reasoning model's thinking off")
                 if st.form_submit_button("Apply for this session", key=f"set_{role}_apply"):
                     url = rc.base_url if base_url == shown_url else (base_url or None)
                     apply_override(role, {"provider": provider, "base_url": url, "model": model,
-                                          "temperature": temperature, "max_tokens": max_tokens, "timeout": timeout},
+                                          "temperature": temperature, "max_tokens": max_tokens, "timeout": timeout,
+                                          "context_window": int(window) or None, "structured_mode": mode,
+                                          "tokenizer": tokenizer or None, "thinking": thinking},
                                    api_key)
                     st.rerun()
             b1, b2 = st.columns(2)
@@ -175,7 +192,9 @@ def _render_costs(cfg: PlatformConfig) -> None:
     calls = client.store.calls(session_id(), limit=200)
     if calls:
         frame = pd.DataFrame(calls)[["role", "model", "prompt_name", "prompt_version", "tokens_in", "tokens_out",
-                                     "latency_ms", "cache_hit", "attempts", "error"]]
+                                     "reasoning_tokens", "tokens_counter", "prompt_tokens_est", "est_counter",
+                                     "max_tokens", "context_window", "structured_mode", "fit_note", "latency_ms",
+                                     "cache_hit", "attempts", "error"]]
         st.dataframe(frame, hide_index=True, width="stretch")
         st.download_button("Export calls (CSV)", frame_to_csv(frame), file_name="llm-calls.csv", mime="text/csv")
     if not cfg.prices:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from backends.llm.context import describe_cuts
 from sim.export import run_to_json, run_to_markdown, speaker
 from sim.types import RunRecord, Utterance
 from ui.memory_common import method_label
@@ -66,12 +67,22 @@ def utterance_body(utt: Utterance, run_id: str) -> None:
     """Act badge, text, and for the assistant what memory gave it and the exact prompt."""
     extra = f" · {utt.attempts} tries" if utt.attempts > 1 else ""
     st.markdown(f"{badge_line(utt.act.value, utt.turn_no, extra)}  \n{md_escape(utt.content)}")
+    if cuts := utterance_cuts(utt):
+        st.caption(f":orange[Prompt fitted to the context window — {md_escape(cuts)}]")
+    if utt.reasoning:
+        with st.expander("Reasoning (kept apart from the answer)"):
+            st.code(utt.reasoning, language=None, wrap_lines=True)
     if utt.actor == "assistant":
         with st.expander("Memory and prompt"):
             memory_and_prompt(utt, f"{run_id}_{utt.turn_no}")
     elif utt.actor == "simulator" and utt.prompt:
         with st.expander("Prompt"):
             st.code(utt.prompt, language=None, wrap_lines=True)
+
+
+def utterance_cuts(utt: Utterance) -> str:
+    """Every cut made to fit this utterance's prompt (memory and dialogue), as one line; "" when none."""
+    return describe_cuts([*((utt.trace or {}).get("cuts") or []), *utt.cuts])
 
 
 def memory_and_prompt(utt: Utterance, key: str) -> None:
@@ -85,8 +96,9 @@ def memory_and_prompt(utt: Utterance, key: str) -> None:
     else:
         tokens, full = trace.get("tokens", 0), trace.get("full_history_tokens", 0)
         share = f" ({tokens / full:.1%})" if full else ""
+        counter = trace.get("token_counter") or "estimate"
         st.caption(f"Memory context: {tokens:,} tokens · full history: {full:,} tokens{share} · "
-                   f"purpose {md_escape(trace.get('purpose', '?'))}")
+                   f"purpose {md_escape(trace.get('purpose', '?'))} · counted by {md_escape(counter)}")
         items = trace.get("items", [])
         if items:
             st.dataframe(pd.DataFrame([{"layer": i["layer"], "score": i["score"], "text": i["text"]} for i in items]),

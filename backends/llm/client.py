@@ -1,8 +1,12 @@
 """The one entry point for LLM calls: ``LLMClient.chat / stream / structured`` by role.
 
 Every call goes through the same steps — resolve the role's provider, look up the response cache,
-call with bounded retries, record the call in the run store (role, model, prompt name+version,
-tokens, latency, cache hit, error), and redact configured keys from anything that leaves.
+check the prompt against the role's context window (:mod:`backends.llm.context`), call with bounded
+retries, keep a reasoning model's thinking apart from the answer (:mod:`backends.llm.reasoning`),
+record the call in the run store (role, model, prompt name+version, tokens and who counted them,
+reasoning tokens, latency, cache hit, error), and redact configured keys from anything that leaves.
+Structured calls negotiate the endpoint's structured mode (:mod:`backends.llm.negotiate`,
+:mod:`backends.llm.structured_call`).
 
 Clients are built by the composition root (:meth:`studio.workspace.Workspace.llm`). A client's
 ``session_id`` and ``run_id`` never change after construction: work that must be accounted to a run
@@ -21,10 +25,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel
 
 from backends.config import PlatformConfig
-from backends.llm.errors import LLMError
+from backends.llm.context import Budget, BudgetBook, Cut, describe_cuts, fit_request
+from backends.llm.errors import ContextOverflow, LLMError
+from backends.llm.negotiate import StructuredModes
+from backends.llm.reasoning import ReasoningSplitter, likely_headless, merge_body, separate, thinking_off_body
 from backends.llm.registry import ChatProvider, build_provider
 from backends.llm.retry import RetryPolicy, call_with_retries
-from backends.llm.structured import StructuredError, bounded_schema, parse_structured, schema_instructions
+from backends.llm.structured_call import ask_structured, instructions_for
 from backends.llm.types import ChatRequest, ChatResult, Message, StructuredFailure, StructuredResult
 from backends.prompts import Prompt
 from backends.store.cache import ResponseCache, cache_key
@@ -65,6 +72,8 @@ class LLMClient:
         self._lock = threading.Lock()
         self._secrets = [r.api_key.get_secret_value() for r in self.config.roles.values()
                          if r.api_key and len(r.api_key.get_secret_value()) >= 4]
+        self.modes = StructuredModes(self.store.capabilities)
+        self._budgets = BudgetBook(self.config, self.provider, self.store.capabilities)
 
     @property
     def session_id(self) -> str | None:
@@ -114,10 +123,19 @@ class LLMClient:
                           max_tokens=rc.max_tokens, timeout=rc.timeout)
         if rc.provider == "local":
             req.extra.setdefault("repeat_penalty", 1.1)  # llama.cpp: keeps tiny models from looping
+        if rc.thinking == "off":
+            req.extra = merge_body(req.extra, thinking_off_body(rc.model, rc.base_url, rc.thinking_switch)[0])
         return req.model_copy(update=overrides) if overrides else req
 
+    def budget(self, role: str, max_tokens: int | None = None, structured: type[BaseModel] | None = None) -> Budget:
+        """What a prompt of ``role`` may take (window − max_tokens) and the counter that counts it; for a
+        ``structured`` call, less the format instructions the client adds."""
+        reserved = instructions_for(self, role, structured) if structured is not None else ""
+        return self._budgets.budget(role, max_tokens, reserved)
+
     def _record(self, role: str, provider: ChatProvider, req: ChatRequest, prompt: Prompt | None,
-                result: ChatResult | None, error: str | None, structured_ok: bool | None = None) -> None:
+                result: ChatResult | None, error: str | None, structured_ok: bool | None = None,
+                **extra: Any) -> None:
         self.store.record_call(CallRecord(
             session_id=self.session_id, run_id=self.run_id, role=role, provider=provider.name,
             endpoint=provider.endpoint, model=result.model if result else req.model,
@@ -126,7 +144,23 @@ class LLMClient:
             latency_ms=result.latency_ms if result else 0.0, cache_hit=bool(result and result.cache_hit),
             attempts=result.attempts if result else 1, structured_ok=structured_ok,
             error=self.redact(error) if error else None,
-        ))
+            reasoning_tokens=result.reasoning_tokens if result else 0,
+            reasoning_counter=result.reasoning_counted_by if result and result.reasoning else None,
+            tokens_counter="endpoint" if result and (result.tokens_in or result.tokens_out) else None,
+            max_tokens=req.max_tokens, **extra,
+        ), reasoning=result.reasoning if result and not result.cache_hit else "")
+
+    def _fit(self, role: str, req: ChatRequest, shrink_answer: bool,
+             cuts: list[Cut] | None) -> tuple[ChatRequest, dict[str, Any]]:
+        """The request to send and what fitting it recorded; :class:`ContextOverflow` if it cannot fit."""
+        budget = self.budget(role, req.max_tokens)
+        try:
+            sent, counted, note = fit_request(budget, req, shrink_answer)
+        except ContextOverflow as e:
+            raise ContextOverflow(f"{self.provider(role).endpoint}: {e}", status=e.status) from None
+        notes = [n for n in (describe_cuts(cuts or []), note) if n]
+        return sent, {"prompt_tokens_est": counted, "est_counter": budget.counter_name if counted else None,
+                      "context_window": budget.window, "fit_note": "; ".join(notes) or None}
 
     def _raise_redacted(self, e: LLMError) -> None:
         redacted = type(e)(self.redact(str(e)), status=e.status, retry_after=e.retry_after)
@@ -141,32 +175,40 @@ class LLMClient:
     # ------------------------------------------------------------------ calls
 
     def chat(self, role: str, messages: MessagesIn, *, prompt: Prompt | None = None, use_cache: bool = True,
-             cache_salt: str = "", cancel: threading.Event | None = None,
+             cache_salt: str = "", cancel: threading.Event | None = None, shrink_answer: bool = True,
+             structured_mode: str | None = None, cuts: list[Cut] | None = None,
              **overrides: Any) -> ChatResult:
-        """One completion. Raises a typed :class:`LLMError` (key-free message) when the endpoint fails."""
+        """One completion. Raises a typed :class:`LLMError` (key-free message) when the endpoint fails, and
+        :class:`ContextOverflow` before sending a prompt that cannot fit the role's window (``max_tokens`` is
+        lowered to what the window leaves unless ``shrink_answer`` is False). ``cuts`` made by the caller to fit
+        the prompt are recorded with the call."""
         provider = self.provider(role)
         req = self._request(role, messages, overrides)
         key = cache_key(provider.endpoint, req, cache_salt) if self.cache is not None and use_cache else None
         if key and (hit := self.cache.get(key)) is not None:  # type: ignore[union-attr]  # key is set only when there is a cache
-            self._record(role, provider, req, prompt, hit, None)
+            self._record(role, provider, req, prompt, hit, None, structured_mode=structured_mode)
             return hit
         policy = RetryPolicy(max_retries=self.config.role(role).max_retries)
+        fitted: dict[str, Any] = {}
         try:
-            result, attempts = call_with_retries(lambda: provider.complete(req), policy, cancel)
+            sent, fitted = self._fit(role, req, shrink_answer, cuts)
+            result, attempts = call_with_retries(lambda: provider.complete(sent), policy, cancel)
         except LLMError as e:
-            self._record(role, provider, req, prompt, None, f"{type(e).__name__}: {e}")
+            self._record(role, provider, req, prompt, None, f"{type(e).__name__}: {e}", structured_mode=structured_mode,
+                         **fitted)
             self._raise_redacted(e)
-        result = result.model_copy(update={"attempts": attempts})
+        result = separate(result, self._budgets.counter(role)).model_copy(update={"attempts": attempts})
         if key:
             self.cache.put(key, provider.endpoint, result)  # type: ignore[union-attr]  # key is set only when there is a cache
-        self._record(role, provider, req, prompt, result, None)
+        self._record(role, provider, sent, prompt, result, None, structured_mode=structured_mode, **fitted)
         return result
 
     def stream(self, role: str, messages: MessagesIn, *, prompt: Prompt | None = None, use_cache: bool = True,
-               cache_salt: str = "", cancel: threading.Event | None = None,
-               **overrides: Any) -> Iterator[str | ChatResult]:
-        """Yield text deltas then the final :class:`ChatResult`. Connection failures before the first
-        token are retried; a cached answer is replayed at once."""
+               cache_salt: str = "", cancel: threading.Event | None = None, shrink_answer: bool = True,
+               cuts: list[Cut] | None = None, **overrides: Any) -> Iterator[str | ChatResult]:
+        """Yield answer deltas then the final :class:`ChatResult` (thinking never among the deltas; see
+        :class:`ReasoningSplitter`). Connection failures before the first token are retried; a cached
+        answer is replayed at once. Window fitting as in :meth:`chat`."""
         provider = self.provider(role)
         req = self._request(role, messages, overrides)
         key = cache_key(provider.endpoint, req, cache_salt) if self.cache is not None and use_cache else None
@@ -176,12 +218,15 @@ class LLMClient:
             yield hit
             return
         policy = RetryPolicy(max_retries=self.config.role(role).max_retries)
+        sent, fitted = req, dict[str, Any]()
 
         def first_chunk() -> tuple[Iterator[str | ChatResult], str | ChatResult | None]:
-            it = iter(provider.stream(req))
+            it = iter(provider.stream(sent))
             return it, next(it, None)
 
+        splitter = ReasoningSplitter(hold=likely_headless(self.config.role(role).model))
         try:
+            sent, fitted = self._fit(role, req, shrink_answer, cuts)
             (it, first), attempts = call_with_retries(first_chunk, policy, cancel)
             chunks = [first] if first is not None else []
             result: ChatResult | None = None
@@ -190,21 +235,25 @@ class LLMClient:
                     break
                 if isinstance(chunk, ChatResult):
                     result = chunk.model_copy(update={"attempts": attempts})
-                else:
-                    yield chunk
+                elif answer := splitter.feed(chunk):
+                    yield answer
+            if rest := splitter.finish():
+                yield rest
         except LLMError as e:
-            self._record(role, provider, req, prompt, None, f"{type(e).__name__}: {e}")
+            self._record(role, provider, req, prompt, None, f"{type(e).__name__}: {e}", **fitted)
             self._raise_redacted(e)
         if result is None:
             return
+        result = separate(result, self._budgets.counter(role))
         if key and result.text:
             self.cache.put(key, provider.endpoint, result)  # type: ignore[union-attr]  # key is set only when there is a cache
-        self._record(role, provider, req, prompt, result, None)
+        self._record(role, provider, sent, prompt, result, None, **fitted)
         yield result
 
     def structured(self, role: str, messages: MessagesIn, model: type[M], *, prompt: Prompt | None = None,
                    retries: int = 2, use_cache: bool = True, cache_salt: str = "",
                    cancel: threading.Event | None = None, check: Callable[[M], str | None] | None = None,
+                   mode: str | None = None, shrink_answer: bool = True, cuts: list[Cut] | None = None,
                    **overrides: Any) -> StructuredResult[M] | StructuredFailure:
         """Ask for an instance of ``model``: bounded JSON schema, tolerant parsing, validation errors fed back.
 
@@ -212,39 +261,12 @@ class LLMClient:
         it is treated like a validation error. Rejected answers are evicted from the cache.
         Never raises for a model's slip: after ``retries`` corrections it returns a
         :class:`StructuredFailure` with every raw text. Endpoint failures still raise :class:`LLMError`.
+        The structured mode is negotiated per endpoint (``mode`` forces one); see
+        :mod:`backends.llm.structured_call`.
         """
-        schema = bounded_schema(model)
-        mode = self.config.role(role).structured_mode
-        msgs = _messages(messages)
-        instructions = schema_instructions(schema, full=mode != "json_schema" or self.config.role(role).provider != "local")
-        if msgs and msgs[0].role == "system":
-            msgs[0] = Message(role="system", content=f"{msgs[0].content}\n\n{instructions}")
-        else:
-            msgs.insert(0, Message(role="system", content=instructions))
-        if mode == "json_schema":
-            overrides.setdefault("response_format", {"type": "json_schema",
-                                                     "json_schema": {"name": model.__name__, "schema": schema}})
-        elif mode == "json_object":
-            overrides.setdefault("response_format", {"type": "json_object"})
-        raws: list[str] = []
-        errors: list[str] = []
-        for attempt in range(retries + 1):
-            result = self.chat(role, msgs, prompt=prompt, use_cache=use_cache, cache_salt=cache_salt, cancel=cancel,
-                               **overrides)
-            raws.append(result.text)
-            try:
-                value, repaired = parse_structured(result.text, model)
-                if check is not None and (problem := check(value)):  # type: ignore[arg-type]  # value is an instance of model, which check was written for
-                    raise StructuredError(problem)
-            except StructuredError as e:
-                errors.append(str(e))
-                if use_cache:
-                    self.evict(role, msgs, cache_salt, **overrides)
-                msgs = [*msgs, Message(role="assistant", content=result.text[:4000]),
-                        Message(role="user", content=f"That reply was rejected: {e}. Reply again with only the corrected JSON object.")]
-                continue
-            return StructuredResult[model](value=value, raw=result.text, attempts=attempt + 1, repaired=repaired)  # type: ignore[valid-type]  # the result type is parametrised by the run-time model
-        return StructuredFailure(raw=raws, errors=errors, attempts=len(raws))
+        return ask_structured(self, role, _messages(messages), model, prompt=prompt, retries=retries,
+                              use_cache=use_cache, cache_salt=cache_salt, cancel=cancel, check=check, mode=mode,
+                              shrink_answer=shrink_answer, cuts=cuts, **overrides)
 
 
 class _RoleOverride(LLMClient):

@@ -50,3 +50,7 @@ class BadResponse(LLMError):
 
 class Cancelled(LLMError):
     """The caller cancelled (Stop button, closed run)."""
+
+
+class ContextOverflow(BadRequest):
+    """The prompt does not fit the role's context window; raised before anything is sent (never retried)."""

@@ -2,6 +2,7 @@
 
 Give it a list of replies (strings, exceptions to raise, or callables of the request) consumed in
 order, or a single callable used for every request. Every request is kept for assertions.
+``window`` makes it report a context window, as a vLLM or llama.cpp endpoint does.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ class ScriptedLLM:
     name = "fake"
     endpoint = "fake://scripted"
 
-    def __init__(self, replies: Sequence[Reply] | Callable[[ChatRequest], str] = ()):
+    def __init__(self, replies: Sequence[Reply] | Callable[[ChatRequest], str] = (), window: int | None = None):
+        self.window = window
         self._replies = list(replies) if not callable(replies) else []
         self._fn = replies if callable(replies) else None
         self.requests: list[ChatRequest] = []
@@ -32,6 +34,9 @@ class ScriptedLLM:
         if isinstance(reply, Exception):
             raise reply
         return reply(req) if callable(reply) else reply
+
+    def context_window(self, model: str) -> tuple[int | None, str]:
+        return (self.window, "scripted") if self.window else (None, "not reported")
 
     def complete(self, req: ChatRequest) -> ChatResult:
         text = self._next(req)

@@ -24,6 +24,17 @@ class LocalProvider:
             self._http = OpenAICompatProvider(base_url, None, self._timeout)
         return self._http
 
+    def context_window(self, model: str) -> tuple[int | None, str]:
+        """Per request: the server's ``/props`` ``n_ctx`` (``ctx / parallel``), else the same from the config."""
+        window, source = self._provider().context_window(model)
+        if window:
+            return window, source
+        return self.server.cfg.ctx // self.server.cfg.parallel, "local server config (ctx / parallel)"
+
+    def tokenizer_root(self) -> str:
+        """Where the bundled model's own tokenizer answers (llama.cpp ``/tokenize``)."""
+        return self._provider().base_url.removesuffix("/v1")
+
     @property
     def endpoint(self) -> str:
         return f"local:{self.server.alias}"

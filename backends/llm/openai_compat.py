@@ -67,6 +67,13 @@ class OpenAICompatProvider:
         host = u.hostname or ""
         return f"{u.scheme}://{host}{f':{u.port}' if u.port else ''}{u.path}"
 
+    def context_window(self, model: str) -> tuple[int | None, str]:
+        """Tokens per request as the endpoint reports them (see :mod:`backends.llm.discovery`)."""
+        from backends.llm.discovery import probe_window
+
+        key = self._api_key if self._api_key != "not-needed" else None
+        return probe_window(self.base_url, model, key, timeout=min(self._timeout, 10.0))
+
     def _sdk(self) -> Any:
         if self._client is None:
             import openai
@@ -114,11 +121,14 @@ class OpenAICompatProvider:
         try:
             choice = resp["choices"][0]
             text = choice["message"].get("content") or ""
+            reasoning = _reasoning_field(choice["message"])
         except (KeyError, IndexError, TypeError, AttributeError):
             raise BadResponse(f"{self.endpoint}: response has no message") from None
         usage = resp.get("usage") or {}
         return ChatResult(
             text=text,
+            reasoning=reasoning,
+            **_reasoning_usage(usage),
             model=resp.get("model") or req.model,
             tokens_in=usage.get("prompt_tokens") or 0,
             tokens_out=usage.get("completion_tokens") or 0,
@@ -130,6 +140,7 @@ class OpenAICompatProvider:
         """Yield text deltas, then one final :class:`ChatResult` with usage."""
         started = time.perf_counter()
         parts: list[str] = []
+        thoughts: list[str] = []
         usage: dict = {}
         finish = None
         model = req.model
@@ -140,6 +151,7 @@ class OpenAICompatProvider:
                 model = chunk.get("model") or model
                 usage = chunk.get("usage") or usage
                 for choice in chunk.get("choices") or []:
+                    thoughts.append(_reasoning_field(choice.get("delta") or {}))
                     delta = (choice.get("delta") or {}).get("content")
                     if delta:
                         parts.append(delta)
@@ -151,7 +163,7 @@ class OpenAICompatProvider:
             log.debug("%s: SDK error", self.endpoint, exc_info=True)
             raise self._translate(e) from None
         yield ChatResult(
-            text="".join(parts), model=model,
+            text="".join(parts), model=model, reasoning="".join(thoughts), **_reasoning_usage(usage),
             tokens_in=usage.get("prompt_tokens") or 0,
             tokens_out=usage.get("completion_tokens") or len(parts),
             latency_ms=(time.perf_counter() - started) * 1000, finish_reason=finish,
@@ -210,6 +222,19 @@ def _draining_stream_class() -> Any:
 
         _DRAINING_STREAM = DrainingStream
     return _DRAINING_STREAM
+
+
+def _reasoning_field(message: dict) -> str:
+    """Thinking sent apart from the content: ``reasoning_content`` (DeepSeek, vLLM, SGLang) or ``reasoning``."""
+    value = message.get("reasoning_content") or message.get("reasoning") or ""
+    return value if isinstance(value, str) else ""
+
+
+def _reasoning_usage(usage: dict) -> dict[str, Any]:
+    """Reasoning tokens when the endpoint counts them (``completion_tokens_details.reasoning_tokens``)."""
+    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
+    n = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    return {"reasoning_tokens": n, "reasoning_counted_by": "endpoint"} if isinstance(n, int) and n > 0 else {}
 
 
 def _short_detail(e: Exception) -> str:

@@ -136,3 +136,43 @@ def parse_structured(text: str, model: type[BaseModel]) -> tuple[BaseModel, bool
     except ValidationError as e:
         problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'object'}: {err['msg']}" for err in e.errors()[:5])
         raise StructuredError(f"JSON does not match the schema: {problems}") from None
+
+
+# keywords OpenAI's strict structured outputs accept (others are rejected with a 400); the same subset
+# works on every server that enforces schemas by grammar
+STRICT_KEYWORDS = {"type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf",
+                   "description", "title", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
+                   "exclusiveMaximum", "multipleOf", "minItems", "maxItems"}
+
+
+def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` for a strict server: unsupported keywords (``maxLength``, ``default``…) dropped, every object
+    closed (``additionalProperties: false``) with all its properties required. Lengths the schema loses are
+    still checked when the answer is validated, and the full schema stays in the prompt."""
+
+    def clean(node: Any) -> Any:
+        if isinstance(node, list):
+            return [clean(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key not in STRICT_KEYWORDS:
+                continue
+            if key == "properties":
+                out[key] = {name: clean(sub) for name, sub in value.items()}
+            elif key in ("items", "anyOf"):
+                out[key] = clean(value)
+            elif key == "additionalProperties":
+                if isinstance(value, dict):  # a free-form map: strict mode cannot say it, the server decides
+                    out[key] = clean(value)
+            else:
+                out[key] = value
+        if (out.get("type") == "object" or "properties" in out) and not isinstance(out.get("additionalProperties"), dict):
+            out["additionalProperties"] = False
+            out["required"] = list(out.get("properties", {}))
+        if "allOf" in node and len(node["allOf"]) == 1:  # pydantic wraps some refs in allOf
+            out = {**clean(node["allOf"][0]), **{k: v for k, v in out.items() if k != "type"}}
+        return out
+
+    return clean(schema)

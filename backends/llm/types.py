@@ -32,11 +32,15 @@ class ChatRequest(BaseModel):
 
 
 class ChatResult(BaseModel):
-    """One answer, with what it cost."""
+    """One answer, with what it cost. ``text`` is the answer only: a reasoning model's thinking (``<think>``
+    blocks, ``reasoning_content``) is kept apart in ``reasoning`` (see :mod:`backends.llm.reasoning`)."""
 
     model_config = ConfigDict(extra="forbid")
     text: str
     model: str
+    reasoning: str = ""
+    reasoning_tokens: int = 0  # part of tokens_out when the endpoint counts it there
+    reasoning_counted_by: str | None = None  # "endpoint" (usage details) or the counter's name
     tokens_in: int = 0
     tokens_out: int = 0
     latency_ms: float = 0.0
@@ -53,6 +57,8 @@ class StructuredResult(BaseModel, Generic[T]):
     raw: str
     attempts: int
     repaired: bool = False
+    reasoning: str = ""  # the accepted answer's thinking, never parsed
+    mode: str = ""  # the structured mode that produced it (backends.llm.negotiate)
     ok: Literal[True] = True
 
 
@@ -62,6 +68,8 @@ class StructuredFailure(BaseModel):
     raw: list[str]
     errors: list[str]
     attempts: int
+    reasoning: list[str] = Field(default_factory=list)
+    mode: str = ""
     ok: Literal[False] = False
 
     @property

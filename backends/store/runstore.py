@@ -6,6 +6,7 @@ import time
 
 from pydantic import BaseModel, ConfigDict
 
+from backends.store.capabilities import CapabilityStore
 from backends.store.db import Database
 
 
@@ -28,6 +29,15 @@ class CallRecord(BaseModel):
     attempts: int = 1
     structured_ok: bool | None = None
     error: str | None = None
+    reasoning_tokens: int = 0
+    tokens_counter: str | None = None  # who counted tokens_in/out: "endpoint" (its usage) or a counter's name
+    reasoning_counter: str | None = None
+    prompt_tokens_est: int | None = None  # the prompt as counted before sending (window fitting)
+    est_counter: str | None = None
+    max_tokens: int | None = None  # as sent (fitting may lower it)
+    context_window: int | None = None
+    structured_mode: str | None = None
+    fit_note: str | None = None
 
 
 class Totals(BaseModel):
@@ -42,16 +52,35 @@ class Totals(BaseModel):
 class RunStore:
     """The LLM-call accounting of the run store (``runs.sqlite``); safe to share between threads and processes."""
 
-    def __init__(self, db: Database):
+    def __init__(self, db: Database, capabilities: CapabilityStore):
         self.db = db
+        self.capabilities = capabilities  # what each endpoint + model was found to support (same file)
 
-    def record_call(self, rec: CallRecord) -> int:
+    def record_call(self, rec: CallRecord, reasoning: str = "") -> int:
+        """Insert one call; a reasoning model's thinking goes to ``llm_reasoning`` beside it (never into texts
+        that are parsed or sent again)."""
         data = rec.model_dump()
         cols = ", ".join(["ts", *data])
         marks = ", ".join("?" * (len(data) + 1))
         with self.db.write() as conn:
             cur = conn.execute(f"INSERT INTO llm_calls ({cols}) VALUES ({marks})", (time.time(), *data.values()))
-            return int(cur.lastrowid or 0)
+            call_id = int(cur.lastrowid or 0)
+            if reasoning:
+                conn.execute("INSERT INTO llm_reasoning (call_id, text) VALUES (?, ?)", (call_id, reasoning))
+            return call_id
+
+    def reasoning(self, run_id: str | None = None, session_id: str | None = None, limit: int = 100) -> list[dict]:
+        """The thinking recorded with calls of one run or browser session, newest first."""
+        conds, args = [], []
+        for col, value in (("c.run_id", run_id), ("c.session_id", session_id)):
+            if value:
+                conds.append(f"{col} = ?")
+                args.append(value)
+        where = (" WHERE " + " AND ".join(conds)) if conds else ""
+        sql = ("SELECT c.id, c.ts, c.role, c.model, c.prompt_name, c.reasoning_tokens, c.reasoning_counter, r.text "
+               f"FROM llm_reasoning r JOIN llm_calls c ON c.id = r.call_id{where} ORDER BY c.id DESC LIMIT ?")
+        with self.db.read() as conn:
+            return [dict(r) for r in conn.execute(sql, (*args, limit))]
 
     def calls(self, session_id: str | None = None, limit: int = 500) -> list[dict]:
         sql = "SELECT * FROM llm_calls" + (" WHERE session_id = ?" if session_id else "") + " ORDER BY id DESC LIMIT ?"

@@ -71,6 +71,46 @@ MIGRATIONS: list[Migration] = [
         CREATE INDEX audit_log_ts ON audit_log(ts)
         """,
     ),
+    (
+        40,
+        "what each endpoint + model can do (structured modes, window, streaming, seed, reasoning)",
+        """
+        CREATE TABLE llm_capabilities (
+            endpoint TEXT NOT NULL,
+            model TEXT NOT NULL,
+            structured_mode TEXT,
+            structured_note TEXT,
+            modes TEXT NOT NULL DEFAULT '{}',
+            context_window INTEGER,
+            window_source TEXT,
+            streaming INTEGER,
+            seed_honoured INTEGER,
+            emits_reasoning INTEGER,
+            checked_at REAL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (endpoint, model)
+        )
+        """,
+    ),
+    (
+        41,
+        "llm calls: reasoning kept apart, token counters, window fitting, structured mode",
+        """
+        ALTER TABLE llm_calls ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE llm_calls ADD COLUMN tokens_counter TEXT;
+        ALTER TABLE llm_calls ADD COLUMN reasoning_counter TEXT;
+        ALTER TABLE llm_calls ADD COLUMN prompt_tokens_est INTEGER;
+        ALTER TABLE llm_calls ADD COLUMN est_counter TEXT;
+        ALTER TABLE llm_calls ADD COLUMN max_tokens INTEGER;
+        ALTER TABLE llm_calls ADD COLUMN context_window INTEGER;
+        ALTER TABLE llm_calls ADD COLUMN structured_mode TEXT;
+        ALTER TABLE llm_calls ADD COLUMN fit_note TEXT;
+        CREATE TABLE llm_reasoning (
+            call_id INTEGER PRIMARY KEY REFERENCES llm_calls(id) ON DELETE CASCADE,
+            text TEXT NOT NULL
+        )
+        """,
+    ),
 ]
 
 

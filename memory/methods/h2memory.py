@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from backends.llm.types import StructuredResult
 from backends.prompts import load_prompt
-from memory.base import MemoryMethod, MemoryView, dialogue_turns, log_ref, turn_ref
+from memory.base import MemoryMethod, MemoryView, dialogue_turns, log_ref, scored_part, turn_ref
 from memory.methods.h2_parts import (
     BackgroundOut,
     GeneralRequirementOut,
@@ -47,7 +47,7 @@ from memory.methods.h2_parts import (
     windows,
 )
 from memory.privacy import redact_text
-from memory.types import Changes, MemoryItem, PromptBlock, Purpose, RetrievalTrace, RetrievedItem
+from memory.types import BlockPart, Changes, MemoryItem, PromptBlock, Purpose, RetrievalTrace, RetrievedItem
 from palset.dataset import Session
 from palset.vocab import ASPECTS
 
@@ -321,17 +321,24 @@ class H2Memory(MemoryMethod):
                       if f"{uid}_background_{a}" in memory.items and memory.items[f"{uid}_background_{a}"].text]
         clusters = list(dict.fromkeys(r.item.meta.get("cluster") for r in topics if r.item.meta.get("cluster") is not None))
         principles = [memory.items[self.principle_id(c)] for c in clusters if self.principle_id(c) in memory.items][:3]
-        blocks = [PromptBlock(title="User background and recent situations", text="\n".join(
-            [f"- {b.meta['aspect']}: {b.text}" for b in background] + [f"- {r.item.text}" for r in situations]))]
+        def unscored(item: MemoryItem, text: str) -> BlockPart:
+            return scored_part(RetrievedItem(item=item), text)
+
+        # fitting a window leaves out the lowest-scored situations and topics first, background and principles last
+        blocks = [PromptBlock.of_parts("User background and recent situations",
+                                       [unscored(b, f"- {b.meta['aspect']}: {b.text}") for b in background]
+                                       + [scored_part(r, f"- {r.item.text}") for r in situations], "lowest_score", "items")]
         if purpose == "requirement":
-            blocks.append(PromptBlock(title="The user's past requirements", text="\n".join(
-                [f"- general type: {p.meta['general_requirement']}" for p in principles]
-                + [f"- {r.item.text}" for r in topics])))
+            blocks.append(PromptBlock.of_parts("The user's past requirements",
+                                               [unscored(p, f"- general type: {p.meta['general_requirement']}") for p in principles]
+                                               + [scored_part(r, f"- {r.item.text}") for r in topics], "lowest_score", "items"))
         else:
-            blocks.append(PromptBlock(title="The user's principles", text="\n".join(
-                f"- {p.meta['general_requirement']}: {p.meta['principle']}" for p in principles)))
-            blocks.append(PromptBlock(title="Past requirements and how the user received solutions",
-                                      text="\n\n".join(self._topic_with_feedback(r.item) for r in topics)))
+            blocks.append(PromptBlock.of_parts("The user's principles", [
+                unscored(p, f"- {p.meta['general_requirement']}: {p.meta['principle']}") for p in principles],
+                "lowest_score", "items"))
+            blocks.append(PromptBlock.of_parts("Past requirements and how the user received solutions",
+                                               [scored_part(r, self._topic_with_feedback(r.item)) for r in topics],
+                                               "lowest_score", "items", sep="\n\n"))
         retrieved = situations + topics + [RetrievedItem(item=b) for b in background] + [RetrievedItem(item=p) for p in principles]
         return self.trace(query, purpose, current, retrieved, blocks)
 

@@ -22,6 +22,7 @@ from memory.base import (
     log_ref,
     render_dialogue,
     render_logs,
+    scored_part,
     turn_ref,
 )
 from memory.rewriting import (
@@ -140,8 +141,9 @@ class MemoryBank(MemoryMethod):
         events = self.ranked_events(query, memory, current)
         blocks = [
             PromptBlock(title="User portrait", text=portrait.text if portrait else ""),
-            PromptBlock(title="Related past events", text="\n".join(
-                f"- [{h.item.meta.get('date', h.item.session_id)}] {h.item.text}" for h in events)),
+            PromptBlock.of_parts("Related past events", [
+                scored_part(h, f"- [{h.item.meta.get('date', h.item.session_id)}] {h.item.text}") for h in events],
+                "lowest_score", "items"),
             self.current_logs_block(current),
         ]
         retrieved = ([RetrievedItem(item=portrait)] if portrait else []) + events

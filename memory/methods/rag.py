@@ -6,7 +6,16 @@ embedder and k as H²Memory (k = 3).
 
 from __future__ import annotations
 
-from memory.base import MemoryMethod, MemoryView, dialogue_turns, log_ref, render_dialogue, render_log, turn_ref
+from memory.base import (
+    MemoryMethod,
+    MemoryView,
+    dialogue_turns,
+    log_ref,
+    render_dialogue,
+    render_log,
+    scored_part,
+    turn_ref,
+)
 from memory.types import Changes, MemoryItem, PromptBlock, Purpose, RetrievalTrace, RetrievedItem
 from palset.dataset import Session
 
@@ -30,11 +39,13 @@ class _RAG(MemoryMethod):
     def retrieve(self, query: str, purpose: Purpose, memory: MemoryView, current: Session | None) -> RetrievalTrace:
         units = self._search(self.unit_layer, query, memory, current)
         logs = self._search("log", query, memory, current)
-        blocks = [
-            PromptBlock(title=f"Related {self.unit_layer}s from earlier sessions",
-                        text="\n\n".join(f"[{r.item.session_id}] {r.item.text}" for r in units)),
-            PromptBlock(title="Related logs from earlier sessions",
-                        text="\n".join(f"- [{r.item.session_id}] {r.item.text}" for r in logs)),
+        blocks = [  # fitting a window leaves out the lowest-scored items first
+            PromptBlock.of_parts(f"Related {self.unit_layer}s from earlier sessions",
+                                 [scored_part(r, f"[{r.item.session_id}] {r.item.text}") for r in units],
+                                 "lowest_score", "items", sep="\n\n"),
+            PromptBlock.of_parts("Related logs from earlier sessions",
+                                 [scored_part(r, f"- [{r.item.session_id}] {r.item.text}") for r in logs],
+                                 "lowest_score", "items"),
             self.current_logs_block(current),
         ]
         return self.trace(query, purpose, current, units + logs, blocks)

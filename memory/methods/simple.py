@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memory.base import MemoryMethod, MemoryView, render_dialogue, render_logs, turn_ref
-from memory.types import Changes, MemoryItem, PromptBlock, Purpose, RetrievalTrace, RetrievedItem
+from memory.types import BlockPart, Changes, MemoryItem, PromptBlock, Purpose, RetrievalTrace, RetrievedItem
 from palset.dataset import Session
 
 
@@ -52,9 +52,17 @@ class FullHistory(MemoryMethod):
         return changes
 
     def retrieve(self, query: str, purpose: Purpose, memory: MemoryView, current: Session | None) -> RetrievalTrace:
+        """Every earlier session (logs, then dialogue) oldest first — one part per session, so fitting a window
+        leaves out the oldest sessions first — then the current session's logs."""
         items = sorted(memory.items.values(), key=lambda i: (i.session_index, i.layer != "session_logs"))
         history = [i for i in items if current is None or i.session_index < current.index]
-        blocks = [PromptBlock(title="Interaction history", text="\n\n".join(
-            f"## {i.session_id} {'logs' if i.layer == 'session_logs' else 'dialogue'}\n{i.text}" for i in history))]
-        blocks.append(self.current_logs_block(current))
+        by_session: dict[int, list[MemoryItem]] = {}
+        for i in history:
+            by_session.setdefault(i.session_index, []).append(i)
+        parts = [BlockPart(text="\n\n".join(f"## {i.session_id} {'logs' if i.layer == 'session_logs' else 'dialogue'}"
+                                             f"\n{i.text}" for i in group),
+                           label=group[0].session_id, refs=[i.id for i in group], order=index)
+                 for index, group in by_session.items()]
+        blocks = [PromptBlock.of_parts("Interaction history", parts, "oldest_first", "sessions", sep="\n\n"),
+                  self.current_logs_block(current)]
         return self.trace(query, purpose, current, [RetrievedItem(item=i) for i in history], blocks)

@@ -6,6 +6,12 @@ per step, a bounded reply schema, the step's rules as the client's ``check`` hoo
 is asked again with the reason — and returns a typed output. Random choices come from
 :meth:`StepContext.rng`, seeded by the run's seed, the step and the unit, so re-running a step makes
 the same choices and one step's edits never shift another step's dice.
+
+Prompts fit the synthesizer's context window by the client's policy (:mod:`backends.llm.structured_call`,
+:mod:`backends.llm.context`): the step's own prompt is never cut; the correction turns of a re-ask are (the
+oldest first, then the last rejected answer shortened), and ``max_tokens`` is lowered to what the window
+leaves (never below a quarter of it). A prompt that still cannot fit fails the step with the numbers before
+anything is sent. A reasoning model's thinking is kept apart and stored with the step (``reasoning``).
 """
 
 from __future__ import annotations
@@ -127,7 +133,7 @@ class StepContext:
             last = result.errors[-1] if result.errors else "no answer"
             raise StepFailed(f"{self.step} {unit}: no valid answer after {result.attempts} attempt(s): {last}".replace("  ", " "))
         rec = UnitRecord(value=result.value.model_dump(mode="json"), prompt=prompt.label, attempts=result.attempts,
-                         errors=rejected)
+                         errors=rejected, reasoning=result.reasoning)
         self.store.put_unit(self.run.run_id, self.step, unit, rec)
         self._account(prompt.label, rec)
         return result.value
@@ -136,6 +142,8 @@ class StepContext:
         self.record.calls += 1
         self.record.retries += done.attempts - 1
         self.record.errors += done.errors
+        if done.reasoning:
+            self.record.reasoning.append(done.reasoning)
         if label not in self.record.prompts:
             self.record.prompts.append(label)
 

@@ -4,6 +4,7 @@ import sys
 
 import pytest
 
+from backends.store.capabilities import CapabilityStore
 from backends.store.db import Database
 from backends.store.runstore import CallRecord, RunStore
 from backends.store.schema import current_version, migrate_database
@@ -14,7 +15,7 @@ from tests.conftest import ROOT
 def _store(path):
     db = Database(path)
     migrate_database(db, MIGRATIONS)
-    return RunStore(db)
+    return RunStore(db, CapabilityStore(db))
 
 
 def test_migrations_apply_once_and_wal_is_on(tmp_path):
@@ -49,7 +50,8 @@ def test_parallel_processes_record_every_call(tmp_path):
             "from pathlib import Path\n"
             "from backends.store.db import Database\n"
             "from backends.store.runstore import CallRecord, RunStore\n"
-            "s = RunStore(Database(Path(sys.argv[1])))\n"
+            "from backends.store.capabilities import CapabilityStore\n"
+            "db = Database(Path(sys.argv[1])); s = RunStore(db, CapabilityStore(db))\n"
             "for i in range(50): s.record_call(CallRecord(role='judge', provider='fake', endpoint='e', model='m', tokens_in=1))\n")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(path), str(ROOT)]) for _ in range(4)]
     assert all(p.wait(timeout=120) == 0 for p in procs)

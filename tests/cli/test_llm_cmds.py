@@ -36,3 +36,24 @@ def test_check_fails_clearly_and_never_prints_the_key(tmp_path):
 def test_config_errors_exit_2_with_a_message(tmp_path):
     res = run({"PAL_HOME": str(tmp_path), "PAL_JUDGE_TEMPERATURE": "very hot"}, "--role", "judge")
     assert res.returncode == 2 and "role judge: temperature" in res.stderr
+
+
+def test_check_reports_what_a_json_object_only_reasoning_endpoint_can_do(tmp_path):
+    from testkit.fake_endpoints import FakeEndpoint
+
+    with FakeEndpoint(formats=("json_object", None), think="field", window=8192).running() as server:
+        env = {"PAL_HOME": str(tmp_path), "PAL_JUDGE_PROVIDER": "openai", "PAL_JUDGE_MODEL": "fake-model",
+               "PAL_JUDGE_BASE_URL": server.base_url, "PAL_JUDGE_MAX_RETRIES": "0"}
+        res = run(env, "--role", "judge")
+        again = run(env, "--role", "judge", "--quick")
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = res.stdout
+    assert "structured: parsed" in out and "with json_object" in out
+    assert "json_schema: refused: request rejected (400)" in out and "json_object: ok" in out and "prompt: ok" in out
+    assert "context window: 8,192 tokens (endpoint /v1/models)" in out
+    assert "streaming: yes" in out and "seed: " in out
+    assert "reasoning: emitted" in out and "THOUGHT-LEAK" not in out
+    assert again.returncode == 0 and "with json_object" in again.stdout and "structured modes" not in again.stdout
+    schemas = [r for r in server.requests if (r.get("response_format") or {}).get("type") == "json_schema"
+               and not r["response_format"]["json_schema"].get("strict")]
+    assert len(schemas) == 2  # the first run's negotiation and its probe of json_schema alone; the second: none

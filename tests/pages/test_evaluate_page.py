@@ -321,3 +321,22 @@ def test_agreement_section_labels_cohen_and_fleiss(env, runs):
     assert "Cohen's κ, judge vs human majority (no ties)" in metrics
     assert metrics["Fleiss' κ, judge + annotators (non-tie)"] != "–"  # topic-1 and topic-2 are non-tie items
     assert metrics["Fleiss' κ, annotators only (non-tie)"] == "–"  # one annotator: no inter-annotator κ
+def test_a_judgment_without_room_in_the_window_says_why_and_reasoning_shows_apart(env, runs, monkeypatch):
+    def thinking(req):
+        return "<think>JUDGE-THOUGHT</think>" + judge(req)
+
+    ws = app_workspace()
+    clean = ws.with_config(load_config(secrets={}, env={}))
+    small = clean.llm(providers=dict.fromkeys(ROLES, ScriptedLLM(judge, window=900)))
+    dataset = load_dataset(DEMO)
+    pairs = pair_runs(ws.sims, dataset_key(DEMO), A, B)
+    judge_runs(small, dataset, ws.sims, ws.evals, pairs[:1], ["requirement"], k=1)
+    thinker = clean.llm(providers=dict.fromkeys(ROLES, ScriptedLLM(thinking)))
+    judge_runs(thinker, dataset, ws.sims, ws.evals, pairs[:1], ["preference"], k=1)
+    at = open_page("evaluate", pair=PAIR, topic=f"{SAMPLE}_{pairs[0].topic_key}")
+    assert not at.exception
+    warnings = [w.value for w in at.warning]
+    assert any(w.startswith("Not judged: judge prompt of") and "never cut" in w for w in warnings)
+    assert "Judge's reasoning (kept apart from the scores)" in [e.label for e in at.expander]
+    assert any("JUDGE-THOUGHT" in c.value for c in at.code)
+    assert "JUDGE\\-THOUGHT" not in all_markdown(at)

@@ -75,3 +75,29 @@ def test_a_base_url_override_never_sends_the_configured_key(monkeypatch, tmp_pat
     log = app_workspace().audit.entries(action="settings.override")
     assert [e.target for e in log] == ["judge", "judge"] and log[0].detail["key_entered"] is True
     assert "sk-visitor-own-key" not in str([e.detail for e in log])
+def test_learned_capabilities_are_shown_and_can_be_forgotten(monkeypatch, tmp_path):
+    monkeypatch.setenv("PAL_HOME", str(tmp_path))
+    caps = app_workspace().runs.capabilities
+    caps.update("https://api.example.com/v1", "qwen3-8b", structured_mode="json_object",
+                structured_note="json_schema refused: request rejected (400): response_format unsupported",
+                context_window=32768, window_source="endpoint /v1/models", streaming=True, emits_reasoning=True,
+                modes={"json_schema": "refused: 400", "json_object": "ok", "prompt": "ok"})
+    at = open_page("settings")
+    table = next(d.value for d in at.dataframe if "structured mode" in d.value.columns)
+    row = table.iloc[0]
+    assert (row["model"], row["structured mode"], row["window"], row["reasoning"]) == ("qwen3-8b", "json_object", 32768, "yes")
+    assert "json_schema refused" in row["why"] and row["modes that work"] == "json_object, prompt"
+    roles = at.dataframe[0].value
+    assert {"window", "structured", "thinking"} <= set(roles.columns)
+    [b for b in at.button if b.label == "Negotiate again"][0].click().run()
+    assert caps.get("https://api.example.com/v1", "qwen3-8b") is None  # the next structured call negotiates again
+
+
+def test_window_and_thinking_can_be_set_for_a_session(monkeypatch, tmp_path):
+    monkeypatch.setenv("PAL_HOME", str(tmp_path))
+    at = open_page("settings")
+    [n for n in at.number_input if n.label == "Context window"][0].set_value(16384)
+    [s for s in at.selectbox if s.label == "Thinking"][0].set_value("off")
+    [b for b in at.button if b.label == "Apply for this session"][0].click().run()
+    row = at.dataframe[0].value.iloc[0]
+    assert row["window"] == "16,384" and row["thinking"] == "off" and bool(row["overridden"])

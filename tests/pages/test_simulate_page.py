@@ -196,3 +196,20 @@ def test_a_run_driven_elsewhere_is_followed_read_only(llm):
     sim.stop()  # the other driver lets go: the run can be resumed here
     at = open_page("simulate", run=sim.record.run_id)
     assert any(b.key == "sim_resume_replay" for b in at.button)
+def test_reasoning_shows_apart_and_a_fitted_prompt_says_what_was_cut(tmp_path, monkeypatch):
+    monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
+    monkeypatch.setenv("PAL_EMBEDDER", "hash")
+
+    def thinking(req):
+        return "<think>SECRET-THOUGHT {\"content\": \"no\"}</think>" + reply(req)
+
+    fake = ScriptedLLM(thinking, window=4096)
+    client = app_workspace().with_config(load_config(secrets={}, env={})).llm(providers=dict.fromkeys(ROLES, fake))
+    monkeypatch.setattr(platform_state, "llm_client", lambda: client)
+    at = start("full-history")
+    shown = transcript(at)
+    assert len(shown) == 2 * schedule_len() and all("SECRET-THOUGHT" not in text for _, text in shown)
+    assert [e.label for e in at.expander].count("Reasoning (kept apart from the answer)") == 2 * schedule_len()
+    assert any("SECRET-THOUGHT" in c.value for c in at.code)
+    captions = "\n".join(c.value for c in at.caption)
+    assert "Prompt fitted to the context window" in captions and "sessions 1001\\_sample0" in captions

@@ -1,0 +1,140 @@
+"""The structured call behind ``LLMClient.structured``: negotiation, tolerant parsing, corrections that fit.
+
+Each attempt sends the caller's messages with the format instructions, plus the earlier rejected answers
+and why they were rejected (so the model can correct itself). Those correction turns are fitted to the
+role's window: the oldest are dropped first, then the latest rejected answer is shortened (its start kept);
+each cut is recorded with the call. A refusal of the structured mode itself steps down the mode
+(:mod:`backends.llm.negotiate`) without counting as an attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
+
+from backends.llm.context import Budget, Cut
+from backends.llm.errors import LLMError
+from backends.llm.negotiate import is_format_rejection, next_mode, response_format
+from backends.llm.structured import StructuredError, bounded_schema, parse_structured, schema_instructions
+from backends.llm.types import Message, StructuredFailure, StructuredResult
+from backends.prompts import Prompt
+
+if TYPE_CHECKING:
+    from backends.llm.client import LLMClient
+
+log = logging.getLogger(__name__)
+M = TypeVar("M", bound=BaseModel)
+REJECTED_CHARS = 4000  # a rejected answer fed back is at most this long
+
+
+def with_instructions(messages: Sequence[Message], schema: dict[str, Any], mode: str, provider: str) -> list[Message]:
+    """The messages with the format instructions in the system message (full schema unless grammar-enforced)."""
+    msgs = list(messages)
+    instructions = schema_instructions(schema, full=mode != "json_schema" or provider != "local")
+    if msgs and msgs[0].role == "system":
+        msgs[0] = Message(role="system", content=f"{msgs[0].content}\n\n{instructions}")
+    else:
+        msgs.insert(0, Message(role="system", content=instructions))
+    return msgs
+
+
+def instructions_for(client: LLMClient, role: str, model: type[BaseModel]) -> str:
+    """The format instructions a structured call of ``model`` adds to the prompt now (for budgets)."""
+    rc, provider = client.config.role(role), client.provider(role)
+    mode = client.modes.mode_for(provider.endpoint, rc.model, rc.structured_mode)
+    return schema_instructions(bounded_schema(model), full=mode != "json_schema" or rc.provider != "local")
+
+
+def correction_turns(rejected: list[tuple[str, str]]) -> list[Message]:
+    out: list[Message] = []
+    for text, reason in rejected:
+        out += [Message(role="assistant", content=text[:REJECTED_CHARS]),
+                Message(role="user", content=f"That reply was rejected: {reason}. "
+                                             "Reply again with only the corrected JSON object.")]
+    return out
+
+
+def fit_corrections(budget: Budget, head: list[Message], rejected: list[tuple[str, str]]) -> tuple[list[Message], list[Cut]]:
+    """``head`` + as many correction turns as fit (newest kept), the last rejected answer shortened if need be."""
+    msgs = head + correction_turns(rejected)
+    if budget.limit is None or budget.room(msgs) >= 0:  # type: ignore[operator]  # room() is an int once a limit is known
+        return msgs, []
+    kept, dropped = list(rejected), []
+    while len(kept) > 1 and budget.room(head + correction_turns(kept)) < 0:  # type: ignore[operator]  # room() is an int once a limit is known
+        dropped.append(kept.pop(0))
+    cuts = []
+    before = budget.count_messages(correction_turns(rejected))
+    if dropped:
+        cuts.append(Cut(what="correction turns", unit="rejected answers", removed=[f"#{i + 1}" for i in range(len(dropped))],
+                        tokens=before - budget.count_messages(correction_turns(kept)), limit=budget.limit,
+                        counter=budget.counter_name))
+    room = budget.room(head + correction_turns(kept))
+    if kept and room is not None and room < 0:
+        text, reason = kept[-1]
+        tokens = budget.count(text)
+        keep_chars = max(0, int(len(text) * max(0, tokens + room) / max(tokens, 1)) - 20)
+        kept[-1] = (text[:keep_chars] + " …", reason)
+        cuts.append(Cut(what="correction turns", unit="characters of the last rejected answer",
+                        removed=[f"{keep_chars}–{len(text)}"], tokens=-room, limit=budget.limit,
+                        counter=budget.counter_name))
+    return head + correction_turns(kept), cuts
+
+
+def ask_structured(client: LLMClient, role: str, messages: Sequence[Message], model: type[M], *,
+                   prompt: Prompt | None = None, retries: int = 2, use_cache: bool = True, cache_salt: str = "",
+                   cancel: threading.Event | None = None, check: Callable[[M], str | None] | None = None,
+                   mode: str | None = None, shrink_answer: bool = True, cuts: list[Cut] | None = None,
+                   **overrides: Any) -> StructuredResult[M] | StructuredFailure:
+    """See :meth:`backends.llm.client.LLMClient.structured`; ``mode`` forces one mode (no negotiation);
+    ``cuts`` the caller made to fit its prompt are recorded with each call."""
+    schema = bounded_schema(model)
+    rc, provider = client.config.role(role), client.provider(role)
+    forced = mode is not None or "response_format" in overrides
+    current = mode or client.modes.mode_for(provider.endpoint, rc.model, rc.structured_mode)
+    budget = client.budget(role, max_tokens=overrides.get("max_tokens"))
+    raws: list[str] = []
+    errors: list[str] = []
+    thoughts: list[str] = []
+    rejected: list[tuple[str, str]] = []
+    refused: list[str] = []
+    while len(raws) <= retries:
+        head = with_instructions(messages, schema, current, rc.provider)
+        msgs, trimmed = fit_corrections(budget, head, rejected)
+        call = dict(overrides)
+        if "response_format" not in overrides and (fmt := response_format(current, model.__name__, schema)):
+            call["response_format"] = fmt
+        try:
+            result = client.chat(role, msgs, prompt=prompt, use_cache=use_cache, cache_salt=cache_salt, cancel=cancel,
+                                 shrink_answer=shrink_answer, structured_mode=current, cuts=[*(cuts or []), *trimmed],
+                                 **call)
+        except LLMError as e:
+            following = None if forced or not is_format_rejection(e) else next_mode(current, str(e))
+            if following is None:
+                raise
+            log.warning("%s: structured mode %s refused by %s (%s); trying %s", role, current, provider.endpoint,
+                        client.redact(str(e)), following)
+            refused.append(f"{current} refused: {client.redact(str(e))[:240]}")
+            current = following
+            continue
+        if not forced:
+            client.modes.worked(provider.endpoint, rc.model, current, "; ".join(refused) or None)
+            refused = []
+        raws.append(result.text)
+        thoughts.append(result.reasoning)
+        try:
+            value, repaired = parse_structured(result.text, model)
+            if check is not None and (problem := check(value)):  # type: ignore[arg-type]  # value is an instance of model, which check was written for
+                raise StructuredError(problem)
+        except StructuredError as e:
+            errors.append(str(e))
+            if use_cache:
+                client.evict(role, msgs, cache_salt, **call)
+            rejected.append((result.text, str(e)))
+            continue
+        return StructuredResult[model](value=value, raw=result.text, attempts=len(raws), repaired=repaired,  # type: ignore[valid-type]  # the result type is parametrised by the run-time model
+                                       reasoning=result.reasoning, mode=current)
+    return StructuredFailure(raw=raws, errors=errors, attempts=len(raws), reasoning=thoughts, mode=current)
