@@ -6,7 +6,6 @@ import argparse
 import json
 import logging
 import sys
-import time
 
 from memory.methods import METHODS
 
@@ -44,8 +43,23 @@ def _open(args: argparse.Namespace):
     return dataset, open_workspace().open_builder(dataset, args.user, args.method, embedder=args.embedder)
 
 
+def build_job(dataset_path: str, builder, until: int, embedder: str | None = None):
+    """One unit per session up to ``until``, each after the previous (a build goes in time order)."""
+    from jobs.types import JobSpec, UnitSpec
+
+    ids = [s.sample_id for s in builder.user.sessions][: until + 1]
+    units = [UnitSpec(key=f"s{pos}", kind="memory.session", label=f"{builder.user.uid} {builder.method} {sid}",
+                      deps=[f"s{pos - 1}"] if pos else [],
+                      payload={"dataset": dataset_path, "user": builder.user.uid, "method": builder.method,
+                               "session": sid, "of": 2 * len(ids), "embedder": embedder})
+             for pos, sid in enumerate(ids)]
+    return JobSpec(job_id=f"memory-{builder.build_id}", kind="memory", created_by="cli",
+                   title=f"memory {builder.method} for user {builder.user.uid}", pool="cli", units=units)
+
+
 def cmd_build(args: argparse.Namespace) -> int:
-    from backends.llm.errors import LLMError
+    from cli.context import open_workspace
+    from cli.jobs_out import failed_lines, run_job, unit_env
 
     try:
         dataset, builder = _open(args)
@@ -53,7 +67,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     user = builder.user
-    until = None
+    until = len(user.sessions) - 1
     if args.until:
         ids = [s.sample_id for s in user.sessions]
         if args.until not in ids:
@@ -61,22 +75,22 @@ def cmd_build(args: argparse.Namespace) -> int:
             return 2
         until = ids.index(args.until)
     done_before = len(builder.store.done_stages(builder.build_id))
-    started = time.perf_counter()
     print(f"building {args.method} for user {user.uid} ({len(user.sessions)} sessions, "
           f"{done_before}/{builder.total_stages} stages already done)", file=sys.stderr)
-
-    def progress(done: int, total: int, what: str) -> None:
-        print(f"[{done}/{total}] {what} ({time.perf_counter() - started:.1f} s)", file=sys.stderr, flush=True)
-
+    ws = open_workspace()
+    spec = build_job(str(dataset.root), builder, until, args.embedder)
     try:
-        info = builder.run(until_session=until, progress=progress)
+        summary = run_job(ws, spec, unit_env(ws, builder.llm or ws.llm()))
     except KeyboardInterrupt:
         print("interrupted: run the same command again to resume", file=sys.stderr)
         return 130
-    except LLMError as e:
-        log.warning("memory build %s stopped: %s", builder.build_id, e)
-        print(f"LLM error: {e}\nfinished stages are saved: run the same command again to resume", file=sys.stderr)
+    if summary.status != "done":
+        log.warning("memory build %s stopped: %s", builder.build_id, summary.errors)
+        for line in failed_lines(summary):
+            print(line, file=sys.stderr)
+        print("finished stages are saved: run the same command again to resume", file=sys.stderr)
         return 1
+    info = builder.store.info(builder.build_id)
     print(json.dumps({"build_id": info.build_id, "stages_done": info.stages_done, "sessions_done": len(info.sessions_done),
                       "llm_calls": info.llm_calls, "tokens_in": info.tokens_in, "tokens_out": info.tokens_out,
                       "seconds": round(info.seconds, 1)}))

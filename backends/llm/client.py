@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel
 
 from backends.config import PlatformConfig
-from backends.llm.errors import LLMError
+from backends.llm.errors import LLMError, RateLimited
+from backends.llm.limits import Limiters
 from backends.llm.registry import ChatProvider, build_provider
 from backends.llm.retry import RetryPolicy, call_with_retries
 from backends.llm.structured import StructuredError, bounded_schema, parse_structured, schema_instructions
@@ -54,8 +55,10 @@ class LLMClient:
         servers: LocalServers | None = None,
         session_id: str | None = None,
         run_id: str | None = None,
+        limiters: Limiters | None = None,
     ):
         self.config = config
+        self.limiters = limiters
         self.store = store
         self.cache = cache if config.cache else None
         self.servers = servers
@@ -132,6 +135,22 @@ class LLMClient:
         redacted = type(e)(self.redact(str(e)), status=e.status, retry_after=e.retry_after)
         raise redacted from None
 
+    def _limited(self, provider: ChatProvider, req: ChatRequest, call: Callable[[], Any],
+                 cancel: threading.Event | None) -> Any:
+        """``call()`` inside one request slot of the provider's endpoint (the process's shared limits)."""
+        if self.limiters is None:
+            return call()
+        estimate = sum(len(m.content) for m in req.messages) // 3 + 64
+        with self.limiters.slot(provider.endpoint, estimate, cancel) as slot:
+            try:
+                result = call()
+            except RateLimited as e:
+                slot.rate_limited, slot.retry_after = True, e.retry_after
+                raise
+            if isinstance(result, ChatResult) and (result.tokens_in or result.tokens_out):
+                slot.used_tokens = result.tokens_in + result.tokens_out
+            return result
+
     def evict(self, role: str, messages: MessagesIn, cache_salt: str = "", **overrides: Any) -> None:
         """Drop a cached answer the caller rejected (unparsable, empty), so asking again really asks again."""
         if self.cache is not None:
@@ -152,7 +171,8 @@ class LLMClient:
             return hit
         policy = RetryPolicy(max_retries=self.config.role(role).max_retries)
         try:
-            result, attempts = call_with_retries(lambda: provider.complete(req), policy, cancel)
+            result, attempts = call_with_retries(lambda: self._limited(provider, req, lambda: provider.complete(req),
+                                                                        cancel), policy, cancel)
         except LLMError as e:
             self._record(role, provider, req, prompt, None, f"{type(e).__name__}: {e}")
             self._raise_redacted(e)
@@ -181,8 +201,12 @@ class LLMClient:
             it = iter(provider.stream(req))
             return it, next(it, None)
 
+        def limited_first_chunk() -> tuple[Iterator[str | ChatResult], str | ChatResult | None]:
+            # the slot covers the time to the first token (what endpoints queue on); usage is counted when known
+            return self._limited(provider, req, first_chunk, cancel)
+
         try:
-            (it, first), attempts = call_with_retries(first_chunk, policy, cancel)
+            (it, first), attempts = call_with_retries(limited_first_chunk, policy, cancel)
             chunks = [first] if first is not None else []
             result: ChatResult | None = None
             for chunk in [*chunks, *it]:
@@ -253,7 +277,7 @@ class _RoleOverride(LLMClient):
     def __init__(self, parent: LLMClient, role: str, provider: ChatProvider, config: PlatformConfig):
         self._parent, self._role, self._override = parent, role, provider
         super().__init__(config, store=parent.store, cache=parent.cache, servers=parent.servers,
-                         session_id=parent.session_id, run_id=parent.run_id)
+                         session_id=parent.session_id, run_id=parent.run_id, limiters=parent.limiters)
         self.cache = parent.cache
 
     def provider(self, role: str) -> ChatProvider:
