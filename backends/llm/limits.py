@@ -29,8 +29,8 @@ WINDOW = 60.0
 class EndpointLimiter:
     """One endpoint's limits; thread-safe."""
 
-    def __init__(self, endpoint: str, limits: EndpointLimits, clock=time.monotonic):
-        self.endpoint, self.limits, self.clock = endpoint, limits, clock
+    def __init__(self, endpoint: str, limits: EndpointLimits, clock=time.monotonic, window: float = WINDOW):
+        self.endpoint, self.limits, self.clock, self.window = endpoint, limits, clock, window
         self._cond = threading.Condition()
         self._in_flight = 0
         self._allowed = limits.concurrency or 0  # the adaptive concurrency (0: unlimited)
@@ -43,21 +43,21 @@ class EndpointLimiter:
 
     def _wait_time(self, tokens: int) -> float:
         now = self.clock()
-        while self._requests and self._requests[0] <= now - WINDOW:
+        while self._requests and self._requests[0] <= now - self.window:
             self._requests.popleft()
-        while self._tokens and self._tokens[0][0] <= now - WINDOW:
+        while self._tokens and self._tokens[0][0] <= now - self.window:
             self._tokens.popleft()
         waits = [self._paused_until - now]
         if self._allowed and self._in_flight >= self._allowed:
             waits.append(0.05)  # woken by a release
         rpm = self.limits.requests_per_minute
         if rpm and len(self._requests) >= rpm:
-            waits.append(self._requests[0] + WINDOW - now)
+            waits.append(self._requests[0] + self.window - now)
         tpm = self.limits.tokens_per_minute
         if tpm:
             used = sum(t for _, t in self._tokens)
             if used + tokens > tpm and self._tokens:
-                waits.append(self._tokens[0][0] + WINDOW - now)
+                waits.append(self._tokens[0][0] + self.window - now)
         return max(waits)
 
     def acquire(self, tokens: int, cancel: threading.Event | None = None) -> list[float]:
@@ -116,7 +116,9 @@ class Slot:
 class Limiters:
     """Every endpoint's limiter in one process, by endpoint (``scheme://host:port/path``)."""
 
-    def __init__(self, limits: dict[str, EndpointLimits] | None = None):
+    def __init__(self, limits: dict[str, EndpointLimits] | None = None, window: float = WINDOW):
+        """``window``: the span of the per-minute limits (shorter only in tests)."""
+        self.window = window
         self._limits = {k.rstrip("/"): v for k, v in (limits or {}).items()}
         self._by_endpoint: dict[str, EndpointLimiter] = {}
         self._lock = threading.Lock()
@@ -137,7 +139,7 @@ class Limiters:
             if key not in self._by_endpoint:
                 if key not in self._limits:
                     return None
-                self._by_endpoint[key] = EndpointLimiter(key, self._limits[key])
+                self._by_endpoint[key] = EndpointLimiter(key, self._limits[key], window=self.window)
             return self._by_endpoint[key]
 
     @contextmanager
