@@ -43,18 +43,14 @@ def _open(args: argparse.Namespace):
     return dataset, open_workspace().open_builder(dataset, args.user, args.method, embedder=args.embedder)
 
 
-def build_job(dataset_path: str, builder, until: int, embedder: str | None = None):
+def build_job(dataset, builder, until: int, embedder: str | None = None):
     """One unit per session up to ``until``, each after the previous (a build goes in time order)."""
-    from jobs.types import JobSpec, UnitSpec
+    from jobs.types import JobSpec
+    from studio.jobspecs import build_units
 
-    ids = [s.sample_id for s in builder.user.sessions][: until + 1]
-    units = [UnitSpec(key=f"s{pos}", kind="memory.session", label=f"{builder.user.uid} {builder.method} {sid}",
-                      deps=[f"s{pos - 1}"] if pos else [],
-                      payload={"dataset": dataset_path, "user": builder.user.uid, "method": builder.method,
-                               "session": sid, "of": 2 * len(ids), "embedder": embedder})
-             for pos, sid in enumerate(ids)]
     return JobSpec(job_id=f"memory-{builder.build_id}", kind="memory", created_by="cli",
-                   title=f"memory {builder.method} for user {builder.user.uid}", pool="cli", units=units)
+                   title=f"memory {builder.method} for user {builder.user.uid}", pool="cli",
+                   units=build_units(dataset, builder.user.uid, builder.method, until, embedder=embedder))
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -78,7 +74,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     print(f"building {args.method} for user {user.uid} ({len(user.sessions)} sessions, "
           f"{done_before}/{builder.total_stages} stages already done)", file=sys.stderr)
     ws = open_workspace()
-    spec = build_job(str(dataset.root), builder, until, args.embedder)
+    spec = build_job(dataset, builder, until, args.embedder)
     try:
         summary = run_job(ws, spec, unit_env(ws, builder.llm or ws.llm()))
     except KeyboardInterrupt:

@@ -232,6 +232,7 @@ class JobEngine:
             ctx.env = self.env(unit.job_id)
             result = (call or self.registry.get(unit.kind).run)(ctx)
         except BaseException as e:  # every failure of a unit is recorded on it; the worker goes on
+            log.debug("unit %s ended by %s", unit.unit_id, type(e).__name__, exc_info=True)
             return self._ended_badly(unit, ctx, e, time.perf_counter() - started)
         finally:
             with self._lock:

@@ -35,7 +35,6 @@ from memory.build import MemoryBuilder
 from memory.methods import get_method_class
 from memory.store import logs_stage
 from sim.runner import Simulation
-from sim.store import run_id_for
 from sim.types import RunSpec
 
 if TYPE_CHECKING:
@@ -66,7 +65,8 @@ class UnitEnv:
 
 
 def _env(ctx: UnitContext) -> UnitEnv:
-    return ctx.env  # type: ignore[no-any-return]  # the engine's environment is always a UnitEnv (see env_for)
+    env: UnitEnv = ctx.env  # the engine's environment is always a UnitEnv (see Workspace._job_env)
+    return env
 
 
 def builder_for(env: UnitEnv, dataset_path: str, user: str, method: str, method_config: dict | None,
@@ -92,8 +92,9 @@ def memory_session(ctx: UnitContext) -> dict:
         ctx.progress(done - logs_stage(pos), 2, what)
         env.say(f"[{done}/{of}] {what}")
 
-    before = len(builder.store.done_stages(builder.build_id))
-    builder.run(until_session=pos, progress=progress, cancel=ctx.cancel)
+    with env.ws.build_lock(builder.build_id):
+        before = len(builder.store.done_stages(builder.build_id))
+        builder.run(until_session=pos, progress=progress, cancel=ctx.cancel)
     info = builder.store.info(builder.build_id)
     return {"build_id": builder.build_id, "stages_done": info.stages_done, "new_stages": info.stages_done - before}
 
@@ -125,8 +126,9 @@ def sim_run(ctx: UnitContext) -> dict:
         if sim.assistant.builder is not None:
             b = sim.assistant.builder
             pos = [s.sample_id for s in b.user.sessions].index(sim.record.spec.sample_id)
-            if logs_stage(pos) not in set(b.store.done_stages(b.build_id)):
-                b.run(until_session=pos, cancel=ctx.cancel)
+            with env.ws.build_lock(b.build_id):
+                if logs_stage(pos) not in set(b.store.done_stages(b.build_id)):
+                    b.run(until_session=pos, cancel=ctx.cancel)
         sim.resume()
     total = sum(max(1, 2 * len(s.record.schedule)) for s in sims)
 
@@ -142,7 +144,7 @@ def sim_run(ctx: UnitContext) -> dict:
             try:
                 sim.step(on_token=on_token)
             except Exception as e:  # an LLM or simulation error: saved on the run, which stays resumable
-                log.info("simulation %s failed: %s", sim.record.run_id, e)
+                log.info("simulation %s failed: %s", sim.record.run_id, e, exc_info=True)
                 sim.fail(f"{type(e).__name__}: {e}" if not str(e) else str(e))
             ctx.progress(sum(len(s.record.utterances) for s in sims), total, sim.record.run_id)
     failed = [s for s in sims if s.record.status == "failed"]
@@ -279,10 +281,6 @@ def build_registry() -> Registry:
     registry.register("personamem", personamem, wants_gpu)
     registry.register("synth.generate", synth_generate)
     return registry
-
-
-def sim_unit_key(spec: RunSpec) -> str:
-    return f"sim/{run_id_for(spec)}"
 
 
 def uses_memory(method: str) -> bool:

@@ -86,7 +86,8 @@ class Workspace:
         self.synth = SynthStore(self.paths.synth)
         self.servers = servers if servers is not None else LocalServers(self.paths.local_server)
         self._providers = dict(providers or {})
-        self._shared: dict[str, Any] = {"embedders": {}, "vectors": {}, "chroma": None, "datasets": {}}
+        self._shared: dict[str, Any] = {"embedders": {}, "vectors": {}, "chroma": None, "datasets": {},
+                                      "build_locks": {}}
         self._lock = threading.RLock()
         self.limiters = Limiters(self.config.limits)
         from studio.units import build_registry
@@ -114,6 +115,12 @@ class Workspace:
 
         view = self.configured(job_config)
         return UnitEnv(view, view.llm(session_id=job_id))
+
+    def build_lock(self, build_id: str) -> threading.Lock:
+        """One lock per memory build in this process: two units never advance the same build at once."""
+        locks: dict[str, threading.Lock] = self._shared["build_locks"]
+        with self._lock:
+            return locks.setdefault(build_id, threading.Lock())
 
     def dataset(self, path: str | Path) -> Dataset:
         """The dataset folder at ``path``, loaded once per workspace (units of many jobs share it)."""
