@@ -87,7 +87,7 @@ def _judge(ws, dataset, pairs, aspects, args):
 
     from cli.jobs_out import Counter, run_job, unit_env
     from jobs.types import JobSpec
-    from studio.jobspecs import judge_units
+    from protocol.units import judge_units
 
     specs = [(ws.sims.load(p.run_a).spec, ws.sims.load(p.run_b).spec) for p in pairs]
     units = judge_units(dataset, specs, aspects, args.k, args.threshold)
@@ -143,7 +143,7 @@ def _bench(ws, dataset, methods, users, concurrency: int):
     from evaluation.service import query_topics
     from evaluation.tasks import TASKS
     from jobs.types import JobSpec
-    from studio.jobspecs import task_units
+    from protocol.units import task_units
 
     units = task_units(dataset, query_topics(dataset, users), methods, list(TASKS))
     tasks = [u for u in units if u.kind == "eval.tasks"]

@@ -46,7 +46,7 @@ def _open(args: argparse.Namespace):
 def build_job(dataset, builder, until: int, embedder: str | None = None):
     """One unit per session up to ``until``, each after the previous (a build goes in time order)."""
     from jobs.types import JobSpec
-    from studio.jobspecs import build_units
+    from protocol.units import build_units
 
     return JobSpec(job_id=f"memory-{builder.build_id}", kind="memory", created_by="cli",
                    title=f"memory {builder.method} for user {builder.user.uid}", pool="cli",
