@@ -9,15 +9,15 @@ from pathlib import Path
 
 from backends.config import ROLES
 from backends.llm.fake import ScriptedLLM
-from protocol.config import load_experiment
-from protocol.plan import Calibration, make_plan
+from protocol.config import ExperimentConfig, load_experiment
+from protocol.plan import Calibration, Plan, make_plan
 from studio.units import UnitEnv
 from studio.workspace import Workspace
 from testkit.protocol_fake import SlowReply, protocol_reply
 from testkit.workspace import make_workspace
 
 
-def open_experiment(home: Path, file: str | Path, slow: float = 0.0) -> tuple[Workspace, object, object]:
+def open_experiment(home: Path, file: str | Path, slow: float = 0.0) -> tuple[Workspace, ExperimentConfig, Plan]:
     """(workspace with the scripted LLM for every role, experiment, plan)."""
     reply = SlowReply(slow) if slow else protocol_reply
     ws = make_workspace(home, dict.fromkeys(ROLES, ScriptedLLM(reply)), env={"PAL_EMBEDDER": "hash"})
@@ -29,9 +29,9 @@ def open_experiment(home: Path, file: str | Path, slow: float = 0.0) -> tuple[Wo
 
 def run(home: Path, file: str | Path, slow: float = 0.0, concurrency: int | None = None, executor=None) -> str:
     ws, exp, plan = open_experiment(home, file, slow)
-    view = ws.configured(exp.job_config())  # type: ignore[attr-defined]  # exp is an ExperimentConfig
-    job = ws.jobs.submit(plan.job, env=UnitEnv(view, view.llm(session_id=plan.job.job_id)))  # type: ignore[attr-defined]  # plan is a Plan
-    summary = ws.jobs.run(job, concurrency or exp.concurrency, executor=executor)  # type: ignore[attr-defined]  # exp is an ExperimentConfig
+    view = ws.configured(exp.job_config())
+    job = ws.jobs.submit(plan.job, env=UnitEnv(view, view.llm(session_id=plan.job.job_id)))
+    summary = ws.jobs.run(job, concurrency or exp.concurrency, executor=executor)
     return summary.line()
 
 
