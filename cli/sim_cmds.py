@@ -78,8 +78,8 @@ def sim_job(dataset, specs: list, created_by: str = "cli", pool: str = "cli"):
     import hashlib
 
     from jobs.types import JobSpec
-    from sim.store import run_id_for
     from protocol.units import sim_units
+    from sim.store import run_id_for
 
     ids = sorted(run_id_for(s) for s in specs)
     digest = hashlib.sha1("|".join([str(dataset.root), *ids]).encode()).hexdigest()[:12]

@@ -7,7 +7,7 @@ build units they read, so no two units ever build the same memory at once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from jobs.types import UnitSpec
 from palset.dataset import Dataset
@@ -81,7 +81,7 @@ def task_units(dataset: Dataset, topics: list[tuple[str, str, str]], methods: li
     return (pre if builds else []) + units
 
 
-def judge_units(dataset: Dataset, pairs: list[tuple[RunSpec, RunSpec]], aspects: list[str], k: int,
+def judge_units(dataset: Dataset, pairs: list[tuple[RunSpec, RunSpec]], aspects: Sequence[str], k: int,
                 threshold: float = 0.0, after_sims: bool = False) -> list[UnitSpec]:
     """An ``eval.judge`` unit per (pair of runs, aspect); ``after_sims``: each waits for its two sim units."""
     return [UnitSpec(key=f"judge/{run_id_for(a)}/{run_id_for(b)}/{aspect}", kind="eval.judge",

@@ -28,7 +28,9 @@ def open_experiment(home: Path, file: str | Path, slow: float = 0.0) -> tuple[Wo
 
 
 def run(home: Path, file: str | Path, slow: float = 0.0, concurrency: int | None = None, executor=None) -> str:
+    """Run the experiment to its end; ``executor``: a function of the workspace giving one (e.g. Ray's)."""
     ws, exp, plan = open_experiment(home, file, slow)
+    executor = executor(ws) if executor is not None else None
     view = ws.configured(exp.job_config())
     job = ws.jobs.submit(plan.job, env=UnitEnv(view, view.llm(session_id=plan.job.job_id)))
     summary = ws.jobs.run(job, concurrency or exp.concurrency, executor=executor)
