@@ -245,10 +245,11 @@ class JobStore:
             counts[status] = n
             progress += n if status == "done" else (prog or 0.0) if status == "running" else 0.0
             seconds += secs or 0.0
-        blocked = conn.execute(
-            "SELECT COUNT(*) FROM job_units u WHERE u.job_id=? AND u.status='queued' AND EXISTS (SELECT 1 FROM "
-            "job_deps d JOIN job_units p ON p.unit_id=d.dep_id WHERE d.unit_id=u.unit_id AND p.status IN "
-            "('failed', 'cancelled'))", (job["job_id"],)).fetchone()[0]
+        blocked = conn.execute(  # queued units that wait, directly or not, on a failed or cancelled unit
+            "WITH RECURSIVE bad(uid) AS (SELECT unit_id FROM job_units WHERE job_id=?1 AND status IN ('failed', "
+            "'cancelled') UNION SELECT d.unit_id FROM job_deps d JOIN bad ON d.dep_id=bad.uid) "
+            "SELECT COUNT(*) FROM job_units u JOIN bad ON u.unit_id=bad.uid WHERE u.status='queued'",
+            (job["job_id"],)).fetchone()[0]
         errors = [f"{r[0]}: {r[1]}" for r in conn.execute(
             "SELECT label, last_error FROM job_units WHERE job_id=? AND status='failed' ORDER BY seq LIMIT 5",
             (job["job_id"],))]

@@ -62,10 +62,10 @@ def test_a_failed_unit_blocks_its_chain_and_a_retry_finishes_the_job(ws):
         return None
 
     ws.jobs.registry.register("test.step", step)
-    job = ws.jobs.submit(chain_job(users=2, sessions=3))
+    job = ws.jobs.submit(chain_job(users=2, sessions=4))
     summary = ws.jobs.run(job, concurrency=2)
-    assert summary.status == "failed" and summary.counts["done"] == 4 and summary.counts["failed"] == 1
-    assert summary.blocked == 1 and "endpoint said no" in summary.errors[0]
+    assert summary.status == "failed" and summary.counts["done"] == 5 and summary.counts["failed"] == 1
+    assert summary.blocked == 2 and "endpoint said no" in summary.errors[0]  # u0/s2 and u0/s3, transitively
     failed = ws.jobs.store.units(job, status="failed")[0]
     assert failed.key == "u0/s1" and failed.last_error == "ValueError: endpoint said no"
     broken["on"] = False
