@@ -21,7 +21,7 @@ import streamlit as st
 
 from evaluation.aggregate import aggregate_judgments
 from evaluation.faireval import ASPECTS, Judgment, apply_decision, judgment_key
-from evaluation.service import RunPair, judge_runs, pair_runs
+from evaluation.service import RunPair, pair_runs
 from palset.dataset import Dataset, dataset_key
 from sim.store import SimStore
 from ui import platform_state
@@ -36,6 +36,7 @@ from ui.eval_data import (
     to_jsonl,
 )
 from ui.eval_drilldown import render_drilldown
+from ui.jobs_view import failure_text, follow, submit
 from ui.platform_state import base_workspace
 from ui.text import error_text, md_escape
 
@@ -161,21 +162,30 @@ def render_judge_button(dataset: Dataset, sims: SimStore, pairs: list[RunPair], 
     st.caption(f"{len(pairs)} paired topic(s); {len(todo)} not judged yet with k={k} by {md_escape(model)}.")
     if not st.button("Judge", key="eval_judge", type="primary", icon=":material/balance:", disabled=not todo):
         return
-    bar = st.progress(0.0, text=f"Judging {len(todo)} topic(s)…")
-
-    def progress(done: int, total: int, what: str) -> None:
-        bar.progress(done / total, text=f"[{done}/{total}] {what}")
-
     try:
-        judge_runs(llm, dataset, sims, store, todo, aspects, k=k, threshold=threshold,  # type: ignore[arg-type]  # aspects come from ASPECT_CHOICES
-                   progress=progress)
-    except Exception as e:  # LLM, dataset or store problems: a message, never a traceback
-        log.exception("judging stopped")
-        st.error(f"Judging stopped: {md_escape(error_text(e))}. Every finished judgment is stored; press Judge "
-                 "again to continue.")
+        job_id = submit_judging(dataset, sims, todo, aspects, k, threshold)
+    except Exception as e:  # configuration or store problems: a message, never a traceback
+        log.exception("judging cannot start")
+        st.error(f"Cannot judge: {md_escape(error_text(e))}")
         return
-    bar.empty()
+    summary = follow(job_id, f"Judging {len(todo)} topic(s)")
+    if summary.status != "done":
+        st.error(f"Judging stopped: {md_escape(failure_text(summary))}. Every finished judgment is stored; press "
+                 "Judge again to continue.")
+        return
     st.success(f"Judged {len(todo)} topic(s).")
+
+
+def submit_judging(dataset: Dataset, sims: SimStore, pairs: list[RunPair], aspects: list[str], k: int,
+                   threshold: float) -> str:
+    """A job of ``eval.judge`` units, one judgment after the other (a failure stops the rest, which a second
+    press continues); it runs in the app's workers, so closing the page does not stop it."""
+    from protocol.units import judge_units
+
+    specs = [(sims.load(p.run_a).spec, sims.load(p.run_b).spec) for p in pairs]
+    units = judge_units(dataset, specs, aspects, k, threshold)
+    units = [u.model_copy(update={"deps": [units[i - 1].key] if i else []}) for i, u in enumerate(units)]
+    return submit("judge", f"judge {specs[0][0].method} vs {specs[0][1].method}", units)
 
 
 def render_results(rows: list[dict], judgments: list[Judgment], a: str, b: str) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 import pandas as pd
 import streamlit as st
 
+from backends.llm.client import LLMClient
 from jobs.types import JobSpec, JobSummary, UnitSpec, format_seconds
 from studio.units import UnitEnv
 from ui import platform_state
@@ -33,14 +34,14 @@ def new_job_id(kind: str) -> str:
     return f"{kind}-{uuid.uuid4().hex[:10]}"
 
 
-def submit(kind: str, title: str, units: list[UnitSpec], job_id: str | None = None) -> str:
-    """Store a job for the app's workers, run with this session's configuration and LLM client."""
+def submit(kind: str, title: str, units: list[UnitSpec], job_id: str | None = None, llm: LLMClient | None = None) -> str:
+    """Store a job for the app's workers, run with this session's configuration and LLM client (or ``llm``)."""
     ws = platform_state.workspace()
     spec = JobSpec(job_id=job_id or new_job_id(kind), kind=kind, title=title, pool="app",
                    created_by=f"session {platform_state.session_id()}", units=units)
     engine = base_workspace().jobs
     engine.start(WORKERS)
-    return engine.submit(spec, env=UnitEnv(ws, platform_state.llm_client()))
+    return engine.submit(spec, env=UnitEnv(ws, llm or platform_state.llm_client()))
 
 
 def follow(job_id: str, label: str, on_tick: Callable[[JobSummary], None] | None = None,
