@@ -139,7 +139,11 @@ def sim_run(ctx: UnitContext) -> dict:
         for sim in sims:
             if sim.record.status != "running":
                 continue
-            ctx.check()
+            if ctx.cancel.is_set():  # stopped between two utterances: every saved one stays, resumable
+                for s in sims:
+                    if s.record.status == "running":
+                        s.stop()
+                ctx.check()
             ctx.detail = ""
             try:
                 sim.step(on_token=on_token)
