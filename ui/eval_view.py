@@ -36,6 +36,7 @@ from ui.eval_data import (
     to_jsonl,
 )
 from ui.eval_drilldown import render_drilldown
+from ui.eval_experiments import render_experiments
 from ui.jobs_view import failure_text, follow, submit
 from ui.platform_state import base_workspace
 from ui.text import error_text, md_escape
@@ -89,6 +90,8 @@ def render_evaluate(dataset: Dataset) -> None:
     render_agreement(dkey, selection)
     st.header("PersonaMem-v2 accuracy by type")
     render_personamem(dkey)
+    st.header("Experiments")
+    render_experiments()
 
 
 def _pick(methods: list[str]) -> tuple[str, str, list[str]]:
