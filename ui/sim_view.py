@@ -27,10 +27,9 @@ from sim.schedule import fixed_schedule
 from sim.service import make_spec
 from sim.store import SimStore, run_id_for
 from sim.types import RunRecord, RunSpec
-from ui import platform_state
+from ui import platform_state, sim_jobs
 from ui.memory_common import NO_COMPARE, available_methods, default_method, method_label
 from ui.platform_state import base_workspace
-from ui import sim_jobs
 from ui.sim_live import GO, go_live, held_sides, live_runs, render_live
 from ui.sim_runs import render_runs
 from ui.sim_transcript import columns_for, export_buttons, render_utterance, run_header
