@@ -253,8 +253,11 @@ class JobStore:
         errors = [f"{r[0]}: {r[1]}" for r in conn.execute(
             "SELECT label, last_error FROM job_units WHERE job_id=? AND status='failed' ORDER BY seq LIMIT 5",
             (job["job_id"],))]
+        by_kind = {r[0]: (r[1] or 0, r[2] or 0.0, r[3] or 0) for r in conn.execute(
+            "SELECT kind, SUM(status='done'), SUM(CASE WHEN status='done' THEN seconds END), "
+            "SUM(status IN ('queued', 'running')) FROM job_units WHERE job_id=? GROUP BY kind", (job["job_id"],))}
         total = sum(counts.values())
-        return JobSummary(job_id=job["job_id"], kind=job["kind"], title=job["title"], created_by=job["created_by"],
+        return JobSummary(by_kind=by_kind, job_id=job["job_id"], kind=job["kind"], title=job["title"], created_by=job["created_by"],
                           pool=job["pool"], cancelled=bool(job["cancelled"]), created_at=job["created_at"],
                           updated_at=job["updated_at"], counts=counts, total=total,
                           progress=progress / total if total else 1.0, seconds_done=seconds, blocked=blocked,

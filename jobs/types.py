@@ -84,6 +84,7 @@ class JobSummary(BaseModel):
     progress: float  # 0..1: done units plus the running units' own progress
     seconds_done: float  # the finished units' summed run time
     blocked: int = 0  # queued units that wait on a failed or cancelled unit
+    by_kind: dict[str, tuple[int, float, int]] = Field(default_factory=dict)  # kind → (done, their seconds, left)
     errors: list[str] = Field(default_factory=list)  # the last errors of failed units (a few)
 
     @property
@@ -103,12 +104,16 @@ class JobSummary(BaseModel):
         return self.status in ("done", "failed", "cancelled")
 
     def eta(self, concurrency: int, now: float | None = None) -> float | None:
-        """Seconds left at ``concurrency`` parallel units, from the mean run time of the finished units."""
+        """Seconds left at ``concurrency`` parallel units: each kind's units left times the mean run time of its
+        finished units (a kind none of whose units finished yet counts at the mean of all finished units)."""
         done = self.counts.get("done", 0)
         if done == 0 or self.finished:
             return None
-        left = self.total - done - self.counts.get("failed", 0) - self.counts.get("cancelled", 0)
-        return max(0.0, (self.seconds_done / done) * max(left, 0) / max(1, concurrency))
+        overall = self.seconds_done / done
+        left = 0.0
+        for n_done, secs, n_left in self.by_kind.values():
+            left += n_left * (secs / n_done if n_done else overall)
+        return max(0.0, left / max(1, concurrency))
 
     def line(self, concurrency: int = 1) -> str:
         """``[done/total] title · 2 running · 1 failed · ETA 3 min``."""
