@@ -150,10 +150,20 @@ def build_job(exp: ExperimentConfig, dataset: Dataset) -> JobSpec:
                  for seed in exp.seeds for u, s, t in topics for m in exp.methods]
         units += judge_units(dataset, pairs, exp.aspects, exp.k, exp.threshold, after_sims=True)
     seen: dict[str, UnitSpec] = {}
-    for u in units:
+    for u in sorted(units, key=_longest_chains_first):
         seen.setdefault(u.key, u)
     return JobSpec(job_id=exp.job_id(), kind="experiment", title=f"experiment {exp.name}", created_by="cli",
                    pool="cli", config=exp.job_config(), units=list(seen.values()))
+
+
+def _longest_chains_first(unit: UnitSpec) -> tuple[int, float]:
+    """Claim order (stable): memory builds first, the methods with the most calls per session first — their chains
+    are the job's critical path, so starting them early keeps every worker busy to the end."""
+    if unit.kind != "memory.session":
+        return (1, 0.0)
+    method = unit.payload["method"]
+    calls = STATIC_SESSION_CALLS.get(method, 1.0) if get_method_class(method).uses_llm else 0.0
+    return (0, -calls)
 
 
 def unit_cost(unit: UnitSpec, dataset: Dataset, cal: Calibration) -> tuple[str, str, UnitCost]:

@@ -63,15 +63,23 @@ def changed_rows(db: Database, before: dict[str, set[tuple]]) -> dict[str, list[
 
 
 def apply_rows(db: Database, rows: dict[str, list[dict[str, Any]]]) -> int:
-    """Insert or replace every row (parents first: the tables are in dependency order); returns how many."""
+    """Insert every row, or update the stored row with its primary key (parents first: the tables are in
+    dependency order). Never ``INSERT OR REPLACE``: replacing a build or a run row would delete, by cascade, the
+    stages, items or utterances stored under it."""
     n = 0
     with db.write() as conn:
         for table in TABLES:
-            for row in rows.get(table, []):
+            if not rows.get(table):
+                continue
+            keys = [r[1] for r in conn.execute(f"PRAGMA table_info({table})") if r[5]]
+            for row in rows[table]:
                 data = {k: v for k, v in row.items() if not (table in NO_ID and k == "id")}
-                cols = ", ".join(data)
-                conn.execute(f"INSERT OR REPLACE INTO {table} ({cols}) VALUES ({', '.join('?' * len(data))})",
-                             list(data.values()))
+                cols, marks = ", ".join(data), ", ".join("?" * len(data))
+                sql = f"INSERT INTO {table} ({cols}) VALUES ({marks})"
+                if table not in NO_ID:
+                    updates = ", ".join(f"{c}=excluded.{c}" for c in data if c not in keys)
+                    sql += f" ON CONFLICT ({', '.join(keys)}) DO " + (f"UPDATE SET {updates}" if updates else "NOTHING")
+                conn.execute(sql, list(data.values()))
                 n += 1
     return n
 

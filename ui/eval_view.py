@@ -37,7 +37,7 @@ from ui.eval_data import (
 )
 from ui.eval_drilldown import render_drilldown
 from ui.eval_experiments import render_experiments
-from ui.jobs_view import failure_text, follow, submit
+from ui.jobs_view import active_job, failure_text, follow, submit, watch
 from ui.platform_state import base_workspace
 from ui.text import error_text, md_escape
 
@@ -163,6 +163,9 @@ def render_judge_button(dataset: Dataset, sims: SimStore, pairs: list[RunPair], 
     todo = [p for p in pairs if any(not store.has_judgment(judgment_key(p.run_a, p.run_b, a, k, model, versions[a]))
                                     for a in aspects)]
     st.caption(f"{len(pairs)} paired topic(s); {len(todo)} not judged yet with k={k} by {md_escape(model)}.")
+    if (running := active_job("judge-", kind="judge")) is not None:  # judging goes on with the page closed
+        watch(running.job_id, "Judging")
+        return
     if not st.button("Judge", key="eval_judge", type="primary", icon=":material/balance:", disabled=not todo):
         return
     try:

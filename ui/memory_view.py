@@ -108,7 +108,12 @@ def render_build_panel(builder: MemoryBuilder) -> BuildInfo:
     st.caption(f"Build {md_escape(info.build_id)} · embedder {md_escape(info.config.get('embedder', '?'))} · "
                f"{len(info.sessions_done)} of {len(builder.user.sessions)} sessions ingested")
     _offer_fresh_build(builder, info)
-    if info.stages_done < total:
+    from ui.jobs_view import active_job, watch
+
+    running = active_job(f"memory-{builder.build_id}-", kind="memory")
+    if running is not None:  # started earlier (this page closed, another session): it goes on; watch it
+        watch(running.job_id, f"Building {builder.method} memory")
+    elif info.stages_done < total:
         label = "Build" if info.stages_done == 0 else "Resume"
         if st.button(label, key="mem_build", icon=":material/play_arrow:", type="primary"):
             if run_build(builder):

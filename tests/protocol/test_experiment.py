@@ -121,7 +121,11 @@ def records(home: Path) -> dict:
         results = conn.execute("SELECT result_key, json_extract(data, '$.prediction'), json_extract(data, '$.bleu') "
                                "FROM bench_results ORDER BY 1").fetchall()
         units = conn.execute("SELECT unit_id, status FROM job_units ORDER BY 1").fetchall()
-    return {"turns": turns, "judgments": judged, "results": results, "units": units}
+        stages = conn.execute("SELECT build_id, stage, sample_id, llm_calls FROM memory_build_stages ORDER BY 1, 2"
+                              ).fetchall()
+        items = conn.execute("SELECT build_id, item_id, version, valid_from, valid_to, data FROM memory_items "
+                             "ORDER BY 1, 2, 3").fetchall()
+    return {"turns": turns, "judgments": judged, "results": results, "units": units, "stages": stages, "items": items}
 
 
 def test_a_run_killed_mid_way_resumes_without_duplicates_and_reports_the_same(tmp_path):
