@@ -80,6 +80,7 @@ def main() -> None:
     parser.add_argument("--levels", default="8,16,32")
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--no-ray", action="store_true")
+    parser.add_argument("--ray-only", action="store_true", help="only the Ray-local against threads figure")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="pal-jobs-bench-"))
     print(f"load average before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} (cores: {os.cpu_count()})")
@@ -87,6 +88,9 @@ def main() -> None:
     dataset = make_release(tmp / "ds", users=args.users, sessions=args.sessions, logs_per_session=10, turns=8,
                            query_sessions=1)
     users = sorted(workspace(tmp / "probe", url).dataset(dataset).users)
+    if args.ray_only:
+        run_engine(tmp / "warm", url, experiment(dataset, users[:1], 1))
+        return ray_figures(tmp, url, dataset, users[:8])
     run_engine(tmp / "warm", url, experiment(dataset, users[:1], 1))  # imports, first connections: not measured
     pilot = run_engine(tmp / "pilot", url, experiment(dataset, users[:2], 1))
     seq = pilot["wall"] * len(users) / 2

@@ -162,6 +162,8 @@ class JobEngine:
         with self._lock:
             if self._workers:
                 return
+            self._stop.clear()
+            _LIVE_TOKENS.add(self.token)
             self.recover()
             self._ensure_heartbeat()
             for i in range(max(1, workers)):

@@ -29,8 +29,11 @@ class RayExecutor:
 
     def __init__(self, prepare: Callable[[Unit], tuple], remote: Callable[..., tuple[dict | None, Any]],
                  apply: Callable[[Unit, Any], None], address: str | None = None, num_cpus: int | None = None,
-                 runtime_env: dict | None = None):
+                 runtime_env: dict | None = None, cpus_per_unit: float = 1.0):
+        """``cpus_per_unit``: the CPU share a unit asks Ray for — units mostly wait on LLM endpoints, so a node
+        runs several at once; the job's ``concurrency`` bounds how many are in flight. GPU units ask one CPU."""
         self.prepare, self.remote_fn, self.apply = prepare, remote, apply
+        self.cpus_per_unit = cpus_per_unit
         self.address, self.num_cpus, self.runtime_env = address, num_cpus, runtime_env
         self._task: Any = None
         self.gpus = 0.0
@@ -69,7 +72,7 @@ class RayExecutor:
                     engine.store.fail(unit.unit_id, engine.owner, f"{type(e).__name__}: {e}", 0.0)
                     continue
                 gpu = 1 if self.gpus and engine.registry.get(unit.kind).wants_gpu(unit.payload) else 0
-                ref = self._task.options(num_gpus=gpu).remote(*args)
+                ref = self._task.options(num_gpus=gpu, num_cpus=1 if gpu else self.cpus_per_unit).remote(*args)
                 in_flight[ref] = (unit, time.perf_counter())
             if not in_flight:
                 if engine.store.summary(job_id).finished:

@@ -98,20 +98,40 @@ def unit_records(ws: Workspace, unit: Unit) -> Bundle:
     return Bundle(rows=export_rows(ws.db, sel), files=read_files(ws.home, files))
 
 
-def reindex(ws: Workspace, rows: dict[str, list[dict]]) -> None:
-    """Put memory item versions into this workspace's vector index (valid-from/to as the run store has them)."""
-    items = rows.get("memory_items", [])
+def reindex(ws: Workspace, rows: dict[str, list[dict]], seen: set | None = None) -> None:
+    """Put memory item versions into this workspace's vector index (valid-from/to as the run store has them):
+    one upsert per (build, layer, stage), one metadata update per closing stage. ``seen``: versions already
+    indexed in this process (a worker's shared Chroma), skipped."""
+    items = [r for r in rows.get("memory_items", []) if seen is None or _version(r) not in seen]
     if not items:
         return
     builds = {b["build_id"]: b for b in ws.memory.build_rows([r["build_id"] for r in items])}
+    opened: dict[tuple[str, int], list[MemoryItem]] = {}
+    closed: dict[tuple[str, int], list[tuple[MemoryItem, int]]] = {}
     for row in items:
-        b = builds[row["build_id"]]
-        emb = ws.embedder(json.loads(b["config"]).get("embedder"))
-        index = VectorIndex(ws.vectors(emb), b["dataset"], b["user_id"], b["build_id"])
         item = MemoryItem.model_validate_json(row["data"])
-        index.add([item], row["valid_from"])
+        opened.setdefault((row["build_id"], row["valid_from"]), []).append(item)
         if row["valid_to"] is not None:
-            index.close([item], {item.id: row["valid_from"]}, row["valid_to"])
+            closed.setdefault((row["build_id"], row["valid_to"]), []).append((item, row["valid_from"]))
+    indexes: dict[str, VectorIndex] = {}
+
+    def index(build_id: str) -> VectorIndex:
+        if build_id not in indexes:
+            b = builds[build_id]
+            emb = ws.embedder(json.loads(b["config"]).get("embedder"))
+            indexes[build_id] = VectorIndex(ws.vectors(emb), b["dataset"], b["user_id"], build_id)
+        return indexes[build_id]
+
+    for (build_id, stage), group in sorted(opened.items(), key=lambda kv: kv[0][1]):
+        index(build_id).add(group, stage)
+    for (build_id, stage), pairs in sorted(closed.items(), key=lambda kv: kv[0][1]):
+        index(build_id).close([i for i, _ in pairs], {i.id: start for i, start in pairs}, stage)
+    if seen is not None:
+        seen.update(_version(r) for r in items)
+
+
+def _version(row: dict) -> tuple:
+    return (row["build_id"], row["item_id"], row["version"], row["valid_from"], row["valid_to"])
 
 
 def run_remote(kind: str, payload: dict, unit_id: str, job_id: str, config: PlatformConfig, providers: dict,
@@ -126,13 +146,19 @@ def run_remote(kind: str, payload: dict, unit_id: str, job_id: str, config: Plat
     try:
         apply_rows(ws.db, records.rows)
         write_files(home, records.files)
-        reindex(ws, records.rows)
+        reindex(ws, records.rows, ws._shared.setdefault("indexed", set()))
         before, files_before = all_rows(ws.db), file_digests(home)
         unit = Unit(unit_id=unit_id, job_id=job_id, seq=0, kind=kind, label=unit_id, payload=payload,
                     status="running", attempts=1, max_attempts=1)
         ctx = UnitContext(unit, UnitEnv(ws, ws.llm(session_id=job_id)), threading.Event(), lambda f, t: None)
-        result = build_registry().get(kind).run(ctx)
-        return result, Bundle(rows=changed_rows(ws.db, before), files=changed_files(home, files_before))
+        try:
+            result = build_registry().get(kind).run(ctx)
+        except BaseException:
+            _WORKER_SHARED.clear()  # vectors of a half-done stage may be in the shared index: start afresh
+            raise
+        out = Bundle(rows=changed_rows(ws.db, before), files=changed_files(home, files_before))
+        ws._shared["indexed"].update(_version(r) for r in out.rows.get("memory_items", []))  # indexed by the unit
+        return result, out
     finally:
         ws.close()
         ws.db.close()

@@ -128,6 +128,8 @@ class Limiters:
         with self._lock:
             for endpoint, lim in limits.items():
                 key = endpoint.rstrip("/")
+                if self._limits.get(key) == lim:
+                    continue  # unchanged (every page run configures): keep the adaptive state
                 self._limits[key] = lim
                 if key in self._by_endpoint:
                     self._by_endpoint[key].limits = lim

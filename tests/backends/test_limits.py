@@ -109,3 +109,15 @@ def test_429_halves_the_concurrency_and_waits_out_retry_after(tmp_path):
     assert 1 <= limiter.allowed <= 8
     failed = [c for c in ws.runs.calls() if c["error"]]
     assert failed == []  # 429s were retried inside the calls, which all succeeded
+
+
+def test_configuring_the_same_limits_again_keeps_the_adaptive_state():
+    limiters = Limiters({"http://e/v1": EndpointLimits(concurrency=8)})
+    lim = limiters.limiter("http://e/v1")
+    entry = lim.acquire(10)
+    lim.release(entry, 10, rate_limited=True, retry_after=0.0)
+    assert lim.allowed == 4
+    limiters.configure({"http://e/v1/": EndpointLimits(concurrency=8)})  # a page rerun: same limits
+    assert lim.allowed == 4
+    limiters.configure({"http://e/v1": EndpointLimits(concurrency=2)})  # changed: adopted
+    assert lim.allowed == 2 and lim.limits.concurrency == 2
