@@ -40,6 +40,7 @@ class EndpointLimiter:
         self._strikes = 0
         self.max_in_flight = 0  # the most requests in flight at once (for tests and benches)
         self.rate_limited = 0  # 429s seen
+        self.admitted: deque[float] = deque(maxlen=10_000)  # admission times (tests and benches check the windows)
 
     def _wait_time(self, tokens: int) -> float:
         now = self.clock()
@@ -71,6 +72,7 @@ class EndpointLimiter:
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
             self._requests.append(now)
+            self.admitted.append(now)
             entry = [now, float(tokens)]
             self._tokens.append(entry)
             return entry
