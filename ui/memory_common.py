@@ -70,7 +70,8 @@ def run_build(builder: MemoryBuilder, until_session: int | None = None) -> bool:
         units = build_units(_dataset_of(builder), builder.user.uid, builder.method, until_session, config,
                             builder.config.get("embedder"))
         job_id = submit("memory", f"memory {builder.method} for user {builder.user.uid}", units,
-                        job_id=f"memory-{builder.build_id}-{uuid.uuid4().hex[:6]}")
+                        job_id=f"memory-{builder.build_id}-{uuid.uuid4().hex[:6]}",
+                        llm=llm_client() if get_method_class(builder.method).uses_llm else None)
     except Exception as e:  # configuration or dataset problems: a message
         log.exception("memory build %s cannot start", builder.build_id)
         st.session_state["mem_build_error"] = f"Build stopped: {md_escape(error_text(e))}."
