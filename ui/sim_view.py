@@ -1,9 +1,11 @@
 """Rendering of the Simulate page: a simulated user talks to a memory-equipped assistant, turn by turn.
 
 Setup picks a user, a topic (or a typed opening question), the schedule and one method, or two
-methods side by side on the same spec and seed. The run then proceeds in the script itself: each
-utterance is drawn as it appears and the assistant's text streams token by token. A person can take
-over either side; Stop ends the run cleanly and Resume continues it. Every utterance is saved by
+methods side by side on the same spec and seed. Start hands the run to the app's job engine
+(:mod:`ui.sim_jobs`): it goes on with the tab closed, the page draws each utterance as it is stored, and a
+page opened later watches it. A person can take over either side (before Start, or with Take over): the
+run is then driven by this browser session (:mod:`ui.sim_live`), the assistant streaming token by token.
+Stop ends the run cleanly and Resume continues it. Every utterance is saved by
 :class:`sim.runner.Simulation` the moment it exists, so a closed browser loses nothing.
 
 State lives in the URL (``?user=…&method=…&compare=…&tab=…&run=…``): ``?run=<run_id>`` opens a run
