@@ -98,7 +98,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"experiment {exp.name}: {len(plan.job.units)} units, concurrency {concurrency}, {args.executor}",
           file=sys.stderr, flush=True)
     try:
-        summary = run_job(ws, plan.job, env, concurrency, executor=executor, bar=True)
+        summary = run_job(ws, plan.job, env, concurrency, executor=executor, bar=True, estimates=plan.kind_seconds)
     except KeyboardInterrupt:
         print("interrupted: finished units are kept; run the same command again to continue", file=sys.stderr)
         return 130

@@ -44,8 +44,9 @@ def unit_env(ws: Workspace, llm: LLMClient, counter: Counter | None = None, **kw
 
 
 def run_job(ws: Workspace, spec: JobSpec, env: UnitEnv, concurrency: int = 1, executor: Any = None,
-            bar: bool = False) -> JobSummary:
-    """Submit and run ``spec`` here until it ends; ``bar`` prints a progress line with an ETA as it goes."""
+            bar: bool = False, estimates: dict[str, float] | None = None) -> JobSummary:
+    """Submit and run ``spec`` here until it ends; ``bar`` prints a progress line with an ETA as it goes
+    (``estimates``: a plan's seconds per unit of each kind, for the ETA before a kind's first unit finished)."""
     job_id = ws.jobs.submit(spec, env=env)
     started = time.perf_counter()
     last = [0.0]
@@ -53,7 +54,8 @@ def run_job(ws: Workspace, spec: JobSpec, env: UnitEnv, concurrency: int = 1, ex
     def show(summary: JobSummary) -> None:
         if bar and (time.perf_counter() - last[0] > 2 or summary.finished):
             last[0] = time.perf_counter()
-            err(f"{progress_bar(summary.progress)} {summary.line(concurrency)} · {time.perf_counter() - started:.0f} s")
+            err(f"{progress_bar(summary.progress)} {summary.line(concurrency, estimates)} · "
+                f"{time.perf_counter() - started:.0f} s")
 
     return ws.jobs.run(job_id, concurrency, executor=executor, on_progress=show)
 

@@ -103,26 +103,36 @@ class JobSummary(BaseModel):
     def finished(self) -> bool:
         return self.status in ("done", "failed", "cancelled")
 
-    def eta(self, concurrency: int, now: float | None = None) -> float | None:
+    def eta(self, concurrency: int, estimates: dict[str, float] | None = None) -> float | None:
         """Seconds left at ``concurrency`` parallel units: each kind's units left times the mean run time of its
-        finished units (a kind none of whose units finished yet counts at the mean of all finished units)."""
-        done = self.counts.get("done", 0)
-        if done == 0 or self.finished:
+        finished units, or ``estimates[kind]`` (a plan's seconds per unit, scaled by how the finished units
+        compared with their estimates) while none of that kind has finished; None while that is unknown."""
+        if self.finished or self.counts.get("done", 0) == 0:
             return None
-        overall = self.seconds_done / done
+        estimates = estimates or {}
+        known = [(k, n, secs) for k, (n, secs, _left) in self.by_kind.items() if n and k in estimates]
+        planned = sum(n * estimates[k] for k, n, _ in known)
+        scale = sum(secs for _, _, secs in known) / planned if planned > 0 else 1.0
         left = 0.0
-        for n_done, secs, n_left in self.by_kind.values():
-            left += n_left * (secs / n_done if n_done else overall)
+        for kind, (n_done, secs, n_left) in self.by_kind.items():
+            if not n_left:
+                continue
+            if n_done:
+                left += n_left * secs / n_done
+            elif kind in estimates:
+                left += n_left * estimates[kind] * scale
+            else:
+                return None
         return max(0.0, left / max(1, concurrency))
 
-    def line(self, concurrency: int = 1) -> str:
+    def line(self, concurrency: int = 1, estimates: dict[str, float] | None = None) -> str:
         """``[done/total] title · 2 running · 1 failed · ETA 3 min``."""
         c = self.counts
         parts = [f"[{c.get('done', 0)}/{self.total}] {self.title}"]
         parts += [f"{c[s]} {s}" for s in ("running", "queued", "failed", "cancelled") if c.get(s)]
         if self.blocked:
             parts.append(f"{self.blocked} blocked by failed units")
-        eta = self.eta(concurrency)
+        eta = self.eta(concurrency, estimates)
         if eta is not None:
             parts.append(f"ETA {format_seconds(eta)}")
         return " · ".join(parts)

@@ -56,6 +56,7 @@ class PlanRow(BaseModel):
 class Plan(BaseModel):
     job: JobSpec
     rows: list[PlanRow]
+    kind_seconds: dict[str, float] = {}  # unit kind → estimated seconds per unit (for the run's ETA)
     wall_seconds: float
     concurrency: int
     notes: list[str] = []
@@ -233,6 +234,10 @@ def make_plan(exp: ExperimentConfig, dataset: Dataset, config: PlatformConfig, c
                            tokens_out=r["tout"], usd=est.usd if not est.unpriced else None, unpriced=est.unpriced,
                            seconds=r["s"], basis=("calibrated" if r["cal"] else "static") if r["llm"] else "none"))
     wall = schedule_time(job.units, durations, exp.concurrency)
+    per_kind: dict[str, list[float]] = defaultdict(list)
+    for unit in job.units:
+        per_kind[unit.kind].append(durations[unit.key])
+    kind_seconds = {k: sum(v) / len(v) for k, v in per_kind.items()}
     notes = [f"{t}: {why}" for t, why in exp.unavailable().items()]
     for endpoint, lim in config.limits.items():
         if lim.requests_per_minute:
@@ -242,7 +247,8 @@ def make_plan(exp: ExperimentConfig, dataset: Dataset, config: PlatformConfig, c
             if floor > wall:
                 notes.append(f"{endpoint}: {lim.requests_per_minute} requests/min bound the time")
                 wall = floor
-    return Plan(job=job, rows=out, wall_seconds=wall, concurrency=exp.concurrency, notes=notes)
+    return Plan(job=job, rows=out, wall_seconds=wall, concurrency=exp.concurrency, notes=notes,
+                kind_seconds=kind_seconds)
 
 
 def schedule_time(units: list[UnitSpec], durations: dict[str, float], concurrency: int) -> float:

@@ -13,8 +13,9 @@ def summary(**kw) -> JobSummary:
 def test_eta_weighs_each_kind_by_its_own_finished_units():
     s = summary(counts={"queued": 6, "running": 0, "done": 4, "failed": 0, "cancelled": 0}, total=10,
                 seconds_done=4 * 1.0 + 0, by_kind={"build": (4, 4.0, 2), "sim": (0, 0.0, 4)})
-    # builds: 2 left × 1 s; sims: none finished yet → the mean of all finished units (1 s) × 4; on 2 workers
-    assert s.eta(2) == (2 * 1.0 + 4 * 1.0) / 2
+    assert s.eta(2) is None  # no sim has finished and nothing says how long one takes
+    # builds: 2 left × 1 s; sims: the plan's 10 s each, scaled by the builds' actual/planned time (1 s / 2 s)
+    assert s.eta(2, {"build": 2.0, "sim": 10.0}) == (2 * 1.0 + 4 * 10.0 * 0.5) / 2
     assert summary(counts={**s.counts, "done": 0}, total=6).eta(2) is None  # nothing finished: no ETA
 
 
