@@ -54,6 +54,7 @@ class ExperimentConfig(BaseModel):
     baseline: str
     tasks: list[Task] = Field(min_length=1)
     topics: Literal["query", "all"] = "query"
+    topics_per_user: int | None = Field(None, ge=1)  # the first N topics of each user (small demo experiments)
     k: int = Field(3, ge=1, le=10)
     aspects: list[Aspect] = Field(default_factory=lambda: list(ASPECTS))
     threshold: float = Field(0.0, ge=0)

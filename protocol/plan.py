@@ -117,9 +117,21 @@ def selected_users(exp: ExperimentConfig, dataset: Dataset) -> list[str]:
 
 
 def topics_of(exp: ExperimentConfig, dataset: Dataset, users: list[str]) -> list[tuple[str, str, str]]:
+    """The topics the tasks run on: every query-session topic (or every session's), the first
+    ``topics_per_user`` of each user when set."""
     if exp.topics == "query":
-        return query_topics(dataset, users)
-    return [(u, s.sample_id, t.key) for u in users for s in dataset.users[u].sessions for t in s.topics]
+        topics = query_topics(dataset, users)
+    else:
+        topics = [(u, s.sample_id, t.key) for u in users for s in dataset.users[u].sessions for t in s.topics]
+    if exp.topics_per_user is None:
+        return topics
+    kept: dict[str, int] = {}
+    out = []
+    for u, s, t in topics:
+        if kept.get(u, 0) < exp.topics_per_user:
+            kept[u] = kept.get(u, 0) + 1
+            out.append((u, s, t))
+    return out
 
 
 def dialogue_specs(exp: ExperimentConfig, dataset: Dataset, topics: list[tuple[str, str, str]]) -> list[RunSpec]:

@@ -28,22 +28,22 @@ def ws(tmp_path, monkeypatch):
 def test_plan_run_and_report(ws, capsys, tmp_path):
     assert main(["experiment", "plan", FILE]) == 0
     out = capsys.readouterr().out
-    assert "experiment demo-small: 78 units (0 already done)" in out and "faireval" in out and "total:" in out
+    assert "experiment demo-small: 40 units (0 already done)" in out and "faireval" in out and "total:" in out
     assert main(["experiment", "report", FILE]) == 2 and "has not run yet" in capsys.readouterr().err
 
     assert main(["experiment", "run", FILE]) == 0
     captured = capsys.readouterr()
-    assert json.loads(captured.out.strip().splitlines()[-1])["done"] == 78
-    assert "100.0%" in captured.err and "[78/78]" in captured.err  # the progress bar reached the end
+    assert json.loads(captured.out.strip().splitlines()[-1])["done"] == 40
+    assert "100.0%" in captured.err and "[40/40]" in captured.err  # the progress bar reached the end
     assert main(["experiment", "run", FILE]) == 0  # re-running: nothing left, nothing redone
-    assert "[78/78]" in capsys.readouterr().err
+    assert "[40/40]" in capsys.readouterr().err
 
     assert main(["experiment", "report", FILE]) == 0
     md = capsys.readouterr().out
-    assert "| vanilla-log | vanilla | requirement | 0 | 10 | 0 | 0.500 [0.500, 0.500] | 0 | 0/20 | 0 |" in md
+    assert "| vanilla-log | vanilla | requirement | 0 | 4 | 0 | 0.500 [0.500, 0.500] | 0 | 0/8 | 0 |" in md
     assert main(["experiment", "report", FILE, "--format", "latex", "--out", str(tmp_path / "t.tex")]) == 0
     assert r"\begin{tabular}" in (tmp_path / "t.tex").read_text()
-    assert main(["experiment", "plan", FILE]) == 0 and "(78 already done)" in capsys.readouterr().out
+    assert main(["experiment", "plan", FILE]) == 0 and "(40 already done)" in capsys.readouterr().out
 
 
 def test_a_wrong_file_is_exit_2_naming_the_field(ws, tmp_path, capsys):
