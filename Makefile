@@ -9,7 +9,7 @@ export PAL_HOME
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: setup run serve test lint bench browser clean
+.PHONY: setup run serve test lint bench browser ray clean
 
 # Re-installs only when a dependency file changed.
 $(STAMP): requirements.txt constraints.txt pyproject.toml
@@ -39,8 +39,16 @@ browser:
 		(apt-get update -q && apt-get install -y -q chromium fonts-wqy-microhei) || \
 		echo "note: chromium not installed; browser tests will be skipped"; }
 
+# Optional Ray extra (pinned): `pal experiment run FILE --executor ray`. Re-installs only when its file changed.
+RAY_STAMP := $(VENV)/.ray-installed
+$(RAY_STAMP): requirements-ray.txt constraints.txt $(STAMP)
+	$(VENV)/bin/pip install -r requirements-ray.txt -c constraints.txt
+	touch $(RAY_STAMP)
+
+ray: $(RAY_STAMP)
+
 # Lint, type-check, then the suite on two workers (bundled-model tests grouped on one, browser tests on one).
-test: setup browser
+test: setup browser ray
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=15

@@ -100,11 +100,21 @@ class Price(Strict):
     output: float = Field(0.0, ge=0)
 
 
+class EndpointLimits(Strict):
+    """Limits of one endpoint (``[limits."<base url>"]`` in secrets.toml or an experiment file); 0 = no limit."""
+
+    concurrency: int = Field(0, ge=0, le=4096)
+    requests_per_minute: int = Field(0, ge=0)
+    tokens_per_minute: int = Field(0, ge=0)
+    max_backoff: float = Field(60.0, gt=0, le=600)
+
+
 class PlatformConfig(Strict):
     roles: dict[str, RoleConfig]
     local: LocalServerConfig = Field(default_factory=LocalServerConfig)
     embedder: EmbedderConfig = Field(default_factory=EmbedderConfig)
     prices: dict[str, Price] = Field(default_factory=dict)
+    limits: dict[str, EndpointLimits] = Field(default_factory=dict)  # endpoint (base URL) → request limits
     cache: bool = True
 
     def role(self, name: str) -> RoleConfig:
@@ -253,6 +263,7 @@ def load_config(
             embedder=EmbedderConfig.model_validate({**secrets.get("embedder", {}),
                                                     **({"name": env["PAL_EMBEDDER"]} if env.get("PAL_EMBEDDER") else {})}),
             prices={k: Price.model_validate(v) for k, v in secrets.get("prices", {}).items()},
+            limits={k: EndpointLimits.model_validate(v) for k, v in secrets.get("limits", {}).items()},
             cache=bool(secrets.get("cache", True)),
         )
     except ValidationError as e:

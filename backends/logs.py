@@ -15,7 +15,8 @@ import os
 import threading
 from pathlib import Path
 
-PACKAGES = ("backends", "palset", "memory", "sim", "evaluation", "review", "synth", "studio", "ui", "cli")
+PACKAGES = ("backends", "palset", "memory", "sim", "evaluation", "review", "synth", "studio", "ui", "cli", "jobs",
+            "protocol")
 LOG_FILE = "pal.log"
 FORMAT = "%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s"
 

@@ -30,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "a blinded pairwise review batch for --annotators")
     p.add_argument("--annotators", help="comma-separated reviewer names for --review-uncertain")
     p.add_argument("--overlap", type=int, default=2, help="annotators per item of the review batch (default 2)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--concurrency", type=int, default=1, help="judgments in parallel (default 1)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_judge)
 
@@ -38,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--methods", required=True, help="comma-separated memory methods")
     b.add_argument("--users", help="comma-separated user ids (default: every user)")
     b.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    b.add_argument("--concurrency", type=int, default=1, help="topics in parallel (default 1)")
     b.add_argument("--json", action="store_true", help="print JSON")
     b.set_defaults(func=cmd_bench)
 
@@ -49,10 +52,6 @@ def make_llm():
 
 def _split(text: str | None) -> list[str]:
     return [x.strip() for x in (text or "").split(",") if x.strip()]
-
-
-def _progress(done: int, total: int, what: str) -> None:
-    print(f"[{done}/{total}] {what}", file=sys.stderr, flush=True)
 
 
 def _dataset(path: str):
@@ -67,7 +66,7 @@ def _dataset(path: str):
 def cmd_judge(args: argparse.Namespace) -> int:
     from evaluation.aggregate import aggregate_judgments
     from evaluation.faireval import ASPECTS
-    from evaluation.service import dropped_topics, judge_runs, pair_runs
+    from evaluation.service import dropped_topics, pair_runs
     from palset.dataset import dataset_key
 
     aspects = _split(args.aspects)
@@ -89,10 +88,8 @@ def cmd_judge(args: argparse.Namespace) -> int:
         return 2
     print(f"judging {len(pairs)} topic(s) × {len(aspects)} aspect(s), k={args.k} per order; "
           f"{len(dropped)} topic(s) dropped (no finished run of both methods)", file=sys.stderr)
-    store = ws.evals
     try:
-        judgments = judge_runs(make_llm(), dataset, sims, store, pairs, aspects, k=args.k,
-                               threshold=args.threshold, progress=_progress)
+        judgments = _judge(ws, dataset, pairs, aspects, args)
     except KeyboardInterrupt:
         print("interrupted: finished judgments are saved; run the same command again to resume", file=sys.stderr)
         return 130
@@ -113,6 +110,24 @@ def _send_to_review(args: argparse.Namespace, dkey: str, judgments: list, review
     batch_id = reviews.create_batch(plan, "cli")
     return (f"review batch {batch_id}: the {len(plan.items)} most uncertain of {len(ranked)} topic(s) (BPDE), "
             "blinded pairwise items; once answered, the Evaluate page shows win/tie/lose as calibrated by people")
+
+
+def _judge(ws, dataset, pairs, aspects, args):
+    """One ``eval.judge`` unit per (pair, aspect), run here; judgments already stored are loaded, not redone."""
+    import uuid
+
+    from cli.jobs_out import Counter, run_job, unit_env
+    from jobs.types import JobSpec
+    from protocol.units import judge_units
+
+    specs = [(ws.sims.load(p.run_a).spec, ws.sims.load(p.run_b).spec) for p in pairs]
+    units = judge_units(dataset, specs, aspects, args.k, args.threshold)
+    job = JobSpec(job_id=f"judge-{uuid.uuid4().hex[:12]}", kind="judge", title=f"judge {args.runs} vs {args.baseline}",
+                  created_by="cli", pool="cli", units=units)
+    summary = run_job(ws, job, unit_env(ws, make_llm(), Counter(len(units))), args.concurrency)
+    if summary.status != "done":
+        raise SystemExit("error: " + "; ".join(summary.errors or [summary.status]))
+    return [ws.evals.load_judgment(u.result["judgment_key"]) for u in ws.jobs.store.units(job.job_id)]
 
 
 def _judge_table(rows: list[dict], dropped: list) -> str:
@@ -140,7 +155,6 @@ def _judge_table(rows: list[dict], dropped: list) -> str:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from evaluation.aggregate import leaderboard
-    from evaluation.service import bench_tasks
     from memory.methods import METHODS, NOT_IMPLEMENTED
 
     methods = _split(args.methods)
@@ -157,14 +171,34 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"error: no user(s) {', '.join(missing)}", file=sys.stderr)
         return 2
     try:
-        ws = open_workspace()
-        results = bench_tasks(make_llm(), dataset, methods, ws.evals, ws.open_builder, users, progress=_progress)
+        results = _bench(open_workspace(), dataset, methods, users, args.concurrency)
     except KeyboardInterrupt:
         print("interrupted: finished results are saved; run the same command again to resume", file=sys.stderr)
         return 130
     rows = leaderboard(results, seed=args.seed)
     print(json.dumps(rows, ensure_ascii=False, indent=1) if args.json else _bench_table(rows))
     return 0
+
+
+def _bench(ws, dataset, methods, users, concurrency: int):
+    """Build units for the memories, then one ``eval.tasks`` unit per (method, query topic), run here."""
+    import uuid
+
+    from cli.jobs_out import Counter, run_job, unit_env
+    from evaluation.service import query_topics
+    from evaluation.tasks import TASKS
+    from jobs.types import JobSpec
+    from protocol.units import task_units
+
+    units = task_units(dataset, query_topics(dataset, users), methods, list(TASKS))
+    tasks = [u for u in units if u.kind == "eval.tasks"]
+    job = JobSpec(job_id=f"bench-{uuid.uuid4().hex[:12]}", kind="bench-tasks", title=f"tasks {', '.join(methods)}",
+                  created_by="cli", pool="cli", units=units)
+    summary = run_job(ws, job, unit_env(ws, make_llm(), Counter(len(tasks))), concurrency)
+    if summary.status != "done":
+        raise SystemExit("error: " + "; ".join(summary.errors or [summary.status]))
+    keys = [k for u in ws.jobs.store.units(job.job_id) if u.kind == "eval.tasks" for k in u.result["results"]]
+    return [r for k in keys if (r := ws.evals.get_result(k)) is not None]
 
 
 def _cell(m: dict) -> str:

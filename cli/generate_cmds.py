@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 from pathlib import Path
 
 
@@ -35,7 +34,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     from backends.config import ConfigError
     from cli.context import open_workspace
-    from synth.batch import plan, run_batch, unfinished
+    from synth.batch import plan, unfinished
 
     if args.users < 1 or args.concurrency < 1:
         print("error: --users and --concurrency must be at least 1", file=sys.stderr)
@@ -57,12 +56,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
         return 0
     print(f"generating {len(planned)} user(s) into {args.out} with concurrency {args.concurrency}", file=sys.stderr,
           flush=True)
-    cancel = threading.Event()
     try:
-        outcomes = run_batch(planned, llm, args.concurrency, store, on_step=_step_printer, on_call=_call_printer,
-                             cancel=cancel)
+        outcomes = _run(planned, llm, args.concurrency)
     except KeyboardInterrupt:
-        cancel.set()
         print("interrupted: finished steps are kept; run the same command again to resume", file=sys.stderr)
         return 130
     for o in outcomes:
@@ -75,6 +71,35 @@ def cmd_generate(args: argparse.Namespace) -> int:
                       "llm_calls": totals.calls, "tokens_in": totals.tokens_in, "tokens_out": totals.tokens_out},
                      ensure_ascii=False))
     return 0 if all(o.status == "finished" for o in outcomes) else 1
+
+
+def _run(planned: list, llm, concurrency: int) -> list:
+    """One ``synth.generate`` unit per planned user, run here on ``concurrency`` threads."""
+    import hashlib
+
+    from cli.context import open_workspace
+    from cli.jobs_out import run_job, unit_env
+    from jobs.types import JobSpec, UnitSpec
+    from synth.batch import Outcome
+    from synth.pipeline import Pipeline
+
+    ws = open_workspace()
+    for p in planned:
+        if not ws.synth.exists(p.run_id):
+            ws.synth.create(p.run_id, p.config, p.out)
+    digest = hashlib.sha1("|".join(p.run_id for p in planned).encode()).hexdigest()[:12]
+    job = JobSpec(job_id=f"generate-{digest}", kind="generate", title=f"generate {len(planned)} user(s)",
+                  created_by="cli", pool="cli",
+                  units=[UnitSpec(key=p.run_id, kind="synth.generate", payload={"run_id": p.run_id}) for p in planned])
+    env = unit_env(ws, llm, extra={"synth_hooks": {"on_step": _step_printer, "on_call": _call_printer}})
+    run_job(ws, job, env, concurrency)
+    outcomes = []
+    for p in planned:
+        pipe = Pipeline(p.run_id, ws.synth)
+        info = pipe.info
+        outcomes.append(Outcome(run_id=p.run_id, status=info.status, uid=info.uid, error=info.error,
+                                report=pipe.report().lines()))
+    return outcomes
 
 
 def _client():

@@ -6,7 +6,6 @@ import argparse
 import json
 import logging
 import sys
-import time
 
 from cli import fidelity_cmds
 from memory.methods import METHODS
@@ -46,8 +45,19 @@ def _open(args: argparse.Namespace):
     return dataset, open_workspace().open_builder(dataset, args.user, args.method, embedder=args.embedder)
 
 
+def build_job(dataset, builder, until: int, embedder: str | None = None):
+    """One unit per session up to ``until``, each after the previous (a build goes in time order)."""
+    from jobs.types import JobSpec
+    from protocol.units import build_units
+
+    return JobSpec(job_id=f"memory-{builder.build_id}", kind="memory", created_by="cli",
+                   title=f"memory {builder.method} for user {builder.user.uid}", pool="cli",
+                   units=build_units(dataset, builder.user.uid, builder.method, until, embedder=embedder))
+
+
 def cmd_build(args: argparse.Namespace) -> int:
-    from backends.llm.errors import LLMError
+    from cli.context import open_workspace
+    from cli.jobs_out import failed_lines, run_job, unit_env
 
     try:
         dataset, builder = _open(args)
@@ -55,7 +65,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     user = builder.user
-    until = None
+    until = len(user.sessions) - 1
     if args.until:
         ids = [s.sample_id for s in user.sessions]
         if args.until not in ids:
@@ -63,22 +73,22 @@ def cmd_build(args: argparse.Namespace) -> int:
             return 2
         until = ids.index(args.until)
     done_before = len(builder.store.done_stages(builder.build_id))
-    started = time.perf_counter()
     print(f"building {args.method} for user {user.uid} ({len(user.sessions)} sessions, "
           f"{done_before}/{builder.total_stages} stages already done)", file=sys.stderr)
-
-    def progress(done: int, total: int, what: str) -> None:
-        print(f"[{done}/{total}] {what} ({time.perf_counter() - started:.1f} s)", file=sys.stderr, flush=True)
-
+    ws = open_workspace()
+    spec = build_job(dataset, builder, until, args.embedder)
     try:
-        info = builder.run(until_session=until, progress=progress)
+        summary = run_job(ws, spec, unit_env(ws, builder.llm or ws.llm()))
     except KeyboardInterrupt:
         print("interrupted: run the same command again to resume", file=sys.stderr)
         return 130
-    except LLMError as e:
-        log.warning("memory build %s stopped: %s", builder.build_id, e)
-        print(f"LLM error: {e}\nfinished stages are saved: run the same command again to resume", file=sys.stderr)
+    if summary.status != "done":
+        log.warning("memory build %s stopped: %s", builder.build_id, summary.errors)
+        for line in failed_lines(summary):
+            print(line, file=sys.stderr)
+        print("finished stages are saved: run the same command again to resume", file=sys.stderr)
         return 1
+    info = builder.store.info(builder.build_id)
     print(json.dumps({"build_id": info.build_id, "stages_done": info.stages_done, "sessions_done": len(info.sessions_done),
                       "llm_calls": info.llm_calls, "tokens_in": info.tokens_in, "tokens_out": info.tokens_out,
                       "seconds": round(info.seconds, 1)}))

@@ -64,10 +64,32 @@ def _load(args: argparse.Namespace):
     return persona, history, questions
 
 
-def cmd_personamem(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, forms: tuple[str, ...], persona_id: str | None) -> list:
+    """One ``personamem`` unit (build over the history, then every item), run here."""
+    import uuid
+    from pathlib import Path
+
     from cli.context import open_workspace
-    from evaluation.personamem import FORMS, Judging, PersonaMemEval, accuracy_report, report_table
-    from evaluation.personamem_loader import PersonaMemError, history_key, history_user
+    from cli.jobs_out import run_job, unit_env
+    from jobs.types import JobSpec, UnitSpec
+
+    ws = open_workspace()
+    payload = {"persona": str(Path(args.persona).resolve()), "history": str(Path(args.history).resolve()),
+               "questions": str(Path(args.questions).resolve()), "method": args.method, "seed": args.seed,
+               "limit": args.limit, "exchanges": args.exchanges, "forms": list(forms), "persona_id": persona_id,
+               "judging": {"judges": args.judges, "aggregate": args.judge_aggregate, "scale": args.judge_scale}}
+    job = JobSpec(job_id=f"personamem-{uuid.uuid4().hex[:12]}", kind="personamem", created_by="cli", pool="cli",
+                  title=f"PersonaMem-v2 {args.method}", units=[UnitSpec(key="eval", kind="personamem", payload=payload)])
+    env = unit_env(ws, make_llm(), open_user_builder=make_builder)
+    summary = run_job(ws, job, env)
+    if summary.status != "done":
+        raise RuntimeError("; ".join(summary.errors or [summary.status]))
+    return env.extra.get("personamem_records", [])
+
+
+def cmd_personamem(args: argparse.Namespace) -> int:
+    from evaluation.personamem import FORMS, accuracy_report, report_table
+    from evaluation.personamem_loader import PersonaMemError, history_user
     from evaluation.versions import metric_versions
     from memory.methods import METHODS
 
@@ -94,21 +116,18 @@ def cmd_personamem(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     user = history_user(history, exchanges_per_session=args.exchanges)
-    llm = make_llm()
-    builder = make_builder(history_key(history, args.exchanges), user, args.method, llm)
     print(f"{persona.name or user.uid}: {len(user.sessions)} pseudo-session(s), {len(items)} item(s), "
           f"method {args.method}", file=sys.stderr)
-    judging = Judging(judges=args.judges, aggregate=args.judge_aggregate, scale=args.judge_scale)
     try:
-        builder.run(progress=_progress)
-        records = PersonaMemEval(llm, builder, args.method, seed=args.seed, judging=judging).run(
-            items, forms, progress=_progress)
+        records = _run(args, forms, questions.persona_id)
     except KeyboardInterrupt:
         print("interrupted: the memory build resumes and answers are cached; run the same command again",
               file=sys.stderr)
         return 130
-    stored = open_workspace().personamem.save(records, history_key(history, args.exchanges))
-    print(f"{stored} record(s) stored (shown on the Evaluate page)", file=sys.stderr)
+    except RuntimeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"{len(records)} record(s) stored (shown on the Evaluate page)", file=sys.stderr)
     if args.records:
         with open(args.records, "w", encoding="utf-8") as f:
             for r in records:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
+import time
 from pathlib import Path
 
 from memory.methods import METHODS, display_name
@@ -72,28 +72,71 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return _run(dataset, specs, args.concurrency)
 
 
+def sim_job(dataset, specs: list, created_by: str = "cli", pool: str = "cli"):
+    """Build units for the memories the runs read, then one ``sim.run`` unit per spec (longest schedules
+    first); the job id follows from the specs, so the same command continues the same job."""
+    import hashlib
+
+    from jobs.types import JobSpec
+    from protocol.units import sim_units
+    from sim.store import run_id_for
+
+    ids = sorted(run_id_for(s) for s in specs)
+    digest = hashlib.sha1("|".join([str(dataset.root), *ids]).encode()).hexdigest()[:12]
+    return JobSpec(job_id=f"simulate-{digest}", kind="simulate", title=f"simulate {len(specs)} run(s)",
+                   created_by=created_by, pool=pool, units=sim_units(dataset, specs))
+
+
 def _run(dataset, specs, concurrency: int) -> int:
     from backends.config import ConfigError
     from cli.context import open_workspace
-    from sim.batch import RunOutcome, run_batch
+    from cli.jobs_out import Counter, run_job, unit_env
+    from sim.batch import _longest_first
 
     try:
         ws = open_workspace()
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-
-    def progress(done: int, total: int, o: RunOutcome) -> None:
-        detail = f" ({o.error})" if o.error else ""
-        print(f"[{done}/{total}] {o.run_id} {o.status} {o.utterances} utterances{detail}", file=sys.stderr, flush=True)
-
+    spec = sim_job(dataset, _longest_first(dataset, specs))
+    before = {u.unit_id for u in ws.jobs.store.units(spec.job_id, status="done") if u.kind == "sim.run"} \
+        if ws.jobs.store.exists(spec.job_id) else set()
+    session = f"batch-{spec.job_id}"
+    env = unit_env(ws, ws.llm(session_id=session), Counter(len(specs), len(before)))
+    calls_before = ws.runs.totals(session_id=session)
+    started = time.perf_counter()
     try:
-        summary = run_batch(ws, dataset, specs, ws.llm, concurrency, progress, threading.Event())
+        run_job(ws, spec, env, concurrency)
     except KeyboardInterrupt:
         print("interrupted: every saved utterance is kept; run the same command again to resume", file=sys.stderr)
         return 130
-    print(json.dumps(summary.as_dict(), ensure_ascii=False))
-    return 1 if summary.failed else 0
+    summary = _summary(ws, spec.job_id, before, len(specs), session, calls_before)
+    summary["wall_seconds"] = round(time.perf_counter() - started, 3)
+    print(json.dumps(summary, ensure_ascii=False))
+    return 1 if summary["failed"] else 0
+
+
+def _summary(ws, job_id: str, before: set[str], runs: int, session: str, calls_before) -> dict:
+    """The batch summary ``pal simulate`` has always printed, from the job's units."""
+    out = {"runs": runs, "finished": 0, "failed": 0, "skipped": 0, "cancelled": 0, "utterances_written": 0,
+           "session_id": session, "errors": {}}
+    for unit in ws.jobs.store.units(job_id):
+        if unit.kind != "sim.run":
+            continue
+        if unit.unit_id in before:
+            out["skipped"] += 1
+            continue
+        outcome = next(iter(((unit.result or {}).get("runs") or {unit.label: {}}).values()))
+        status = {"done": outcome.get("status", "finished"), "failed": "failed"}.get(unit.status, "cancelled")
+        status = "skipped" if status == "skipped" else status
+        out[status if status in out else "finished"] += 1
+        out["utterances_written"] += outcome.get("written", 0)
+        if unit.status == "failed":
+            out["errors"][unit.label] = unit.last_error or "failed"
+    totals = ws.runs.totals(session_id=session)
+    out.update(llm_calls=totals.calls - calls_before.calls, cache_hits=totals.cache_hits - calls_before.cache_hits,
+               tokens_in=totals.tokens_in - calls_before.tokens_in, tokens_out=totals.tokens_out - calls_before.tokens_out)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- runs

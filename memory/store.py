@@ -84,6 +84,13 @@ class MemoryStore:
                                "ORDER BY updated_at DESC LIMIT 1", (dataset, user_id, method)).fetchone()
         return row[0] if row else None
 
+    def build_rows(self, build_ids: list[str]) -> list[dict]:
+        """The ``memory_builds`` rows of these builds (dataset, user, method, config)."""
+        ids = sorted(set(build_ids))
+        with self.db.read() as conn:
+            return [dict(r) for r in conn.execute(
+                f"SELECT * FROM memory_builds WHERE build_id IN ({','.join('?' * len(ids))})", ids)]
+
     def builds(self, dataset: str) -> list[tuple[str, str]]:
         """(build id, user id) of every build of this dataset, newest first."""
         with self.db.read() as conn:

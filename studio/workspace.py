@@ -18,9 +18,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from backends.config import PlatformConfig, load_config
+from backends.config import ROLES, ConfigError, EndpointLimits, PlatformConfig, RoleConfig, load_config
 from backends.embeddings import Embedder, load_embedder, resolve_name
 from backends.llm.client import LLMClient
+from backends.llm.limits import Limiters
 from backends.llm.local_server import LocalServers
 from backends.llm.registry import ChatProvider
 from backends.logs import configure_logging
@@ -37,11 +38,15 @@ from backends.vectorstore import ChromaStore, VectorStore, open_chroma
 from evaluation import schema as evaluation_schema
 from evaluation.fidelity.store import FidelityStore
 from evaluation.store import EvalStore, PersonaMemStore
+from jobs import schema as jobs_schema
+from jobs.engine import JobEngine
+from jobs.store import JobStore
 from memory import schema as memory_schema
 from memory.build import MemoryBuilder
 from memory.methods import get_method_class
 from memory.store import MemoryStore
 from palset.dataset import Dataset, User, dataset_key
+from palset.loader import load_dataset
 from review import schema as review_schema
 from review.accounts import AccountStore
 from review.store import ReviewStore
@@ -56,7 +61,7 @@ from synth.store import SynthStore
 log = logging.getLogger(__name__)
 
 MIGRATIONS: list[Migration] = [*platform_schema.MIGRATIONS, *memory_schema.MIGRATIONS, *sim_schema.MIGRATIONS,
-                               *evaluation_schema.MIGRATIONS, *review_schema.MIGRATIONS]
+                               *evaluation_schema.MIGRATIONS, *review_schema.MIGRATIONS, *jobs_schema.MIGRATIONS]
 
 
 class Workspace:
@@ -90,8 +95,13 @@ class Workspace:
         self.servers = servers if servers is not None else LocalServers(self.paths.local_server)
         self.sign_in_throttle = SignInThrottle()  # backoff after failed sign-ins, shared by every browser session
         self._providers = dict(providers or {})
-        self._shared: dict[str, Any] = {"embedders": {}, "vectors": {}, "chroma": None}
+        self._shared: dict[str, Any] = {"embedders": {}, "vectors": {}, "chroma": None, "datasets": {},
+                                      "build_locks": {}}
         self._lock = threading.RLock()
+        self.limiters = Limiters(self.config.limits)
+        from studio.units import build_registry
+
+        self.jobs = JobEngine(JobStore(self.db), build_registry(), self._job_env)
 
     @property
     def home(self) -> Path:
@@ -101,7 +111,38 @@ class Workspace:
         """This workspace under another configuration (same stores, caches, servers, embedders)."""
         view = copy.copy(self)
         view.config = config
+        self.limiters.configure(config.limits)
         return view
+
+    def configured(self, job_config: dict[str, Any]) -> Workspace:
+        """This workspace under a job's or an experiment's configuration (see :func:`config_with`)."""
+        return self.with_config(config_with(self.config, job_config)) if job_config else self
+
+    def _job_env(self, job_id: str, job_config: dict[str, Any]) -> Any:
+        """The environment units of a job run in (jobs submitted without one, or found after a restart)."""
+        from studio.units import UnitEnv
+
+        view = self.configured(job_config)
+        return UnitEnv(view, view.llm(session_id=job_id))
+
+    def build_lock(self, build_id: str) -> threading.Lock:
+        """One lock per memory build in this process: two units never advance the same build at once."""
+        locks: dict[str, threading.Lock] = self._shared["build_locks"]
+        with self._lock:
+            return locks.setdefault(build_id, threading.Lock())
+
+    def dataset(self, path: str | Path) -> Dataset:
+        """The dataset folder at ``path``, loaded once per workspace (units of many jobs share it)."""
+        key = str(Path(path).expanduser().resolve())
+        datasets: dict[str, Dataset] = self._shared["datasets"]
+        with self._lock:
+            if key not in datasets:
+                loaded = load_dataset(key, lazy=True)
+                if not loaded.users:
+                    problems = "; ".join(str(p) for p in loaded.problems[:3])
+                    raise ValueError(f"{path}: no users ({problems})")
+                datasets[key] = loaded
+            return datasets[key]
 
     # ------------------------------------------------------------------ LLM clients
 
@@ -109,7 +150,7 @@ class Workspace:
         """A client for every role under this workspace's configuration (calls recorded in the run store);
         ``providers`` (role → provider) answer those roles instead of the configured ones (tests' fakes)."""
         return LLMClient(self.config, store=self.runs, cache=self.cache, providers={**self._providers, **(providers or {})},
-                         servers=self.servers, session_id=session_id)
+                         servers=self.servers, session_id=session_id, limiters=self.limiters)
 
     # ------------------------------------------------------------------ embedders and vectors
 
@@ -183,5 +224,23 @@ class Workspace:
                                pair_id=pair_id)
 
     def close(self) -> None:
-        """Stop the local servers this workspace started (also done at exit)."""
+        """Stop the job workers and the local servers this workspace started (also done at exit)."""
+        self.jobs.stop()
         self.servers.stop_all()
+
+
+def config_with(base: PlatformConfig, job_config: dict[str, Any]) -> PlatformConfig:
+    """``base`` with a job's ``roles`` (``default`` and per role: any role field but the key) and ``limits``
+    (endpoint → limits) laid over it; a wrong value raises :class:`ConfigError` naming the role and field."""
+    roles = dict(base.roles)
+    layers = job_config.get("roles", {})
+    for role in ROLES:
+        update = {**layers.get("default", {}), **layers.get(role, {})}
+        if not update:
+            continue
+        try:
+            roles[role] = RoleConfig.model_validate({**base.role(role).model_dump(), **update})
+        except ValueError as e:
+            raise ConfigError(f"role {role}: {e}") from None
+    limits = {**base.limits, **{k: EndpointLimits.model_validate(v) for k, v in job_config.get("limits", {}).items()}}
+    return base.model_copy(update={"roles": roles, "limits": limits})

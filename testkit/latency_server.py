@@ -66,8 +66,49 @@ class LatencyServer:
                            for c in chunks) + "data: [DONE]\n\n"
             return "text/event-stream", text.encode()
         asks_json = any("JSON" in m["content"] for m in body["messages"] if m["role"] == "system")
-        content = json.dumps({"content": "I could use some help with this."}) if asks_json else "A short plan."
+        schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
+        if schema is not None:
+            content = json.dumps(minimal_instance(schema, schema))
+        else:
+            content = json.dumps({"content": "I could use some help with this."}) if asks_json else "A short plan."
         return "application/json", json.dumps({
             "id": "b", "object": "chat.completion", "created": 0, "model": model,
             "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
             "usage": {"prompt_tokens": 50, "completion_tokens": 8, "total_tokens": 58}}).encode()
+
+
+SENTENCE = "I could use some help with this."
+
+
+def minimal_instance(schema: dict, root: dict) -> object:
+    """The smallest value that satisfies a (bounded) JSON schema: what a fake endpoint answers a structured request
+    with, so every memory method's parser accepts it and a bench measures the platform, not retries."""
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        return minimal_instance(root.get("$defs", {}).get(name, {}), root)
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if key in schema:
+            options = [o for o in schema[key] if o.get("type") != "null"] or schema[key]
+            return minimal_instance(options[0], root)
+    kind = schema.get("type", "object")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object":
+        props = schema.get("properties", {})
+        return {k: minimal_instance(v, root) for k, v in props.items()}
+    if kind == "array":
+        item = schema.get("items", {})
+        return [minimal_instance(item, root) for _ in range(schema.get("minItems", 0))]
+    if kind == "string":
+        return SENTENCE[: schema.get("maxLength", len(SENTENCE))].ljust(schema.get("minLength", 0), "x")
+    if kind == "integer":
+        return int(schema.get("minimum", 1))
+    if kind == "number":
+        return float(schema.get("minimum", 1.0))
+    if kind == "boolean":
+        return False
+    return None

@@ -9,24 +9,27 @@ from pathlib import Path
 from tests.conftest import ROOT
 
 DOMAIN = {"palset", "backends", "memory", "review", "synth", "sim", "evaluation"}
+RUNNING = {"jobs", "protocol"}  # the job engine (above backends only) and experiments (above the domains)
 ALLOWED = {  # package → the packages it may import (its own is always allowed)
     "palset": set(),
     "backends": set(),
+    "jobs": {"backends"},
     "memory": {"backends", "palset"},
     "review": {"backends", "palset"},
     "synth": {"backends", "palset"},
     "sim": {"backends", "palset", "memory"},
     "evaluation": {"backends", "palset", "memory", "sim", "review"},
-    "studio": DOMAIN,
-    "ui": DOMAIN | {"studio"},
-    "cli": DOMAIN | {"studio"},
+    "protocol": DOMAIN | {"jobs"},
+    "studio": DOMAIN | {"jobs"},
+    "ui": DOMAIN | RUNNING | {"studio"},
+    "cli": DOMAIN | RUNNING | {"studio"},
     "pages": {"ui"},
-    "testkit": DOMAIN | {"studio"},
-    "bench": DOMAIN | {"studio", "ui", "testkit"},
+    "testkit": DOMAIN | RUNNING | {"studio"},
+    "bench": DOMAIN | RUNNING | {"studio", "ui", "testkit"},
 }
 CONSTRUCTED_ONLY_BY_THE_ROOT = {"RunStore", "ResponseCache", "MemoryStore", "SimStore", "EvalStore", "PersonaMemStore",
                                 "ReviewStore", "AccountStore", "SynthStore", "ChromaStore", "LocalServers", "Database",
-                                "LLMClient"}
+                                "LLMClient", "JobStore", "JobEngine", "Limiters"}
 
 
 def _sources(package: str) -> list[Path]:

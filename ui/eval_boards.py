@@ -11,12 +11,14 @@ from evaluation.aggregate import leaderboard
 from evaluation.faireval import apply_decision
 from evaluation.human_agreement import AgreementReport, compare_by_aspect, pairwise_votes
 from evaluation.personamem import accuracy_by_method
-from evaluation.service import bench_tasks
+from evaluation.service import query_topics
+from evaluation.tasks import TASKS
 from evaluation.versions import METRIC_VERSIONS
 from memory.methods import ORACLE_LABEL, is_oracle
 from palset.dataset import Dataset
-from ui import platform_state
+from protocol.units import task_units
 from ui.eval_data import leaderboard_frame, stored_results, to_csv, with_versions
+from ui.jobs_view import failure_text, follow, submit
 from ui.memory_common import available_methods, method_label
 from ui.platform_state import base_workspace
 from ui.text import error_text, md_escape
@@ -48,15 +50,17 @@ def render_leaderboard(dataset: Dataset, dkey: str) -> None:
         users = st.multiselect("Users (empty: all)", list(dataset.users), key="eval_bench_users")
         if st.button("Run single-turn tasks", key="eval_bench_run", icon=":material/play_arrow:",
                      disabled=not methods):
-            bar = st.progress(0.0, text="Running the single-turn tasks…")
             try:
-                ws = platform_state.workspace()
-                bench_tasks(platform_state.llm_client(), dataset, methods, ws.evals, ws.open_builder, users or None,
-                            progress=lambda d, t, w: bar.progress(d / t, text=f"[{d}/{t}] {w}"))
-            except Exception as e:  # a message, never a traceback; finished results are stored
-                log.exception("single-turn tasks stopped (%s)", ", ".join(methods))
-                st.error(f"The tasks stopped: {md_escape(error_text(e))}. Finished results are stored; run again "
-                         "to continue.")
+                units = task_units(dataset, query_topics(dataset, users or None), methods, list(TASKS))
+                job_id = submit("bench-tasks", f"single-turn tasks {', '.join(methods)}", units)
+            except Exception as e:  # a message, never a traceback
+                log.exception("single-turn tasks cannot start (%s)", ", ".join(methods))
+                st.error(f"The tasks cannot start: {md_escape(error_text(e))}.")
+                return
+            summary = follow(job_id, "Running the single-turn tasks")
+            if summary.status != "done":
+                st.error(f"The tasks stopped: {md_escape(failure_text(summary))}. Finished results are stored; run "
+                         "again to continue.")
                 return
             st.rerun()
 

@@ -23,7 +23,7 @@ import streamlit as st
 from backends.paths import PROJECT_ROOT
 from evaluation.aggregate import aggregate_judgments
 from evaluation.faireval import ASPECTS, apply_decision, judgment_key
-from evaluation.service import RunPair, dropped_topics, judge_runs, pair_runs
+from evaluation.service import RunPair, dropped_topics, pair_runs
 from memory.methods import display_name
 from palset.dataset import Dataset, dataset_key
 from sim.store import SimStore
@@ -32,8 +32,10 @@ from ui.eval_boards import render_agreement, render_leaderboard, render_personam
 from ui.eval_calibration import render_calibration
 from ui.eval_data import finished_methods, latest_judgments
 from ui.eval_drilldown import render_drilldown
+from ui.eval_experiments import render_experiments
 from ui.eval_results import render_exports, render_results
 from ui.fidelity_board import render_fidelity_board
+from ui.jobs_view import active_job, failure_text, follow, submit, watch
 from ui.platform_state import base_workspace
 from ui.text import error_text, md_escape
 
@@ -97,6 +99,8 @@ def render_evaluate(dataset: Dataset) -> None:
     render_agreement(dkey, selection)
     st.header("PersonaMem-v2 accuracy by type")
     render_personamem(dkey)
+    st.header("Experiments")
+    render_experiments()
 
 
 def _pick(methods: list[str]) -> tuple[str, str, list[str]]:
@@ -171,20 +175,32 @@ def render_judge_button(dataset: Dataset, sims: SimStore, pairs: list[RunPair], 
     todo = [p for p in pairs if any(not store.has_judgment(judgment_key(p.run_a, p.run_b, a, k, model, versions[a]))
                                     for a in aspects)]
     st.caption(f"{len(pairs)} paired topic(s); {len(todo)} not judged yet with k={k} by {md_escape(model)}.")
+    if (running := active_job("judge-", kind="judge")) is not None:  # judging goes on with the page closed
+        watch(running.job_id, "Judging")
+        return
     if not st.button("Judge", key="eval_judge", type="primary", icon=":material/balance:", disabled=not todo):
         return
-    bar = st.progress(0.0, text=f"Judging {len(todo)} topic(s)…")
-
-    def progress(done: int, total: int, what: str) -> None:
-        bar.progress(done / total, text=f"[{done}/{total}] {what}")
-
     try:
-        judge_runs(llm, dataset, sims, store, todo, aspects, k=k, threshold=threshold,  # type: ignore[arg-type]  # aspects come from ASPECT_CHOICES
-                   progress=progress)
-    except Exception as e:  # LLM, dataset or store problems: a message, never a traceback
-        log.exception("judging stopped")
-        st.error(f"Judging stopped: {md_escape(error_text(e))}. Every finished judgment is stored; press Judge "
-                 "again to continue.")
+        job_id = submit_judging(dataset, sims, todo, aspects, k, threshold)
+    except Exception as e:  # configuration or store problems: a message, never a traceback
+        log.exception("judging cannot start")
+        st.error(f"Cannot judge: {md_escape(error_text(e))}")
         return
-    bar.empty()
+    summary = follow(job_id, f"Judging {len(todo)} topic(s)")
+    if summary.status != "done":
+        st.error(f"Judging stopped: {md_escape(failure_text(summary))}. Every finished judgment is stored; press "
+                 "Judge again to continue.")
+        return
     st.success(f"Judged {len(todo)} topic(s).")
+
+
+def submit_judging(dataset: Dataset, sims: SimStore, pairs: list[RunPair], aspects: list[str], k: int,
+                   threshold: float) -> str:
+    """A job of ``eval.judge`` units, one judgment after the other (a failure stops the rest, which a second
+    press continues); it runs in the app's workers, so closing the page does not stop it."""
+    from protocol.units import judge_units
+
+    specs = [(sims.load(p.run_a).spec, sims.load(p.run_b).spec) for p in pairs]
+    units = judge_units(dataset, specs, aspects, k, threshold)
+    units = [u.model_copy(update={"deps": [units[i - 1].key] if i else []}) for i, u in enumerate(units)]
+    return submit("judge", f"judge {specs[0][0].method} vs {specs[0][1].method}", units)

@@ -1,87 +1,78 @@
-"""Generation runs in background threads, shared by every browser session of this server process.
+"""Generation runs as jobs of the app's engine (one ``synth.generate`` unit per start, resume or re-run).
 
-The page only starts, watches and cancels; the pipeline persists each step as it finishes, so a page
-rerun or a closed browser loses nothing and reopening ``?run=<id>`` shows the run where it is.
+The page only starts, watches and cancels; the unit runs in the engine's workers whether or not a page is open,
+and the pipeline stores each step as it finishes, so reopening ``?run=<id>`` shows the run where it is (after an
+app restart too: a unit whose worker died is requeued and continues at the next missing step).
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from dataclasses import dataclass, field
 
 from backends.llm.client import LLMClient
-from synth.pipeline import Pipeline
+from jobs.types import JobSummary, UnitSpec
 from synth.store import SynthStore
+from ui.platform_state import base_workspace
 
 
 @dataclass
-class Job:
-    run_id: str
-    cancel: threading.Event = field(default_factory=threading.Event)
-    thread: threading.Thread | None = None
-    current: str | None = None  # step running now
-    detail: str = ""  # the call it is making (month, situation, topic)
-    lines: list[str] = field(default_factory=list)  # what happened, for st.status
-    started: float = field(default_factory=time.time)
+class JobView:
+    """What the page shows of a running generation: the step now, the call it is making."""
 
-    @property
-    def alive(self) -> bool:
-        return self.thread is not None and self.thread.is_alive()
+    job_id: str
+    current: str | None = None
+    detail: str = ""
+    lines: list[str] = field(default_factory=list)
 
 
-_JOBS: dict[str, Job] = {}
-_LOCK = threading.Lock()
+def _prefix(run_id: str) -> str:
+    return f"generate-{run_id}-"
 
 
-def get(run_id: str) -> Job | None:
-    return _JOBS.get(run_id)
+def _latest(run_id: str) -> JobSummary | None:
+    jobs = [j for j in base_workspace().jobs.store.jobs(kind="generate", limit=200) if j.job_id.startswith(_prefix(run_id))]
+    return max(jobs, key=lambda j: j.created_at) if jobs else None
+
+
+def start(run_id: str, llm: LLMClient, store: SynthStore, rerun_from: str | None = None) -> str:
+    """Submit (or leave running) the generation of ``run_id``; returns the job id."""
+    from ui.jobs_view import new_job_id, submit
+
+    latest = _latest(run_id)
+    if latest is not None and not latest.finished:
+        return latest.job_id
+    unit = UnitSpec(key="generate", kind="synth.generate", label=f"generate {run_id}",
+                    payload={"run_id": run_id, "rerun_from": rerun_from})
+    return submit("generate", f"generate {run_id}", [unit], job_id=_prefix(run_id) + new_job_id("j"), llm=llm)
 
 
 def running(run_id: str) -> bool:
-    job = _JOBS.get(run_id)
-    return job is not None and job.alive
+    latest = _latest(run_id)
+    return latest is not None and not latest.finished
 
 
-def start(run_id: str, llm: LLMClient, store: SynthStore, rerun_from: str | None = None) -> Job:
-    """Run (or continue) ``run_id`` in a background thread; a run already going is left as it is."""
-    with _LOCK:
-        existing = _JOBS.get(run_id)
-        if existing is not None and existing.alive:
-            return existing
-        job = Job(run_id)
-
-        def on_step(step: str, event: str, record) -> None:
-            job.current = step if event == "start" else None
-            job.detail = ""
-            if event != "start":
-                extra = f" · {record.calls} call(s), {record.retries} retries, {record.seconds:.1f}s" if record else ""
-                job.lines.append(f"{step}: {event}{extra}")
-
-        def on_call(step: str, unit: str) -> None:
-            job.detail = unit
-
-        pipeline = Pipeline(run_id, store, llm, on_step=on_step, on_call=on_call, cancel=job.cancel)
-
-        def work() -> None:
-            if rerun_from:
-                pipeline.invalidate(rerun_from)
-            pipeline.run()
-
-        job.thread = threading.Thread(target=work, name=f"generate-{run_id}", daemon=True)
-        _JOBS[run_id] = job
-        job.thread.start()
-        return job
+def get(run_id: str) -> JobView | None:
+    latest = _latest(run_id)
+    if latest is None:
+        return None
+    engine = base_workspace().jobs
+    view = JobView(latest.job_id)
+    for unit in engine.store.units(latest.job_id, "running"):
+        text = unit.progress_text
+        view.current = text.removesuffix(": start") if text.endswith(": start") else None
+        live = engine.live(unit.unit_id)
+        view.detail = live.detail if live is not None else ""
+    return view
 
 
 def cancel(run_id: str) -> None:
-    job = _JOBS.get(run_id)
-    if job is not None:
-        job.cancel.set()
+    latest = _latest(run_id)
+    if latest is not None:
+        base_workspace().jobs.cancel(latest.job_id)
 
 
 def wait(run_id: str, timeout: float = 60.0) -> None:
-    """Block until the run's thread ends (tests and the CLI-like callers)."""
-    job = _JOBS.get(run_id)
-    if job is not None and job.thread is not None:
-        job.thread.join(timeout)
+    """Block until the run's newest job ends (tests)."""
+    latest = _latest(run_id)
+    if latest is not None:
+        base_workspace().jobs.wait(latest.job_id, timeout)

@@ -1,8 +1,8 @@
 """Rendering of the Generate page: grow a synthetic user with the PAL-Set pipeline (Mem-PAL §2).
 
 Setup: describe the user or pick a seed profile (the active dataset's users), choose months, language,
-random seed and the dataset folder to add the user to, then start. The run goes on in a background
-thread (:mod:`ui.generate_jobs`) that stores each step as it finishes; the page shows live progress in
+random seed and the dataset folder to add the user to, then start. The run goes on as a job of the app's
+engine (:mod:`ui.generate_jobs`), whose unit stores each step as it finishes; the page shows live progress in
 ``st.status``, the cost so far, a Cancel button, and every step's output (see
 :mod:`ui.generate_steps`). ``?run=<run_id>`` opens a run; on success a link opens the new user in the
 Users page.
@@ -123,7 +123,7 @@ def render_run(run_id: str, store: SynthStore) -> None:
     if alive:
         if buttons[0].button("Cancel", key="gen_cancel", icon=":material/stop:"):
             generate_jobs.cancel(run_id)
-            generate_jobs.wait(run_id, 30)
+            generate_jobs.wait(run_id, 30)  # the unit stops at its next call
             st.rerun()
     elif info.status != "finished":
         if buttons[0].button("Resume", key="gen_resume", type="primary", icon=":material/play_arrow:"):
@@ -136,7 +136,7 @@ def render_run(run_id: str, store: SynthStore) -> None:
 
 @st.fragment(run_every=2)
 def render_progress(run_id: str, store: SynthStore) -> None:
-    """Live status of the run (refreshes itself while the background thread works)."""
+    """Live status of the run (refreshes itself while the engine's worker runs it)."""
     info = store.load(run_id)
     pipeline = Pipeline(run_id, store, calls=base_workspace().runs)
     job = generate_jobs.get(run_id)
@@ -158,6 +158,8 @@ def render_progress(run_id: str, store: SynthStore) -> None:
                             f"{rec.seconds:.1f}s" + (" · edited" if rec.edited else ""))
         if job is not None and job.current and alive:
             st.markdown(f":blue[…] **{get_step(job.current).title}** {md_escape(job.detail)}")
+    if job is not None:
+        st.caption(f"Job {md_escape(job.job_id)}: runs in the app's workers — closing this page does not stop it.")
     if info.error:
         st.error(f"{info.status}: {md_escape(info.error)}" + ("" if alive else " — press Resume to continue."))
     totals = pipeline.cost()

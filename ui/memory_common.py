@@ -6,6 +6,7 @@ widget keys.
 from __future__ import annotations
 
 import logging
+import uuid
 
 import streamlit as st
 
@@ -13,7 +14,7 @@ from memory.build import MemoryBuilder
 from memory.methods import get_method_class, method_availability
 from memory.store import dialogue_stage, logs_stage
 from palset.dataset import Dataset, User, dataset_key
-from ui.platform_state import llm_client, workspace
+from ui.platform_state import base_workspace, llm_client, workspace
 from ui.text import error_text, md_escape
 from ui.url_state import UrlState
 
@@ -66,25 +67,35 @@ def open_user_builder(dkey: str, user: User, method: str) -> MemoryBuilder:
 
 
 def run_build(builder: MemoryBuilder, until_session: int | None = None) -> bool:
-    """Run (or resume) the build with a live progress bar; errors become a message, never a traceback."""
-    with st.status(f"Building {builder.method} memory…", expanded=True) as status:
-        bar = st.progress(0.0)
+    """Run (or resume) the build as a job of the app's engine — one unit per session, in time order — and
+    follow it with a live progress bar (the build goes on if the page is closed); errors become a message."""
+    from protocol.units import build_units
+    from ui.jobs_view import failure_text, follow, submit
 
-        def progress(done: int, total: int, what: str) -> None:
-            bar.progress(min(done / max(total, 1), 1.0), text=f"{done}/{total} stages")
-            st.write(f"{md_escape(what)} done")
-
-        try:
-            info = builder.run(until_session=until_session, progress=progress)
-        except Exception as e:  # LLMError, invalid output, vector store: all shown as a message
-            log.exception("memory build %s stopped", builder.build_id)
-            status.update(label="Build stopped", state="error")
-            st.session_state["mem_build_error"] = f"Build stopped: {md_escape(error_text(e))}. " \
-                                                  "Finished stages are kept; press Resume to continue."
-            st.error(st.session_state["mem_build_error"])
-            return False
-        status.update(label=f"Built {info.stages_done} stages", state="complete")
+    config = {k: v for k, v in builder.config.items() if k != "embedder"}
+    try:
+        units = build_units(_dataset_of(builder), builder.user.uid, builder.method, until_session, config,
+                            builder.config.get("embedder"))
+        job_id = submit("memory", f"memory {builder.method} for user {builder.user.uid}", units,
+                        job_id=f"memory-{builder.build_id}-{uuid.uuid4().hex[:6]}",
+                        llm=llm_client() if get_method_class(builder.method).uses_llm else None)
+    except Exception as e:  # configuration or dataset problems: a message
+        log.exception("memory build %s cannot start", builder.build_id)
+        st.session_state["mem_build_error"] = f"Build stopped: {md_escape(error_text(e))}."
+        return False
+    summary = follow(job_id, f"Building {builder.method} memory")
+    if summary.status != "done":
+        log.warning("memory build %s stopped: %s", builder.build_id, summary.errors)
+        st.session_state["mem_build_error"] = f"Build stopped: {md_escape(failure_text(summary))}. " \
+                                              "Finished stages are kept; press Resume to continue."
+        st.error(st.session_state["mem_build_error"])
+        return False
     return True
+
+
+def _dataset_of(builder: MemoryBuilder) -> Dataset:
+    """The loaded dataset whose key the build has (the sidebar's; its folder is the key)."""
+    return base_workspace().dataset(builder.dataset)
 
 
 def snapshot_stage(builder: MemoryBuilder, pos: int) -> int:

@@ -122,7 +122,12 @@ def render_build_panel(builder: MemoryBuilder) -> BuildInfo:
     if builder.llm is not None:
         render_build_reasoning(builder.llm.store.reasoning(run_id=builder.build_id, limit=50))
     _offer_fresh_build(builder, info)
-    if info.stages_done < total:
+    from ui.jobs_view import active_job, watch
+
+    running = active_job(f"memory-{builder.build_id}-", kind="memory")
+    if running is not None:  # started earlier (this page closed, another session): it goes on; watch it
+        watch(running.job_id, f"Building {builder.method} memory")
+    elif info.stages_done < total:
         label = "Build" if info.stages_done == 0 else "Resume"
         if st.button(label, key="mem_build", icon=":material/play_arrow:", type="primary"):
             if run_build(builder):

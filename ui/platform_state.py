@@ -8,6 +8,7 @@ each browser session sees it under its own configuration (Settings overrides) th
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,14 @@ from studio.workspace import Workspace
 log = logging.getLogger(__name__)
 
 OVERRIDES_KEY = "llm_overrides"
+JOB_WORKERS = int(os.environ.get("PAL_JOB_WORKERS", "4"))
 
 
-@st.cache_resource(max_entries=4, show_spinner=False)
+def _release(ws: Workspace) -> None:
+    ws.jobs.stop(timeout=2)
+
+
+@st.cache_resource(max_entries=4, show_spinner=False, on_release=_release)
 def _process_workspace(home: str) -> Workspace:
     """One workspace per home for the whole process (every browser session shares its stores).
 
@@ -36,7 +42,9 @@ def _process_workspace(home: str) -> Workspace:
     except ConfigError as e:
         log.warning("configuration error (records still open with the defaults): %s", e)
         config = load_config(secrets={}, env={})
-    return Workspace(home=Path(home), config=config)
+    ws = Workspace(home=Path(home), config=config)
+    ws.jobs.start(JOB_WORKERS)  # units of app jobs run in this process whether or not a page is open
+    return ws
 
 
 def session_id() -> str:

@@ -1,9 +1,11 @@
 """Rendering of the Simulate page: a simulated user talks to a memory-equipped assistant, turn by turn.
 
 Setup picks a user, a topic (or a typed opening question), the schedule and one method, or two
-methods side by side on the same spec and seed. The run then proceeds in the script itself: each
-utterance is drawn as it appears and the assistant's text streams token by token. A person can take
-over either side; Stop ends the run cleanly and Resume continues it. Every utterance is saved by
+methods side by side on the same spec and seed. Start hands the run to the app's job engine
+(:mod:`ui.sim_jobs`): it goes on with the tab closed, the page draws each utterance as it is stored, and a
+page opened later watches it. A person can take over either side (before Start, or with Take over): the
+run is then driven by this browser session (:mod:`ui.sim_live`), the assistant streaming token by token.
+Stop ends the run cleanly and Resume continues it. Every utterance is saved by
 :class:`sim.runner.Simulation` the moment it exists, so a closed browser loses nothing.
 
 State lives in the URL (``?user=…&method=…&compare=…&tab=…&run=…``): ``?run=<run_id>`` opens a run
@@ -27,10 +29,10 @@ from sim.schedule import fixed_schedule
 from sim.service import make_spec
 from sim.store import SimStore, run_id_for
 from sim.types import RunRecord, RunSpec
-from ui import platform_state
+from ui import platform_state, sim_jobs
 from ui.memory_common import NO_COMPARE, available_methods, default_method, method_label
 from ui.platform_state import base_workspace
-from ui.sim_live import GO, MESSAGE, go_live, live_runs, render_live, tab_driver
+from ui.sim_live import GO, MESSAGE, go_live, held_sides, live_runs, render_live, tab_driver
 from ui.sim_runs import render_runs
 from ui.sim_transcript import columns_for, export_buttons, render_utterance, run_header
 from ui.text import clip, error_text, md_escape
@@ -156,11 +158,16 @@ def _start_button(dataset: Dataset, specs: list[RunSpec]) -> None:
                    "Change the seed for a new run.")
     label = "Resume" if existing else "Start"
     if st.button(label, key="sim_start", type="primary", icon=":material/play_arrow:"):
-        sims = _open(dataset, [(s, pair_id_for(specs) if len(specs) == 2 else None) for s in specs])
-        if sims:
+        pairs = [(s, pair_id_for(specs) if len(specs) == 2 else None) for s in specs]
+        if any(held_sides(run_id_for(s)) for s in specs):  # a person takes a side: this session drives the run
+            sims = _open(dataset, pairs)
+            if not sims:
+                return
             go_live(sims)  # or, when another driver holds a run, it is followed read-only
-            st.query_params["run"] = sims[0].record.run_id
-            st.rerun()
+        elif not _submit(dataset, pairs):
+            return
+        st.query_params["run"] = run_id_for(specs[0])
+        st.rerun()
 
 
 def _stored_status(store: SimStore, run_id: str) -> str | None:
@@ -168,6 +175,17 @@ def _stored_status(store: SimStore, run_id: str) -> str | None:
         return store.load(run_id).status
     except KeyError:
         return None
+
+
+def _submit(dataset: Dataset, specs: list[tuple[RunSpec, str | None]]) -> bool:
+    """Hand the runs to the app's job engine; a configuration problem is a message."""
+    try:
+        sim_jobs.start(dataset, specs)
+    except Exception as e:  # ConfigError, store problems alike
+        log.exception("cannot start the simulation")
+        st.error(f"Cannot start the simulation: {md_escape(error_text(e))}")
+        return False
+    return True
 
 
 def _open(dataset: Dataset, specs: list[tuple[RunSpec, str | None]]) -> list[Simulation] | None:
@@ -199,6 +217,7 @@ def close_run(ids: list[str]) -> None:
         sim = live_runs().pop(run_id, None)
         if sim is not None:
             sim.release()
+        st.session_state.get(sim_jobs.JOBS, {}).pop(run_id, None)
     st.session_state[GO] = False
     st.query_params.pop("run", None)
 
@@ -220,8 +239,23 @@ def render_run(dataset: Dataset, run_id: str) -> None:
     live = live_runs()
     if all(i in live for i in ids):
         render_live([live[i] for i in ids])
+        return
+    job = sim_jobs.job_for(ids)
+    records = [store.load(i) for i in ids]
+    if job is not None and (not job.finished or ids[0] in st.session_state.get(sim_jobs.JOBS, {})):
+        sim_jobs.render_job_run(dataset, ids, job, lambda: _take_over(dataset, records))
     else:
-        render_replay(dataset, [store.load(i) for i in ids])
+        render_replay(dataset, records)
+
+
+def _take_over(dataset: Dataset, records: list[RunRecord]) -> None:
+    """The runs continue in this session's interactive mode (paused: take a side, then Continue)."""
+    sims = _open(dataset, [(r.spec, r.pair_id) for r in records])
+    if sims:
+        go_live(sims)
+        st.session_state[GO] = False
+        for run_id in (r.run_id for r in records):
+            st.session_state.get(sim_jobs.JOBS, {}).pop(run_id, None)
 
 
 def render_replay(dataset: Dataset, records: list[RunRecord]) -> None:
@@ -241,9 +275,7 @@ def render_replay(dataset: Dataset, records: list[RunRecord]) -> None:
         if not same:
             st.caption("This run belongs to another dataset; open that dataset in the sidebar to resume it.")
         if st.button("Resume", key="sim_resume_replay", type="primary", icon=":material/play_arrow:", disabled=not same):
-            sims = _open(dataset, [(r.spec, r.pair_id) for r in records])
-            if sims:
-                go_live(sims)
+            if _submit(dataset, [(r.spec, r.pair_id) for r in records]):
                 st.rerun()
     transcripts(records)
 

@@ -26,7 +26,8 @@ from pydantic import BaseModel
 
 from backends.config import PlatformConfig
 from backends.llm.context import Budget, BudgetBook, Cut, describe_cuts, fit_request
-from backends.llm.errors import ContextOverflow, LLMError
+from backends.llm.errors import ContextOverflow, LLMError, RateLimited
+from backends.llm.limits import Limiters
 from backends.llm.negotiate import StructuredModes
 from backends.llm.reasoning import ReasoningSplitter, likely_headless, merge_body, separate, thinking_off_body
 from backends.llm.registry import ChatProvider, build_provider
@@ -61,8 +62,10 @@ class LLMClient:
         servers: LocalServers | None = None,
         session_id: str | None = None,
         run_id: str | None = None,
+        limiters: Limiters | None = None,
     ):
         self.config = config
+        self.limiters = limiters
         self.store = store
         self.cache = cache if config.cache else None
         self.servers = servers
@@ -166,6 +169,22 @@ class LLMClient:
         redacted = type(e)(self.redact(str(e)), status=e.status, retry_after=e.retry_after)
         raise redacted from None
 
+    def _limited(self, provider: ChatProvider, req: ChatRequest, call: Callable[[], Any],
+                 cancel: threading.Event | None) -> Any:
+        """``call()`` inside one request slot of the provider's endpoint (the process's shared limits)."""
+        if self.limiters is None:
+            return call()
+        estimate = sum(len(m.content) for m in req.messages) // 3 + 64
+        with self.limiters.slot(provider.endpoint, estimate, cancel) as slot:
+            try:
+                result = call()
+            except RateLimited as e:
+                slot.rate_limited, slot.retry_after = True, e.retry_after
+                raise
+            if isinstance(result, ChatResult) and (result.tokens_in or result.tokens_out):
+                slot.used_tokens = result.tokens_in + result.tokens_out
+            return result
+
     def evict(self, role: str, messages: MessagesIn, cache_salt: str = "", **overrides: Any) -> None:
         """Drop a cached answer the caller rejected (unparsable, empty), so asking again really asks again."""
         if self.cache is not None:
@@ -192,7 +211,8 @@ class LLMClient:
         fitted: dict[str, Any] = {}
         try:
             sent, fitted = self._fit(role, req, shrink_answer, cuts)
-            result, attempts = call_with_retries(lambda: provider.complete(sent), policy, cancel)
+            result, attempts = call_with_retries(
+                lambda: self._limited(provider, sent, lambda: provider.complete(sent), cancel), policy, cancel)
         except LLMError as e:
             self._record(role, provider, req, prompt, None, f"{type(e).__name__}: {e}", structured_mode=structured_mode,
                          **fitted)
@@ -224,10 +244,14 @@ class LLMClient:
             it = iter(provider.stream(sent))
             return it, next(it, None)
 
+        def limited_first_chunk() -> tuple[Iterator[str | ChatResult], str | ChatResult | None]:
+            # the slot covers the time to the first token (what endpoints queue on); usage is counted when known
+            return self._limited(provider, sent, first_chunk, cancel)
+
         splitter = ReasoningSplitter(hold=likely_headless(self.config.role(role).model))
         try:
             sent, fitted = self._fit(role, req, shrink_answer, cuts)
-            (it, first), attempts = call_with_retries(first_chunk, policy, cancel)
+            (it, first), attempts = call_with_retries(limited_first_chunk, policy, cancel)
             chunks = [first] if first is not None else []
             result: ChatResult | None = None
             for chunk in [*chunks, *it]:
@@ -275,7 +299,7 @@ class _RoleOverride(LLMClient):
     def __init__(self, parent: LLMClient, role: str, provider: ChatProvider, config: PlatformConfig):
         self._parent, self._role, self._override = parent, role, provider
         super().__init__(config, store=parent.store, cache=parent.cache, servers=parent.servers,
-                         session_id=parent.session_id, run_id=parent.run_id)
+                         session_id=parent.session_id, run_id=parent.run_id, limiters=parent.limiters)
         self.cache = parent.cache
 
     def provider(self, role: str) -> ChatProvider:

@@ -95,6 +95,15 @@ class RunStore:
                                 "FROM llm_calls WHERE run_id=? GROUP BY prompt_name", (run_id,)).fetchall()
         return {r[0]: (r[1], r[2] or 0, r[3] or 0, (r[4] or 0) / 1000) for r in rows}
 
+    def prompt_means(self) -> dict[str, tuple[int, float, float, float]]:
+        """Prompt name → (answered calls, mean tokens in, mean tokens out, mean seconds) over every call that
+        reached its endpoint (no cache hits, no errors): what a plan calibrates its estimates on."""
+        with self.db.read() as conn:
+            rows = conn.execute("SELECT prompt_name, COUNT(*), AVG(tokens_in), AVG(tokens_out), AVG(latency_ms) "
+                                "FROM llm_calls WHERE cache_hit=0 AND error IS NULL AND prompt_name IS NOT NULL "
+                                "GROUP BY prompt_name").fetchall()
+        return {r[0]: (r[1], r[2] or 0.0, r[3] or 0.0, (r[4] or 0.0) / 1000) for r in rows}
+
     def totals(self, session_id: str | None = None, run_id: str | None = None) -> Totals:
         """Sums over one browser session, one run (e.g. a memory build), or everything."""
         conds, args = [], []

@@ -95,3 +95,46 @@ def test_two_methods_side_by_side_stream_and_show_both_transcripts(app_env, fake
     assert len(streamed) == 2 * turns  # every assistant turn of both runs came as a token stream
     assert all(u.content == f"assistant answers ({u.act.value}) politely" for r in runs for u in r.utterances
                if u.side == "assistant")
+
+
+def slow_llm(body: dict) -> tuple[int, dict, bytes]:
+    import time
+
+    time.sleep(0.25)
+    return fake_llm(body)
+
+
+def test_a_run_goes_on_with_the_page_closed_and_shows_finished_when_reopened(tmp_path, monkeypatch):
+    import time
+
+    from testkit.workspace import make_workspace
+
+    dataset = load_dataset(DEMO)
+    turns = len(fixed_schedule(dataset, f"{SAMPLE}_{TOPIC}")[0])
+    run_id = run_id_for(make_spec(dataset, UID, SAMPLE, TOPIC, "vanilla-log"))
+    server = FaultServer(default=slow_llm)
+    with server.running():
+        env = {"PAL_HOME": str(tmp_path / "pal"), "PAL_EMBEDDER": "hash", "PAL_DEFAULT_PROVIDER": "openai",
+               "PAL_DEFAULT_BASE_URL": server.base_url, "PAL_DEFAULT_MODEL": "fake",
+               "PAL_DEFAULT_STRUCTURED_MODE": "prompt"}
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        ws = make_workspace(tmp_path / "pal")
+        with running_app(env=env) as url:
+            with browser_page(height=3000) as page:
+                page.goto(f"{url}/simulate?user={UID}&method=vanilla-log")
+                page.get_by_role("button", name="Start").click(timeout=45_000)
+                page.wait_for_selector(CHAT, timeout=60_000)  # the first utterance is on the page
+            at_close = ws.sims.load(run_id)  # the browser is gone now
+            assert at_close.status == "running" and len(at_close.utterances) < 2 * turns
+            deadline = time.monotonic() + 120
+            while ws.sims.load(run_id).status != "finished" and time.monotonic() < deadline:
+                time.sleep(0.2)
+            done = ws.sims.load(run_id)
+            assert done.status == "finished" and len(done.utterances) == 2 * turns  # finished with no page open
+            with browser_page(height=3000) as page:
+                page.goto(f"{url}/simulate?run={run_id}")
+                page.wait_for_function(f"document.querySelectorAll(\"{CHAT}\").length >= {2 * turns}",
+                                       timeout=60_000)
+                page.wait_for_selector("text=Export Markdown", timeout=30_000)
+                assert page.locator(CHAT).count() == 2 * turns

@@ -340,3 +340,21 @@ def test_a_judgment_without_room_in_the_window_says_why_and_reasoning_shows_apar
     assert "Judge's reasoning (kept apart from the scores)" in [e.label for e in at.expander]
     assert any("JUDGE-THOUGHT" in c.value for c in at.code)
     assert "JUDGE\\-THOUGHT" not in all_markdown(at)
+def test_experiments_show_the_report_tables_of_a_finished_experiment(tmp_path, monkeypatch):
+    from testkit.run_experiment import run
+
+    home = tmp_path / "pal"
+    monkeypatch.setenv("PAL_HOME", str(home))
+    monkeypatch.setenv("PAL_EMBEDDER", "hash")
+    assert run(home, DEMO.parent.parent / "experiments" / "demo-small.toml").startswith("[40/40]")
+    at = open_page("evaluate")
+    assert at.selectbox(key="eval_experiment").value.startswith("exp-demo-small-")
+    assert not at.error, [e.value for e in at.error]
+    frames = [d.value for d in at.dataframe]  # (a read-only dataframe keeps no key in AppTest)
+    fair = next(f for f in frames if "aspect" in f and "vs" in f)
+    assert list(fair["aspect"]) == ["preference", "requirement"] and list(fair["win"]) == ["4", "0"]
+    single = next(f for f in frames if "R-B1" in f)
+    assert list(single["method"]) == ["vanilla-log", "vanilla"] and single["G"].iloc[0].startswith("75.0")
+    assert {b.label for b in at.get("download_button")} >= {"Report (markdown)", "Report (csv)", "Report (latex)"}
+    jobs = next(f for f in frames if "units" in f and "ETA" in f)
+    assert list(jobs["status"]) == ["done"] and jobs["units"].iloc[0] == 40

@@ -1,0 +1,336 @@
+"""The engine: unit kinds registered by name, worker threads that claim units under a lease, a heartbeat.
+
+``JobEngine.start`` runs background workers for a pool (the app's: they run units whether or not any browser is
+open); ``JobEngine.run`` runs one job in the foreground until it ends (the ``pal`` commands), on threads or on an
+executor such as :class:`jobs.ray_executor.RayExecutor`. Both share one lease protocol: a claimed unit's lease is
+renewed every ``lease_s / 3`` seconds by the engine's heartbeat thread; the heartbeat also passes a job's cancel
+to its running units (their ``ctx.cancel`` is set) and requeues units whose lease expired.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from backends.llm.errors import Cancelled
+from jobs.store import HOST, JobStore, pid_alive
+from jobs.types import JobSpec, JobSummary, Unit
+
+log = logging.getLogger(__name__)
+
+_LIVE_TOKENS: set[str] = set()  # tokens of the engines alive in this process
+
+
+@dataclass
+class UnitContext:
+    """What a unit's function gets: the unit, the environment its job runs in (the composition root's
+    workspace under the job's configuration), a cancel flag and a progress reporter."""
+
+    unit: Unit
+    env: Any
+    cancel: threading.Event
+    report: Callable[[float, str], None]
+    detail: str = ""  # in-process only: e.g. the text an assistant is streaming now
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        return self.unit.payload
+
+    def progress(self, done: int, total: int, text: str = "") -> None:
+        self.report(done / total if total else 1.0, text)
+
+    def check(self) -> None:
+        """Raise :class:`Cancelled` when the job was cancelled (call between two pieces of work)."""
+        if self.cancel.is_set():
+            raise Cancelled(f"{self.unit.label}: cancelled")
+
+
+UnitFn = Callable[[UnitContext], dict | None]
+
+
+@dataclass
+class UnitKind:
+    """A registered kind: its function, and whether a unit wants a GPU when the executor has one."""
+
+    name: str
+    run: UnitFn
+    wants_gpu: Callable[[dict[str, Any]], bool] = field(default=lambda payload: False)
+
+
+class Registry:
+    """Unit kinds by name (the composition root registers the domains' functions)."""
+
+    def __init__(self) -> None:
+        self._kinds: dict[str, UnitKind] = {}
+
+    def register(self, name: str, run: UnitFn, wants_gpu: Callable[[dict[str, Any]], bool] | None = None) -> None:
+        self._kinds[name] = UnitKind(name, run, wants_gpu or (lambda payload: False))
+
+    def get(self, name: str) -> UnitKind:
+        try:
+            return self._kinds[name]
+        except KeyError:
+            raise KeyError(f"no unit kind {name!r} (kinds: {', '.join(sorted(self._kinds))})") from None
+
+    def names(self) -> list[str]:
+        return sorted(self._kinds)
+
+
+class Executor(Protocol):
+    """Runs the units of one job to its end (:class:`jobs.ray_executor.RayExecutor`; threads are built in)."""
+
+    def run(self, engine: JobEngine, job_id: str, concurrency: int, on_progress: Callable[[JobSummary], None] | None,
+            stop: threading.Event) -> None: ...
+
+
+EnvFor = Callable[[str, dict[str, Any]], Any]  # (job id, job config) -> the environment its units run in
+
+
+class JobEngine:
+    """Submit, run, watch, cancel and retry jobs of one run store (one engine per workspace)."""
+
+    def __init__(self, store: JobStore, registry: Registry, env_for: EnvFor, *, lease_s: float = 30.0,
+                 poll_s: float = 0.25):
+        self.store, self.registry, self.env_for = store, registry, env_for
+        self.lease_s, self.poll_s = lease_s, poll_s
+        self.token = uuid.uuid4().hex[:8]
+        self.owner = f"{HOST}:{os.getpid()}:{self.token}"
+        _LIVE_TOKENS.add(self.token)
+        self._live: dict[str, UnitContext] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Condition()
+        self._stop = threading.Event()
+        self._workers: list[threading.Thread] = []
+        self._heart: threading.Thread | None = None
+        self._envs: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ submitting and controls
+
+    def submit(self, spec: JobSpec, env: Any = None) -> str:
+        """Store the job (re-submitting adds only new units and queues failed ones again). ``env``: the
+        environment its units run in here (a command's own LLM client, a browser session's settings); without
+        it — and in any other process — the environment comes from the job's stored configuration."""
+        for u in spec.units:
+            self.registry.get(u.kind)
+        job_id = self.store.submit(spec)
+        if env is not None:
+            self._envs[job_id] = env
+        else:
+            self._envs.pop(job_id, None)
+        self.notify()
+        return job_id
+
+    def cancel(self, job_id: str) -> None:
+        self.store.cancel(job_id)
+        with self._lock:
+            for ctx in self._live.values():
+                if ctx.unit.job_id == job_id:
+                    ctx.cancel.set()
+
+    def retry(self, job_id: str, unit_ids: list[str] | None = None) -> int:
+        n = self.store.retry(job_id, unit_ids)
+        self.notify()
+        return n
+
+    def notify(self) -> None:
+        with self._wake:
+            self._wake.notify_all()
+
+    def live(self, unit_id: str) -> UnitContext | None:
+        """The context of a unit running in this process (for in-memory details such as streamed text)."""
+        with self._lock:
+            return self._live.get(unit_id)
+
+    # ------------------------------------------------------------------ workers
+
+    def recover(self) -> int:
+        """Requeue the units of dead workers on this host and those whose lease expired (done at every start)."""
+        n = self.store.requeue_dead(_owner_alive) + self.store.requeue_expired()
+        if n:
+            log.info("requeued %d unit(s) of dead workers", n)
+        return n
+
+    def start(self, workers: int = 4, pool: str = "app") -> None:
+        """Background workers for ``pool`` (idempotent); they run until :meth:`stop` (daemon threads)."""
+        with self._lock:
+            if self._workers:
+                return
+            self._stop.clear()
+            _LIVE_TOKENS.add(self.token)
+            self.recover()
+            self._ensure_heartbeat()
+            for i in range(max(1, workers)):
+                t = threading.Thread(target=self._loop, kwargs={"pool": pool}, name=f"job-worker-{i}", daemon=True)
+                self._workers.append(t)
+                t.start()
+
+    @property
+    def started(self) -> bool:
+        return bool(self._workers)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the workers: running units see their cancel flag and are released to the queue."""
+        self._stop.set()
+        with self._lock:
+            for ctx in self._live.values():
+                ctx.cancel.set()
+        self.notify()
+        for t in self._workers:
+            t.join(timeout)
+        self._workers = []
+        _LIVE_TOKENS.discard(self.token)
+
+    def _ensure_heartbeat(self) -> None:
+        if self._heart is None or not self._heart.is_alive():
+            self._heart = threading.Thread(target=self._beat, name="job-heartbeat", daemon=True)
+            self._heart.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(max(0.05, self.lease_s / 3)):
+            try:
+                cancelled = self.store.heartbeat(self.owner, self.lease_s)
+                self.store.requeue_expired()
+            except Exception:  # a locked or vanished database must not kill the heartbeat
+                log.exception("job heartbeat failed")
+                continue
+            with self._lock:
+                for uid in cancelled:
+                    if uid in self._live:
+                        self._live[uid].cancel.set()
+
+    def _loop(self, pool: str | None = None, job_id: str | None = None, stop: threading.Event | None = None) -> None:
+        while not self._stop.is_set() and not (stop is not None and stop.is_set()):
+            try:
+                unit = self.store.claim(self.owner, self.lease_s, job_id=job_id, pool=pool, kinds=self.registry.names())
+            except Exception:  # e.g. the database is busy beyond its timeout: try again shortly
+                log.exception("claiming a unit failed")
+                unit = None
+            if unit is None:
+                with self._wake:
+                    self._wake.wait(self.poll_s)
+                continue
+            self.execute(unit)
+
+    def env(self, job_id: str) -> Any:
+        if job_id not in self._envs:
+            self._envs[job_id] = self.env_for(job_id, self.store.config(job_id))
+        return self._envs[job_id]
+
+    def execute(self, unit: Unit, call: Callable[[UnitContext], dict | None] | None = None) -> str:
+        """Run one claimed unit here and record how it ended; returns the unit's new status."""
+        cancel = threading.Event()
+        ctx = UnitContext(unit, None, cancel, lambda f, text: self._report(unit.unit_id, f, text))
+        with self._lock:
+            self._live[unit.unit_id] = ctx
+        started = time.perf_counter()
+        try:
+            ctx.env = self.env(unit.job_id)
+            result = (call or self.registry.get(unit.kind).run)(ctx)
+        except BaseException as e:  # every failure of a unit is recorded on it; the worker goes on
+            log.debug("unit %s ended by %s", unit.unit_id, type(e).__name__, exc_info=True)
+            return self._ended_badly(unit, ctx, e, time.perf_counter() - started)
+        finally:
+            with self._lock:
+                self._live.pop(unit.unit_id, None)
+        self.store.finish(unit.unit_id, self.owner, result, time.perf_counter() - started)
+        self.notify()
+        return "done"
+
+    def _ended_badly(self, unit: Unit, ctx: UnitContext, e: BaseException, seconds: float) -> str:
+        if ctx.cancel.is_set() or isinstance(e, Cancelled):
+            status = "queued" if self._stop.is_set() else "cancelled"
+            log.info("unit %s %s: %s", unit.unit_id, status, e)
+            self.store.release(unit.unit_id, self.owner, status, str(e) or "cancelled")
+            self.notify()
+            return status
+        if not isinstance(e, Exception):  # KeyboardInterrupt, SystemExit: give the unit back and stop
+            self.store.release(unit.unit_id, self.owner)
+            raise e
+        log.exception("unit %s (%s) failed", unit.unit_id, unit.label)
+        status = self.store.fail(unit.unit_id, self.owner, f"{type(e).__name__}: {e}"[:2000], seconds)
+        log.debug("unit %s traceback: %s", unit.unit_id, "".join(traceback.format_exception(e)))
+        self.notify()
+        return status
+
+    def _report(self, uid: str, fraction: float, text: str) -> None:
+        try:
+            self.store.set_progress(uid, self.owner, fraction, text)
+        except Exception:  # progress is best effort; the unit goes on
+            log.exception("progress of unit %s not recorded", uid)
+
+    # ------------------------------------------------------------------ one job in the foreground
+
+    def run(self, job_id: str, concurrency: int = 4, *, executor: Executor | None = None,
+            on_progress: Callable[[JobSummary], None] | None = None, every: float = 1.0) -> JobSummary:
+        """Run ``job_id``'s units until none can run (done, failed, blocked or cancelled) and return its summary.
+
+        A ``KeyboardInterrupt`` stops the workers, gives their units back to the queue and re-raises: the same
+        command continues later without redoing a finished unit."""
+        self.recover()
+        self._ensure_heartbeat()
+        stop = threading.Event()
+        if executor is not None:
+            runner = threading.Thread(target=executor.run, args=(self, job_id, concurrency, None, stop),
+                                      name="job-executor", daemon=True)
+            threads = [runner]
+        else:
+            threads = [threading.Thread(target=self._loop, kwargs={"job_id": job_id, "stop": stop},
+                                        name=f"job-{job_id[:12]}-{i}", daemon=True) for i in range(max(1, concurrency))]
+        for t in threads:
+            t.start()
+        try:
+            while True:
+                summary = self.store.summary(job_id)
+                if on_progress:
+                    on_progress(summary)
+                if summary.finished or not any(t.is_alive() for t in threads):
+                    break
+                with self._wake:
+                    self._wake.wait(every)
+        except BaseException:
+            self._interrupt(stop, threads)
+            raise
+        stop.set()
+        self.notify()
+        for t in threads:
+            t.join()
+        return self.store.summary(job_id)
+
+    def _interrupt(self, stop: threading.Event, threads: list[threading.Thread]) -> None:
+        stop.set()
+        self._stop.set()
+        with self._lock:
+            for ctx in self._live.values():
+                ctx.cancel.set()
+        self.notify()
+        for t in threads:
+            t.join(30)
+        self._stop.clear()
+
+    def wait(self, job_id: str, timeout: float = 60.0) -> JobSummary:
+        """Block until the job has finished (or ``timeout`` passed); returns its summary."""
+        deadline = time.monotonic() + timeout
+        while True:
+            summary = self.store.summary(job_id)
+            if summary.finished or time.monotonic() > deadline:
+                return summary
+            with self._wake:
+                self._wake.wait(min(self.poll_s, max(0.01, deadline - time.monotonic())))
+
+
+def _owner_alive(owner: str) -> bool:
+    """An owner on this host is alive while its process is, and — in this process — while its engine is."""
+    try:
+        _host, pid, token = owner.split(":")
+    except ValueError:
+        return False
+    if int(pid) == os.getpid():
+        return token in _LIVE_TOKENS
+    return pid_alive(int(pid))

@@ -1,0 +1,281 @@
+"""Jobs and units in the run store: submit, claim under a lease, heartbeat, finish, fail, cancel, retry, requeue.
+
+Every change is one write transaction, so two worker threads (or two processes over one PAL home) never claim
+the same unit: a claim picks the first queued unit of an unfinished job whose dependencies are all done and
+takes its lease in the same transaction. Owners are ``host:pid:token`` strings, so an engine starting on a host
+can tell the units of a dead process on that host (requeued at once) from those of a live one elsewhere
+(requeued only when their lease expires).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+from collections.abc import Callable, Iterable
+
+from backends.store.db import Database
+from jobs.types import STATUSES, JobSpec, JobSummary, Unit, now
+
+HOST = socket.gethostname()
+
+
+def unit_id(job_id: str, key: str) -> str:
+    return f"{job_id}/{key}"
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class JobStore:
+    """The tables of :mod:`jobs.schema`; safe to share between threads and processes."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
+    # ------------------------------------------------------------------ submitting
+
+    def submit(self, spec: JobSpec) -> str:
+        """Insert the job and every unit not stored yet (same key: kept as it is, so re-submitting resumes)."""
+        keys = [u.key for u in spec.units]
+        if len(keys) != len(set(keys)):
+            dup = next(k for k in keys if keys.count(k) > 1)
+            raise ValueError(f"job {spec.job_id}: two units with key {dup!r}")
+        known = set(keys)
+        for u in spec.units:
+            missing = [d for d in u.deps if d not in known]
+            if missing:
+                raise ValueError(f"job {spec.job_id}: unit {u.key!r} depends on unknown unit {missing[0]!r}")
+        t = now()
+        with self.db.write() as conn:
+            conn.execute("INSERT OR IGNORE INTO jobs VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?)",
+                         (spec.job_id, spec.kind, spec.title, spec.created_by, spec.pool,
+                          json.dumps(spec.config, sort_keys=True), t, t))
+            conn.execute("UPDATE jobs SET title=?, config=?, pool=?, cancelled=0, updated_at=? WHERE job_id=?",
+                         (spec.title, json.dumps(spec.config, sort_keys=True), spec.pool, t, spec.job_id))
+            for seq, u in enumerate(spec.units):
+                conn.execute("INSERT OR IGNORE INTO job_units (unit_id, job_id, seq, kind, label, payload, status, "
+                             "max_attempts) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?)",
+                             (unit_id(spec.job_id, u.key), spec.job_id, seq, u.kind, u.label or u.key,
+                              json.dumps(u.payload, sort_keys=True), u.max_attempts))
+                conn.executemany("INSERT OR IGNORE INTO job_deps VALUES (?, ?)",
+                                 [(unit_id(spec.job_id, u.key), unit_id(spec.job_id, d)) for d in u.deps])
+            conn.execute("UPDATE job_units SET status='queued', max_attempts=attempts+max_attempts WHERE job_id=? "
+                         "AND status IN ('cancelled', 'failed')", (spec.job_id,))
+        return spec.job_id
+
+    # ------------------------------------------------------------------ claiming and running
+
+    def claim(self, owner: str, lease_s: float, *, job_id: str | None = None, pool: str | None = None,
+              kinds: Iterable[str] | None = None, exclude: Iterable[str] = ()) -> Unit | None:
+        """Take the lease of the next runnable unit (of one job, or of one pool), or None when none is runnable."""
+        conds = ["u.status='queued'", "j.cancelled=0",
+                 "NOT EXISTS (SELECT 1 FROM job_deps d JOIN job_units p ON p.unit_id=d.dep_id "
+                 "WHERE d.unit_id=u.unit_id AND p.status!='done')"]
+        args: list = []
+        if job_id is not None:
+            conds.append("u.job_id=?")
+            args.append(job_id)
+        if pool is not None:
+            conds.append("j.pool=?")
+            args.append(pool)
+        if kinds is not None:
+            kinds = list(kinds)
+            conds.append(f"u.kind IN ({','.join('?' * len(kinds))})")
+            args += kinds
+        exclude = list(exclude)
+        if exclude:
+            conds.append(f"u.unit_id NOT IN ({','.join('?' * len(exclude))})")
+            args += exclude
+        t = now()
+        with self.db.write() as conn:
+            row = conn.execute("SELECT u.unit_id FROM job_units u JOIN jobs j USING (job_id) WHERE "
+                               + " AND ".join(conds) + " ORDER BY j.created_at, u.job_id, u.seq LIMIT 1", args).fetchone()
+            if row is None:
+                return None
+            conn.execute("UPDATE job_units SET status='running', lease_owner=?, lease_until=?, attempts=attempts+1, "
+                         "started_at=?, last_error=NULL WHERE unit_id=?", (owner, t + lease_s, t, row[0]))
+            conn.execute("UPDATE jobs SET updated_at=? WHERE job_id=(SELECT job_id FROM job_units WHERE unit_id=?)",
+                         (t, row[0]))
+            return self._unit(conn, row[0])
+
+    def heartbeat(self, owner: str, lease_s: float) -> set[str]:
+        """Extend the leases ``owner`` holds; returns the ids of its units whose job was cancelled."""
+        t = now()
+        with self.db.write() as conn:
+            conn.execute("UPDATE job_units SET lease_until=? WHERE lease_owner=? AND status='running'",
+                         (t + lease_s, owner))
+            return {r[0] for r in conn.execute(
+                "SELECT u.unit_id FROM job_units u JOIN jobs j USING (job_id) WHERE u.lease_owner=? "
+                "AND u.status='running' AND j.cancelled=1", (owner,))}
+
+    def set_progress(self, uid: str, owner: str, fraction: float, text: str) -> None:
+        with self.db.write() as conn:
+            conn.execute("UPDATE job_units SET progress=?, progress_text=? WHERE unit_id=? AND lease_owner=?",
+                         (max(0.0, min(1.0, fraction)), text[:300], uid, owner))
+
+    def finish(self, uid: str, owner: str, result: dict | None, seconds: float) -> bool:
+        """The unit is done (only while ``owner`` holds its lease; False when the lease was lost meanwhile)."""
+        return self._end(uid, owner, "done", None, result, seconds)
+
+    def fail(self, uid: str, owner: str, error: str, seconds: float) -> str:
+        """A failed attempt: queued again while attempts remain, else ``failed``. Returns the new status."""
+        with self.db.read() as conn:
+            row = conn.execute("SELECT attempts, max_attempts FROM job_units WHERE unit_id=?", (uid,)).fetchone()
+        status = "queued" if row is not None and row[0] < row[1] else "failed"
+        self._end(uid, owner, status, error, None, seconds)
+        return status
+
+    def release(self, uid: str, owner: str, status: str = "queued", error: str | None = None) -> None:
+        """Give the lease back: ``queued`` (stopped by a shutdown, run again later) or ``cancelled``."""
+        with self.db.write() as conn:
+            conn.execute("UPDATE job_units SET status=?, lease_owner=NULL, lease_until=NULL, last_error=COALESCE(?, "
+                         "last_error), attempts=MAX(0, attempts - (? = 'queued')) WHERE unit_id=? AND lease_owner=?",
+                         (status, error, status, uid, owner))
+
+    def _end(self, uid: str, owner: str, status: str, error: str | None, result: dict | None, seconds: float) -> bool:
+        t = now()
+        with self.db.write() as conn:
+            cur = conn.execute(
+                "UPDATE job_units SET status=?, last_error=?, result=?, lease_owner=NULL, lease_until=NULL, "
+                "finished_at=?, seconds=seconds+?, progress=CASE WHEN ?='done' THEN 1 ELSE progress END "
+                "WHERE unit_id=? AND lease_owner=? AND status='running'",
+                (status, error, json.dumps(result) if result is not None else None, t, seconds, status, uid, owner))
+            conn.execute("UPDATE jobs SET updated_at=? WHERE job_id=(SELECT job_id FROM job_units WHERE unit_id=?)",
+                         (t, uid))
+            return cur.rowcount == 1
+
+    # ------------------------------------------------------------------ a person's controls
+
+    def cancel(self, job_id: str) -> None:
+        """Queued units are cancelled now; running ones stop at their next check (their workers see it)."""
+        with self.db.write() as conn:
+            conn.execute("UPDATE jobs SET cancelled=1, updated_at=? WHERE job_id=?", (now(), job_id))
+            conn.execute("UPDATE job_units SET status='cancelled' WHERE job_id=? AND status='queued'", (job_id,))
+
+    def retry(self, job_id: str, unit_ids: Iterable[str] | None = None) -> int:
+        """Failed and cancelled units (all, or these) are queued again with one more attempt allowed."""
+        ids = list(unit_ids) if unit_ids is not None else None
+        sql = ("UPDATE job_units SET status='queued', max_attempts=attempts+1 WHERE job_id=? "
+               "AND status IN ('failed', 'cancelled')")
+        args: list = [job_id]
+        if ids is not None:
+            sql += f" AND unit_id IN ({','.join('?' * len(ids))})"
+            args += ids
+        with self.db.write() as conn:
+            conn.execute("UPDATE jobs SET cancelled=0, updated_at=? WHERE job_id=?", (now(), job_id))
+            return conn.execute(sql, args).rowcount
+
+    # ------------------------------------------------------------------ dead workers
+
+    def requeue_expired(self) -> int:
+        """Units whose lease ran out (their worker stopped renewing it) are queued again."""
+        with self.db.write() as conn:
+            return conn.execute("UPDATE job_units SET status='queued', lease_owner=NULL, lease_until=NULL, "
+                                "last_error='the worker stopped renewing its lease' "
+                                "WHERE status='running' AND lease_until < ?", (now(),)).rowcount
+
+    def requeue_dead(self, alive: Callable[[str], bool]) -> int:
+        """Running units of owners on this host that ``alive`` says are gone are queued again at once."""
+        with self.db.read() as conn:
+            owners = {r[0] for r in conn.execute("SELECT DISTINCT lease_owner FROM job_units WHERE status='running'")}
+        dead = [o for o in owners if o and o.split(":")[0] == HOST and not alive(o)]
+        if not dead:
+            return 0
+        with self.db.write() as conn:
+            return conn.execute(
+                f"UPDATE job_units SET status='queued', lease_owner=NULL, lease_until=NULL, last_error='its worker "
+                f"died' WHERE status='running' AND lease_owner IN ({','.join('?' * len(dead))})", dead).rowcount
+
+    # ------------------------------------------------------------------ reading
+
+    def _unit(self, conn: sqlite3.Connection, uid: str) -> Unit:
+        row = conn.execute("SELECT * FROM job_units WHERE unit_id=?", (uid,)).fetchone()
+        if row is None:
+            raise KeyError(f"no job unit {uid!r}")
+        deps = [r[0] for r in conn.execute("SELECT dep_id FROM job_deps WHERE unit_id=?", (uid,))]
+        return _to_unit(row, deps)
+
+    def unit(self, uid: str) -> Unit:
+        with self.db.read() as conn:
+            return self._unit(conn, uid)
+
+    def units(self, job_id: str, status: str | None = None) -> list[Unit]:
+        sql = "SELECT * FROM job_units WHERE job_id=?" + (" AND status=?" if status else "") + " ORDER BY seq"
+        with self.db.read() as conn:
+            rows = conn.execute(sql, (job_id, status) if status else (job_id,)).fetchall()
+            deps: dict[str, list[str]] = {}
+            for d in conn.execute("SELECT d.unit_id, d.dep_id FROM job_deps d JOIN job_units u USING (unit_id) "
+                                  "WHERE u.job_id=?", (job_id,)):
+                deps.setdefault(d[0], []).append(d[1])
+        return [_to_unit(r, deps.get(r["unit_id"], [])) for r in rows]
+
+    def config(self, job_id: str) -> dict:
+        with self.db.read() as conn:
+            row = conn.execute("SELECT config FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+        if row is None:
+            raise KeyError(f"no job {job_id!r}")
+        return json.loads(row[0])
+
+    def exists(self, job_id: str) -> bool:
+        with self.db.read() as conn:
+            return conn.execute("SELECT 1 FROM jobs WHERE job_id=?", (job_id,)).fetchone() is not None
+
+    def summary(self, job_id: str) -> JobSummary:
+        with self.db.read() as conn:
+            job = conn.execute("SELECT * FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+            if job is None:
+                raise KeyError(f"no job {job_id!r}")
+            return self._summary(conn, job)
+
+    def _summary(self, conn: sqlite3.Connection, job: sqlite3.Row) -> JobSummary:
+        rows = conn.execute("SELECT status, COUNT(*), SUM(progress), SUM(CASE WHEN status='done' THEN seconds END) "
+                            "FROM job_units WHERE job_id=? GROUP BY status", (job["job_id"],)).fetchall()
+        counts = dict.fromkeys(STATUSES, 0)
+        progress, seconds = 0.0, 0.0
+        for status, n, prog, secs in rows:
+            counts[status] = n
+            progress += n if status == "done" else (prog or 0.0) if status == "running" else 0.0
+            seconds += secs or 0.0
+        blocked = conn.execute(  # queued units that wait, directly or not, on a failed or cancelled unit
+            "WITH RECURSIVE bad(uid) AS (SELECT unit_id FROM job_units WHERE job_id=?1 AND status IN ('failed', "
+            "'cancelled') UNION SELECT d.unit_id FROM job_deps d JOIN bad ON d.dep_id=bad.uid) "
+            "SELECT COUNT(*) FROM job_units u JOIN bad ON u.unit_id=bad.uid WHERE u.status='queued'",
+            (job["job_id"],)).fetchone()[0]
+        errors = [f"{r[0]}: {r[1]}" for r in conn.execute(
+            "SELECT label, last_error FROM job_units WHERE job_id=? AND status='failed' ORDER BY seq LIMIT 5",
+            (job["job_id"],))]
+        by_kind = {r[0]: (r[1] or 0, r[2] or 0.0, r[3] or 0) for r in conn.execute(
+            "SELECT kind, SUM(status='done'), SUM(CASE WHEN status='done' THEN seconds END), "
+            "SUM(status IN ('queued', 'running')) FROM job_units WHERE job_id=? GROUP BY kind", (job["job_id"],))}
+        total = sum(counts.values())
+        return JobSummary(by_kind=by_kind, job_id=job["job_id"], kind=job["kind"], title=job["title"], created_by=job["created_by"],
+                          pool=job["pool"], cancelled=bool(job["cancelled"]), created_at=job["created_at"],
+                          updated_at=job["updated_at"], counts=counts, total=total,
+                          progress=progress / total if total else 1.0, seconds_done=seconds, blocked=blocked,
+                          errors=errors)
+
+    def jobs(self, kind: str | None = None, limit: int = 50) -> list[JobSummary]:
+        """Summaries of the newest jobs (of one kind)."""
+        sql = "SELECT * FROM jobs" + (" WHERE kind=?" if kind else "") + " ORDER BY updated_at DESC LIMIT ?"
+        with self.db.read() as conn:
+            return [self._summary(conn, j) for j in conn.execute(sql, (kind, limit) if kind else (limit,)).fetchall()]
+
+    def delete(self, job_id: str) -> None:
+        with self.db.write() as conn:
+            conn.execute("DELETE FROM jobs WHERE job_id=?", (job_id,))
+
+
+def _to_unit(row: sqlite3.Row, deps: list[str]) -> Unit:
+    data = dict(row)
+    data["payload"] = json.loads(data["payload"])
+    data["result"] = json.loads(data["result"]) if data["result"] else None
+    return Unit(**data, deps=deps)

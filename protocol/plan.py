@@ -1,0 +1,289 @@
+"""From an experiment to job units, with what they will cost: LLM calls, tokens, USD and time per task and method.
+
+Calls are counted from the protocol (a dialogue's fixed schedule, 2k judge samples, one call per single-turn task
+plus the G-score judge); a memory build's calls per session come from the builds already stored for that method
+(a pilot run calibrates them), else from a static guess. Tokens and seconds per call come from the calls already
+accounted per prompt (:meth:`backends.store.runstore.RunStore.prompt_means`), else from defaults; each row says
+which (``calibrated`` or ``static``). Time is a list-scheduling of the units over the configured concurrency that
+respects their order (a user's sessions one after another), bounded below by each endpoint's requests/min.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
+
+from backends.config import PlatformConfig
+from backends.store.runstore import RunStore
+from evaluation.service import query_topics
+from jobs.types import JobSpec, UnitSpec
+from memory.methods import get_method_class
+from memory.store import MemoryStore
+from palset.dataset import Dataset
+from protocol.config import SINGLE_TURN, ExperimentConfig
+from protocol.units import build_units, judge_units, sim_units, task_units
+from sim.schedule import fixed_schedule
+from sim.service import make_spec
+from sim.types import RunSpec
+
+STATIC_SESSION_CALLS = {"h2memory": 23.0, "memorybank": 2.0, "recursum": 2.0, "agentic": 4.0, "plum": 2.0}
+DEFAULT_CALL = (700.0, 80.0, 2.0)  # tokens in, tokens out, seconds of one call without calibration
+TASK_PROMPTS = {"restatement": ["eval/requirement_restatement", "eval/gscore"], "proposal": ["eval/solution_proposal"],
+                "selection": ["eval/solution_selection"]}
+PROMPT_ROLE = {"sim/user_simulator": "user_simulator", "sim/assistant": "assistant", "sim/query_summary": "assistant",
+               "eval/gscore": "judge", "eval/faireval_requirement": "judge", "eval/faireval_preference": "judge",
+               "build": "memory_builder"}
+
+
+class PlanRow(BaseModel):
+    """One task and method: how many units, and the estimated calls, tokens, cost and LLM seconds."""
+
+    task: str
+    method: str
+    units: int
+    calls: float
+    tokens_in: float
+    tokens_out: float
+    usd: float | None
+    unpriced: list[str] = []
+    seconds: float
+    basis: str  # calibrated | static | none (no LLM)
+
+
+class Plan(BaseModel):
+    job: JobSpec
+    rows: list[PlanRow]
+    kind_seconds: dict[str, float] = {}  # unit kind → estimated seconds per unit (for the run's ETA)
+    wall_seconds: float
+    concurrency: int
+    notes: list[str] = []
+
+    def total(self, field_name: str) -> float:
+        return float(sum(getattr(r, field_name) or 0 for r in self.rows))
+
+
+@dataclass
+class Calibration:
+    """Per-prompt means and per-method build costs from what the run store has accounted so far."""
+
+    prompts: dict[str, tuple[int, float, float, float]]
+    sessions: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)  # calls, tin, tout, s
+
+    @classmethod
+    def load(cls, runs: RunStore, memory: MemoryStore) -> Calibration:
+        per: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0.0])
+        for method, _user, _stage, calls, tin, tout, secs in memory.stage_costs():
+            acc = per[method]
+            acc[0] += calls
+            acc[1] += tin
+            acc[2] += tout
+            acc[3] += secs
+            acc[4] += 0.5  # two stages per session
+        sessions = {m: (a[0] / a[4], a[1] / a[4], a[2] / a[4], a[3] / a[4]) for m, a in per.items() if a[4] >= 1}
+        return cls(runs.prompt_means(), sessions)
+
+    def call(self, prompt: str) -> tuple[float, float, float, bool]:
+        if prompt in self.prompts:
+            _n, tin, tout, secs = self.prompts[prompt]
+            return tin, tout, secs, True
+        return (*DEFAULT_CALL, False)
+
+
+@dataclass
+class UnitCost:
+    calls: dict[str, float] = field(default_factory=dict)  # role → calls
+    tokens: dict[str, list[float]] = field(default_factory=dict)  # role → [in, out]
+    seconds: float = 0.0
+    calibrated: bool = True
+
+    def add(self, role: str, calls: float, tin: float, tout: float, secs: float, calibrated: bool) -> None:
+        self.calls[role] = self.calls.get(role, 0.0) + calls
+        acc = self.tokens.setdefault(role, [0.0, 0.0])
+        acc[0] += calls * tin
+        acc[1] += calls * tout
+        self.seconds += calls * secs
+        self.calibrated = self.calibrated and calibrated
+
+
+def selected_users(exp: ExperimentConfig, dataset: Dataset) -> list[str]:
+    users = sorted(dataset.users) if exp.users == "all" else list(exp.users)
+    missing = [u for u in users if u not in dataset.users]
+    if missing:
+        raise ValueError(f"users: no user {missing[0]!r} in {dataset.root}")
+    return users
+
+
+def topics_of(exp: ExperimentConfig, dataset: Dataset, users: list[str]) -> list[tuple[str, str, str]]:
+    """The topics the tasks run on: every query-session topic (or every session's), the first
+    ``topics_per_user`` of each user when set."""
+    if exp.topics == "query":
+        topics = query_topics(dataset, users)
+    else:
+        topics = [(u, s.sample_id, t.key) for u in users for s in dataset.users[u].sessions for t in s.topics]
+    if exp.topics_per_user is None:
+        return topics
+    kept: dict[str, int] = {}
+    out = []
+    for u, s, t in topics:
+        if kept.get(u, 0) < exp.topics_per_user:
+            kept[u] = kept.get(u, 0) + 1
+            out.append((u, s, t))
+    return out
+
+
+def dialogue_specs(exp: ExperimentConfig, dataset: Dataset, topics: list[tuple[str, str, str]]) -> list[RunSpec]:
+    return [make_spec(dataset, u, s, t, m, mode="fixed", seed=seed)
+            for seed in exp.seeds for u, s, t in topics for m in exp.all_methods]
+
+
+def build_job(exp: ExperimentConfig, dataset: Dataset) -> JobSpec:
+    """The experiment's units: builds, single-turn tasks, dialogues, judgments (ids stable for a file)."""
+    users = selected_users(exp, dataset)
+    topics = topics_of(exp, dataset, users)
+    tasks = exp.available_tasks()
+    mc: dict = {}
+    units: list[UnitSpec] = []
+    if "build" in tasks:
+        last = {u: max((p for p, s in enumerate(dataset.users[u].sessions) if (u, s.sample_id) in
+                        {(x, y) for x, y, _ in topics}), default=len(dataset.users[u].sessions) - 1) for u in users}
+        units += [x for u in users for m in exp.all_methods if m != "vanilla"
+                  for x in build_units(dataset, u, m, last[u], mc)]
+    single = [t for t in tasks if t in SINGLE_TURN]
+    if single:
+        units += task_units(dataset, topics, exp.all_methods, single, mc, builds="build" not in tasks)
+    specs = dialogue_specs(exp, dataset, topics) if "dialogue" in tasks else []
+    if specs:
+        units += sim_units(dataset, specs, mc, builds="build" not in tasks and not single)
+    if "faireval" in tasks:
+        by_key = {(s.user_id, s.sample_id, s.topic_key, s.seed, s.method): s for s in specs}
+        pairs = [(by_key[(u, s, t, seed, m)], by_key[(u, s, t, seed, exp.baseline)])
+                 for seed in exp.seeds for u, s, t in topics for m in exp.methods]
+        units += judge_units(dataset, pairs, exp.aspects, exp.k, exp.threshold, after_sims=True)
+    seen: dict[str, UnitSpec] = {}
+    for u in sorted(units, key=_longest_chains_first):
+        seen.setdefault(u.key, u)
+    return JobSpec(job_id=exp.job_id(), kind="experiment", title=f"experiment {exp.name}", created_by="cli",
+                   pool="cli", config=exp.job_config(), units=list(seen.values()))
+
+
+def _longest_chains_first(unit: UnitSpec) -> tuple[int, float]:
+    """Claim order (stable): memory builds first, the methods with the most calls per session first — their chains
+    are the job's critical path, so starting them early keeps every worker busy to the end."""
+    if unit.kind != "memory.session":
+        return (1, 0.0)
+    method = unit.payload["method"]
+    calls = STATIC_SESSION_CALLS.get(method, 1.0) if get_method_class(method).uses_llm else 0.0
+    return (0, -calls)
+
+
+def unit_cost(unit: UnitSpec, dataset: Dataset, cal: Calibration) -> tuple[str, str, UnitCost]:
+    """(task, method, cost) of one unit."""
+    p, cost = unit.payload, UnitCost()
+    if unit.kind == "memory.session":
+        cls = get_method_class(p["method"])
+        if not cls.uses_llm:
+            return "build", p["method"], UnitCost(calibrated=True)
+        if p["method"] in cal.sessions:
+            calls, tin, tout, secs = cal.sessions[p["method"]]
+            cost.add("memory_builder", calls, tin / max(calls, 1e-9), tout / max(calls, 1e-9),
+                     secs / max(calls, 1e-9), True)
+        else:
+            cost.add("memory_builder", STATIC_SESSION_CALLS.get(p["method"], 2.0), *DEFAULT_CALL, False)
+        return "build", p["method"], cost
+    if unit.kind == "eval.tasks":
+        for task in p["tasks"]:
+            for prompt in TASK_PROMPTS[task]:
+                cost.add(PROMPT_ROLE.get(prompt, "assistant"), 1, *cal.call(prompt))
+        return "+".join(p["tasks"]), p["method"], cost
+    if unit.kind == "sim.run":
+        spec = RunSpec.model_validate(p["specs"][0])
+        turns = len(fixed_schedule(dataset, f"{spec.sample_id}_{spec.topic_key}")[0])
+        prompts = ["sim/user_simulator", "sim/assistant"]
+        if spec.method != "vanilla" and getattr(get_method_class(spec.method), "uses_query", True):
+            prompts.append("sim/query_summary")
+        for prompt in prompts:
+            cost.add(PROMPT_ROLE[prompt], turns, *cal.call(prompt))
+        return "dialogue", spec.method, cost
+    if unit.kind == "eval.judge":
+        prompt = f"eval/faireval_{p['aspect']}"
+        cost.add("judge", 2 * p["k"], *cal.call(prompt))
+        return "faireval", unit.label.split(" ")[1], cost
+    return unit.kind, "", cost
+
+
+def make_plan(exp: ExperimentConfig, dataset: Dataset, config: PlatformConfig, cal: Calibration) -> Plan:
+    """The job and, per task and method, its estimated calls, tokens, cost and LLM seconds; the wall time at
+    ``exp.concurrency``."""
+    job = build_job(exp, dataset)
+    rows: dict[tuple[str, str], dict] = {}
+    durations: dict[str, float] = {}
+    calls_by_role: dict[str, float] = defaultdict(float)
+    for unit in job.units:
+        task, method, cost = unit_cost(unit, dataset, cal)
+        durations[unit.key] = cost.seconds
+        row = rows.setdefault((task, method), {"units": 0, "calls": 0.0, "tin": 0.0, "tout": 0.0, "s": 0.0,
+                                               "by_model": defaultdict(lambda: [0, 0]), "cal": True, "llm": False})
+        row["units"] += 1
+        row["s"] += cost.seconds
+        row["cal"] = row["cal"] and cost.calibrated
+        for role, n in cost.calls.items():
+            row["llm"] = row["llm"] or n > 0
+            calls_by_role[role] += n
+            tin, tout = cost.tokens[role]
+            row["calls"] += n
+            row["tin"] += tin
+            row["tout"] += tout
+            acc = row["by_model"][config.role(role).model]
+            acc[0] += int(tin)
+            acc[1] += int(tout)
+    out = []
+    for (task, method), r in rows.items():
+        est = config.estimate({m: (a[0], a[1]) for m, a in r["by_model"].items()})
+        out.append(PlanRow(task=task, method=method, units=r["units"], calls=r["calls"], tokens_in=r["tin"],
+                           tokens_out=r["tout"], usd=est.usd if not est.unpriced else None, unpriced=est.unpriced,
+                           seconds=r["s"], basis=("calibrated" if r["cal"] else "static") if r["llm"] else "none"))
+    wall = schedule_time(job.units, durations, exp.concurrency)
+    per_kind: dict[str, list[float]] = defaultdict(list)
+    for unit in job.units:
+        per_kind[unit.kind].append(durations[unit.key])
+    kind_seconds = {k: sum(v) / len(v) for k, v in per_kind.items()}
+    notes = [f"{t}: {why}" for t, why in exp.unavailable().items()]
+    for endpoint, lim in config.limits.items():
+        if lim.requests_per_minute:
+            roles = [r for r in calls_by_role if (config.role(r).base_url or "").rstrip("/") == endpoint.rstrip("/")]
+            calls = sum(calls_by_role[r] for r in roles)
+            floor = 60.0 * calls / lim.requests_per_minute
+            if floor > wall:
+                notes.append(f"{endpoint}: {lim.requests_per_minute} requests/min bound the time")
+                wall = floor
+    return Plan(job=job, rows=out, wall_seconds=wall, concurrency=exp.concurrency, notes=notes,
+                kind_seconds=kind_seconds)
+
+
+def schedule_time(units: list[UnitSpec], durations: dict[str, float], concurrency: int) -> float:
+    """Seconds to run ``units`` on ``concurrency`` workers, each taking the first runnable unit in order
+    (as the engine does), a unit runnable once its dependencies are done."""
+    waiting = {u.key: set(u.deps) for u in units}
+    order = {u.key: i for i, u in enumerate(units)}
+    dependants: dict[str, list[str]] = defaultdict(list)
+    for u in units:
+        for d in u.deps:
+            dependants[d].append(u.key)
+    ready = [order[k] for k, deps in waiting.items() if not deps]
+    heapq.heapify(ready)
+    keys = [u.key for u in units]
+    running: list[tuple[float, str]] = []
+    now = 0.0
+    while ready or running:
+        while ready and len(running) < concurrency:
+            key = keys[heapq.heappop(ready)]
+            heapq.heappush(running, (now + durations.get(key, 0.0), key))
+        now, key = heapq.heappop(running)
+        for nxt in dependants[key]:
+            waiting[nxt].discard(key)
+            if not waiting[nxt]:
+                heapq.heappush(ready, order[nxt])
+    return now

@@ -1,0 +1,187 @@
+"""Units on a Ray worker: gather a unit's records on the driver, run it on a scratch workspace, bring back what
+it wrote (see :mod:`studio.records` and :class:`jobs.ray_executor.RayExecutor`).
+
+The worker's workspace has the job's configuration (role endpoints, limits; API keys travel with it inside the
+cluster), the same providers as the driver's (tests' scripted fakes), an empty run store seeded with the unit's
+records, and the dataset at the same path as on the driver (a shared or copied folder on a real cluster).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from backends.config import PlatformConfig
+from jobs.engine import UnitContext
+from jobs.ray_executor import RayExecutor
+from jobs.types import Unit
+from memory.index import VectorIndex
+from memory.types import MemoryItem
+from sim.store import run_id_for
+from sim.types import RunSpec
+from studio.records import (
+    Bundle,
+    all_rows,
+    apply_rows,
+    changed_files,
+    changed_rows,
+    export_rows,
+    file_digests,
+    read_files,
+    write_files,
+)
+
+if TYPE_CHECKING:
+    from studio.workspace import Workspace
+
+log = logging.getLogger(__name__)
+_WORKER_SHARED: dict = {}  # embedders, Chroma client, datasets: opened once per worker process, shared by its units
+
+
+def _worker_shared() -> dict:
+    """What a worker process's scratch workspaces share: its item vectors live in one process-wide Chroma folder
+    (namespaced by build, re-indexed from the shipped rows before each unit), so no unit pays for a new client."""
+    from backends.vectorstore import open_chroma
+
+    if not _WORKER_SHARED:
+        folder = Path(tempfile.mkdtemp(prefix="pal-worker-chroma-"))
+        _WORKER_SHARED.update({"embedders": {}, "vectors": {}, "chroma": open_chroma(folder), "datasets": {},
+                               "build_locks": {}})
+    return _WORKER_SHARED
+
+
+def unit_records(ws: Workspace, unit: Unit) -> Bundle:
+    """The rows and files ``unit`` reads: its memory builds, the runs it continues or judges, stored results."""
+    from studio.units import UnitEnv, builder_for
+
+    p, env = unit.payload, UnitEnv(ws, ws.llm())
+    builds, runs, files = [], [], []
+    sel: dict[str, tuple[str, list[Any]]] = {}
+
+    def build(user: str, method: str) -> None:
+        if method == "vanilla":
+            return
+        b = builder_for(env, p["dataset"], user, method, p.get("method_config"), p.get("embedder"))
+        builds.append(b.build_id)
+        if (folder := b._files()) is not None:
+            files.append(folder)
+
+    if unit.kind in ("memory.session", "eval.tasks"):
+        build(p["user"], p["method"])
+    if unit.kind == "eval.tasks":
+        sel["bench_results"] = ("user_id=? AND sample_id=? AND topic_key=? AND method=?",
+                                [p["user"], p["sample"], p["topic"], p["method"]])
+    if unit.kind == "sim.run":
+        for raw in p["specs"]:
+            spec = RunSpec.model_validate(raw)
+            build(spec.user_id, spec.method)
+            runs.append(run_id_for(spec))
+    if unit.kind == "eval.judge":
+        runs += [p["run_a"], p["run_b"]]
+    if unit.kind == "synth.generate":
+        files.append(ws.paths.synth / p["run_id"])
+    if builds:
+        marks = ",".join("?" * len(builds))
+        for table in ("memory_builds", "memory_build_stages", "memory_items", "memory_forgotten"):
+            sel[table] = (f"build_id IN ({marks})", builds)
+    if runs:
+        marks = ",".join("?" * len(runs))
+        sel["sim_runs"] = (f"run_id IN ({marks})", runs)
+        sel["sim_turns"] = (f"run_id IN ({marks})", runs)
+    return Bundle(rows=export_rows(ws.db, sel), files=read_files(ws.home, files))
+
+
+def reindex(ws: Workspace, rows: dict[str, list[dict]], seen: set | None = None) -> None:
+    """Put memory item versions into this workspace's vector index (valid-from/to as the run store has them):
+    one upsert per (build, layer, stage), one metadata update per closing stage. ``seen``: versions already
+    indexed in this process (a worker's shared Chroma), skipped."""
+    items = [r for r in rows.get("memory_items", []) if seen is None or _version(r) not in seen]
+    if not items:
+        return
+    builds = {b["build_id"]: b for b in ws.memory.build_rows([r["build_id"] for r in items])}
+    opened: dict[tuple[str, int], list[MemoryItem]] = {}
+    closed: dict[tuple[str, int], list[tuple[MemoryItem, int]]] = {}
+    for row in items:
+        item = MemoryItem.model_validate_json(row["data"])
+        opened.setdefault((row["build_id"], row["valid_from"]), []).append(item)
+        if row["valid_to"] is not None:
+            closed.setdefault((row["build_id"], row["valid_to"]), []).append((item, row["valid_from"]))
+    indexes: dict[str, VectorIndex] = {}
+
+    def index(build_id: str) -> VectorIndex:
+        if build_id not in indexes:
+            b = builds[build_id]
+            emb = ws.embedder(json.loads(b["config"]).get("embedder"))
+            indexes[build_id] = VectorIndex(ws.vectors(emb), b["dataset"], b["user_id"], build_id)
+        return indexes[build_id]
+
+    for (build_id, stage), group in sorted(opened.items(), key=lambda kv: kv[0][1]):
+        index(build_id).add(group, stage)
+    for (build_id, stage), pairs in sorted(closed.items(), key=lambda kv: kv[0][1]):
+        index(build_id).close([i for i, _ in pairs], {i.id: start for i, start in pairs}, stage)
+    if seen is not None:
+        seen.update(_version(r) for r in items)
+
+
+def _version(row: dict) -> tuple:
+    return (row["build_id"], row["item_id"], row["version"], row["valid_from"], row["valid_to"])
+
+
+def run_remote(kind: str, payload: dict, unit_id: str, job_id: str, config: PlatformConfig, providers: dict,
+               records: Bundle) -> tuple[dict | None, Bundle]:
+    """On the worker: a scratch workspace seeded with ``records``; the unit; what it changed."""
+    from studio.units import UnitEnv, build_registry
+    from studio.workspace import Workspace
+
+    home = Path(tempfile.mkdtemp(prefix="pal-unit-"))
+    ws = Workspace(home, config, providers=providers)
+    ws._shared = _worker_shared()
+    try:
+        apply_rows(ws.db, records.rows)
+        write_files(home, records.files)
+        reindex(ws, records.rows, ws._shared.setdefault("indexed", set()))
+        before, files_before = all_rows(ws.db), file_digests(home)
+        unit = Unit(unit_id=unit_id, job_id=job_id, seq=0, kind=kind, label=unit_id, payload=payload,
+                    status="running", attempts=1, max_attempts=1)
+        ctx = UnitContext(unit, UnitEnv(ws, ws.llm(session_id=job_id)), threading.Event(), lambda f, t: None)
+        try:
+            result = build_registry().get(kind).run(ctx)
+        except BaseException:
+            _WORKER_SHARED.clear()  # vectors of a half-done stage may be in the shared index: start afresh
+            raise
+        out = Bundle(rows=changed_rows(ws.db, before), files=changed_files(home, files_before))
+        ws._shared["indexed"].update(_version(r) for r in out.rows.get("memory_items", []))  # indexed by the unit
+        return result, out
+    finally:
+        ws.close()
+        ws.db.close()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def ray_executor(ws: Workspace, address: str | None = None, num_cpus: int | None = None) -> RayExecutor:
+    """The Ray executor for jobs of ``ws`` (a local instance when no address is given)."""
+
+    def prepare(unit: Unit) -> tuple:
+        env = ws.jobs.env(unit.job_id)
+        job_ws = env.ws
+        return (unit.kind, unit.payload, unit.unit_id, unit.job_id, job_ws.config, job_ws._providers,
+                unit_records(job_ws, unit))
+
+    def apply(unit: Unit, records: Bundle) -> None:
+        apply_rows(ws.db, records.rows)
+        write_files(ws.home, records.files)
+        reindex(ws, records.rows)
+
+    runtime_env = None if address else {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+                                        "working_dir": None}
+    executor = RayExecutor(prepare, run_remote, apply, address=address, num_cpus=num_cpus,
+                           runtime_env={k: v for k, v in (runtime_env or {}).items() if v is not None} or None)
+    executor.start()
+    return executor

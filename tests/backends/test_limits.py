@@ -1,0 +1,126 @@
+"""Per-endpoint limits against a local fake OpenAI-compatible endpoint: concurrent requests, requests and
+tokens per window, and adaptive backoff on 429 — shared by every client of one workspace."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from backends.config import EndpointLimits
+from backends.llm.limits import Limiters
+from testkit.fault_server import FaultServer, completion
+from testkit.workspace import make_workspace
+
+
+class Recorder:
+    """A fake endpoint's behaviour that records when each request arrived and how many were in flight."""
+
+    def __init__(self, latency: float = 0.0, tokens: int = 10):
+        self.latency, self.tokens = latency, tokens
+        self.arrivals: list[float] = []
+        self.in_flight = self.most = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, body):
+        import json
+
+        with self._lock:
+            self.arrivals.append(time.monotonic())
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+        time.sleep(self.latency)
+        with self._lock:
+            self.in_flight -= 1
+        data = completion("fine")
+        data["usage"] = {"prompt_tokens": self.tokens - 2, "completion_tokens": 2, "total_tokens": self.tokens}
+        return 200, {"content-type": "application/json"}, json.dumps(data).encode()
+
+
+def workspace(tmp_path, server: FaultServer, limits: EndpointLimits, window: float = 60.0):
+    env = {"PAL_DEFAULT_PROVIDER": "openai", "PAL_DEFAULT_BASE_URL": server.base_url, "PAL_DEFAULT_MODEL": "m",
+           "PAL_DEFAULT_MAX_RETRIES": "6"}
+    ws = make_workspace(tmp_path / "pal", env=env, secrets={"limits": {server.base_url: limits.model_dump()},
+                                                            "cache": False})
+    ws.limiters = Limiters(ws.config.limits, window=window)
+    return ws
+
+
+def call_many(ws, n: int, threads: int, clients: int = 2, before=None) -> None:
+    """``n`` calls from ``threads`` threads over ``clients`` separate clients (as separate jobs would). Each
+    client makes one call first (SDK import, connection), then the limiter's windows and the server's record
+    start afresh and ``before`` runs, so what the server sees is what the limiter admitted."""
+    llms = [ws.llm(session_id=f"job-{i}") for i in range(clients)]
+    for llm in llms:
+        llm.chat("assistant", [{"role": "user", "content": "warm up"}])
+    ws.limiters = Limiters(ws.limiters._limits, window=ws.limiters.window)
+    for llm in llms:
+        llm.limiters = ws.limiters
+    if before is not None:
+        before()
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda i: llms[i % clients].chat("assistant", [{"role": "user", "content": f"q{i}"}]), range(n)))
+
+
+def test_concurrent_requests_stay_within_the_limit_across_clients(tmp_path):
+    rec = Recorder(latency=0.1)
+    with FaultServer(default=rec).running() as server:
+        ws = workspace(tmp_path, server, EndpointLimits(concurrency=3))
+        call_many(ws, n=12, threads=8, before=rec.arrivals.clear)
+    assert rec.most == 3 and len(rec.arrivals) == 12
+    assert ws.limiters.limiter(server.base_url).max_in_flight == 3
+
+
+@pytest.mark.parametrize("limits", [EndpointLimits(requests_per_minute=4), EndpointLimits(tokens_per_minute=40)])
+def test_requests_and_tokens_per_window_are_kept(tmp_path, limits):
+    rec = Recorder(tokens=10)  # 40 tokens per window = 4 requests per window either way
+    window = 1.0
+    with FaultServer(default=rec).running() as server:
+        ws = workspace(tmp_path, server, limits, window=window)
+        started = []
+        call_many(ws, n=10, threads=5, before=lambda: (rec.arrivals.clear(), started.append(time.monotonic())))
+        elapsed = time.monotonic() - started[0]
+    assert len(rec.arrivals) == 10 and elapsed >= 2 * window * 0.95  # 10 requests need three windows
+    admitted = list(ws.limiters.limiter(server.base_url).admitted)
+    for t in admitted:  # no window ever admitted more than 4 requests
+        assert sum(t <= a < t + window for a in admitted) <= 4
+    for t in rec.arrivals:  # and the endpoint saw no more than 4 in any half window (allowing arrival jitter)
+        assert sum(t <= a < t + window / 2 for a in rec.arrivals) <= 4
+
+
+def test_429_halves_the_concurrency_and_waits_out_retry_after(tmp_path):
+    rec = Recorder(latency=0.02)
+    with FaultServer(default=rec).running() as server:
+        ws = workspace(tmp_path, server, EndpointLimits(concurrency=8))
+        started = []
+
+        def then_429():
+            rec.arrivals.clear()
+            server.script.extend([("429", 0.3), ("429", 0.3)])
+            started.append(time.monotonic())
+
+        call_many(ws, n=8, threads=8, before=then_429)
+        elapsed = time.monotonic() - started[0]
+    limiter = ws.limiters.limiter(server.base_url)
+    assert limiter.rate_limited == 2 and len(rec.arrivals) == 8  # every call succeeded after the 429s
+    assert elapsed >= 0.3  # the whole endpoint paused for Retry-After, not only the failed requests
+    offsets = sorted(a - started[0] for a in rec.arrivals)
+    assert not [o for o in offsets if 0.1 < o < 0.28]  # nothing new was sent during the pause
+    assert offsets[-2] >= 0.28  # the two rate-limited calls went again after Retry-After
+    assert 1 <= limiter.allowed <= 8
+    failed = [c for c in ws.runs.calls() if c["error"]]
+    assert failed == []  # 429s were retried inside the calls, which all succeeded
+
+
+def test_configuring_the_same_limits_again_keeps_the_adaptive_state():
+    limiters = Limiters({"http://e/v1": EndpointLimits(concurrency=8)})
+    lim = limiters.limiter("http://e/v1")
+    entry = lim.acquire(10)
+    lim.release(entry, 10, rate_limited=True, retry_after=0.0)
+    assert lim.allowed == 4
+    limiters.configure({"http://e/v1/": EndpointLimits(concurrency=8)})  # a page rerun: same limits
+    assert lim.allowed == 4
+    limiters.configure({"http://e/v1": EndpointLimits(concurrency=2)})  # changed: adopted
+    assert lim.allowed == 2 and lim.limits.concurrency == 2
