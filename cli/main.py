@@ -9,9 +9,20 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cli import dataset_cmds, eval_cmds, generate_cmds, llm_cmds, memory_cmds, personamem_cmds, sim_cmds, users_cmds
+from cli import (
+    dataset_cmds,
+    eval_cmds,
+    generate_cmds,
+    llm_cmds,
+    memory_cmds,
+    personamem_cmds,
+    sim_cmds,
+    users_cmds,
+    workspace_cmds,
+)
 
-COMMAND_MODULES = [dataset_cmds, llm_cmds, memory_cmds, sim_cmds, eval_cmds, personamem_cmds, users_cmds, generate_cmds]
+COMMAND_MODULES = [dataset_cmds, llm_cmds, memory_cmds, sim_cmds, eval_cmds, personamem_cmds, users_cmds, generate_cmds,
+                   workspace_cmds]
 
 
 def build_parser() -> argparse.ArgumentParser:

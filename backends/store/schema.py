@@ -71,6 +71,19 @@ MIGRATIONS: list[Migration] = [
         CREATE INDEX audit_log_ts ON audit_log(ts)
         """,
     ),
+    (
+        60,
+        "workspace bundles imported into this home: which file, for which dataset, what it added",
+        """
+        CREATE TABLE bundle_imports (
+            bundle_sha256 TEXT PRIMARY KEY,
+            imported_at REAL NOT NULL,
+            dataset TEXT NOT NULL,
+            manifest TEXT NOT NULL,
+            added TEXT NOT NULL
+        )
+        """,
+    ),
 ]
 
 
