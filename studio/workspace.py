@@ -10,7 +10,7 @@ and batch drivers construct one, tests construct one over a temporary home (with
 overrides) that shares every store and cache with its parent.
 
 A workspace opened ``read_only`` (a bundle opened for presenting, :mod:`studio.presentation`) applies no
-migration, builds no LLM client and opens its databases read-only: every write raises
+migration, builds no LLM client and opens its run store read-only: every write of a record raises
 :class:`~backends.store.db.ReadOnlyError`, so a presentation cannot change what it shows.
 """
 
@@ -88,7 +88,7 @@ class Workspace:
         self.runs = RunStore(self.db)
         self.audit = AuditStore(self.db)
         self.leases = LeaseStore(self.db)
-        self.cache = ResponseCache(Database(self.paths.cache_db, read_only=read_only and self.paths.cache_db.is_file()))
+        self.cache = ResponseCache(Database(self.paths.cache_db))  # no records; unused read-only (no LLM client)
         self.memory = MemoryStore(self.db)
         self.fidelity = FidelityStore(self.db)
         self.sims = SimStore(self.db, self.leases)

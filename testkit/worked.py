@@ -113,3 +113,18 @@ def _review(ws: Workspace, dkey: str, methods: Sequence[str]) -> None:
         for no in ws.reviews.assigned(batch_id, who):
             ws.reviews.answer(batch_id, no, who, "requirement", "A")
             ws.reviews.answer(batch_id, no, who, "preference", "tie")
+
+
+TOUR_METHODS = ("gold", "rag-turn", "vanilla-log")
+TOUR_TASK = "1002_sample7_topic-1"  # the topic the demo tour's Simulate and Evaluate stops show
+
+
+def make_tour_bundle(home, dataset: Dataset, out, **env: str):
+    """A bundle with the records every stop of the demo tour shows (user 1002; scripted LLMs; hash embedder
+    unless ``env`` names another), written to ``out``; returns its manifest."""
+    from studio.bundle.export import export_bundle
+    from testkit.workspace import make_workspace
+
+    ws = make_workspace(home, env={"PAL_EMBEDDER": "hash", **env})
+    fill_home(ws, dataset, ["1002"], TOUR_METHODS, task_ids=[TOUR_TASK])
+    return export_bundle(ws, dataset, out, pseudonymise_people=True, how=["testkit.worked.make_tour_bundle"])

@@ -22,8 +22,8 @@ from review.batches import TASKS
 from review.store import ReviewStore
 from ui.access_gate import current_identity
 from ui.platform_state import base_workspace, home_workspace
-from ui.review_admin import go_to, new_batch, overview
 from ui.presenting import read_only_note, writes_allowed
+from ui.review_admin import go_to, new_batch, overview
 from ui.review_content import render_content
 from ui.text import md_escape
 
