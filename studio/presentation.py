@@ -71,3 +71,21 @@ def open_presentation(base: Workspace, bundle: Path, *, known: Mapping[str, Path
     imports = ws.tables.imports()
     ws.presented = Manifest.model_validate_json(imports[0]["manifest"]) if imports else None
     return ws
+
+
+def import_once(ws: Workspace, bundle: Path, *, known: Mapping[str, Path]) -> bool:
+    """Import ``bundle`` into ``ws`` unless this very file was imported there before (``make run`` does this with
+    the bundled demo workspace on first start); True when it was imported now. A refused bundle is logged."""
+    bundle = Path(bundle)
+    if ws.read_only or not bundle.is_file():
+        return False
+    sha = bundle_sha256(bundle)
+    if any(r["bundle_sha256"] == sha for r in ws.tables.imports()):
+        return False
+    try:
+        report = import_bundle(ws, bundle, known=known)
+    except BundleError:
+        log.exception("the bundle %s was not imported into %s", bundle, ws.home)
+        return False
+    log.info("imported %s into %s on first start: %d rows", bundle, ws.home, report.total_added)
+    return True

@@ -38,13 +38,21 @@ def _process_workspace(home: str) -> Workspace:
     """One workspace per home for the whole process (every browser session shares its stores).
 
     A broken configuration does not stop the records from opening: the sidebar shows the error, and
-    :func:`workspace` (what LLM work uses) raises it."""
+    :func:`workspace` (what LLM work uses) raises it. ``PAL_DEMO_WORKSPACE`` (set by ``make run``) names a bundle
+    imported into the home on first start (:func:`studio.presentation.import_once`)."""
     try:
         config = load_config()
     except ConfigError as e:
         log.warning("configuration error (records still open with the defaults): %s", e)
         config = load_config(secrets={}, env={})
-    return Workspace(home=Path(home), config=config)
+    ws = Workspace(home=Path(home), config=config)
+    if bundle := os.environ.get("PAL_DEMO_WORKSPACE"):  # make run: the demo's records, once per bundle file
+        from palset.names import PROJECT_ROOT, configured_datasets
+        from studio.presentation import import_once
+
+        path = Path(bundle) if Path(bundle).is_absolute() else PROJECT_ROOT / bundle
+        import_once(ws, path, known=configured_datasets())
+    return ws
 
 
 def session_id() -> str:
