@@ -4,12 +4,14 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 PAL_HOME ?= $(CURDIR)/.pal
 PORT    ?= 8501
+DEMO_BUNDLE := data/demo/workspace.palbundle
+DEMO_HOME   ?= $(CURDIR)/.pal-demo
 ADDRESS ?= 127.0.0.1
 export PAL_HOME
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: setup run serve test lint bench browser ray clean
+.PHONY: setup run serve present test lint bench browser ray clean demo-workspace
 
 # Re-installs only when a dependency file changed.
 $(STAMP): requirements.txt constraints.txt pyproject.toml
@@ -22,9 +24,15 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 
 setup: $(STAMP)
 
+# The bundled demo workspace (data/demo/workspace.palbundle) is imported into PAL_HOME on first start.
 run: setup
-	PAL_AUTH=local $(VENV)/bin/streamlit run app.py --server.address 127.0.0.1 --server.port $(PORT) \
-		--browser.gatherUsageStats false --server.headless true
+	PAL_AUTH=local PAL_DEMO_WORKSPACE=$(DEMO_BUNDLE) $(VENV)/bin/streamlit run app.py --server.address 127.0.0.1 \
+		--server.port $(PORT) --browser.gatherUsageStats false --server.headless true
+
+# Present a bundle read-only (no LLM calls, no writes): make present BUNDLE=work.palbundle [PROJECTOR=1]
+present: setup
+	PAL_AUTH=local PAL_PRESENT=$(or $(BUNDLE),$(DEMO_BUNDLE)) $(VENV)/bin/streamlit run app.py \
+		--server.address 127.0.0.1 --server.port $(PORT) --browser.gatherUsageStats false --server.headless true
 
 # A shared server: every page behind sign-in (create the first admin with `pal users add NAME --role admin`).
 # ADDRESS=0.0.0.0 for a LAN; keep 127.0.0.1 behind a reverse proxy (see the README's deployment guide).
@@ -64,3 +72,32 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) .pal
+
+# Regenerate the bundled demo workspace from the demo data with what runs offline: the gold memory and the
+# no-LLM baselines for every user with their fidelity against gold, one simulation per method on one query
+# topic and a FairEval judgment of every method pair (k=1) made with the bundled SmolLM2-135M model, a
+# calibration review batch; exported with annotators pseudonymised. About 1-2 hours on 2 CPU cores.
+DEMO_METHODS := gold rag-turn rag-session vanilla-log
+DEMO_TASK    := 1002_sample7_topic-1
+DEMO_PAIRS   := gold:rag-turn gold:rag-session gold:vanilla-log rag-turn:rag-session rag-turn:vanilla-log \
+                rag-session:vanilla-log
+DEMO_ENV     := PAL_HOME=$(DEMO_HOME) PAL_AUTH=local PAL_EMBEDDER=auto PAL_DEFAULT_PROVIDER=local \
+                PAL_DEFAULT_MODEL=SmolLM2-135M-Instruct PAL_DEFAULT_TIMEOUT=900 PAL_DEFAULT_MAX_TOKENS=192 \
+                PAL_JUDGE_MAX_TOKENS=384 $(foreach r,ASSISTANT USER_SIMULATOR JUDGE MEMORY_BUILDER SYNTHESIZER,\
+                PAL_$(r)_PROVIDER=local PAL_$(r)_MODEL=SmolLM2-135M-Instruct)
+demo-workspace: setup
+	rm -rf $(DEMO_HOME)
+	for m in $(DEMO_METHODS); do $(DEMO_ENV) $(PY) -m cli memory fidelity --dataset data/demo --users all \
+		--method $$m || exit 1; done
+	$(DEMO_ENV) $(PY) -m cli simulate --dataset data/demo --methods $(shell echo $(DEMO_METHODS) | tr ' ' ,) \
+		--task-ids $(DEMO_TASK) --concurrency 1
+	for p in $(DEMO_PAIRS); do $(DEMO_ENV) $(PY) -m cli judge --dataset data/demo --runs $${p%%:*} \
+		--baseline $${p##*:} --k 1 || exit 1; done
+	$(DEMO_ENV) $(PY) -m cli judge --dataset data/demo --runs gold --baseline vanilla-log --k 1 \
+		--review-uncertain 1 --annotators reviewer-a,reviewer-b
+	$(DEMO_ENV) $(PY) -m cli workspace export --dataset data/demo --pseudonymise --out $(DEMO_BUNDLE) \
+		--how "make demo-workspace (PAL Studio's own commands on data/demo, offline)" \
+		--how "pal memory fidelity --users all --method M, for M in $(DEMO_METHODS) (builds them first; no LLM)" \
+		--how "pal simulate --methods $(DEMO_METHODS) --task-ids $(DEMO_TASK) (bundled SmolLM2-135M-Instruct)" \
+		--how "pal judge --k 1 for each pair of $(DEMO_METHODS) (judge: bundled SmolLM2-135M-Instruct)" \
+		--how "pal judge --runs gold --baseline vanilla-log --review-uncertain 1 --annotators reviewer-a,reviewer-b"

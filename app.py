@@ -1,7 +1,9 @@
 """PAL Studio entry point: who is signed in, navigation built for their role, and the shared sidebar.
 
 Pages live in pages/. A signed-out visitor (``PAL_AUTH=accounts``) sees only the sign-in; a page the
-role may not open renders nothing of itself, only that it is not available.
+role may not open renders nothing of itself, only that it is not available. A session presenting a
+bundle (``ui.presenting``) gets a banner on every page and no page that only writes (Generate, Settings).
+A tour stop (``?tour=N``) shows its explanation and the way to the next stop above the page.
 """
 
 from pathlib import Path
@@ -11,25 +13,32 @@ import streamlit as st
 from review.access import AccessConfigError, may_open
 from ui.access_gate import current_identity, render_sign_in
 from ui.navigation import build_pages, chosen_path, render_unavailable
-from ui.platform_state import base_workspace
+from ui.platform_state import home_workspace, presenting
+from ui.presenting import apply_projector, projector, render_banner
 from ui.shell import active_dataset, render_identity, render_sidebar
+from ui.tour import render_tour_bar
 
-st.set_page_config(page_title="PAL Studio", page_icon=str(Path(__file__).parent / "ui" / "assets" / "icon.png"), layout="wide")
+st.set_page_config(page_title="PAL Studio", page_icon=str(Path(__file__).parent / "ui" / "assets" / "icon.png"),
+                   layout="wide", initial_sidebar_state="collapsed" if projector() else "auto")
+apply_projector()
 
-accounts = base_workspace().accounts
+accounts = home_workspace().accounts
 try:
     account = current_identity(accounts)
 except AccessConfigError as e:
     st.error(f"Configuration error: {e}")
     st.stop()
-pages = build_pages(account.role if account else None)
+pages = build_pages(account.role if account else None, presenting=presenting())
 page = st.navigation(list(pages.values()), position="top" if account else "hidden")
 if account is None:
     render_sign_in(accounts)
-elif not may_open(account.role, chosen_path(pages, page)):
-    render_unavailable(page.title, account.role)
+elif not may_open(account.role, chosen_path(pages, page), presenting=presenting()):
+    render_unavailable(page.title, account.role, presenting=presenting())
     with st.sidebar:
         render_identity(account)  # a way out: Sign out
 else:
-    render_sidebar(active_dataset(), account)
+    dataset = active_dataset()
+    render_sidebar(dataset, account)
+    render_banner()
+    render_tour_bar(dataset, chosen_path(pages, page))
     page.run()

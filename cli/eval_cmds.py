@@ -30,7 +30,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "a blinded pairwise review batch for --annotators")
     p.add_argument("--annotators", help="comma-separated reviewer names for --review-uncertain")
     p.add_argument("--overlap", type=int, default=2, help="annotators per item of the review batch (default 2)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--concurrency", type=int, default=1, help="judgments in parallel (default 1)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_judge)

@@ -19,6 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--users", help="comma-separated user ids (default: every user)")
     p.add_argument("--topics", choices=["query", "all"], default="query",
                    help="topics of the query sessions (default) or of every session")
+    p.add_argument("--task-ids", help="comma-separated dialogue-task ids ({sample_id}_{topic_key}, e.g. "
+                                      "1002_sample7_topic-1): only these topics, of any session")
     p.add_argument("--concurrency", type=int, default=4, help="runs in parallel (default 4)")
     p.set_defaults(func=cmd_simulate)
 
@@ -64,7 +66,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         return 2
     users = [u.strip() for u in args.users.split(",") if u.strip()] if args.users else None
     try:
-        specs = plan_runs(dataset, [m.strip() for m in args.methods.split(",") if m.strip()], users, args.topics)
+        task_ids = [t.strip() for t in args.task_ids.split(",") if t.strip()] if args.task_ids else None
+        specs = plan_runs(dataset, [m.strip() for m in args.methods.split(",") if m.strip()], users, args.topics,
+                          task_ids=task_ids)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

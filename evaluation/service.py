@@ -127,7 +127,8 @@ def judge_runs(llm: LLMClient, dataset: Dataset, sims: SimStore, store: EvalStor
             what = "stored"
         else:
             ctx = topic_context(dataset, pair.user_id, pair.sample_id, pair.topic_key)
-            j = judge_pair(llm, ctx, sims.load(pair.run_a), sims.load(pair.run_b), aspect, k=k, threshold=threshold)
+            j = judge_pair(llm.for_run(key), ctx, sims.load(pair.run_a), sims.load(pair.run_b), aspect, k=k,
+                           threshold=threshold)  # the judge's calls, accounted to the judgment
             store.save_judgment(j)
             out.append(j)
             what = j.decision

@@ -132,7 +132,14 @@ class TaskResult(BaseModel):
 
 
 def result_key(dataset: str, ctx: TopicContext, method: str, task: str, model: str, prompt_version: str) -> str:
-    raw = "|".join([dataset, ctx.user.uid, ctx.session.sample_id, ctx.topic.key, method, task, model, prompt_version])
+    return result_key_of(dataset, ctx.user.uid, ctx.session.sample_id, ctx.topic.key, method, task, model,
+                         prompt_version)
+
+
+def result_key_of(dataset: str, user_id: str, sample_id: str, topic_key: str, method: str, task: str, model: str,
+                  prompt_version: str) -> str:
+    """The resume key of a single-turn result from its stored columns (a bundle re-keys results with it)."""
+    raw = "|".join([dataset, user_id, sample_id, topic_key, method, task, model, prompt_version])
     return "res-" + hashlib.sha1(raw.encode()).hexdigest()[:16]
 
 

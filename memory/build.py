@@ -147,11 +147,13 @@ class MemoryBuilder:
         return max(done) if done else -1
 
     def ensure_index(self) -> None:
-        """Embed every stored version now, for a method that defers it (``index_on_build = False``).
+        """Embed every stored version now when the vector store lacks some: a method that defers indexing
+        (``index_on_build = False``), or a build whose items came without vectors (imported from a bundle,
+        a deleted ``chroma/`` folder).
 
-        Skipped when the vector store already holds as many versions as the run store (e.g. indexed by
-        another process); upserts are by version id, so indexing twice changes nothing."""
-        if self.impl.index_on_build or self._indexed:
+        Skipped when the vector store already holds as many versions as the run store (indexed while
+        building, or by another process); upserts are by version id, so indexing twice changes nothing."""
+        if self._indexed:
             return
         searched, hidden = self.impl.indexed_layers, self.store.forgotten(self.build_id)
         versions = [v for v in self.store.versions(self.build_id)

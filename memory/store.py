@@ -70,7 +70,12 @@ class MemoryStore:
     # ------------------------------------------------------------------ builds
 
     def open_build(self, dataset: str, user_id: str, method: str, config: dict) -> str:
+        """The build's id, creating the build when it is new (a stored build is opened without a write, so a
+        read-only workspace opens what it holds)."""
         build_id = build_id_for(dataset, user_id, method, config)
+        with self.db.read() as conn:
+            if conn.execute("SELECT 1 FROM memory_builds WHERE build_id=?", (build_id,)).fetchone() is not None:
+                return build_id
         now = time.time()
         with self.db.write() as conn:
             conn.execute("INSERT OR IGNORE INTO memory_builds VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -90,6 +95,13 @@ class MemoryStore:
         with self.db.read() as conn:
             return [dict(r) for r in conn.execute(
                 f"SELECT * FROM memory_builds WHERE build_id IN ({','.join('?' * len(ids))})", ids)]
+    def builds_of(self, dataset: str, user_id: str, method: str) -> list[BuildInfo]:
+        """Every stored build of this method for this user, newest first (e.g. made with other settings or
+        imported from a bundle made elsewhere)."""
+        with self.db.read() as conn:
+            ids = [r[0] for r in conn.execute("SELECT build_id FROM memory_builds WHERE dataset=? AND user_id=? AND "
+                                              "method=? ORDER BY updated_at DESC", (dataset, user_id, method))]
+        return [self.info(i) for i in ids]
 
     def builds(self, dataset: str) -> list[tuple[str, str]]:
         """(build id, user id) of every build of this dataset, newest first."""
@@ -207,9 +219,10 @@ class MemoryStore:
         with self.db.read() as conn:
             return [MemoryItem.model_validate_json(r[0]) for r in conn.execute(
                 "SELECT data FROM memory_items WHERE build_id=?", (build_id,))]
+
     def versions(self, build_id: str) -> list[tuple[MemoryItem, int, int | None]]:
         """Every stored version of every item: (item, valid_from, valid_to or None while current)."""
-        with self.db.write() as conn:
+        with self.db.read() as conn:
             rows = conn.execute("SELECT data, valid_from, valid_to FROM memory_items WHERE build_id=? "
                                 "ORDER BY valid_from, item_id", (build_id,)).fetchall()
         return [(MemoryItem.model_validate_json(r[0]), r[1], r[2]) for r in rows]

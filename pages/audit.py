@@ -1,8 +1,8 @@
 """Audit (admins): who changed what, and when; exportable."""
 
 from ui.audit_view import render_audit
-from ui.platform_state import base_workspace
+from ui.platform_state import home_workspace
 from ui.shell import require_router
 
 require_router()
-render_audit(base_workspace().audit)
+render_audit(home_workspace().audit)

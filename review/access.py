@@ -44,12 +44,17 @@ def local_admin() -> Account:
     return Account(name=LOCAL_ADMIN, role="admin")
 
 
-def allowed_pages(role: str) -> tuple[str, ...]:
-    return ROLE_PAGES.get(role, ())
+WRITE_ONLY_PAGES: tuple[str, ...] = ("generate", "settings")  # nothing to show while presenting a bundle
 
 
-def may_open(role: str, page: str) -> bool:
-    return page in allowed_pages(role)
+def allowed_pages(role: str, presenting: bool = False) -> tuple[str, ...]:
+    """The role's pages; while presenting a bundle (read-only), without the pages that only make or configure."""
+    pages = ROLE_PAGES.get(role, ())
+    return tuple(p for p in pages if p not in WRITE_ONLY_PAGES) if presenting else pages
+
+
+def may_open(role: str, page: str, presenting: bool = False) -> bool:
+    return page in allowed_pages(role, presenting)
 
 
 def landing_page(role: str) -> str:

@@ -79,25 +79,38 @@ class BatchSummary:
 
 
 def plan_runs(dataset: Dataset, methods: Iterable[str], users: Iterable[str] | None = None, topics: str = "query",
-              seed: str = "0") -> list[RunSpec]:
+              seed: str = "0", task_ids: Iterable[str] | None = None) -> list[RunSpec]:
     """Fixed-schedule specs for every topic of every selected user's query sessions (``topics="all"``: every
-    session), for each method. Unknown users, methods or topic selections raise ``ValueError``."""
+    session), for each method. ``task_ids`` (``{sample_id}_{topic_key}``, PAL-Set's dialogue-task ids) keep
+    only those topics, of any session. Unknown users, methods, task ids or topic selections raise ``ValueError``."""
     methods = list(methods)
     for method in methods:
         get_method_class(method)
     if topics not in ("query", "all"):
         raise ValueError(f"unknown topic selection {topics!r} (query, all)")
-    uids = list(users) if users is not None else sorted(dataset.users)
+    wanted = set(task_ids) if task_ids is not None else None
+    if users is not None:
+        uids = list(users)
+    elif wanted is not None:
+        uids = sorted({t.split("_sample")[0] for t in wanted})
+    else:
+        uids = sorted(dataset.users)
     missing = [u for u in uids if u not in dataset.users]
     if missing:
         raise ValueError(f"no user {missing[0]!r} in {dataset.root}")
-    specs = []
+    specs, found = [], set()
     for uid in uids:
         user = dataset.users[uid]
-        for session in (user.query if topics == "query" else user.sessions):
+        for session in (user.query if topics == "query" and wanted is None else user.sessions):
             for topic in session.topics:
+                if wanted is not None and session.task_id(topic.key) not in wanted:
+                    continue
+                found.add(session.task_id(topic.key))
                 specs += [make_spec(dataset, uid, session.sample_id, topic.key, m, mode="fixed", seed=seed)
                           for m in methods]
+    if wanted is not None and wanted - found:
+        raise ValueError(f"no topic {sorted(wanted - found)[0]!r} in {dataset.root} (task ids look like "
+                         "1002_sample7_topic-1)")
     return specs
 
 

@@ -8,6 +8,10 @@ and batch drivers construct one, tests construct one over a temporary home (with
 
 :meth:`Workspace.with_config` gives a view with another configuration (a browser session's Settings
 overrides) that shares every store and cache with its parent.
+
+A workspace opened ``read_only`` (a bundle opened for presenting, :mod:`studio.presentation`) applies no
+migration, builds no LLM client and opens its run store read-only: every write of a record raises
+:class:`~backends.store.db.ReadOnlyError`, so a presentation cannot change what it shows.
 """
 
 from __future__ import annotations
@@ -30,10 +34,11 @@ from backends.store import schema as platform_schema
 from backends.store.audit import AuditStore
 from backends.store.cache import ResponseCache
 from backends.store.capabilities import CapabilityStore
-from backends.store.db import Database
+from backends.store.db import Database, ReadOnlyError
 from backends.store.leases import LeaseStore
 from backends.store.runstore import RunStore
 from backends.store.schema import Migration, migrate_database
+from backends.store.tables import TableStore
 from backends.vectorstore import ChromaStore, VectorStore, open_chroma
 from evaluation import schema as evaluation_schema
 from evaluation.fidelity.store import FidelityStore
@@ -68,22 +73,28 @@ class Workspace:
     """Every store, cache and client of one PAL_HOME; see the module docstring."""
 
     def __init__(self, home: Path | None = None, config: PlatformConfig | None = None, *,
-                 providers: dict[str, ChatProvider] | None = None, servers: LocalServers | None = None):
+                 providers: dict[str, ChatProvider] | None = None, servers: LocalServers | None = None,
+                 read_only: bool = False):
         """``providers`` (role → provider) answer those roles in every client built here: tests pass fakes.
         ``servers``: local model servers shared with other workspaces (a test session's; default: this
-        workspace's own, under its home)."""
+        workspace's own, under its home). ``read_only``: see the module docstring (the home must exist)."""
         self.paths = StatePaths(Path(home) if home is not None else default_home())
-        self.paths.home.mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only
+        self.presented: Any = None  # the manifest of the bundle a presentation shows (studio.presentation)
+        if not read_only:
+            self.paths.home.mkdir(parents=True, exist_ok=True)
         self.log_file = configure_logging(self.paths.logs)
         self.config = config if config is not None else load_config()
-        self.db = Database(self.paths.runs_db)
-        applied = migrate_database(self.db, MIGRATIONS)
-        if applied:
-            log.info("run store %s: applied migrations %s", self.paths.runs_db, applied)
+        self.db = Database(self.paths.runs_db, read_only=read_only)
+        if not read_only:
+            applied = migrate_database(self.db, MIGRATIONS)
+            if applied:
+                log.info("run store %s: applied migrations %s", self.paths.runs_db, applied)
+        self.tables = TableStore(self.db)
         self.runs = RunStore(self.db, CapabilityStore(self.db))
         self.audit = AuditStore(self.db)
         self.leases = LeaseStore(self.db)
-        self.cache = ResponseCache(Database(self.paths.cache_db))
+        self.cache = ResponseCache(Database(self.paths.cache_db))  # no records; unused read-only (no LLM client)
         self.memory = MemoryStore(self.db)
         self.fidelity = FidelityStore(self.db)
         self.sims = SimStore(self.db, self.leases)
@@ -148,7 +159,10 @@ class Workspace:
 
     def llm(self, session_id: str | None = None, providers: dict[str, ChatProvider] | None = None) -> LLMClient:
         """A client for every role under this workspace's configuration (calls recorded in the run store);
-        ``providers`` (role → provider) answer those roles instead of the configured ones (tests' fakes)."""
+        ``providers`` (role → provider) answer those roles instead of the configured ones (tests' fakes).
+        A read-only workspace (a presentation) has none: :class:`ReadOnlyError`."""
+        if self.read_only:
+            raise ReadOnlyError(f"{self.home} is open for presenting: no LLM calls are made")
         return LLMClient(self.config, store=self.runs, cache=self.cache, providers={**self._providers, **(providers or {})},
                          servers=self.servers, session_id=session_id, limiters=self.limiters)
 
@@ -190,7 +204,7 @@ class Workspace:
 
     def open_user_builder(self, dataset: str, user: User, method: str, *, llm: LLMClient | None = None,
                           fresh: bool = False, method_config: dict | None = None,
-                          embedder: str | None = None) -> MemoryBuilder:
+                          embedder: str | None = None, build_id: str | None = None) -> MemoryBuilder:
         """The builder of ``method`` for ``user`` under the dataset key ``dataset`` (a PAL-Set folder's key, or
         any stable name, e.g. a PersonaMem-v2 chat history's).
 
@@ -199,18 +213,29 @@ class Workspace:
         and use one memory. A new build (the configured embedder, the method's defaults) is opened when
         none is stored, when ``fresh`` is set (a person asked for a build with the current settings), or
         when ``method_config`` or ``embedder`` name one explicitly (benches, experiments, ``--embedder``).
-        The builder gets its own run-scoped LLM client when the method uses one (``llm``, or a new client).
+        ``build_id`` opens that stored build of (dataset, user, method) instead of the newest (a page offering
+        every stored build, e.g. those made by other memory builders). The builder gets its own run-scoped LLM
+        client when the method uses one (``llm``, or a new client).
         """
         config = dict(method_config or {})
         embedder_name = embedder
         explicit = fresh or method_config is not None or embedder is not None
         stored = None if explicit else self.memory.find_build(dataset, user.uid, method)
+        if build_id is not None and not explicit:
+            known = {b.build_id for b in self.memory.builds_of(dataset, user.uid, method)}
+            if build_id not in known:
+                raise KeyError(f"no {method} build {build_id!r} of user {user.uid}")
+            stored = build_id
         if stored is not None:
             info = self.memory.info(stored)
             config = {k: v for k, v in info.config.items() if k != "embedder"}
             embedder_name = info.config.get("embedder")
+        if stored is None and self.read_only:
+            raise ReadOnlyError(f"no {method} memory of user {user.uid} in this presentation (it holds only the "
+                                "builds its bundle brought)")
         emb = self.embedder(embedder_name, user.language)
-        client = (llm or self.llm()) if get_method_class(method).uses_llm else None
+        uses_llm = get_method_class(method).uses_llm and not self.read_only
+        client = (llm or self.llm()) if uses_llm else None
         return MemoryBuilder(dataset, user, method, self.memory, self.vectors(emb), emb, llm=client, config=config,
                              files_root=self.paths.method_files)
 

@@ -18,7 +18,7 @@ import streamlit as st
 
 from review.access import FIRST_ADMIN, auth_mode, local_admin
 from review.accounts import Account, AccountStore
-from ui.platform_state import base_workspace
+from ui.platform_state import home_workspace
 from ui.text import md_escape
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ def current_identity(accounts: AccountStore) -> Account | None:
         account = accounts.by_email(email)
         if account is not None and not st.session_state.get("_auth_sso_logged"):
             st.session_state["_auth_sso_logged"] = True
-            base_workspace().audit.record(account.name, "auth.sign_in", account.name, via="sso", email=email)
+            home_workspace().audit.record(account.name, "auth.sign_in", account.name, via="sso", email=email)
         return account
     held = st.session_state.get(ACCOUNT_KEY)
     if not held:
@@ -83,7 +83,7 @@ def current_identity(accounts: AccountStore) -> Account | None:
 
 def actor_name() -> str:
     """The name audit entries record for this browser session's actions."""
-    account = current_identity(base_workspace().accounts)
+    account = current_identity(home_workspace().accounts)
     return account.name if account else "anonymous"
 
 
@@ -121,7 +121,7 @@ def render_sign_in(accounts: AccountStore) -> None:
 
 def _check(accounts: AccountStore, name: str, password: str) -> None:
     client = client_address()
-    throttle = base_workspace().sign_in_throttle  # one per server process: shared by every browser session
+    throttle = home_workspace().sign_in_throttle  # one per server process: shared by every browser session
     wait = throttle.wait_s(name, client)
     if wait > 0:
         st.error(f"Too many failed sign-ins for this name or from this address. Try again in {math.ceil(wait)} s.")
@@ -133,7 +133,7 @@ def _check(accounts: AccountStore, name: str, password: str) -> None:
         return
     throttle.succeeded(name, client)
     st.session_state[ACCOUNT_KEY] = {"name": account.name}
-    base_workspace().audit.record(account.name, "auth.sign_in", account.name, via="password", client=client)
+    home_workspace().audit.record(account.name, "auth.sign_in", account.name, via="password", client=client)
     st.rerun()
 
 
@@ -141,4 +141,4 @@ def _audit_refusal(email: str) -> None:
     key = f"_auth_refusal_logged_{email}"
     if not st.session_state.get(key):
         st.session_state[key] = True
-        base_workspace().audit.record(email, "auth.refused", email, via="sso")
+        home_workspace().audit.record(email, "auth.refused", email, via="sso")

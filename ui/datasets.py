@@ -1,38 +1,21 @@
 """Which datasets the app can open, and cached loading.
 
 A dataset is opened by *name* (``?dataset=demo``), never by a path taken from the URL: names come
-from the bundled demo, the ``PAL_DATASETS`` variable (``name=path;name=path``) and folders a person
-added in the sidebar during this browser session.
+from the bundled demo, the ``PAL_DATASETS`` variable (``name=path;name=path``; see :mod:`palset.names`)
+and folders a person added in the sidebar during this browser session.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from palset.dataset import Dataset
 from palset.files import locate
 from palset.loader import load_dataset
+from palset.names import DEFAULT_DATASET, DEMO_PATH, PROJECT_ROOT, configured_datasets, is_bundled_demo
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-DEMO_PATH = PROJECT_ROOT / "data" / "demo"
-DEFAULT_DATASET = "demo"
-
-
-def is_bundled_demo(root: Path) -> bool:
-    """Whether ``root`` is the demo dataset shipped with the app (the Memory page opens it with the gold memory)."""
-    return Path(root).resolve() == DEMO_PATH.resolve()
-
-
-def configured_datasets(env: dict[str, str] | None = None) -> dict[str, Path]:
-    """The bundled demo plus those named in ``PAL_DATASETS``."""
-    env = os.environ if env is None else env
-    known = {DEFAULT_DATASET: DEMO_PATH}
-    for item in env.get("PAL_DATASETS", "").split(";"):
-        name, sep, path = item.partition("=")
-        if sep and name.strip() and path.strip():
-            known[name.strip()] = Path(path.strip()).expanduser()
-    return known
+__all__ = ["DEFAULT_DATASET", "DEMO_PATH", "PROJECT_ROOT", "configured_datasets", "folder_signature",
+           "is_bundled_demo", "load", "name_for_path"]
 
 
 def folder_signature(root: Path) -> tuple[tuple[str, int, int], ...]:

@@ -21,6 +21,7 @@ from ui.eval_data import leaderboard_frame, stored_results, to_csv, with_version
 from ui.jobs_view import failure_text, follow, submit
 from ui.memory_common import available_methods, method_label
 from ui.platform_state import base_workspace
+from ui.presenting import read_only_note, writes_allowed
 from ui.text import error_text, md_escape
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,9 @@ def render_leaderboard(dataset: Dataset, dkey: str) -> None:
                            key="eval_leader_csv", on_click="ignore")
     else:
         st.info("No single-turn results for this dataset yet.")
+    if not writes_allowed():
+        read_only_note("single-turn tasks are not run here")
+        return
     with st.expander("Run single-turn tasks"):
         methods = st.multiselect("Methods", available_methods(), key="eval_bench_methods", format_func=method_label)
         users = st.multiselect("Users (empty: all)", list(dataset.users), key="eval_bench_users")

@@ -16,7 +16,8 @@ from evaluation.faireval import Judgment
 from evaluation.human_agreement import calibration_votes
 from review.accounts import LOCAL_ADMIN
 from review.store import ReviewStore
-from ui.platform_state import base_workspace
+from ui.platform_state import base_workspace, home_workspace
+from ui.presenting import read_only_note, writes_allowed
 from ui.text import md_escape
 
 log = logging.getLogger(__name__)
@@ -66,13 +67,16 @@ def render_calibration(dkey: str, judgments: list[Judgment], a: str, b: str, asp
                     st.dataframe(pd.DataFrame(c.rows), hide_index=True, width="stretch", key=f"eval_cal_{c.aspect}")
     else:
         st.caption("No answered calibration batch for this pair yet.")
-    render_send(store, dkey, rank_topics(judgments), bool(votes))
+    if writes_allowed():
+        render_send(store, dkey, rank_topics(judgments), bool(votes))
+    else:
+        read_only_note("no review batch is made here")
 
 
 def render_send(store: ReviewStore, dkey: str, ranked: list[TopicUncertainty], has_votes: bool) -> None:
     with st.expander("Send the most uncertain topics to review", expanded=not has_votes):
         st.dataframe(uncertainty_frame(ranked), hide_index=True, width="stretch", key="eval_uncertainty", height=220)
-        people = [acc.name for acc in base_workspace().accounts.list()] or [LOCAL_ADMIN]
+        people = [acc.name for acc in home_workspace().accounts.list()] or [LOCAL_ADMIN]
         c1, c2, c3 = st.columns([1, 3, 1])
         n = int(c1.number_input("Topics (N)", 1, max(len(ranked), 1), max(top_share(len(ranked)), 1),
                                 key="eval_cal_n", help="default: the top 20 % (FairEval's example)"))

@@ -10,8 +10,11 @@ ground truth) and exports. Below: the single-turn leaderboard from stored bench 
 agreement against pairwise review answers (for the chosen pair and aspects) and PersonaMem-v2 accuracy
 (a placeholder until results exist). ``FIDELITY.md`` (what each number reproduces) opens at the top.
 
-State lives in the URL (``?pair=<A>__<B>&aspect=…&topic=<sample_id>_<topic_key>``): a deep link opens
-exactly one judged topic. All text from data goes through :func:`ui.text.md_escape` or a dataframe cell.
+State lives in the URL (``?pair=<A>__<B>&aspect=…&judge=<model>&topic=<sample_id>_<topic_key>``): a deep link
+opens exactly one judged topic. Judgments are shown per judge model: every judge with records of the pair is
+offered (the configured judge first), so judgments made elsewhere (an imported bundle) are never hidden.
+``?section=leaderboards`` opens the page on the leaderboards. While presenting no control that judges or
+measures is offered. All text from data goes through :func:`ui.text.md_escape` or a dataframe cell.
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ import logging
 
 import streamlit as st
 
+from backends.config import ConfigError
 from backends.paths import PROJECT_ROOT
 from evaluation.aggregate import aggregate_judgments
-from evaluation.faireval import ASPECTS, apply_decision, judgment_key
+from evaluation.faireval import ASPECTS, Judgment, apply_decision, judgment_key
 from evaluation.service import RunPair, dropped_topics, pair_runs
 from memory.methods import display_name
 from palset.dataset import Dataset, dataset_key
@@ -37,6 +41,7 @@ from ui.eval_results import render_exports, render_results
 from ui.fidelity_board import render_fidelity_board
 from ui.jobs_view import active_job, failure_text, follow, submit, watch
 from ui.platform_state import base_workspace
+from ui.presenting import read_only_note, writes_allowed
 from ui.text import error_text, md_escape
 
 log = logging.getLogger(__name__)
@@ -45,7 +50,7 @@ FIDELITY = PROJECT_ROOT / "FIDELITY.md"
 
 ASPECT_CHOICES = ["requirement", "preference", "both"]
 PAIR_SEP = "__"
-_KEYS = {"a": "eval_a", "b": "eval_b", "aspect": "eval_aspect"}
+_KEYS = {"a": "eval_a", "b": "eval_b", "aspect": "eval_aspect", "judge": "eval_judge_model"}
 
 
 # ---------------------------------------------------------------- URL-synced state
@@ -84,6 +89,9 @@ def render_evaluate(dataset: Dataset) -> None:
     dkey = dataset_key(dataset.root)
     sims = base_workspace().sims
     methods = finished_methods(sims, dkey)
+    boards_first = st.query_params.get("section") == "leaderboards"  # a link to the leaderboards opens on them
+    if boards_first:
+        render_boards(dataset, dkey)
     st.header("Multi-turn: FairEval pairwise judging")
     selection = None
     if len(methods) < 2:
@@ -91,16 +99,50 @@ def render_evaluate(dataset: Dataset) -> None:
                 "Run them on the Simulate page (or with `pal simulate`).")
     else:
         selection = render_pairwise(dataset, dkey, sims, methods)
-    st.header("Single-turn leaderboard")
-    render_leaderboard(dataset, dkey)
-    st.header("Memory fidelity against the gold memory")
-    render_fidelity_board(dataset, dkey)
+    if not boards_first:
+        render_boards(dataset, dkey)
     st.header("Judge–human agreement")
     render_agreement(dkey, selection)
     st.header("PersonaMem-v2 accuracy by type")
     render_personamem(dkey)
     st.header("Experiments")
     render_experiments()
+
+
+def render_boards(dataset: Dataset, dkey: str) -> None:
+    st.header("Single-turn leaderboard")
+    render_leaderboard(dataset, dkey)
+    st.header("Memory fidelity against the gold memory")
+    render_fidelity_board(dataset, dkey)
+
+
+def configured_judge() -> str | None:
+    """The judge model this session would judge with (None when the configuration is broken)."""
+    try:
+        return platform_state.platform_config().role("judge").model
+    except ConfigError:
+        return None
+
+
+def judges_with_records(judgments: list[Judgment], configured: str | None) -> list[str]:
+    """Judge models that have judgments here, the configured one first, then by how many they made."""
+    counts: dict[str, int] = {}
+    for j in judgments:
+        counts[j.judge_model] = counts.get(j.judge_model, 0) + 1
+    return sorted(counts, key=lambda m: (m != configured, -counts[m], m))
+
+
+def _pick_judge(judgments: list[Judgment]) -> str | None:
+    """Which judge's judgments are shown (the judges with records; URL ``?judge=``)."""
+    judges = judges_with_records(judgments, configured_judge())
+    if not judges:
+        return None
+    _sync_from_url("judge", st.query_params.get("judge"), judges, judges[0])
+    judge = st.selectbox("Judge", judges, key=_KEYS["judge"], help="Judgments are shown by the judge model that made "
+                         "them; the configured judge comes first when it has judged this pair.")
+    st.query_params["judge"] = judge
+    st.session_state["_url_eval_judge"] = judge
+    return judge
 
 
 def _pick(methods: list[str]) -> tuple[str, str, list[str]]:
@@ -138,16 +180,21 @@ def render_pairwise(dataset: Dataset, dkey: str, sims: SimStore,
                                       help="A tie when the mean scores differ by at most this (0: exact equality, "
                                            "as the paper). Decisions of stored judgments are recomputed with it."))
     with c3:
-        render_judge_button(dataset, sims, pairs, aspects, k, threshold)
+        if writes_allowed():
+            render_judge_button(dataset, sims, pairs, aspects, k, threshold)
+        else:
+            read_only_note("judging is not offered; these are the bundle's judgments")
     store = base_workspace().evals
-    judgments = latest_judgments(j for j in store.judgments(dataset=dkey, method_a=a, method_b=b)
-                                 if j.aspect in aspects)
+    stored = [j for j in store.judgments(dataset=dkey, method_a=a, method_b=b) if j.aspect in aspects]
+    judge = _pick_judge(stored)
+    judgments = latest_judgments(j for j in stored if j.judge_model == judge)
     judgments = [apply_decision(j, threshold) for j in judgments]
     dropped = dropped_topics(sims, dkey, a, b)
     if not judgments:
-        st.info(f"No judgments of {md_escape(a)} vs {md_escape(b)} yet: press Judge."
+        st.info(f"No judgments of {md_escape(a)} vs {md_escape(b)} yet" + (": press Judge." if writes_allowed() else ".")
                 + (f" {len(dropped)} topic(s) are dropped: no finished run of both methods." if dropped else ""))
         return a, b, aspects, threshold
+    st.caption(f"Judged by **{md_escape(judge)}** · {len(judgments)} judgment(s) shown.")
     rows = aggregate_judgments(judgments, threshold, dropped=dropped)
     render_results(rows, judgments, a, b, dropped)
     render_calibration(dkey, judgments, a, b, aspects)

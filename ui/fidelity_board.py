@@ -18,6 +18,7 @@ from palset.dataset import Dataset
 from ui.eval_data import to_csv
 from ui.memory_common import available_methods, method_label, open_user_builder
 from ui.memory_fidelity import fidelity_store
+from ui.presenting import read_only_note, writes_allowed
 from ui.text import error_text, md_escape
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,9 @@ def render_fidelity_board(dataset: Dataset, dkey: str) -> None:
     else:
         st.info("No fidelity measured for this dataset yet: measure methods below, on the Memory page's Fidelity tab, "
                 "or with `pal memory fidelity`.")
+    if not writes_allowed():
+        read_only_note("fidelity is not measured here; the table shows the bundle's reports")
+        return
     with st.expander("Measure fidelity"):
         methods = st.multiselect("Methods", available_methods(), key="eval_fid_methods", format_func=method_label,
                                  default=[m for m in DEFAULT_METHODS if m in available_methods()])

@@ -1,16 +1,13 @@
-"""The home page: a few sentences on what the app is for, and the dataset's guided tour."""
+"""The home page: a few sentences on what the app is for, and the dataset's guided tour (:mod:`ui.tour`)."""
 
 from __future__ import annotations
 
-from typing import Literal
-
 import streamlit as st
-from pydantic import BaseModel, ConfigDict, ValidationError
 
-from memory.methods import METHODS
 from palset.dataset import Dataset
-from palset.files import read_json
+from ui.platform_state import base_workspace
 from ui.text import md_escape
+from ui.tour import load_tour, resolve, stop_link
 
 INTRO = """
 **PAL Studio** is a workbench for personalised, memory-equipped assistants. It lets you browse
@@ -29,64 +26,6 @@ accepts or rejects according to their preferences.
 """
 
 
-class TourStop(BaseModel):
-    """One stop of a dataset's guided tour (``tour.json`` in the dataset folder).
-
-    A stop opens the Users page (default) or the Memory page (``page: "memory"``, with a ``method``, a
-    ``tab`` such as Snapshot, Retrieval or Fidelity, and for a retrieval a ``compare`` method, ``topic`` and
-    ``purpose``)."""
-
-    model_config = ConfigDict(extra="forbid")
-    title: str
-    text: str
-    user: str
-    session: str | None = None
-    tab: str | None = None
-    page: Literal["users", "memory"] = "users"
-    method: str | None = None
-    compare: str | None = None
-    topic: str | None = None
-    purpose: Literal["requirement", "solution"] | None = None
-
-
-def load_tour(dataset: Dataset) -> tuple[list[TourStop], str | None]:
-    """The tour stops that point at existing users/sessions, and an error message if the file is bad."""
-    path = dataset.root / "tour.json"
-    if not path.is_file():
-        return [], None
-    data, problems = read_json(path, "tour.json")  # never raises: huge, deep or broken JSON is a problem
-    if problems:
-        return [], str(problems[0])
-    try:
-        stops = [TourStop.model_validate(item) for item in data]  # type: ignore[union-attr]  # a non-list raises TypeError, reported below
-    except (ValueError, ValidationError, TypeError) as e:
-        return [], f"tour.json: {e}"
-    valid = []
-    for stop in stops:
-        user = dataset.users.get(stop.user)
-        known = all(m is None or m in METHODS for m in (stop.method, stop.compare))
-        if user and known and (stop.session is None or user.session(stop.session)):
-            valid.append(stop)
-    return valid, None
-
-
-def tour_params(stop: TourStop, dataset_param: str | None) -> dict[str, str]:
-    """Query parameters of the view a tour stop opens."""
-    params = {"user": stop.user}
-    if stop.page == "memory":
-        extra = {"method": stop.method, "session": stop.session, "tab": stop.tab, "compare": stop.compare,
-                 "topic": stop.topic, "purpose": stop.purpose}
-        params.update({k: v for k, v in extra.items() if v})
-    elif stop.session:
-        params["session"] = stop.session
-        params["tab"] = "Sessions"
-    elif stop.tab:
-        params["tab"] = stop.tab
-    if dataset_param:
-        params["dataset"] = dataset_param
-    return params
-
-
 def render_home(dataset: Dataset) -> None:
     st.title("PAL Studio")
     st.markdown(INTRO)
@@ -101,9 +40,25 @@ def render_home(dataset: Dataset) -> None:
     if error:
         st.error(md_escape(error))  # a validation error quotes the file's values
     if stops:
-        st.subheader("A short tour")
-        for stop in stops:
-            with st.container(border=True):
-                st.markdown(f"**{md_escape(stop.title)}**  \n{md_escape(stop.text)}")
-                st.page_link(f"pages/{stop.page}.py", label="Open this view", icon=":material/arrow_forward:",
-                             query_params=tour_params(stop, st.query_params.get("dataset")))
+        render_tour_list(dataset, stops)
+
+
+def render_tour_list(dataset: Dataset, stops: list) -> None:
+    """Every stop: its title and paragraph, a deep link, and what to run where its records are missing."""
+    st.subheader("A short tour")
+    dataset_param = st.query_params.get("dataset")
+    ws = base_workspace()
+    resolved = [resolve(stop, dataset, ws, dataset_param) for stop in stops]
+    st.caption(f"{len(stops)} stops through every page; each opens a view with its explanation above it and a "
+               "button to the next stop.")
+    if st.button("Start the tour", key="tour_start", icon=":material/tour:", type="primary"):
+        page, params = stop_link(0, resolved[0])
+        st.switch_page(page, query_params=params)
+    for index, (stop, where) in enumerate(zip(stops, resolved)):
+        with st.container(border=True):
+            st.markdown(f"**{index + 1}. {md_escape(stop.title)}** :gray[· {where.page.capitalize()}]  \n"
+                        f"{md_escape(stop.text)}")
+            if where.missing:
+                st.caption(f":orange[Records missing:] {md_escape(where.missing)}")
+            page, params = stop_link(index, where)
+            st.page_link(page, label="Open this view", icon=":material/arrow_forward:", query_params=params)

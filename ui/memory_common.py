@@ -47,23 +47,27 @@ def method_label(name: str) -> str:
     return f"{get_method_class(name).label} ({name})"
 
 
-def open_builder(dataset: Dataset, user_id: str, method: str) -> MemoryBuilder:
+def open_builder(dataset: Dataset, user_id: str, method: str, build_id: str | None = None) -> MemoryBuilder:
     """The workspace's builder of this method for this user (see :meth:`Workspace.open_user_builder` for which
     build), with this browser session's client; a fresh build when a person asked for one here.
 
-    Raises :class:`ConfigError` when the configuration is broken, ``KeyError`` for an unknown user.
+    Raises :class:`ConfigError` when the configuration is broken, ``KeyError`` for an unknown user or build,
+    :class:`~backends.store.db.ReadOnlyError` when presenting a bundle without that memory. ``build_id``: a
+    particular stored build (see :mod:`ui.memory_builds`).
     """
     if user_id not in dataset.users:
         raise KeyError(f"no user {user_id!r} in {dataset.root}")
-    return open_user_builder(dataset_key(dataset.root), dataset.users[user_id], method)
+    return open_user_builder(dataset_key(dataset.root), dataset.users[user_id], method, build_id)
 
 
-def open_user_builder(dkey: str, user: User, method: str) -> MemoryBuilder:
+def open_user_builder(dkey: str, user: User, method: str, build_id: str | None = None) -> MemoryBuilder:
     """:func:`open_builder` for a dataset known by its key (another method's builder of the same user)."""
+    from ui.platform_state import presenting
+
     fresh = (dkey, user.uid, method) in st.session_state.setdefault(FRESH, set())
-    llm = llm_client() if get_method_class(method).uses_llm else None
+    llm = llm_client() if get_method_class(method).uses_llm and not presenting() else None
     with st.spinner("Opening the memory…"):
-        return workspace().open_user_builder(dkey, user, method, llm=llm, fresh=fresh)
+        return workspace().open_user_builder(dkey, user, method, llm=llm, fresh=fresh, build_id=build_id)
 
 
 def run_build(builder: MemoryBuilder, until_session: int | None = None) -> bool:

@@ -13,7 +13,7 @@ import logging
 import streamlit as st
 
 from evaluation.fidelity import DEFINITIONS
-from evaluation.fidelity.service import judge_report, measure_build
+from evaluation.fidelity.service import fidelity_key, judge_report, load_snapshots, measure_build
 from evaluation.fidelity.store import FidelityStore
 from evaluation.fidelity.types import FidelityConfig, FidelityReport
 from memory.build import MemoryBuilder
@@ -23,6 +23,7 @@ from memory.store import dialogue_stage
 from ui import fidelity_charts as fc
 from ui.memory_common import method_label, open_user_builder, run_build, snapshot_stage
 from ui.platform_state import base_workspace
+from ui.presenting import read_only_note, writes_allowed
 from ui.text import error_text, md_escape
 
 log = logging.getLogger(__name__)
@@ -52,8 +53,15 @@ def render_fidelity(builder: MemoryBuilder, pos: int, methods: list[str]) -> Non
                                f"reaches τ. Default for {builder.embedder.name}: {default:g} (calibrated on the demo users).")
     config = FidelityConfig(threshold=None if tau == default else float(tau))
     try:
-        with st.spinner("Measuring against the gold memory…"):
-            report = measure_build(builder, fidelity_store(), config=config)
+        if writes_allowed():
+            with st.spinner("Measuring against the gold memory…"):
+                report = measure_build(builder, fidelity_store(), config=config)
+        elif (found := stored_report(builder, config)) is not None:
+            report = found
+        else:
+            st.info(f"This presentation holds no fidelity report of {md_escape(builder.method)} for this user at "
+                    f"τ = {tau:g} (make one with `pal memory fidelity --method {md_escape(builder.method)}`).")
+            return
     except Exception as e:
         log.exception("fidelity of %s for user %s failed", builder.method, builder.user.uid)
         st.error(f"Could not measure fidelity: {md_escape(error_text(e))}")
@@ -65,6 +73,17 @@ def render_fidelity(builder: MemoryBuilder, pos: int, methods: list[str]) -> Non
     _render_figures(builder, report, at)
     _render_misses(report)
     _render_details(builder, report)
+
+
+def stored_report(builder: MemoryBuilder, config: FidelityConfig) -> FidelityReport | None:
+    """The stored report of exactly this memory and settings, else the newest of this build (read only)."""
+    snapshots = load_snapshots(builder.store, builder.build_id, builder.user)
+    exact = fidelity_store().get(fidelity_key(builder.build_id, snapshots, builder.embedder.name, config))
+    if exact is not None:
+        return exact
+    same = [r for r in fidelity_store().reports(builder.dataset, builder.user.uid, builder.method)
+            if r.build_id == builder.build_id and r.config == config]
+    return same[-1] if same else None
 
 
 def _measured_method(gold: MemoryBuilder, methods: list[str]) -> MemoryBuilder | None:
@@ -86,6 +105,10 @@ def _measured_method(gold: MemoryBuilder, methods: list[str]) -> MemoryBuilder |
         if get_method_class(choice).uses_llm:
             st.info(f"{md_escape(choice)} calls the LLM: build it on its own Memory page first (or with `pal memory "
                     "build`); figures cover the sessions built so far.")
+            if builder.latest_stage() < 1:
+                return None
+        elif not writes_allowed():
+            st.info(f"This presentation's {md_escape(choice)} memory is not built through the last session.")
             if builder.latest_stage() < 1:
                 return None
         elif not run_build(builder):
@@ -167,6 +190,9 @@ def _render_judge(builder: MemoryBuilder, report: FidelityReport) -> None:
         st.caption(f"Judge {md_escape(j.judge_model)} · prompt v{md_escape(j.prompt_version)}")
         st.dataframe([{k: v for k, v in d.items() if k != "evidence"} for d in j.verdicts], hide_index=True,
                      width="stretch", key="mem_fid_verdicts")
+    if not writes_allowed():
+        read_only_note("the judge variant is not run here")
+        return
     limit = int(st.number_input("Statements to judge", 1, 500, 20, key="mem_fid_judge_limit"))
     if st.button("Judge", key="mem_fid_judge", icon=":material/balance:"):
         from ui.platform_state import llm_client

@@ -12,6 +12,7 @@ import streamlit as st
 from backends.config import ConfigError
 from backends.llm.context import describe_cuts
 from backends.llm.errors import LLMError
+from backends.store.db import ReadOnlyError
 from memory.build import MemoryBuilder
 from memory.fit import fit_trace
 from memory.methods import get_method_class
@@ -29,6 +30,7 @@ from ui.memory_common import (
     open_builder,
     run_build,
 )
+from ui.presenting import writes_allowed
 from ui.text import error_text, md_escape
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,10 @@ def render_retrieval(dataset: Dataset, builder: MemoryBuilder, methods: list[str
     with right:
         try:
             other = open_builder(dataset, builder.user.uid, compare)
+        except ReadOnlyError:
+            log.info("no %s memory of %s in this presentation", compare, builder.user.uid)
+            st.info(f"This presentation holds no {md_escape(compare)} memory of this user.")
+            return
         except (ConfigError, ValueError) as e:
             log.warning("cannot open %s for comparison: %s", compare, e)
             st.error(f"Cannot open {compare}: {md_escape(e)}")
@@ -102,6 +108,10 @@ def _needs_build(builder: MemoryBuilder, current: Session | None) -> int | None:
 def render_trace(builder: MemoryBuilder, query: str, purpose: Purpose, current: Session | None) -> None:
     st.markdown(f"#### {md_escape(method_label(builder.method))}")
     missing = _needs_build(builder, current)
+    if missing is not None and not writes_allowed():
+        st.info(f"This presentation's {md_escape(builder.method)} memory stops before "
+                f"{md_escape(builder.user.sessions[missing].sample_id)}: nothing to retrieve from as of that session.")
+        return
     if missing is not None and get_method_class(builder.method).uses_llm:
         st.info(f"Build this method through session {md_escape(builder.user.sessions[missing].sample_id)} first "
                 "(it calls the LLM).")

@@ -24,7 +24,7 @@ from ui.memory_common import (
     URL,
     snapshot_stage,
 )
-from ui.platform_state import base_workspace
+from ui.platform_state import home_workspace
 from ui.text import clip, md_escape
 
 
@@ -132,13 +132,18 @@ def provenance_frame(user: User, item: MemoryItem, snapshot: dict[str, MemoryIte
 def _edit_and_forget(builder: MemoryBuilder, item: MemoryItem) -> None:
     """Edit (the previous text stays as a version) and Forget, both recorded in the audit log."""
     from ui.access_gate import actor_name
+    from ui.presenting import read_only_note, writes_allowed
+
+    if not writes_allowed():
+        read_only_note("items are not edited or forgotten here")
+        return
 
     with st.expander("Edit"):
         text = st.text_area("Text", value=item.text, key=f"mem_edit_{builder.build_id}_{item.id}", height=140)
         if st.button("Save", key="mem_save", icon=":material/save:", disabled=text == item.text):
             who = actor_name()
             builder.edit(item.id, text, editor=who)
-            base_workspace().audit.record(who, "memory.edit", f"{builder.build_id}/{item.id}",
+            home_workspace().audit.record(who, "memory.edit", f"{builder.build_id}/{item.id}",
                                                   previous_chars=len(item.text), new_chars=len(text))
             st.session_state["mem_detail_message"] = f"Saved the new text of {md_escape(item.id)}."
             st.rerun()
@@ -151,7 +156,7 @@ def _edit_and_forget(builder: MemoryBuilder, item: MemoryItem) -> None:
     if st.button("Forget", key="mem_forget", icon=":material/delete:",
                  help="Hides this item and every item derived from it, in every snapshot and every retrieval."):
         gone = builder.forget({item.id})
-        base_workspace().audit.record(actor_name(), "memory.forget", f"{builder.build_id}/{item.id}",
+        home_workspace().audit.record(actor_name(), "memory.forget", f"{builder.build_id}/{item.id}",
                                               forgotten=sorted(gone))
         st.session_state["mem_detail_message"] = (f"Forgot {md_escape(item.id)} and {len(gone) - 1} derived "
                                                   f"item(s).")

@@ -15,11 +15,13 @@ import streamlit as st
 
 from backends.config import ConfigError
 from backends.embeddings import resolve_name
+from backends.store.db import ReadOnlyError
 from memory.build import MemoryBuilder
 from memory.methods import ORACLE_LABEL, get_method_class, is_oracle
 from memory.store import BuildInfo, SessionDiff, dialogue_stage, logs_stage
-from palset.dataset import Dataset, User
+from palset.dataset import Dataset, User, dataset_key
 from ui.datasets import is_bundled_demo
+from ui.memory_builds import pick_build, render_made_by
 from ui.memory_common import (
     FRESH,
     KEYS,
@@ -36,6 +38,7 @@ from ui.memory_fidelity import render_fidelity
 from ui.memory_retrieval import render_retrieval
 from ui.memory_snapshot import items_frame, render_snapshot
 from ui.platform_state import platform_config
+from ui.presenting import read_only_note, writes_allowed
 from ui.text import md_escape
 
 log = logging.getLogger(__name__)
@@ -54,17 +57,23 @@ def render_memory(dataset: Dataset) -> None:
     if not user.sessions:
         st.info("This user has no sessions in this dataset (partial release): there is nothing to remember.")
         return
+    build_id = pick_build(dataset_key(dataset.root), user.uid, method)
     try:
-        builder = open_builder(dataset, user.uid, method)
-    except (ConfigError, ValueError) as e:
+        builder = open_builder(dataset, user.uid, method, build_id=build_id)
+    except ReadOnlyError as e:  # presenting: only the bundle's builds exist
+        log.info("no %s memory of %s to present: %s", method, user.uid, e)
+        st.info(f"This presentation holds no {md_escape(method)} memory of {md_escape(user.uid)}. Make one with "
+                f"`pal memory build --user {md_escape(user.uid)} --method {md_escape(method)}` and export it again.")
+        return
+    except (ConfigError, ValueError, KeyError) as e:
         log.warning("cannot open the memory of %s with %s: %s", user.uid, method, e)
         st.error(f"Cannot open the memory of {md_escape(user.uid)} with {method}: {md_escape(e)}")
         return
-    if get_method_class(method).oracle and not builder.store.done_stages(builder.build_id):
+    if get_method_class(method).oracle and not builder.store.done_stages(builder.build_id) and writes_allowed():
         run_build(builder)  # the gold memory needs no LLM: built on first use, in seconds
     info = render_build_panel(builder)
     if info.stages_done == 0:
-        st.info("Nothing built yet: press **Build** to ingest this user's sessions.")
+        st.info("Nothing built yet" + (": press **Build** to ingest this user's sessions." if writes_allowed() else "."))
         return
     pos = _pick_session(builder, info)
     names, renderers = TABS, [render_snapshot, render_changes, lambda b, _p: render_retrieval(dataset, b, methods),
@@ -121,6 +130,10 @@ def render_build_panel(builder: MemoryBuilder) -> BuildInfo:
                f"{len(info.sessions_done)} of {len(builder.user.sessions)} sessions ingested")
     if builder.llm is not None:
         render_build_reasoning(builder.llm.store.reasoning(run_id=builder.build_id, limit=50))
+    render_made_by(info.build_id, builder.method)
+    if not writes_allowed():
+        read_only_note("building is not offered")
+        return info
     _offer_fresh_build(builder, info)
     from ui.jobs_view import active_job, watch
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from review.access import PAGES, allowed_pages, landing_page
+from review.access import PAGES, allowed_pages, landing_page, may_open
 
 
 @dataclass(frozen=True)
@@ -35,15 +35,15 @@ SPECS: dict[str, PageSpec] = {s.url_path: s for s in (
 assert tuple(SPECS) == PAGES
 
 
-def visible_pages(role: str | None) -> list[str]:
+def visible_pages(role: str | None, presenting: bool = False) -> list[str]:
     """The url paths the navigation lists for ``role`` (none for a signed-out visitor)."""
-    return list(allowed_pages(role)) if role else []
+    return list(allowed_pages(role, presenting)) if role else []
 
 
-def build_pages(role: str | None) -> dict[str, object]:
+def build_pages(role: str | None, presenting: bool = False) -> dict[str, object]:
     """Every page as an ``st.Page`` by url path: the role's visible, the rest hidden; the role's landing page
     is the default."""
-    shown = set(visible_pages(role))
+    shown = set(visible_pages(role, presenting))
     default = landing_page(role) if role else "home"
     return {s.url_path: st.Page(s.file, title=s.title, icon=s.icon, url_path=s.url_path,
                                 default=s.url_path == default,
@@ -55,5 +55,8 @@ def chosen_path(pages: dict[str, object], page) -> str:
     return next((path for path, p in pages.items() if p is page or p == page), page.url_path)
 
 
-def render_unavailable(title: str, role: str) -> None:
+def render_unavailable(title: str, role: str, presenting: bool = False) -> None:
+    if presenting and may_open(role, next((s.url_path for s in SPECS.values() if s.title == title), "")):
+        st.info(f"The {title} page is not offered while presenting a bundle (read-only).", icon=":material/slideshow:")
+        return
     st.error(f"The {title} page is not available to your role ({role}).", icon=":material/block:")

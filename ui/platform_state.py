@@ -3,6 +3,11 @@
 The app has one :class:`studio.workspace.Workspace` per ``PAL_HOME`` (kept by ``st.cache_resource``);
 each browser session sees it under its own configuration (Settings overrides) through
 :func:`workspace`, and gets one LLM client through :func:`llm_client`.
+
+A session that presents a bundle (opened in the sidebar, or every session when ``PAL_PRESENT`` names one)
+reads every record from that bundle's read-only workspace (:mod:`studio.presentation`): :func:`base_workspace`
+and :func:`workspace` return it, and it makes no LLM call and no write. Accounts, sign-in and the audit log
+stay with the home (:func:`home_workspace`).
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ log = logging.getLogger(__name__)
 
 OVERRIDES_KEY = "llm_overrides"
 JOB_WORKERS = int(os.environ.get("PAL_JOB_WORKERS", "4"))
+PRESENT_KEY = "pal_present_bundle"  # the bundle file this browser session presents
+PRESENT_ERROR = "pal_present_error"
 
 
 def _release(ws: Workspace) -> None:
@@ -36,7 +43,8 @@ def _process_workspace(home: str) -> Workspace:
     """One workspace per home for the whole process (every browser session shares its stores).
 
     A broken configuration does not stop the records from opening: the sidebar shows the error, and
-    :func:`workspace` (what LLM work uses) raises it."""
+    :func:`workspace` (what LLM work uses) raises it. ``PAL_DEMO_WORKSPACE`` (set by ``make run``) names a bundle
+    imported into the home on first start (:func:`studio.presentation.import_once`)."""
     try:
         config = load_config()
     except ConfigError as e:
@@ -44,6 +52,12 @@ def _process_workspace(home: str) -> Workspace:
         config = load_config(secrets={}, env={})
     ws = Workspace(home=Path(home), config=config)
     ws.jobs.start(JOB_WORKERS)  # units of app jobs run in this process whether or not a page is open
+    if bundle := os.environ.get("PAL_DEMO_WORKSPACE"):  # make run: the demo's records, once per bundle file
+        from palset.names import PROJECT_ROOT, configured_datasets
+        from studio.presentation import import_once
+
+        path = Path(bundle) if Path(bundle).is_absolute() else PROJECT_ROOT / bundle
+        import_once(ws, path, known=configured_datasets())
     return ws
 
 
@@ -60,14 +74,63 @@ def platform_config() -> PlatformConfig:
     return load_config(overrides=overrides())
 
 
+@st.cache_resource(max_entries=4, show_spinner="Opening the bundle for presenting…")
+def _presentation(home: str, bundle: str, stamp: tuple[int, int], datasets: tuple[tuple[str, str], ...]) -> Workspace:
+    """The read-only workspace of a bundle (imported once per file content; ``stamp``: size and mtime)."""
+    from studio.presentation import open_presentation
+
+    return open_presentation(_process_workspace(home), Path(bundle), known={n: Path(p) for n, p in datasets})
+
+
+def presented_bundle() -> str | None:
+    """The bundle this session presents: one opened in the sidebar, else ``PAL_PRESENT``."""
+    return st.session_state.get(PRESENT_KEY) or os.environ.get("PAL_PRESENT") or None
+
+
+def known_dataset_paths() -> dict[str, Path]:
+    from palset.names import configured_datasets
+
+    return {**configured_datasets(), **st.session_state.get("added_datasets", {})}
+
+
+def presentation_workspace() -> Workspace | None:
+    """The presented bundle's workspace, or None (a bundle that cannot be opened is reported once and dropped)."""
+    bundle = presented_bundle()
+    if not bundle:
+        return None
+    from studio.bundle.importer import BundleError
+
+    path = Path(bundle)
+    try:
+        stat = path.stat()
+        datasets = tuple(sorted((n, str(p)) for n, p in known_dataset_paths().items()))
+        return _presentation(str(default_home()), str(path.resolve()), (stat.st_size, stat.st_mtime_ns), datasets)
+    except (BundleError, OSError) as e:
+        log.warning("cannot present %s: %s", bundle, e)
+        st.session_state[PRESENT_ERROR] = f"Cannot present {path.name}: {e}"
+        st.session_state.pop(PRESENT_KEY, None)
+        return None
+
+
+def presenting() -> bool:
+    """Whether this session shows a bundle read-only (no LLM calls, no writes)."""
+    return presentation_workspace() is not None
+
+
+def home_workspace() -> Workspace:
+    """The process's own workspace (its home): accounts, sign-in throttle, audit log, local servers."""
+    return _process_workspace(str(default_home()))
+
+
 def workspace() -> Workspace:
-    """The process's workspace under this session's configuration (raises :class:`ConfigError`)."""
-    return _process_workspace(str(default_home())).with_config(platform_config())
+    """The records' workspace under this session's configuration (raises :class:`ConfigError`); a presented
+    bundle's is read-only and has no LLM client."""
+    return (presentation_workspace() or home_workspace()).with_config(platform_config())
 
 
 def base_workspace() -> Workspace:
-    """The process's workspace for reading and writing records (needs no valid LLM configuration)."""
-    return _process_workspace(str(default_home()))
+    """The workspace records are read from (and, unless presenting, written to); needs no valid LLM configuration."""
+    return presentation_workspace() or home_workspace()
 
 
 def llm_client() -> LLMClient:

@@ -78,6 +78,11 @@ def render_probe(builder: MemoryBuilder, session, checkpoints: list[Checkpoint])
     """Ask the adapter as of the shown session and the base model the same question."""
     ckpt = next((c for c in reversed(checkpoints) if c.record.session_index <= session.index), None)
     st.markdown("**Probe**" + (f" :gray[· adapter through {md_escape(ckpt.record.sample_id)}]" if ckpt else ""))
+    from ui.presenting import read_only_note, writes_allowed
+
+    if not writes_allowed():
+        read_only_note("the model is not asked here (no LLM calls while presenting)")
+        return
     question = st.text_input("Question", key="plum_probe_q", placeholder="Did we talk about my brother's exams?")
     if not st.button("Ask both", key="plum_probe", icon=":material/compare_arrows:", disabled=not question.strip()):
         return

@@ -16,7 +16,7 @@ from review.batches import TASKS, memory_candidates, pairwise_candidates, plan_b
 from review.export import answer_rows, item_rows, to_csv, to_jsonl
 from review.store import ReviewStore
 from ui.eval_boards import render_judge_human
-from ui.platform_state import base_workspace
+from ui.platform_state import base_workspace, home_workspace
 from ui.text import md_escape
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ def new_batch(store: ReviewStore, accounts: AccountStore, account: Account, data
             log.info("batch not created: %s", e)
             st.error(md_escape(e))
             return
-        base_workspace().audit.record(account.name, "review.batch_create", batch_id, title=plan.title, task=task,
+        home_workspace().audit.record(account.name, "review.batch_create", batch_id, title=plan.title, task=task,
                                       items=len(plan.items), annotators=plan.annotators, seed=seed)
         st.success(f"Created batch {md_escape(batch_id)} with {len(plan.items)} items.")
         st.session_state.pop("review_new_seed_default", None)

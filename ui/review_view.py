@@ -21,7 +21,8 @@ from review.accounts import Account
 from review.batches import TASKS
 from review.store import ReviewStore
 from ui.access_gate import current_identity
-from ui.platform_state import base_workspace
+from ui.platform_state import base_workspace, home_workspace
+from ui.presenting import read_only_note, writes_allowed
 from ui.review_admin import go_to, new_batch, overview
 from ui.review_content import render_content
 from ui.text import md_escape
@@ -34,7 +35,7 @@ def manages_batches(account: Account) -> bool:
 
 def render_review(dataset: Dataset) -> None:
     st.title("Review")
-    accounts, store = base_workspace().accounts, base_workspace().reviews
+    accounts, store = home_workspace().accounts, base_workspace().reviews
     account = current_identity(accounts)
     if account is None:  # app.py signs people in before any page: only a page run on its own gets here
         st.error("Sign in first.")
@@ -52,7 +53,10 @@ def render_review(dataset: Dataset) -> None:
         with tabs[1]:
             _batch_list(store, store.batches(), account, admin=True)
         with tabs[2]:
-            new_batch(store, accounts, account, dataset)
+            if writes_allowed():
+                new_batch(store, accounts, account, dataset)
+            else:
+                read_only_note("no batch is created here")
         if account.is_admin:
             with tabs[3]:
                 people = accounts.list()
@@ -92,10 +96,13 @@ def _render_batch(store: ReviewStore, account: Account, batch_id: str, dataset: 
     if batch["dataset"] != dataset_key(dataset.root):
         st.warning(f"This batch was drawn from another dataset ({md_escape(batch['dataset'])}); "
                    "switch the active dataset to see its items.")
+    raw = st.query_params.get("item")
+    if st.query_params.get("view") == "annotator" and manages_batches(account):
+        _annotator_preview(store, batch, raw, dataset)
+        return
     if manages_batches(account):
         with st.expander("Batch overview: progress, agreement, disagreements, exports", expanded=not mine):
             overview(store, batch)
-    raw = st.query_params.get("item")
     if raw is not None:
         try:
             item_no = int(raw)
@@ -107,7 +114,9 @@ def _render_batch(store: ReviewStore, account: Account, batch_id: str, dataset: 
             else:
                 st.error(f"Item {md_escape(raw)} is not one of your assignments in this batch.")
             return
-    if mine:
+    if mine and not writes_allowed():
+        read_only_note("answers are not given here")
+    elif mine:
         _annotate(store, account, batch, dataset, mine, raw)
 
 
@@ -200,6 +209,43 @@ def _undo(store: ReviewStore, batch_id: str, who: str) -> None:
         return
     st.session_state["review_flash"] = f"Undid the answer to “{row['question']}” of this item."
     go_to(batch_id, row["item_no"])
+
+
+def _annotator_preview(store: ReviewStore, batch: dict, raw: str | None, dataset: Dataset) -> None:
+    """One item exactly as its annotators get it — blinded content, guidelines, the questions — with nothing that
+    answers (a researcher checking a batch, a presentation)."""
+    items = store.items(batch["batch_id"])
+    numbers = [i["item_no"] for i in items]
+    item_no = int(raw) if raw and raw.isdigit() and int(raw) in numbers else (numbers[0] if numbers else None)
+    st.info("What an annotator sees: no method names, judge verdicts or other people's answers. The questions are "
+            "shown, not answered, here.", icon=":material/visibility:")
+    if item_no is None:
+        st.caption("This batch has no items.")
+        return
+    task = TASKS[batch["task"]]
+    with st.popover("Guidelines", icon=":material/menu_book:"):
+        st.markdown(batch["guidelines"])
+    st.markdown(f"**Item {numbers.index(item_no) + 1} of {len(numbers)}**")
+    render_content(batch, store.item(batch["batch_id"], item_no), dataset)
+    for q in task.questions:
+        st.markdown(f"**{md_escape(q.label)}**")
+        if q.free_text:
+            st.text_input(q.label, key=f"review_preview_{q.key}", disabled=True, label_visibility="collapsed")
+            continue
+        cols = st.columns(len(q.options))
+        for i, (value, label) in enumerate(q.options):
+            cols[i].button(label, key=f"review_preview_{q.key}_{value}", use_container_width=True, disabled=True)
+    nav = st.columns(2)
+    pos = numbers.index(item_no)
+    nav[0].button("Previous", key="review_preview_prev", icon=":material/chevron_left:", disabled=pos == 0,
+                  on_click=_preview_go, args=(batch["batch_id"], numbers[max(pos - 1, 0)]))
+    nav[1].button("Next", key="review_preview_next", icon=":material/chevron_right:", disabled=pos == len(numbers) - 1,
+                  on_click=_preview_go, args=(batch["batch_id"], numbers[min(pos + 1, len(numbers) - 1)]))
+
+
+def _preview_go(batch_id: str, item_no: int) -> None:
+    go_to(batch_id, item_no)
+    st.query_params["view"] = "annotator"
 
 
 def _read_only_item(store: ReviewStore, batch: dict, item_no: int, dataset: Dataset) -> None:

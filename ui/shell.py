@@ -115,7 +115,15 @@ def render_sidebar(dataset: Dataset, account: Account) -> None:
         if not all(u.sessions_loaded for u in dataset.users.values()):
             st.caption("Sessions are checked as users are opened; `pal validate` checks everything at once.")
         st.divider()
-        render_backends(dataset)
+        from ui.platform_state import presenting
+        from ui.presenting import provenance_lines, render_present_panel
+
+        render_present_panel()
+        if presenting():
+            st.subheader("Records")
+            st.caption("\n".join(f"- {line}" for line in provenance_lines()))
+        else:
+            render_backends(dataset)
 
 
 def render_backends(dataset: Dataset) -> None:
@@ -123,7 +131,7 @@ def render_backends(dataset: Dataset) -> None:
     from backends.config import ROLES, ConfigError
     from backends.embeddings import resolve_name
     from backends.llm.errors import EndpointUnavailable
-    from ui.platform_state import base_workspace, llm_client, platform_config, session_cost, session_id
+    from ui.platform_state import home_workspace, llm_client, platform_config, session_cost, session_id
 
     st.subheader("Backends")
     try:
@@ -138,7 +146,7 @@ def render_backends(dataset: Dataset) -> None:
     st.caption("\n".join(lines))
     if any(cfg.role(r).provider == "local" for r in ROLES):
         try:
-            status = base_workspace().servers.get(cfg.local).status()
+            status = home_workspace().servers.get(cfg.local).status()
             state = "healthy" if status["healthy"] else ("starting" if status["running"] else "starts on first use")
         except EndpointUnavailable as e:
             log.warning("local model unavailable: %s", e)

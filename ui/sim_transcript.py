@@ -34,9 +34,18 @@ def run_header(record: RunRecord) -> None:
                 f"{md_escape(spec.topic_key)} · {spec.mode} · seed {md_escape(spec.seed)}]")
     if spec.free_query:
         st.caption(f"Typed opening question: {md_escape(spec.free_query)}")
+    if made := made_with(record):
+        st.caption(f"Made with {md_escape(made)}")
     if record.status == "failed":
         st.error(f"The run stopped on an error: {md_escape(record.error or 'unknown')}. "
                  "Every saved turn is kept; press Resume to continue.")
+
+
+def made_with(record: RunRecord) -> str:
+    """Which models played each role of the run (from its settings; no keys are stored there)."""
+    parts = [f"{role.replace('_', ' ')}: {s.get('model')} ({s.get('provider')})"
+             for role, s in record.settings.items() if isinstance(s, dict) and s.get("model")]
+    return " · ".join(parts)
 
 
 def export_buttons(record: RunRecord) -> None:

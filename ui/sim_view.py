@@ -32,6 +32,7 @@ from sim.types import RunRecord, RunSpec
 from ui import platform_state, sim_jobs
 from ui.memory_common import NO_COMPARE, available_methods, default_method, method_label
 from ui.platform_state import base_workspace
+from ui.presenting import read_only_note, writes_allowed
 from ui.sim_live import GO, MESSAGE, go_live, held_sides, live_runs, render_live, tab_driver
 from ui.sim_runs import render_runs
 from ui.sim_transcript import columns_for, export_buttons, render_utterance, run_header
@@ -84,6 +85,10 @@ def pair_id_for(specs: list[RunSpec]) -> str:
 
 def render_setup(dataset: Dataset) -> None:
     """Who and what to simulate, with which method(s); Start (or Resume when these runs exist)."""
+    if not writes_allowed():
+        st.info("Presenting (read-only): no new simulation is started here. Open one of the bundle's runs from the "
+                "**Runs** tab.", icon=":material/slideshow:")
+        return
     uids = list(dataset.users)
     methods = available_methods()
     c1, c2 = st.columns([2, 3])
@@ -270,7 +275,9 @@ def render_replay(dataset: Dataset, records: list[RunRecord]) -> None:
         follow_elsewhere([r.run_id for r in records])
         return
     unfinished = [r for r in records if r.status != "finished"]
-    if unfinished:
+    if unfinished and not writes_allowed():
+        read_only_note("unfinished runs are shown as they were saved, not resumed")
+    elif unfinished:
         same = all(r.spec.dataset == dataset_key(dataset.root) for r in records)
         if not same:
             st.caption("This run belongs to another dataset; open that dataset in the sidebar to resume it.")

@@ -9,6 +9,9 @@ Writes run in ``BEGIN IMMEDIATE`` transactions (:meth:`Database.write`), so two 
 deadlock on a lock upgrade. Reads run in deferred, read-only transactions (:meth:`Database.read`):
 under WAL they see one consistent snapshot and never take the write lock, so a slow reader (an export,
 a dashboard) cannot delay a writer; a write attempted inside one fails (``PRAGMA query_only``).
+
+A database opened ``read_only`` (a workspace opened for presenting) refuses every write: :meth:`Database.write`
+raises :class:`ReadOnlyError` and every connection stays ``query_only``, so nothing can change the file.
 """
 
 from __future__ import annotations
@@ -23,11 +26,18 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 
+class ReadOnlyError(PermissionError):
+    """A write asked of a database (or workspace) opened read-only: a presentation changes nothing."""
+
+
 class Database:
     """A SQLite file; construct one per file and share it (the composition root does)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, read_only: bool = False):
         self.path = Path(path)
+        self.read_only = read_only
+        if read_only and not self.path.is_file():
+            raise FileNotFoundError(f"{self.path}: no such database to open read-only")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._keeper = sqlite3.connect(str(self.path), timeout=30.0, check_same_thread=False, isolation_level=None)
         self._keeper.execute("PRAGMA journal_mode=WAL")  # persistent: set once per file
@@ -40,6 +50,8 @@ class Database:
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA busy_timeout=30000")
         conn.execute("PRAGMA journal_mode=WAL")  # a no-op once the file is in WAL mode; sets it on a recreated file
+        if self.read_only:
+            conn.execute("PRAGMA query_only=ON")  # for the connection's life: no statement can write
         return conn
 
     def connection(self) -> sqlite3.Connection:
@@ -74,6 +86,14 @@ class Database:
         if conn.in_transaction:  # already inside this thread's transaction on the file: read in it
             yield conn
             return
+        if self.read_only:  # query_only for good: a snapshot without toggling it
+            conn.execute("BEGIN DEFERRED")
+            try:
+                yield conn
+            finally:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+            return
         conn.execute("PRAGMA query_only=ON")
         conn.execute("BEGIN DEFERRED")
         try:
@@ -84,7 +104,9 @@ class Database:
             conn.execute("PRAGMA query_only=OFF")
 
     def write(self) -> AbstractContextManager[sqlite3.Connection]:
-        """An immediate transaction: commits on success, rolls back on error."""
+        """An immediate transaction: commits on success, rolls back on error (:class:`ReadOnlyError` when read-only)."""
+        if self.read_only:
+            raise ReadOnlyError(f"{self.path} is open read-only (a presentation): nothing can be written")
         return self._transaction("BEGIN IMMEDIATE")
 
     def read(self) -> AbstractContextManager[sqlite3.Connection]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -127,3 +128,17 @@ class RunStore:
             t.tokens_out += tout or 0
             t.by_model[model] = (tin or 0, tout or 0)
         return t
+
+    def models_by_run(self, run_ids: Iterable[str]) -> dict[str, list[tuple[str, str, str, int]]]:
+        """(role, provider, model, calls) of each run's LLM calls — which models made a build or a run."""
+        ids = list(run_ids)
+        out: dict[str, list[tuple[str, str, str, int]]] = {i: [] for i in ids}
+        if not ids:
+            return out
+        with self.db.read() as conn:
+            rows = conn.execute(f"SELECT run_id, role, provider, model, COUNT(*) FROM llm_calls WHERE run_id IN "
+                                f"({', '.join('?' * len(ids))}) GROUP BY run_id, role, provider, model "
+                                "ORDER BY run_id, role", ids).fetchall()
+        for run_id, role, provider, model, n in rows:
+            out[run_id].append((role, provider, model, n))
+        return out

@@ -111,6 +111,19 @@ MIGRATIONS: list[Migration] = [
         )
         """,
     ),
+    (
+        60,
+        "workspace bundles imported into this home: which file, for which dataset, what it added",
+        """
+        CREATE TABLE bundle_imports (
+            bundle_sha256 TEXT PRIMARY KEY,
+            imported_at REAL NOT NULL,
+            dataset TEXT NOT NULL,
+            manifest TEXT NOT NULL,
+            added TEXT NOT NULL
+        )
+        """,
+    ),
 ]
 
 

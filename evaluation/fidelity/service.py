@@ -33,14 +33,21 @@ def load_snapshots(store: MemoryStore, build_id: str, user: User) -> list[Snapsh
 
 
 def fidelity_key(build_id: str, snapshots: list[Snapshot], embedder: str, config: FidelityConfig) -> str:
-    """Names exactly what is measured: the build's snapshots (edits and forgets change it), embedder, settings."""
-    h = hashlib.sha1(json.dumps({"b": build_id, "e": embedder, "c": config.model_dump(), "g": GOLD_VERSION},
+    """Names exactly what is measured: the build (the key's prefix), its snapshots (edits and forgets change
+    it), embedder, settings. The hash leaves the build id out, so a bundle moved to another home re-keys a
+    report by its prefix alone (:func:`rekey_fidelity`)."""
+    h = hashlib.sha1(json.dumps({"e": embedder, "c": config.model_dump(), "g": GOLD_VERSION},
                                 sort_keys=True).encode())
     for snap in snapshots:
         for item_id in sorted(snap):
             h.update(snap[item_id].model_dump_json().encode())
         h.update(b"|")
     return f"fidelity-{build_id}-{h.hexdigest()[:12]}"
+
+
+def rekey_fidelity(key: str, build_id: str) -> str:
+    """The key of the same measurement of the same memory stored under another build id."""
+    return f"fidelity-{build_id}-{key.rsplit('-', 1)[1]}"
 
 
 def measure_build(builder: MemoryBuilder, results: FidelityStore, *, config: FidelityConfig | None = None,
