@@ -22,6 +22,7 @@ from jobs.types import JobSpec, JobSummary, UnitSpec, format_seconds
 from studio.units import UnitEnv
 from ui import platform_state
 from ui.platform_state import base_workspace
+from ui.presenting import writes_allowed
 from ui.text import md_escape
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ def watch(job_id: str, label: str) -> None:
     summary = base_workspace().jobs.store.summary(job_id)
     st.progress(min(summary.progress, 1.0), text=progress_text(label, summary))
     c1, c2 = st.columns([1, 5])
-    if not summary.finished and c1.button("Cancel", key=f"job_cancel_{job_id}", icon=":material/stop:"):
+    if not summary.finished and writes_allowed() and c1.button("Cancel", key=f"job_cancel_{job_id}", icon=":material/stop:"):
         base_workspace().jobs.cancel(job_id)
     key = f"_job_seen_{job_id}"
     if summary.finished and st.session_state.get(key) is False:
@@ -111,6 +112,10 @@ def render_jobs(kind: str | None = None, limit: int = 30) -> None:
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=f"jobs_table_{kind}")
     choice = st.selectbox("Job", [j.job_id for j in jobs], key=f"jobs_pick_{kind}")
     picked = next(j for j in jobs if j.job_id == choice)
+    for line in picked.errors:
+        st.caption(f"failed: {md_escape(line)}")
+    if not writes_allowed():  # presenting: the jobs are shown, not changed
+        return
     c1, c2, _ = st.columns([1, 1, 4])
     if c1.button("Cancel", key=f"jobs_cancel_{kind}", disabled=picked.finished, icon=":material/stop:"):
         engine.cancel(choice)
@@ -121,5 +126,3 @@ def render_jobs(kind: str | None = None, limit: int = 30) -> None:
         engine.start(WORKERS)
         engine.retry(choice)
         st.rerun()
-    for line in picked.errors:
-        st.caption(f"failed: {md_escape(line)}")
