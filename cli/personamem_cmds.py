@@ -48,10 +48,6 @@ def make_builder(dataset: str, user, method: str, llm):
     return open_workspace().open_user_builder(dataset, user, method, llm=llm)
 
 
-def _progress(done: int, total: int, what: str) -> None:
-    print(f"[{done}/{total}] {what}", file=sys.stderr, flush=True)
-
-
 def _load(args: argparse.Namespace):
     """(persona, history, question file) or an error message naming the file."""
     from evaluation.personamem_loader import load_history, load_persona, read_questions

@@ -22,7 +22,6 @@ from memory.privacy import ForgetRequest, find_forget_requests, mentions, redact
 from memory.tokens import count_tokens, counter_name
 from memory.types import BlockPart, Changes, MemoryItem, PromptBlock, Purpose, RetrievalTrace, RetrievedItem
 from palset.dataset import Session, User
-from palset.vocab import Act
 
 
 @dataclass
@@ -137,10 +136,6 @@ def _count_full_history(user: User, current: Session | None) -> int:
 def scored_part(r: RetrievedItem, text: str) -> BlockPart:
     """A retrieved item as a block part a window fit may leave out (lowest score first; unscored ones last)."""
     return BlockPart(text=text, label=r.item.id, refs=[r.item.id], score=r.score, order=r.item.session_index)
-
-
-def is_user_turn_with(session: Session, act: Act) -> bool:
-    return any(t.user.action is act for t in session.turns)
 
 
 # ---------------------------------------------------------------- the interface

@@ -93,7 +93,6 @@ Text = Annotated[str, Field(min_length=1)]
 
 _SAMPLE_ID = re.compile(r"^(?P<uid>[^_\s]+)_sample(?P<index>\d+)$")
 _TOPIC_KEY = re.compile(r"^topic-(?P<k>[1-9]\d*)$")
-_TURN_KEY = re.compile(r"^turn_(?P<t>[1-9]\d*)$")
 _REQ_ID = re.compile(r"^(work|health|family|leisure)-[1-9]\d*$")
 
 
@@ -278,11 +277,6 @@ class Sample(Record):
         return topics
 
 
-class UserSamples(Record):
-    history: list[Sample] = Field(default_factory=list)
-    query: list[Sample] = Field(default_factory=list)
-
-
 # ---------------------------------------------------------------- dialogue_template.json
 
 
@@ -305,10 +299,3 @@ def topic_number(topic_key: str) -> int:
     if not m:
         raise ValueError(f"{topic_key!r} is not a topic key")
     return int(m.group("k"))
-
-
-def turn_number(turn_key: str) -> int:
-    m = _TURN_KEY.match(turn_key)
-    if not m:
-        raise ValueError(f"{turn_key!r} is not a turn id")
-    return int(m.group("t"))

@@ -33,7 +33,6 @@ from backends.llm.errors import Cancelled
 from backends.store.leases import process_holder
 from jobs.engine import Registry, UnitContext
 from memory.build import MemoryBuilder
-from memory.methods import get_method_class
 from memory.store import logs_stage
 from sim.runner import RunElsewhere, Simulation
 from sim.types import RunSpec
@@ -295,8 +294,3 @@ def build_registry() -> Registry:
     registry.register("personamem", personamem, wants_gpu)
     registry.register("synth.generate", synth_generate)
     return registry
-
-
-def uses_memory(method: str) -> bool:
-    """Whether a method keeps a memory that must be built before it answers (``vanilla`` keeps none)."""
-    return method != "vanilla" and get_method_class(method) is not None

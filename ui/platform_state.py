@@ -149,11 +149,3 @@ def session_cost(cfg: PlatformConfig, store: RunStore, sid: str | None) -> tuple
     """(calls, tokens in, tokens out, estimated cost) for a session, or for all time when ``sid`` is None."""
     totals = store.totals(sid)
     return totals.calls, totals.tokens_in, totals.tokens_out, cfg.estimate(totals.by_model)
-
-
-def config_error_message() -> str | None:
-    try:
-        platform_config()
-    except ConfigError as e:
-        return str(e)
-    return None
