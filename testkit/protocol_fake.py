@@ -55,7 +55,7 @@ def protocol_reply(req: ChatRequest) -> str:
     if "# The user's request" in text:
         return json.dumps({"requirement": RESTATEMENT})
     if "candidate" in text.lower() and '"S1"' in text:
-        return json.dumps({"choices": PICKS})
+        return json.dumps({"analysis": "S1 and S2 fit best", "choices": PICKS})
     if "# The user's requirement" in text:
         return json.dumps({"solution": PROPOSAL})
     if "You are a personal assistant" in text:

@@ -247,7 +247,10 @@ def render_run(dataset: Dataset, run_id: str) -> None:
         return
     job = sim_jobs.job_for(ids)
     records = [store.load(i) for i in ids]
-    if job is not None and (not job.finished or ids[0] in st.session_state.get(sim_jobs.JOBS, {})):
+    # a finished job whose runs another driver holds (its unit found them driven elsewhere): follow that driver
+    driven_elsewhere = job is not None and job.finished and any(store.driver(i) is not None for i in ids)
+    if job is not None and not driven_elsewhere and (not job.finished
+                                                     or ids[0] in st.session_state.get(sim_jobs.JOBS, {})):
         sim_jobs.render_job_run(dataset, ids, job, lambda: _take_over(dataset, records))
     else:
         render_replay(dataset, records)

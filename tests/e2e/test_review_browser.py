@@ -45,7 +45,7 @@ def _wait_for(predicate, timeout: float = 30.0, what: str = "condition") -> None
 def _focused_question(page, label: str) -> None:
     """Wait until the ``keys 1 2 3`` hint sits on ``label`` (the shortcuts are bound to that question)."""
     page.locator("[data-testid='stMarkdownContainer']", has_text=re.compile(
-        re.escape(label) + r"\s*·\s*keys 1 2 3")).first.wait_for(timeout=30_000)
+        re.escape(label) + r"\s*·\s*keys 1 2 3")).first.wait_for(timeout=90_000)
 
 
 def _answer_with_key(page, label: str, key: str, answered, what: str) -> None:
@@ -61,7 +61,7 @@ def _answer_with_key(page, label: str, key: str, answered, what: str) -> None:
         _blur(page)
         page.keyboard.press(key)
         try:
-            _wait_for(answered, timeout=10.0, what=what)
+            _wait_for(answered, timeout=30.0, what=what)
             return
         except AssertionError:
             if answered():
@@ -90,18 +90,18 @@ def test_annotator_answers_a_quality_batch_with_the_keyboard(pal_env):
         page.get_by_role("textbox", name="Name", exact=True).fill("ann")
         page.get_by_role("textbox", name="Password", exact=True).fill(PASSWORD)
         page.get_by_role("button", name="Sign in").click()
-        page.get_by_text("Signed in as").wait_for(timeout=30_000)
+        page.get_by_text("Signed in as").wait_for(timeout=90_000)
         page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Open", exact=True).click()
-        page.get_by_text("Guidelines").first.wait_for(timeout=30_000)
+        page.get_by_text("Guidelines").first.wait_for(timeout=90_000)
         page.get_by_role("button", name="Start").wait_for()
         _blur(page)
         page.keyboard.press("Enter")  # Start has shortcut Enter
-        page.get_by_text("Item 1 of 3").wait_for(timeout=30_000)
+        page.get_by_text("Item 1 of 3").wait_for(timeout=90_000)
 
         expected: dict[tuple[int, str], str] = {}
         for pos, item_no in enumerate(mine, start=1):
             logs, dialogue = KEYS[pos]
-            page.get_by_text(f"Item {pos} of 3").wait_for(timeout=30_000)
+            page.get_by_text(f"Item {pos} of 3").wait_for(timeout=90_000)
             assert f"item={item_no}" in page.evaluate("location.href")
             for question, label, key in (("logs", "The logs reflect the situation", logs),
                                          ("dialogue", "The dialogue fits the user's profile and preferences",
@@ -110,7 +110,7 @@ def test_annotator_answers_a_quality_batch_with_the_keyboard(pal_env):
                 _answer_with_key(page, label, key, lambda: len(store.answers(batch, "ann")) == len(expected),
                                  f"answer {question} of item {item_no}")
 
-        page.get_by_text("All 3 items done").wait_for(timeout=30_000)
+        page.get_by_text("All 3 items done").wait_for(timeout=90_000)
         assert page.locator("[data-testid='stProgress']", has_text="3/3 done").count() == 1
         assert "item=" not in page.evaluate("location.href")
 

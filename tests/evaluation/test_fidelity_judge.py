@@ -13,8 +13,8 @@ from evaluation.fidelity import statements as fs
 from evaluation.fidelity.service import judge_report, measure_build
 from memory.build import MemoryBuilder
 from memory.methods.gold import gold_stages
+from testkit.requests import prompt_text
 from testkit.workspace import make_workspace
-from tests.memory.conftest import prompt_text
 
 
 def test_judge_counts_verdicts_and_keeps_them(tmp_path, demo_user):

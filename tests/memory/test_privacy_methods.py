@@ -26,7 +26,7 @@ RAW = sorted({f for vs in VALUES.values() for v in vs for f in fragments(v)}, ke
 
 def plum_reply(req) -> str:
     """PLUM's QA writer: questions that copy the user's (redacted) sentences, so a leak would reach the adapter."""
-    from tests.memory.conftest import prompt_text, schema_name
+    from testkit.requests import prompt_text, schema_name
 
     if schema_name(req) == "NegativeTopics":
         return json.dumps({"topics": ["holiday in Spain", "car insurance"]})

@@ -9,7 +9,7 @@ import pytest
 
 from palset.loader import load_dataset
 from sim.runner import RunElsewhere
-from sim.service import make_spec, open_simulation
+from sim.service import make_spec
 from tests.conftest import DEMO
 from tests.sim.conftest import default_reply
 
@@ -21,13 +21,14 @@ def demo():
 
 def open_tab(demo, make_llm, store, reply=default_reply, driver=None):
     llm, fake = make_llm(reply)
-    sim = open_simulation(demo, make_spec(demo, "1000", "1000_sample7", "topic-1", "vanilla-log"), llm, store=store)
+    sim = make_llm.ws.open_simulation(demo, make_spec(demo, "1000", "1000_sample7", "topic-1", "vanilla-log"), llm)
+    assert sim.store is store
     sim.driver = driver
     return sim, fake
 
 
 def llm_call_rows(store) -> int:
-    return sqlite3.connect(store.path).execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0]
+    return sqlite3.connect(store.db.path).execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0]
 
 
 def test_two_drivers_taking_turns_write_each_utterance_once_with_one_llm_call_each(demo, sim_env):

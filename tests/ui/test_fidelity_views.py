@@ -7,6 +7,7 @@ import pytest
 
 from backends.embeddings import HashEmbedder
 from evaluation.aggregate import leaderboard
+from evaluation.bias import length_bias
 from evaluation.fidelity.board import leaderboard as fidelity_leaderboard
 from evaluation.fidelity.compute import compute_fidelity
 from evaluation.fidelity.types import FidelityConfig
@@ -66,7 +67,7 @@ def test_gold_is_an_oracle_upper_bound_wherever_a_method_is_named(demo_user):
     agg = aggregates_frame([{"method_a": "gold", "method_b": "rag-turn", "aspect": "both", "n": 1, "win": 1, "tie": 0,
                              "lose": 0, "invalid": 0, "adjusted_win_rate": 1.0, "adjusted_win_rate_ci": [1.0, 1.0],
                              "flip_rate": 0.0, "slot1_win_rate": 0.5, "invalid_samples": 0, "samples": 2,
-                             "threshold": 0.0}])
+                             "threshold": 0.0, "length_bias": length_bias([])}])
     assert agg.iloc[0]["method_a"] == "gold (oracle upper bound)" and agg.iloc[0]["method_b"] == "rag-turn"
     runs = runs_frame([{"run_id": "r", "user_id": "1000", "sample_id": "s", "topic_key": "topic-1", "method": "gold",
                         "mode": "fixed", "seed": "0", "status": "finished", "utterances": 3, "updated_at": 0.0}])
