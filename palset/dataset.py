@@ -7,6 +7,7 @@ Files are joined on ids only (never on text): a session is linked to its situati
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable
 from datetime import date, datetime
@@ -198,3 +199,9 @@ class Dataset(View):
 def dataset_key(root: Path) -> str:
     """A stable name for a dataset folder in build ids, run specs and collection names (its resolved path)."""
     return str(Path(root).resolve())
+
+
+def dataset_digest(root: str | Path) -> str:
+    """Eight hex digits of the dataset's key, for ids that must stay short (an experiment's job id): the same
+    folder gives the same digest, and a home where the dataset lives elsewhere derives its own."""
+    return hashlib.sha1(dataset_key(Path(root)).encode()).hexdigest()[:8]

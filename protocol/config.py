@@ -7,7 +7,6 @@ secrets.toml, as for every role).
 
 from __future__ import annotations
 
-import hashlib
 import tomllib
 from pathlib import Path
 from typing import Literal
@@ -17,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from backends.config import ROLES, EndpointLimits
 from evaluation.faireval import ASPECTS, Aspect
 from memory.methods import METHODS
+from palset.dataset import dataset_digest
 
 Task = Literal["build", "restatement", "proposal", "selection", "dialogue", "faireval", "memory-fidelity",
                "personamem"]
@@ -118,8 +118,7 @@ class ExperimentConfig(BaseModel):
 
     def job_id(self) -> str:
         """Stable across edits of the file (more users or methods add units to the same job)."""
-        digest = hashlib.sha1(str(Path(self.dataset).resolve()).encode()).hexdigest()[:8]
-        return f"exp-{self.name}-{digest}"
+        return f"exp-{self.name}-{dataset_digest(self.dataset)}"
 
 
 def load_experiment(path: str | Path) -> ExperimentConfig:

@@ -189,8 +189,8 @@ def eval_judge(ctx: UnitContext) -> dict:
         return {"judgment_key": key, "decision": store.load_judgment(key).decision, "stored": True}
     dataset = env.ws.dataset(p["dataset"])
     ctx_topic = topic_context(dataset, p["user"], p["sample"], p["topic"])
-    j = judge_pair(env.llm, ctx_topic, env.ws.sims.load(p["run_a"]), env.ws.sims.load(p["run_b"]), p["aspect"],
-                   k=p["k"], threshold=p.get("threshold", 0.0))
+    j = judge_pair(env.llm.for_run(key), ctx_topic, env.ws.sims.load(p["run_a"]), env.ws.sims.load(p["run_b"]),
+                   p["aspect"], k=p["k"], threshold=p.get("threshold", 0.0))  # its calls, accounted to the judgment
     store.save_judgment(j)
     env.done(f"{what}: {j.decision}")
     return {"judgment_key": j.judgment_key, "decision": j.decision, "stored": False}

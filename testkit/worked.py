@@ -2,7 +2,9 @@
 
 Memory builds (the gold memory and no-LLM baselines, one edited item, one forgotten item), finished
 simulation runs with their LLM calls, FairEval judgments of every method pair, a single-turn result, fidelity
-reports, a PersonaMem-v2 record, a review batch with assignments and answers of two named annotators — so
+reports, a PersonaMem-v2 record, a review batch with assignments and answers of two named annotators, a small
+experiment (one user, one query topic, every task of the protocol, run through the job engine with the
+scripted protocol LLM of :mod:`testkit.protocol_fake`) — so
 tests (export → import → the same records; presentation mode) and ``bench/bundle_figures.py`` share one
 realistic fixture.
 """
@@ -21,10 +23,14 @@ from evaluation.fidelity.service import measure_build
 from evaluation.personamem import PMRecord
 from evaluation.service import judge_runs, pair_runs
 from evaluation.tasks import TaskResult, result_key_of
+from jobs.types import JobSummary
 from palset.dataset import Dataset, dataset_key
+from protocol.config import ExperimentConfig
+from protocol.plan import build_job
 from review.batches import pairwise_candidates, plan_batch
 from sim.batch import plan_runs
 from studio.workspace import Workspace
+from testkit.protocol_fake import protocol_reply
 
 JUDGE_MODEL = "scripted-judge"
 ANNOTATORS = ("alice.annotator", "bo.annotator")
@@ -51,7 +57,8 @@ def scripted_llm(ws: Workspace, session_id: str = "worked"):
 
 
 def fill_home(ws: Workspace, dataset: Dataset, users: Sequence[str], methods: Sequence[str] = ("gold", "rag-turn"),
-              *, task_ids: Sequence[str] | None = None, review: bool = True, fidelity: bool = True) -> dict[str, int]:
+              *, task_ids: Sequence[str] | None = None, review: bool = True, fidelity: bool = True,
+              experiment: bool = True) -> dict[str, int]:
     """Make every kind of record for ``users`` × ``methods`` of ``dataset`` in ``ws``; returns what was made."""
     dkey = dataset_key(dataset.root)
     made = {"builds": 0, "runs": 0, "judgments": 0}
@@ -81,7 +88,31 @@ def fill_home(ws: Workspace, dataset: Dataset, users: Sequence[str], methods: Se
     _single_turn_and_personamem(ws, dkey, tasks[0], methods[0])
     if review and len(methods) >= 2:
         _review(ws, dkey, methods)
+    tested = [m for m in methods if m != "vanilla"]
+    if experiment and tested:
+        made["experiment_units"] = run_worked_experiment(ws, dataset, users[0], tested[0]).total
     return made
+
+
+def worked_experiment(dataset: Dataset, user: str, method: str) -> ExperimentConfig:
+    """``method`` against vanilla for ``user``'s first query topic, every task of the protocol, k = 1."""
+    return ExperimentConfig(name="worked", dataset=str(dataset.root), users=[user], topics_per_user=1,
+                            methods=[method], baseline="vanilla", k=1, concurrency=1,
+                            tasks=["build", "restatement", "proposal", "selection", "dialogue", "faireval"])
+
+
+def run_worked_experiment(ws: Workspace, dataset: Dataset, user: str, method: str) -> JobSummary:
+    """Run :func:`worked_experiment` to its end, as ``pal experiment run`` does, with the protocol's scripted LLM."""
+    from studio.units import UnitEnv
+
+    exp = worked_experiment(dataset, user, method)
+    view = ws.configured(exp.job_config())
+    job = build_job(exp, dataset)
+    llm = view.llm(session_id=job.job_id, providers=dict.fromkeys(ROLES, ScriptedLLM(protocol_reply)))
+    summary = ws.jobs.run(ws.jobs.submit(job, env=UnitEnv(view, llm)), exp.concurrency)
+    if summary.status != "done":
+        raise RuntimeError(f"the worked experiment ended {summary.status}: {summary.errors}")
+    return summary
 
 
 def _judge_config(ws: Workspace):

@@ -1,7 +1,8 @@
 """``pal workspace export``: one dataset's work in one file (see :mod:`studio.bundle.manifest` for the layout).
 
 Rows are read through the workspace's :class:`backends.store.tables.TableStore` per record kind
-(:mod:`studio.bundle.kinds`), the dataset's key (a path on this machine) is replaced by a placeholder,
+(:mod:`studio.bundle.kinds`; experiments only whole, units in progress made inert — see there), the dataset's
+key (a path on this machine, and the folder as an experiment file wrote it) is replaced by a placeholder,
 people's names by pseudonyms when asked, URL credentials masked. Accounts, password hashes, the audit log,
 leases and the response cache are never read. Every configured secret (API keys, ``secrets.toml`` values)
 is looked for in every member before the file is written; one found is replaced and named in the notes.
@@ -14,7 +15,7 @@ import json
 import logging
 import os
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,7 +25,7 @@ from backends.prompts import PromptError, load_prompt
 from backends.store.tables import TableStore
 from palset.dataset import Dataset, dataset_key
 from palset.names import name_of
-from studio.bundle.kinds import BUILDS, KINDS, Own, Row
+from studio.bundle.kinds import BUILDS, KINDS, Configured, Own, Row
 from studio.bundle.manifest import (
     MANIFEST,
     PROMPTS,
@@ -49,12 +50,18 @@ ZIP_TIME = (2020, 1, 1, 0, 0, 0)  # fixed member times: the same records give th
 
 
 def select_rows(tables: TableStore, dkey: str, users: Sequence[str] | None,
-                methods: Sequence[str] | None) -> dict[str, list[Row]]:
-    """Every exported row per table, in registry order (parents before children)."""
+                methods: Sequence[str] | None, dataset_users: Collection[str] = ()) -> dict[str, list[Row]]:
+    """Every exported row per table, in registry order (parents before children); ``dataset_users``: every
+    user of the dataset (what an experiment of ``users = "all"`` names)."""
     out: dict[str, list[Row]] = {}
     for kind in KINDS:
         columns = [c for c in tables.columns(kind.table) if c not in kind.skip]
         where: dict[str, Iterable[object]] = {}
+        if isinstance(kind.scope, Configured):
+            config = kind.scope
+            out[kind.table] = [r for r in tables.select(kind.table, columns, {config.kind_column: [config.kind]})
+                               if config.covers(r, dkey, users, methods, dataset_users)]
+            continue
         if isinstance(kind.scope, Own):
             scope = kind.scope
             if scope.dataset:
@@ -72,6 +79,14 @@ def select_rows(tables: TableStore, dkey: str, users: Sequence[str] | None,
 
 def _key_of(table: str) -> str:
     return next(k.key[0] for k in KINDS if k.table == table)
+
+
+def dataset_spellings(rows: dict[str, list[Row]], dkey: str) -> set[str]:
+    """The exported dataset's folder as the selected configurations write it, where that is not its key (an
+    experiment file's path, unresolved): hidden like the key, so the target reads its own folder there."""
+    found = {kind.scope.dataset_of(r) for kind in KINDS if isinstance(kind.scope, Configured)
+             for r in rows.get(kind.table, [])}
+    return {f for f in found if f is not None and f != dkey}
 
 
 def made_with(rows: dict[str, list[Row]], tables: TableStore) -> list[MadeWith]:
@@ -173,13 +188,14 @@ def export_bundle(ws: Workspace, dataset: Dataset, out: Path, *, name: str | Non
     if missing:
         raise ValueError(f"no user(s) {', '.join(missing)} in {dataset.root}")
     dkey = dataset_key(dataset.root)
-    rows = select_rows(ws.tables, dkey, users, methods)
+    rows = select_rows(ws.tables, dkey, users, methods, dataset.users)
     providers = made_with(rows, ws.tables)
-    hide = Rewriter({dkey: DATASET_TOKEN})
+    hide = Rewriter({dkey: DATASET_TOKEN, **dict.fromkeys(dataset_spellings(rows, dkey), DATASET_TOKEN)})
     names = pseudonym_map(*people_names(rows, KINDS)) if pseudonymise_people else {}
     for kind in KINDS:
+        carried = [kind.carry(r) for r in rows[kind.table]] if kind.carry else rows[kind.table]
         rows[kind.table] = [pseudonymise(hide.row(r, kind), kind, names) if names else hide.row(r, kind)
-                            for r in rows[kind.table]]
+                            for r in carried]
     for call in rows.get("llm_calls", []):
         call["endpoint"] = mask_url(str(call["endpoint"]))
     texts = {table_member(k.table): _jsonl(rows[k.table]) for k in KINDS}

@@ -5,10 +5,11 @@ of a known format version; every member is listed, of the listed size and SHA-25
 record kind whose columns and schema migrations this install has; the bundle's dataset is present here
 (by its name, or the folder given), with the same users (fingerprints of their counts). Then the rows are
 re-keyed for this home — the dataset placeholder becomes this machine's dataset key and every id derived
-from it (builds, runs, judgments, results, fidelity reports) is derived again, so the records are exactly
-what this home would have made — and merged in one transaction: a record whose key is already here is
-kept as it is (importing twice adds nothing). Chroma vectors are not carried: a build embeds its items on
-first retrieval.
+from it (builds, runs, judgments, results, fidelity reports, an experiment's job id and its units' ids) is
+derived again, so the records are exactly what this home would have made — and merged in one transaction: a
+record whose key is already here is kept as it is (importing twice adds nothing). Chroma vectors are not
+carried: a build embeds its items on first retrieval. An imported experiment starts no work (its units in
+progress arrive queued, in the ``cli`` pool: :mod:`studio.bundle.kinds`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Rewriting rows on their way into or out of a bundle: whole values only, in plain columns and inside JSON.
 
-A dataset key, a build id or a run id is replaced where it is a whole value — a column's value, or a
-string literal (value or object key) inside a JSON column — never inside a longer text, so an id that
-happens to appear in a dialogue stays as it was. JSON text is edited in place (string literal by
+A dataset key, a build id or a run id is replaced where it is a whole value — a column's value, a
+string literal (value or object key) inside a JSON column, or one ``/``-separated part of an id path (a job
+unit's id: ``<job id>/sim/<run id>``) — never inside a longer text, so an id that happens to appear in a
+dialogue stays as it was. JSON text is edited in place (string literal by
 string literal), so a row that holds nothing to replace keeps its exact bytes.
 """
 
@@ -49,6 +50,8 @@ class Rewriter:
                 continue
             if column in kind.json:
                 out[column] = self.json_text(value)
+            elif column in kind.paths and value not in self.mapping:
+                out[column] = "/".join(self.mapping.get(part, part) for part in value.split("/"))
             elif value in self.mapping:
                 out[column] = self.mapping[value]
         return out

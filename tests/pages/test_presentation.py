@@ -63,7 +63,8 @@ def records():
     ws = app_workspace()
     return {t: ws.tables.select(t, ws.tables.columns(t)) for t in ("memory_builds", "memory_items", "sim_runs",
                                                                      "sim_turns", "judgments", "memory_fidelity",
-                                                                     "review_answers", "llm_calls", "bench_results")}
+                                                                     "review_answers", "llm_calls", "bench_results",
+                                                                     "jobs", "job_units")}
 
 
 def offered_writes(at) -> list[str]:
@@ -196,3 +197,25 @@ def test_imported_judgments_and_builds_show_outside_presentation_too(tmp_path, m
     builds = at.selectbox(key="mem_build_id")
     assert len(builds.options) == 2
     assert "Made by" in all_markdown(at)
+
+
+def test_the_presented_experiment_shows_the_tables_of_the_source(endpoint, tour_bundle):
+    """Evaluate → Experiments while presenting: the bundle's experiment, with the report tables its source home
+    gives (rebuilt from the imported units and records), and no unit offered to run."""
+    import pandas as pd
+
+    from protocol.config import ExperimentConfig
+    from protocol.report import build_report, fair_rows, single_rows
+    from testkit.workspace import make_workspace
+
+    source = make_workspace(tour_bundle.parent / "src", env={"PAL_EMBEDDER": "hash"})
+    (job,) = source.jobs.store.jobs(kind="experiment")
+    exp = ExperimentConfig.model_validate(source.jobs.store.config(job.job_id)["experiment"])
+    report = build_report(exp, source.jobs.store.units(job.job_id), source.evals)
+    at = open_page("evaluate")
+    assert at.selectbox(key="eval_experiment").value == job.job_id
+    shown = [d.value for d in at.dataframe]
+    for head, rows in (single_rows(report), fair_rows(report)):
+        want = pd.DataFrame(rows, columns=head)
+        assert any(list(f.columns) == head and f.equals(want) for f in shown), head
+    assert app_workspace().jobs.store.summary(job.job_id).counts["done"] == job.total

@@ -1,5 +1,7 @@
 """Workspace bundles: export → import gives the same records in every table, twice adds nothing, a tampered,
-foreign or future bundle is refused and leaves the target unchanged, and no configured key is in the file.
+foreign or future bundle is refused and leaves the target unchanged, and no configured key is in the file;
+an experiment gives the same report tables there (also where the dataset lives in another folder), goes into a
+bundle only whole, and its units in progress arrive inert.
 
 Uses the bundled demo users (``data/demo``) with the hash embedder and scripted LLMs (``testkit.worked``)."""
 
@@ -15,11 +17,13 @@ import pytest
 
 from palset.dataset import dataset_key
 from palset.loader import load_dataset
-from studio.bundle.export import export_bundle
+from protocol.config import ExperimentConfig
+from protocol.report import build_report, fair_rows, single_rows
+from studio.bundle.export import dataset_spellings, export_bundle
 from studio.bundle.importer import BundleError, import_bundle, read_bundle
-from studio.bundle.kinds import KINDS
+from studio.bundle.kinds import BY_TABLE, KINDS, Configured
 from studio.bundle.manifest import MANIFEST, table_member
-from testkit.worked import ANNOTATORS, fill_home
+from testkit.worked import ANNOTATORS, fill_home, worked_experiment
 from testkit.workspace import make_workspace
 from tests.conftest import DEMO
 
@@ -44,10 +48,14 @@ def source(tmp_path_factory):
     mp.undo()
 
 
-def table_rows(ws, kind, mapping: dict[str, str] | None = None) -> list:
-    """Every row of a kind's table (surrogate ids left out), JSON parsed, sorted, ids optionally mapped."""
+def table_rows(ws, kind, mapping: dict[str, str] | None = None, *, carried: bool = False) -> list:
+    """Every row of a kind's table (surrogate ids left out), JSON parsed, sorted, ids optionally mapped;
+    ``carried``: without the LLM calls accounted to no record (an experiment's single-turn tasks), which no
+    bundle carries."""
     columns = [c for c in ws.tables.columns(kind.table) if c not in kind.skip]
     rows = ws.tables.select(kind.table, columns)
+    if carried and kind.table == "llm_calls":
+        rows = [r for r in rows if r["run_id"] is not None]
     text = json.dumps([{c: json.loads(r[c]) if c in kind.json else r[c] for c in columns} for r in rows],
                       sort_keys=True, ensure_ascii=False)
     for old, new in (mapping or {}).items():
@@ -65,7 +73,7 @@ def test_every_kind_is_in_the_bundle_with_a_manifest_that_checks(source):
     empty = [t for t, info in manifest.tables.items() if info.rows == 0]
     assert empty == [], f"the worked home lacks records of {empty}"
     for kind in KINDS:  # counts per table: all of the source's rows (the source holds only this dataset's work)
-        assert manifest.tables[kind.table].rows == len(table_rows(ws, kind))
+        assert manifest.tables[kind.table].rows == len(table_rows(ws, kind, carried=True))
     assert manifest.how == ["made by a test"] and manifest.schema_versions
     assert {m.model for m in manifest.made_with} >= {"scripted-judge"}
     bundle = read_bundle(out)
@@ -78,7 +86,7 @@ def test_import_into_an_empty_home_gives_the_same_records(source, tmp_path):
     report = import_bundle(target, out, known={"demo": DEMO})
     assert report.total_added > 0 and not report.already_imported
     for kind in KINDS:
-        assert table_rows(target, kind) == table_rows(ws, kind), kind.table
+        assert table_rows(target, kind) == table_rows(ws, kind, carried=True), kind.table
 
 
 def test_importing_twice_adds_nothing(source, tmp_path):
@@ -120,7 +128,7 @@ def test_a_dataset_in_another_folder_is_rekeyed_and_its_records_open_there(sourc
             for a, b in zip(ws.tables.select(kind.table, list(kind.key)), target.tables.select(kind.table, list(kind.key))):
                 ids[a[kind.key[0]]] = b[kind.key[0]]
     for kind in KINDS:
-        assert table_rows(target, kind) == table_rows(ws, kind, {old: new, **ids}), kind.table
+        assert table_rows(target, kind) == table_rows(ws, kind, {old: new, **ids}, carried=True), kind.table
 
 
 def _rewrite(src: Path, dst: Path, edit) -> Path:
@@ -175,7 +183,8 @@ def _foreign_users(members):
 def test_a_tampered_or_foreign_bundle_is_refused_and_leaves_the_target_unchanged(source, tmp_path, edit, message):
     _, _, out, _ = source
     target = make_workspace(tmp_path / "target", env={"PAL_EMBEDDER": "hash"})
-    fill_home(target, load_dataset(DEMO), ["1001"], ("gold", "rag-turn"), review=False, fidelity=False)
+    fill_home(target, load_dataset(DEMO), ["1001"], ("gold", "rag-turn"), review=False, fidelity=False,
+              experiment=False)
     before = snapshot(target)
     bad = _rewrite(out, tmp_path / "bad.palbundle", edit)
     with pytest.raises(BundleError, match=message):
@@ -242,3 +251,104 @@ def test_users_and_methods_narrow_the_export(source, tmp_path):
     assert manifest.tables["judgments"].rows == 0  # a judgment needs both of its methods
     with pytest.raises(ValueError, match="no user"):
         export_bundle(ws, dataset, tmp_path / "x.palbundle", users=["9999"])
+
+
+def experiment_tables(ws) -> list[tuple]:
+    """Per experiment job (the Evaluate page's list): its dataset folder and the report's tables and unit counts,
+    rebuilt from its units and the eval store as the page does."""
+    out = []
+    for job in ws.jobs.store.jobs(kind="experiment"):
+        exp = ExperimentConfig.model_validate(ws.jobs.store.config(job.job_id)["experiment"])
+        report = build_report(exp, ws.jobs.store.units(job.job_id), ws.evals)
+        out.append((job.job_id, exp.dataset, single_rows(report), fair_rows(report), report.units))
+    return out
+
+
+def test_an_experiment_reports_the_same_tables_after_import(source, tmp_path):
+    ws, _, out, manifest = source
+    assert manifest.tables["jobs"].rows == 1 and manifest.tables["job_units"].rows == 14
+    target = make_workspace(tmp_path / "target", env={"PAL_EMBEDDER": "hash"})
+    import_bundle(target, out, known={"demo": DEMO})
+    (job, folder, *tables), = experiment_tables(ws)
+    assert experiment_tables(target) == [(job, dataset_key(DEMO), *tables)]
+    single, fair, units = tables
+    assert units == {"done": 14} and [r[0] for r in single[1]] == ["gold", "vanilla"]
+    assert sorted(r[2] for r in fair[1]) == ["preference", "requirement"]
+    assert all(int(r[3]) + int(r[4]) + int(r[5]) == 1 for r in fair[1])  # one topic judged per aspect
+    assert target.jobs.store.summary(job).pool == "cli"
+    with zipfile.ZipFile(out) as z:  # the exporting machine's folder is in no experiment member
+        assert not any(dataset_key(DEMO).encode() in z.read(table_member(t)) for t in ("jobs", "job_units"))
+
+
+def test_an_experiment_on_a_dataset_in_another_folder_is_the_same_experiment_there(source, tmp_path):
+    """Its configuration names that home's folder, its job id is the one ``pal experiment run FILE`` derives
+    there, and its units read the re-keyed builds, runs, results and judgments: the same tables."""
+    ws, dataset, out, _ = source
+    moved = tmp_path / "elsewhere" / "demo"
+    shutil.copytree(DEMO, moved)
+    target = make_workspace(tmp_path / "target", env={"PAL_EMBEDDER": "hash"})
+    import_bundle(target, out, known={"demo": moved})
+    (_, _, *tables), = experiment_tables(ws)
+    job = worked_experiment(load_dataset(moved), USERS[0], "gold").job_id()
+    assert experiment_tables(target) == [(job, dataset_key(moved), *tables)]
+    units = target.jobs.store.units(job)
+    assert {u.payload["dataset"] for u in units} == {dataset_key(moved)}
+    assert all(d.startswith(f"{job}/") for u in units for d in u.deps) and any(u.deps for u in units)
+    sims = [u for u in units if u.kind == "sim.run"]
+    assert sims and all(target.sims.exists(u.label) and u.unit_id == f"{job}/sim/{u.label}" for u in sims)
+
+
+def test_an_experiment_goes_into_a_bundle_only_whole(source, tmp_path):
+    """The worked experiment is gold against vanilla for user 1000: a bundle without one of those leaves it out."""
+    ws, dataset, _, _ = source
+    for users, methods, rows in ((["1002"], None, 0), (None, ["gold", "rag-turn"], 0), (["1000"], None, 1),
+                                 (USERS, ["gold", "vanilla"], 1)):
+        manifest = export_bundle(ws, dataset, tmp_path / "part.palbundle", users=users, methods=methods)
+        assert manifest.tables["jobs"].rows == rows, (users, methods)
+        assert manifest.tables["job_units"].rows == 14 * rows and manifest.tables["job_deps"].rows == 13 * rows
+
+
+def test_an_experiment_of_another_dataset_is_not_exported(source, tmp_path):
+    ws, dataset, _, _ = source
+    other = tmp_path / "other" / "demo"
+    shutil.copytree(DEMO, other)
+    manifest = export_bundle(ws, load_dataset(other), tmp_path / "other.palbundle")
+    assert manifest.tables["jobs"].rows == 0 and manifest.tables["job_units"].rows == 0
+
+
+def test_a_unit_in_progress_arrives_queued_without_its_lease_and_nothing_runs(source, tmp_path):
+    ws, dataset, _, _ = source
+    job = ws.jobs.store.jobs(kind="experiment")[0].job_id
+    unit = ws.jobs.store.units(job)[-1]
+    with ws.db.write() as conn:
+        conn.execute("UPDATE job_units SET status='running', lease_owner='elsewhere:1:x', lease_until=9e9 "
+                     "WHERE unit_id=?", (unit.unit_id,))
+    try:
+        export_bundle(ws, dataset, tmp_path / "busy.palbundle")
+    finally:
+        with ws.db.write() as conn:
+            conn.execute("UPDATE job_units SET status='done', lease_owner=NULL, lease_until=NULL WHERE unit_id=?",
+                         (unit.unit_id,))
+    carried = {r["unit_id"]: r for r in read_bundle(tmp_path / "busy.palbundle").rows["job_units"]}[unit.unit_id]
+    assert (carried["status"], carried["lease_owner"], carried["lease_until"]) == ("queued", None, None)
+    assert carried["attempts"] == unit.attempts - 1
+    target = make_workspace(tmp_path / "target", env={"PAL_EMBEDDER": "hash"})
+    import_bundle(target, tmp_path / "busy.palbundle", known={"demo": DEMO})
+    assert target.jobs.store.claim("app-worker", 60, pool="app") is None  # the app's workers take nothing
+    assert target.jobs.store.unit(unit.unit_id).status == "queued"
+    assert experiment_tables(target)[0][4] == {"done": 13, "queued": 1}
+
+
+def test_an_experiment_of_every_user_needs_every_user_and_its_folder_is_hidden_however_written():
+    scope = BY_TABLE["jobs"].scope
+    assert isinstance(scope, Configured)
+    folder = str(DEMO / ".." / "demo")  # as an experiment file may name it: not the key
+    row = {"kind": "experiment", "config": json.dumps({"experiment": {"dataset": folder, "users": "all",
+                                                                      "methods": ["gold"], "baseline": "vanilla"}})}
+    dkey, every = dataset_key(DEMO), ["1000", "1002"]
+    assert scope.covers(row, dkey, None, None, every)
+    assert scope.covers(row, dkey, every, ["gold", "vanilla", "rag-turn"], every)
+    assert not scope.covers(row, dkey, ["1000"], None, every)
+    assert not scope.covers(row, dkey, None, ["gold"], every)
+    assert not scope.covers(row, dataset_key(DEMO.parent), None, None, every)
+    assert dataset_spellings({"jobs": [row]}, dkey) == {folder}
