@@ -76,7 +76,7 @@ clean:
 # Regenerate the bundled demo workspace from the demo data with what runs offline: the gold memory and the
 # no-LLM baselines for every user with their fidelity against gold, one simulation per method on one query
 # topic and a FairEval judgment of every method pair (k=1) made with the bundled SmolLM2-135M model, a
-# calibration review batch; exported with annotators pseudonymised. About 1-2 hours on 2 CPU cores.
+# calibration review batch; exported with annotators pseudonymised. About 30 minutes on 2 quiet CPU cores (27 min measured).
 DEMO_METHODS := gold rag-turn rag-session vanilla-log
 DEMO_TASK    := 1002_sample7_topic-1
 DEMO_PAIRS   := gold:rag-turn gold:rag-session gold:vanilla-log rag-turn:rag-session rag-turn:vanilla-log \
