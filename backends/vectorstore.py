@@ -65,12 +65,24 @@ def _clean_metadata(meta: dict[str, Any]) -> dict[str, Any]:
     return out or {"_": 0}
 
 
-def _chroma_embedding_function(embedder: Embedder) -> Any:
+def _chroma_embedding_function(embedder: Embedder | None, name: str | None = None) -> Any:
+    """Our embedder as a Chroma embedding function. ``embedder=None``: the one registered as ``name``, loaded on
+    first use — Chroma rebuilds functions from a collection's stored config (``build_from_config``) also just to
+    check them (``is_legacy``, every collection opened), which must not load a model each time."""
     from chromadb.api.types import EmbeddingFunction
 
     class _PalEmbedding(EmbeddingFunction):
         def __init__(self) -> None:
-            self._embedder = embedder
+            self._loaded = embedder
+            self._name = embedder.name if embedder is not None else (name or "hash")
+
+        @property
+        def _embedder(self) -> Embedder:
+            if self._loaded is None:
+                from backends.embeddings import load_embedder
+
+                self._loaded = load_embedder(self._name)
+            return self._loaded
 
         def __call__(self, input: list[str]) -> list[np.ndarray]:
             return list(self._embedder.embed_documents(list(input)))
@@ -83,14 +95,12 @@ def _chroma_embedding_function(embedder: Embedder) -> Any:
             return "pal-studio"
 
         def get_config(self) -> dict[str, Any]:
-            return {"embedder": embedder.name}
+            return {"embedder": self._name}
 
         @staticmethod
         def build_from_config(config: dict[str, Any]) -> Any:
             # by registry name, never by a stored absolute path, so a moved venv still opens old collections
-            from backends.embeddings import load_embedder
-
-            return _chroma_embedding_function(load_embedder(config.get("embedder", "hash")))
+            return _chroma_embedding_function(None, config.get("embedder", "hash"))
 
     return _PalEmbedding()
 
