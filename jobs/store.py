@@ -10,7 +10,6 @@ can tell the units of a dead process on that host (requeued at once) from those 
 from __future__ import annotations
 
 import json
-import os
 import socket
 import sqlite3
 from collections.abc import Callable, Iterable
@@ -23,16 +22,6 @@ HOST = socket.gethostname()
 
 def unit_id(job_id: str, key: str) -> str:
     return f"{job_id}/{key}"
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class JobStore:
