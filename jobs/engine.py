@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from backends.llm.errors import Cancelled
-from jobs.store import HOST, JobStore, pid_alive
+from backends.store.leases import pid_alive
+from jobs.store import HOST, JobStore
 from jobs.types import JobSpec, JobSummary, Unit
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,6 @@ can tell the units of a dead process on that host (requeued at once) from those 
 from __future__ import annotations
 
 import json
-import os
 import socket
 import sqlite3
 from collections.abc import Callable, Iterable
@@ -23,16 +22,6 @@ HOST = socket.gethostname()
 
 def unit_id(job_id: str, key: str) -> str:
     return f"{job_id}/{key}"
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class JobStore:
@@ -237,14 +226,21 @@ class JobStore:
             return self._summary(conn, job)
 
     def _summary(self, conn: sqlite3.Connection, job: sqlite3.Row) -> JobSummary:
-        rows = conn.execute("SELECT status, COUNT(*), SUM(progress), SUM(CASE WHEN status='done' THEN seconds END) "
-                            "FROM job_units WHERE job_id=? GROUP BY status", (job["job_id"],)).fetchall()
+        rows = conn.execute("SELECT kind, status, COUNT(*), SUM(progress), SUM(seconds) FROM job_units WHERE job_id=? "
+                            "GROUP BY kind, status", (job["job_id"],)).fetchall()
         counts = dict.fromkeys(STATUSES, 0)
+        by_kind: dict[str, tuple[int, float, int]] = {}  # kind → (done, their seconds, queued or running)
         progress, seconds = 0.0, 0.0
-        for status, n, prog, secs in rows:
-            counts[status] = n
-            progress += n if status == "done" else (prog or 0.0) if status == "running" else 0.0
-            seconds += secs or 0.0
+        for kind, status, n, prog, secs in rows:
+            counts[status] = counts.get(status, 0) + n
+            done, done_s, left = by_kind.get(kind, (0, 0.0, 0))
+            if status == "done":
+                progress += n
+                seconds += secs or 0.0
+                done, done_s = done + n, done_s + (secs or 0.0)
+            elif status == "running":
+                progress += prog or 0.0
+            by_kind[kind] = (done, done_s, left + (n if status in ("queued", "running") else 0))
         blocked = conn.execute(  # queued units that wait, directly or not, on a failed or cancelled unit
             "WITH RECURSIVE bad(uid) AS (SELECT unit_id FROM job_units WHERE job_id=?1 AND status IN ('failed', "
             "'cancelled') UNION SELECT d.unit_id FROM job_deps d JOIN bad ON d.dep_id=bad.uid) "
@@ -253,9 +249,6 @@ class JobStore:
         errors = [f"{r[0]}: {r[1]}" for r in conn.execute(
             "SELECT label, last_error FROM job_units WHERE job_id=? AND status='failed' ORDER BY seq LIMIT 5",
             (job["job_id"],))]
-        by_kind = {r[0]: (r[1] or 0, r[2] or 0.0, r[3] or 0) for r in conn.execute(
-            "SELECT kind, SUM(status='done'), SUM(CASE WHEN status='done' THEN seconds END), "
-            "SUM(status IN ('queued', 'running')) FROM job_units WHERE job_id=? GROUP BY kind", (job["job_id"],))}
         total = sum(counts.values())
         return JobSummary(by_kind=by_kind, job_id=job["job_id"], kind=job["kind"], title=job["title"], created_by=job["created_by"],
                           pool=job["pool"], cancelled=bool(job["cancelled"]), created_at=job["created_at"],

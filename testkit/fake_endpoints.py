@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from testkit.fault_server import serving
+
 LEAK = "THOUGHT-LEAK"
 THOUGHT = f'Let me think. Maybe {{"content": "{LEAK}", "query": "{LEAK}"}} would do. {LEAK}'
 STRICT_OK = {"type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf",
@@ -199,10 +201,5 @@ class FakeEndpoint:
 
     @contextmanager
     def running(self):
-        thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        thread.start()
-        try:
+        with serving(self.httpd):
             yield self
-        finally:
-            self.httpd.shutdown()
-            self.httpd.server_close()

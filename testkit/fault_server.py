@@ -84,10 +84,17 @@ class FaultServer:
 
     @contextmanager
     def running(self):
-        thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        thread.start()
-        try:
+        with serving(self.httpd):
             yield self
-        finally:
-            self.httpd.shutdown()
-            self.httpd.server_close()
+
+
+@contextmanager
+def serving(httpd: ThreadingHTTPServer):
+    """Serve ``httpd`` on a daemon thread for the ``with`` block, then shut it down and close its socket."""
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield httpd
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from backends.config import LocalServerConfig
+from backends.llm.counters import server_root
 from backends.llm.local_server import LocalServers
 from backends.llm.openai_compat import OpenAICompatProvider
 from backends.llm.types import ChatRequest, ChatResult
@@ -33,7 +34,7 @@ class LocalProvider:
 
     def tokenizer_root(self) -> str:
         """Where the bundled model's own tokenizer answers (llama.cpp ``/tokenize``)."""
-        return self._provider().base_url.removesuffix("/v1")
+        return server_root(self._provider().base_url)
 
     @property
     def endpoint(self) -> str:

@@ -196,13 +196,17 @@ def guess_switch(model: str, base_url: str | None) -> str:
     return "none"
 
 
+_NO_SWITCH_LOGGED: set[tuple[str, str | None]] = set()  # (model, base URL) already said to have no switch
+
+
 def thinking_off_body(model: str, base_url: str | None, switch: str = "auto") -> tuple[dict[str, Any], str]:
     """(request body fields, switch name) that turn thinking off for this role."""
     name = guess_switch(model, base_url) if switch == "auto" else switch
     body = {k: (dict(v) if isinstance(v, dict) else v) for k, v in THINKING_OFF.get(name, {}).items()}
     if name == "reasoning_effort" and re.match(r"^o\d", model.lower()):
         body["reasoning_effort"] = "low"  # the o-series cannot go lower
-    if name == "none":
+    if name == "none" and (model, base_url) not in _NO_SWITCH_LOGGED:  # once, not on every request
+        _NO_SWITCH_LOGGED.add((model, base_url))
         log.info("thinking off: no switch known for model %s at %s; its thinking is still kept apart", model, base_url)
     return body, name
 

@@ -31,10 +31,16 @@ M = TypeVar("M", bound=BaseModel)
 REJECTED_CHARS = 4000  # a rejected answer fed back is at most this long
 
 
+def format_instructions(schema: dict[str, Any], mode: str, provider: str) -> str:
+    """The format instructions for ``mode`` on ``provider``: the full schema unless the bundled server enforces
+    it by grammar (``json_schema`` on ``local``), where naming the fields is enough."""
+    return schema_instructions(schema, full=mode != "json_schema" or provider != "local")
+
+
 def with_instructions(messages: Sequence[Message], schema: dict[str, Any], mode: str, provider: str) -> list[Message]:
-    """The messages with the format instructions in the system message (full schema unless grammar-enforced)."""
+    """The messages with the format instructions (:func:`format_instructions`) in the system message."""
     msgs = list(messages)
-    instructions = schema_instructions(schema, full=mode != "json_schema" or provider != "local")
+    instructions = format_instructions(schema, mode, provider)
     if msgs and msgs[0].role == "system":
         msgs[0] = Message(role="system", content=f"{msgs[0].content}\n\n{instructions}")
     else:
@@ -46,7 +52,7 @@ def instructions_for(client: LLMClient, role: str, model: type[BaseModel]) -> st
     """The format instructions a structured call of ``model`` adds to the prompt now (for budgets)."""
     rc, provider = client.config.role(role), client.provider(role)
     mode = client.modes.mode_for(provider.endpoint, rc.model, rc.structured_mode)
-    return schema_instructions(bounded_schema(model), full=mode != "json_schema" or rc.provider != "local")
+    return format_instructions(bounded_schema(model), mode, rc.provider)
 
 
 def correction_turns(rejected: list[tuple[str, str]]) -> list[Message]:

@@ -53,14 +53,15 @@ class CapabilityStore:
         return _row(row) if row else None
 
     def update(self, endpoint: str, model: str, **fields: Any) -> Capabilities:
-        """Set ``fields`` (others keep their value) and return the row."""
-        current = self.get(endpoint, model) or Capabilities(endpoint=endpoint, model=model)
-        merged = current.model_copy(update={**fields, "updated_at": time.time()})
-        data = merged.model_dump()
-        data["modes"] = json.dumps(data["modes"], ensure_ascii=False)
-        cols = ", ".join(data)
-        marks = ", ".join("?" * len(data))
+        """Set ``fields`` (others keep their value) and return the row. The row is read and written in one
+        transaction, so two processes updating different fields of one endpoint both keep theirs."""
         with self.db.write() as conn:
+            current = self.get(endpoint, model) or Capabilities(endpoint=endpoint, model=model)  # reads in conn
+            merged = current.model_copy(update={**fields, "updated_at": time.time()})
+            data = merged.model_dump()
+            data["modes"] = json.dumps(data["modes"], ensure_ascii=False)
+            cols = ", ".join(data)
+            marks = ", ".join("?" * len(data))
             conn.execute(f"INSERT OR REPLACE INTO llm_capabilities ({cols}) VALUES ({marks})", tuple(data.values()))
         return merged
 

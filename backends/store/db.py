@@ -81,38 +81,30 @@ class Database:
             raise
 
     @contextmanager
-    def _reading(self) -> Iterator[sqlite3.Connection]:
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A read-only snapshot: a deferred transaction that takes no write lock (inside this thread's own
+        open transaction on the file, it reads in that one)."""
         conn = self.connection()
         if conn.in_transaction:  # already inside this thread's transaction on the file: read in it
             yield conn
             return
-        if self.read_only:  # query_only for good: a snapshot without toggling it
-            conn.execute("BEGIN DEFERRED")
-            try:
-                yield conn
-            finally:
-                if conn.in_transaction:
-                    conn.execute("COMMIT")
-            return
-        conn.execute("PRAGMA query_only=ON")
+        toggle = not self.read_only  # a read-only database's connections are query_only for good
+        if toggle:
+            conn.execute("PRAGMA query_only=ON")
         conn.execute("BEGIN DEFERRED")
         try:
             yield conn
         finally:
             if conn.in_transaction:
                 conn.execute("COMMIT")  # ends the read snapshot (nothing to write)
-            conn.execute("PRAGMA query_only=OFF")
+            if toggle:
+                conn.execute("PRAGMA query_only=OFF")
 
     def write(self) -> AbstractContextManager[sqlite3.Connection]:
         """An immediate transaction: commits on success, rolls back on error (:class:`ReadOnlyError` when read-only)."""
         if self.read_only:
             raise ReadOnlyError(f"{self.path} is open read-only (a presentation): nothing can be written")
         return self._transaction("BEGIN IMMEDIATE")
-
-    def read(self) -> AbstractContextManager[sqlite3.Connection]:
-        """A read-only snapshot: a deferred transaction that takes no write lock (inside this thread's own
-        open transaction on the file, it reads in that one)."""
-        return self._reading()
 
     def close(self) -> None:
         """Close this thread's connection and the keeper (other threads' connections close with their threads)."""

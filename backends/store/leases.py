@@ -38,18 +38,21 @@ def process_holder(label: str) -> str:
     return f"{label} pid={os.getpid()}@{socket.gethostname()}"
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this machine runs (another user's counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
 def holder_is_dead(holder: str) -> bool:
     """True when ``holder`` names a process on this machine that no longer runs."""
     m = _PROCESS.search(holder)
-    if m is None or m.group(2) != socket.gethostname():
-        return False
-    try:
-        os.kill(int(m.group(1)), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, another user's
-        return False
-    return False
+    return m is not None and m.group(2) == socket.gethostname() and not pid_alive(int(m.group(1)))
 
 
 class LeaseStore:
