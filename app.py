@@ -28,17 +28,19 @@ try:
 except AccessConfigError as e:
     st.error(f"Configuration error: {e}")
     st.stop()
-pages = build_pages(account.role if account else None, presenting=presenting())
+shows_bundle = presenting()  # once per run: it stats the bundle and looks up its cached workspace
+pages = build_pages(account.role if account else None, presenting=shows_bundle)
 page = st.navigation(list(pages.values()), position="top" if account else "hidden")
+page_path = chosen_path(pages, page)
 if account is None:
     render_sign_in(accounts)
-elif not may_open(account.role, chosen_path(pages, page), presenting=presenting()):
-    render_unavailable(page.title, account.role, presenting=presenting())
+elif not may_open(account.role, page_path, presenting=shows_bundle):
+    render_unavailable(page.title, account.role, presenting=shows_bundle)
     with st.sidebar:
         render_identity(account)  # a way out: Sign out
 else:
     dataset = active_dataset()
     render_sidebar(dataset, account)
     render_banner()
-    render_tour_bar(dataset, chosen_path(pages, page))
+    render_tour_bar(dataset, page_path)
     page.run()

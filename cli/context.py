@@ -1,13 +1,16 @@
-"""The workspace of a ``pal`` command: ``PAL_HOME`` and the configuration, opened once per home."""
+"""The workspace of a ``pal`` command (``PAL_HOME`` and the configuration, opened once per home) and the dataset
+folder it names."""
 
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from backends.paths import default_home
 
 if TYPE_CHECKING:
+    from palset.dataset import Dataset
     from studio.workspace import Workspace
 
 
@@ -18,8 +21,17 @@ def open_workspace() -> Workspace:
 
 @cache
 def _open(home: str) -> Workspace:
-    from pathlib import Path
-
     from studio.workspace import Workspace
 
     return Workspace(Path(home))
+
+
+def load_dataset_arg(path: str | Path, shown: str | None = None) -> Dataset:
+    """The PAL-Set folder at ``path`` (loaded lazily); one without users ends the command, naming ``shown`` (default:
+    ``path``) and its first problems."""
+    from palset.loader import load_dataset
+
+    dataset = load_dataset(path, lazy=True)
+    if not dataset.users:
+        raise SystemExit(f"error: {shown or path}: no users ({'; '.join(str(p) for p in dataset.problems[:3])})")
+    return dataset

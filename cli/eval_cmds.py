@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from cli.context import open_workspace
+from cli.context import load_dataset_arg, open_workspace
 
 BENCH_CAPTION = ("BLEU ×100 (restatement R-, proposal P-): Chinese with jieba as the paper, English with word tokens "
                  "(the paper's code runs jieba on every language); G-score 0–100 (failed judge calls left out, counted "
@@ -53,15 +53,6 @@ def _split(text: str | None) -> list[str]:
     return [x.strip() for x in (text or "").split(",") if x.strip()]
 
 
-def _dataset(path: str):
-    from palset.loader import load_dataset
-
-    dataset = load_dataset(path, lazy=True)
-    if not dataset.users:
-        raise SystemExit(f"error: {path}: no users ({'; '.join(str(p) for p in dataset.problems[:3])})")
-    return dataset
-
-
 def cmd_judge(args: argparse.Namespace) -> int:
     from evaluation.aggregate import aggregate_judgments
     from evaluation.faireval import ASPECTS
@@ -75,7 +66,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
     if args.review_uncertain is not None and (args.review_uncertain < 1 or not _split(args.annotators)):
         print("error: --review-uncertain needs N ≥ 1 and --annotators", file=sys.stderr)
         return 2
-    dataset = _dataset(args.dataset)
+    dataset = load_dataset_arg(args.dataset)
     ws = open_workspace()
     sims = ws.sims
     dkey, users = dataset_key(dataset.root), _split(args.users) or None
@@ -163,7 +154,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"error: unknown method(s) {unknown} (methods: {', '.join(METHODS)})"
               + "".join(f"; not implemented — {x}" for x in missing), file=sys.stderr)
         return 2
-    dataset = _dataset(args.dataset)
+    dataset = load_dataset_arg(args.dataset)
     users = _split(args.users) or None
     missing = [u for u in users or [] if u not in dataset.users]
     if missing:

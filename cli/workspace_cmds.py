@@ -41,7 +41,8 @@ def _split(text: str | None) -> list[str] | None:
 
 
 def _dataset(arg: str):
-    from palset.loader import load_dataset
+    """The dataset folder at ``arg``, or the one known by that name."""
+    from cli.context import load_dataset_arg
     from palset.names import configured_datasets
 
     known = configured_datasets()
@@ -50,10 +51,7 @@ def _dataset(arg: str):
         root = known[arg]
     if not root.is_dir():
         raise SystemExit(f"error: {arg}: no such dataset folder (known names: {', '.join(known)})")
-    dataset = load_dataset(root, lazy=True)
-    if not dataset.users:
-        raise SystemExit(f"error: {arg}: no users ({'; '.join(str(p) for p in dataset.problems[:3])})")
-    return dataset
+    return load_dataset_arg(root, shown=arg)
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -3,7 +3,8 @@
 A Ray worker gets the rows a unit needs (its memory build, the runs it continues or judges) and the files under
 the home it reads (PLUM adapters, a generation run's steps), runs the unit on a scratch workspace, and returns
 what changed — new or changed rows of the record tables and changed files. The driver applies them to its own
-run store (``INSERT OR REPLACE`` by primary key; an LLM call gets a new id) and re-indexes the memory items it
+run store (inserted, or updated in place by primary key — never replaced, which would cascade-delete a
+build's or a run's children; an LLM call gets a new id) and re-indexes the memory items it
 received, so its Chroma collections answer as if the unit had run there.
 """
 

@@ -47,14 +47,22 @@ _WORKER_SHARED: dict = {}  # embedders, Chroma client, datasets: opened once per
 
 def _worker_shared() -> dict:
     """What a worker process's scratch workspaces share: its item vectors live in one process-wide Chroma folder
-    (namespaced by build, re-indexed from the shipped rows before each unit), so no unit pays for a new client."""
+    (namespaced by build, re-indexed from the shipped rows before each unit), so no unit pays for a new client;
+    ``indexed``: the item versions that folder holds. After :func:`_forget_vectors`, a fresh folder."""
     from backends.vectorstore import open_chroma
 
-    if not _WORKER_SHARED:
+    if _WORKER_SHARED.get("chroma") is None:
         folder = Path(tempfile.mkdtemp(prefix="pal-worker-chroma-"))
-        _WORKER_SHARED.update({"embedders": {}, "vectors": {}, "chroma": open_chroma(folder), "datasets": {},
-                               "build_locks": {}})
+        _WORKER_SHARED.update({"vectors": {}, "chroma": open_chroma(folder), "indexed": set()})
+        for key in ("embedders", "datasets", "build_locks"):
+            _WORKER_SHARED.setdefault(key, {})
     return _WORKER_SHARED
+
+
+def _forget_vectors() -> None:
+    """After a failed unit: vectors of a half-done stage may be in the shared index, so the next unit starts with a
+    fresh one (re-indexed from its rows); the loaded embedders and datasets stay."""
+    _WORKER_SHARED.update({"vectors": {}, "chroma": None, "indexed": set()})
 
 
 def unit_records(ws: Workspace, unit: Unit) -> Bundle:
@@ -146,7 +154,7 @@ def run_remote(kind: str, payload: dict, unit_id: str, job_id: str, config: Plat
     try:
         apply_rows(ws.db, records.rows)
         write_files(home, records.files)
-        reindex(ws, records.rows, ws._shared.setdefault("indexed", set()))
+        reindex(ws, records.rows, ws._shared["indexed"])
         before, files_before = all_rows(ws.db), file_digests(home)
         unit = Unit(unit_id=unit_id, job_id=job_id, seq=0, kind=kind, label=unit_id, payload=payload,
                     status="running", attempts=1, max_attempts=1)
@@ -154,7 +162,7 @@ def run_remote(kind: str, payload: dict, unit_id: str, job_id: str, config: Plat
         try:
             result = build_registry().get(kind).run(ctx)
         except BaseException:
-            _WORKER_SHARED.clear()  # vectors of a half-done stage may be in the shared index: start afresh
+            _forget_vectors()
             raise
         out = Bundle(rows=changed_rows(ws.db, before), files=changed_files(home, files_before))
         ws._shared["indexed"].update(_version(r) for r in out.rows.get("memory_items", []))  # indexed by the unit

@@ -25,7 +25,7 @@ from backends.prompts import PromptError, load_prompt
 from backends.store.tables import TableStore
 from palset.dataset import Dataset, dataset_key
 from palset.names import name_of
-from studio.bundle.kinds import BUILDS, KINDS, Configured, Own, Row
+from studio.bundle.kinds import BUILDS, BY_TABLE, KINDS, Configured, Own, Row
 from studio.bundle.manifest import (
     MANIFEST,
     PROMPTS,
@@ -72,13 +72,10 @@ def select_rows(tables: TableStore, dkey: str, users: Sequence[str] | None,
             for column in scope.methods if methods is not None else ():
                 where[column] = list(methods or [])
         else:
-            where[kind.scope.column] = sorted({str(r[_key_of(t)]) for t in kind.scope.parents for r in out.get(t, [])})
+            where[kind.scope.column] = sorted({str(r[BY_TABLE[t].key[0]]) for t in kind.scope.parents
+                                               for r in out.get(t, [])})
         out[kind.table] = tables.select(kind.table, columns, where)
     return out
-
-
-def _key_of(table: str) -> str:
-    return next(k.key[0] for k in KINDS if k.table == table)
 
 
 def dataset_spellings(rows: dict[str, list[Row]], dkey: str) -> set[str]:
