@@ -180,9 +180,7 @@ def render_progress(run_id: str, store: SynthStore) -> None:
 
 def render_success(uid: str, out: Path) -> None:
     """The user is in the folder: register the folder for this session and link to the Users page."""
-    from ui.shell import known_datasets
-
-    known = known_datasets()
+    known = platform_state.known_dataset_paths()
     name = next((n for n, p in known.items() if Path(p).resolve() == out.resolve()), None)
     if name is None:
         name = name_for_path(out, known)

@@ -17,9 +17,14 @@ KEY = "mem_build_id"
 _URL = UrlState({"build": KEY}, "mem")
 
 
-def made_by(build_id: str, method: str) -> str:
-    """"SmolLM2-135M-Instruct (memory_builder, 12 calls)", or "no LLM" for a method that builds without one."""
-    models = base_workspace().runs.models_by_run([build_id]).get(build_id, [])
+Models = dict[str, list[tuple[str, str, str, int]]]  # build id → (role, provider, model, calls)
+
+
+def made_by(build_id: str, method: str, models_by_run: Models | None = None) -> str:
+    """"SmolLM2-135M-Instruct (memory_builder, 12 calls)", or "no LLM" for a method that builds without one.
+    ``models_by_run``: the builds' models already read (else they are read for this build)."""
+    runs = base_workspace().runs.models_by_run([build_id]) if models_by_run is None else models_by_run
+    models = runs.get(build_id, [])
     if not models:
         return "no LLM" if not get_method_class(method).uses_llm else "no LLM calls recorded"
     return ", ".join(f"{model} ({role}, {n} calls)" for role, _provider, model, n in models)
@@ -32,9 +37,8 @@ def _configured_builder() -> str | None:
         return None
 
 
-def ordered_builds(builds: list[BuildInfo], configured: str | None) -> list[BuildInfo]:
+def ordered_builds(builds: list[BuildInfo], configured: str | None, runs: Models) -> list[BuildInfo]:
     """The build made by the configured memory-builder model first, then newest first (the stored order)."""
-    runs = base_workspace().runs.models_by_run([b.build_id for b in builds])
     mine = [b for b in builds if any(model == configured for _r, _p, model, _n in runs.get(b.build_id, []))]
     return mine + [b for b in builds if b not in mine]
 
@@ -44,14 +48,15 @@ def pick_build(dkey: str, uid: str, method: str) -> str | None:
     builds = base_workspace().memory.builds_of(dkey, uid, method)
     if len(builds) < 2:
         return None
-    builds = ordered_builds(builds, _configured_builder())
+    runs = base_workspace().runs.models_by_run([b.build_id for b in builds])  # one read for every label
+    builds = ordered_builds(builds, _configured_builder(), runs)
     ids = [b.build_id for b in builds]
     by_id = {b.build_id: b for b in builds}
     _URL.sync("build", ids, ids[0])
     chosen = st.selectbox("Build", ids, key=KEY, help="Stored builds of this method for this user; the one made by "
                           "the configured memory builder comes first.",
                           format_func=lambda i: f"{i} · {by_id[i].stages_done} stages · embedder "
-                                                f"{by_id[i].config.get('embedder', '?')} · {made_by(i, method)}")
+                                                f"{by_id[i].config.get('embedder', '?')} · {made_by(i, method, runs)}")
     _URL.write("build")
     return chosen
 

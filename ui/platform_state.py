@@ -88,6 +88,7 @@ def presented_bundle() -> str | None:
 
 
 def known_dataset_paths() -> dict[str, Path]:
+    """The datasets this session can open by name: the configured ones and folders added in the sidebar."""
     from palset.names import configured_datasets
 
     return {**configured_datasets(), **st.session_state.get("added_datasets", {})}

@@ -135,7 +135,7 @@ def render_present_panel() -> None:
     """Sidebar: present a bundle (or stop presenting), and the projector option."""
     if presenting():
         st.button("Stop presenting", key="present_stop", icon=":material/close:", on_click=_stop,
-                  disabled=presentation_workspace() is not None and PRESENT_KEY not in st.session_state)
+                  disabled=PRESENT_KEY not in st.session_state)  # PAL_PRESENT: every session presents
     else:
         with st.expander("Present a workspace bundle"):
             st.file_uploader("Bundle file (.palbundle)", type=["palbundle", "zip"], key="present_upload",

@@ -32,7 +32,6 @@ from ui.platform_state import (
 from ui.settings_capabilities import render_capabilities
 from ui.text import md_escape
 
-log = logging.getLogger(__name__)
 PROVIDERS = ["local", "openai"]
 STRUCTURED_MODES = ["json_schema", "json_schema_strict", "json_object", "prompt"]
 THINKING = ["default", "off"]

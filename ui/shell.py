@@ -16,7 +16,8 @@ from palset.dataset import Dataset
 from palset.files import MISSING_MEANS
 from review.access import auth_mode
 from review.accounts import Account
-from ui.datasets import DEFAULT_DATASET, configured_datasets, folder_signature, load, name_for_path
+from ui.datasets import DEFAULT_DATASET, folder_signature, load, name_for_path
+from ui.platform_state import known_dataset_paths
 from ui.text import error_text, md_escape
 
 log = logging.getLogger(__name__)
@@ -27,18 +28,14 @@ def _cached_dataset(path: str, signature: tuple) -> Dataset:
     return load(Path(path))
 
 
-def known_datasets() -> dict[str, Path]:
-    return {**configured_datasets(), **st.session_state.setdefault("added_datasets", {})}
-
-
 def active_dataset_name() -> str:
     name = st.query_params.get("dataset", DEFAULT_DATASET)
-    return name if name in known_datasets() else DEFAULT_DATASET
+    return name if name in known_dataset_paths() else DEFAULT_DATASET
 
 
 def active_dataset() -> Dataset:
     """The dataset named by ``?dataset=`` (default: the bundled demo), loaded once per file change."""
-    path = known_datasets()[active_dataset_name()]
+    path = known_dataset_paths()[active_dataset_name()]
     return _cached_dataset(str(path), folder_signature(path))
 
 
@@ -62,7 +59,7 @@ def _add_folder() -> None:
         return
     st.session_state.pop("dataset_path_error", None)
     added = st.session_state.setdefault("added_datasets", {})
-    name = name_for_path(path, known_datasets())
+    name = name_for_path(path, known_dataset_paths())
     added[name] = path
     _switch_dataset(name)
 
@@ -83,7 +80,7 @@ def render_sidebar(dataset: Dataset, account: Account) -> None:
     with st.sidebar:
         render_identity(account)
         st.subheader("Dataset")
-        names = list(known_datasets())
+        names = list(known_dataset_paths())
         current = active_dataset_name()
         if current != st.session_state.get("_url_dataset") or st.session_state.get("dataset_choice") not in names:
             # the URL changed (a link inside the app, back/forward): it wins over the picker's last value

@@ -29,7 +29,6 @@ from ui.sim_transcript import (
 )
 from ui.text import error_text, md_escape
 
-log = logging.getLogger(__name__)
 LIVE, GO, MESSAGE = "sim_live", "sim_go", "sim_message"
 
 log = logging.getLogger(__name__)

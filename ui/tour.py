@@ -189,10 +189,9 @@ def render_tour_bar(dataset: Dataset, page_path: str) -> None:
             st.warning(md_escape(here.missing), icon=":material/info:")
         c1, c2 = st.columns([3, 1])
         if index + 1 < len(stops):
-            nxt = resolve(stops[index + 1], dataset, ws, dataset_param)
             if c1.button(f"Next stop: {stops[index + 1].title}", key="tour_next", icon=":material/arrow_forward:",
-                         type="primary"):
-                page, params = stop_link(index + 1, nxt)
+                         type="primary"):  # the next stop's records are looked up only when it is asked for
+                page, params = stop_link(index + 1, resolve(stops[index + 1], dataset, ws, dataset_param))
                 st.switch_page(page, query_params=params)
         else:
             c1.caption("That was the last stop.")
