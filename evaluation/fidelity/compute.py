@@ -136,7 +136,7 @@ class _Measure:
         if not mine:
             return 0.0
         tied = np.flatnonzero(scores >= scores.max() - 1e-6)
-        return max(bleu(gold.text, mine[int(i)].text, self.user.language)[1] for i in tied)
+        return max(bleu(gold.text, mine[int(i)].text, self.user.language, orders=(1,))[1] for i in tied)
 
     def preference_candidates(self, mine: Snapshot) -> list[fs.Statement]:
         return fs.preference_statements(mine) if self.layered else fs.all_statements(mine)
