@@ -28,7 +28,8 @@ def bootstrap_ci(values: Sequence[float], stat: Callable[[np.ndarray], float] = 
         return float("nan"), float("nan")
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, arr.size, size=(n_boot, arr.size))
-    stats = np.array([stat(arr[row]) for row in idx])
+    # the mean (the default) in one vectorised pass, the same values as row by row; other statistics per row
+    stats = arr[idx].mean(axis=1) if stat is np.mean else np.array([stat(arr[row]) for row in idx])
     alpha = (1 - level) / 2
     return float(np.quantile(stats, alpha)), float(np.quantile(stats, 1 - alpha))
 

@@ -40,20 +40,24 @@ def tokenize(text: str, language: str | None = None) -> list[str]:
     return _WORD.findall(text.lower())
 
 
-def bleu_tokens(reference: Sequence[str], hypothesis: Sequence[str]) -> dict[int, float]:
-    """Cumulative BLEU-1…4 of tokenised texts; an empty hypothesis or reference scores 0."""
+def bleu_tokens(reference: Sequence[str], hypothesis: Sequence[str],
+                orders: Sequence[int] = tuple(WEIGHTS)) -> dict[int, float]:
+    """Cumulative BLEU-n of tokenised texts for each n of ``orders`` (default 1…4); an empty hypothesis or
+    reference scores 0."""
     if not reference or not hypothesis:
-        return dict.fromkeys(WEIGHTS, 0.0)
+        return dict.fromkeys(orders, 0.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # NLTK warns about zero n-gram counts; smoothing handles them
-        return {n: float(sentence_bleu([list(reference)], list(hypothesis), weights=w, smoothing_function=_SMOOTH))
-                for n, w in WEIGHTS.items()}
+        return {n: float(sentence_bleu([list(reference)], list(hypothesis), weights=WEIGHTS[n],
+                                       smoothing_function=_SMOOTH)) for n in orders}
 
 
-def bleu(reference: str, hypothesis: str, language: str | None = None) -> dict[int, float]:
-    """Cumulative BLEU-1…4 of one prediction against one reference (language detected from the reference)."""
+def bleu(reference: str, hypothesis: str, language: str | None = None,
+         orders: Sequence[int] = tuple(WEIGHTS)) -> dict[int, float]:
+    """Cumulative BLEU-1…4 (or the ``orders`` asked for) of one prediction against one reference (language
+    detected from the reference)."""
     lang = language or ("zh" if is_chinese(reference) else "en")
-    return bleu_tokens(tokenize(reference, lang), tokenize(hypothesis, lang))
+    return bleu_tokens(tokenize(reference, lang), tokenize(hypothesis, lang), orders)
 
 
 def bleu_max(references: Sequence[str], hypothesis: str, language: str | None = None) -> dict[int, float]:

@@ -20,7 +20,16 @@ from backends.llm.client import LLMClient
 from memory.index import VectorIndex
 from memory.privacy import ForgetRequest, find_forget_requests, mentions, redact_text
 from memory.tokens import count_tokens, counter_name
-from memory.types import BlockPart, Changes, MemoryItem, PromptBlock, Purpose, RetrievalTrace, RetrievedItem
+from memory.types import (
+    BlockPart,
+    Changes,
+    MemoryItem,
+    PromptBlock,
+    Purpose,
+    RetrievalTrace,
+    RetrievedItem,
+    render_context,
+)
 from palset.dataset import Session, User
 
 
@@ -198,7 +207,7 @@ class MemoryMethod(ABC):
 
     def trace(self, query: str, purpose: Purpose, current: Session | None, retrieved: list[RetrievedItem],
               blocks: list[PromptBlock]) -> RetrievalTrace:
-        context = "\n\n".join(f"# {b.title}\n{b.text}" for b in blocks if b.text.strip())
+        context = render_context(blocks)
         return RetrievalTrace(method=self.name, query=redact_text(query), purpose=purpose,
                               as_of_session=current.sample_id if current else None, items=retrieved, blocks=blocks,
                               tokens=count_tokens(context), full_history_tokens=full_history_tokens(self.ctx.user, current),

@@ -20,14 +20,10 @@ from collections.abc import Callable
 
 from backends.llm.context import Budget, Cut
 from memory.tokens import count_tokens
-from memory.types import PromptBlock, RetrievalTrace
+from memory.types import PromptBlock, RetrievalTrace, render_context
 
 Count = Callable[[str], int]
 SHORTENED = " … (shortened to fit the context window)"
-
-
-def render_context(blocks: list[PromptBlock]) -> str:
-    return "\n\n".join(f"# {b.title}\n{b.text}" for b in blocks if b.text.strip())
 
 
 def _order(blocks: list[PromptBlock]) -> list[tuple[int, int]]:

@@ -76,6 +76,11 @@ class PromptBlock(BaseModel):
                    sep=sep)
 
 
+def render_context(blocks: list[PromptBlock]) -> str:
+    """The memory context the assistant reads: each non-empty block under its ``# title``."""
+    return "\n\n".join(f"# {b.title}\n{b.text}" for b in blocks if b.text.strip())
+
+
 class RetrievalTrace(BaseModel):
     """What a method put in front of the assistant for one query, and why."""
 
@@ -92,7 +97,7 @@ class RetrievalTrace(BaseModel):
 
     @property
     def context(self) -> str:
-        return "\n\n".join(f"# {b.title}\n{b.text}" for b in self.blocks if b.text.strip())
+        return render_context(self.blocks)
 
     def summary(self) -> dict[str, Any]:
         return {

@@ -66,7 +66,16 @@ class _Measure:
         self.group_layer: str | None = cls.groups_logs_in
         self.unavailable: dict[str, str] = {}
         self.scopes: dict[str, str] = {}
+        self._every: dict[int, tuple[Snapshot, list[fs.Statement]]] = {}
         self._explain()
+
+    def every(self, snap: Snapshot) -> list[fs.Statement]:
+        """:func:`statements.all_statements` of ``snap``, made once per snapshot (the text figures, the
+        pre-embedding batch, the misses and, without layers, every candidate list read it)."""
+        found = self._every.get(id(snap))
+        if found is None:  # the snapshot is kept beside its statements, so its id is not reused meanwhile
+            found = self._every[id(snap)] = (snap, fs.all_statements(snap))
+        return found[1]
 
     def _explain(self) -> None:
         user, own = self.user, "its own layer" if self.layered else "every statement of the memory (text level)"
@@ -97,7 +106,7 @@ class _Measure:
         self._requirements(row, gold, mine)
         self._preferences(row, gold, mine)
         self._background(row, gold, mine)
-        g, m = fs.all_statements(gold), fs.all_statements(mine)
+        g, m = self.every(gold), self.every(mine)
         sim = self.vectors.similarity(g, m)
         row.gold_statements, row.method_statements = len(g), len(m)
         row.text_recall = fm.recall(sim, self.threshold) if g else None
@@ -119,7 +128,7 @@ class _Measure:
             row.situation_ari, row.situation_nmi = scores
 
     def requirement_candidates(self, mine: Snapshot) -> list[fs.Statement]:
-        return fs.requirement_statements(mine) if self.layered else fs.all_statements(mine)
+        return fs.requirement_statements(mine) if self.layered else self.every(mine)
 
     def _requirements(self, row: SessionFidelity, gold: Snapshot, mine: Snapshot) -> None:
         g, m = fs.requirement_statements(gold), self.requirement_candidates(mine)
@@ -136,10 +145,10 @@ class _Measure:
         if not mine:
             return 0.0
         tied = np.flatnonzero(scores >= scores.max() - 1e-6)
-        return max(bleu(gold.text, mine[int(i)].text, self.user.language)[1] for i in tied)
+        return max(bleu(gold.text, mine[int(i)].text, self.user.language, orders=(1,))[1] for i in tied)
 
     def preference_candidates(self, mine: Snapshot) -> list[fs.Statement]:
-        return fs.preference_statements(mine) if self.layered else fs.all_statements(mine)
+        return fs.preference_statements(mine) if self.layered else self.every(mine)
 
     def _preferences(self, row: SessionFidelity, gold: Snapshot, mine: Snapshot) -> None:
         if "preference" in self.unavailable:
@@ -159,8 +168,7 @@ class _Measure:
     def background_candidates(self, mine: Snapshot) -> dict[str, list[fs.Statement]]:
         if self.layered:
             return fs.background_statements(mine)
-        every = fs.all_statements(mine)
-        return dict.fromkeys(ASPECTS, every)
+        return dict.fromkeys(ASPECTS, self.every(mine))
 
     def _background(self, row: SessionFidelity, gold: Snapshot, mine: Snapshot) -> None:
         if "background" in self.unavailable:
@@ -192,7 +200,7 @@ def compute_fidelity(user: User, method: str, snapshots: Sequence[Snapshot], emb
     measure = _Measure(user, method, vectors, threshold)
     positions = range(min(len(snapshots), len(user.sessions)))
     golds = [gold[dialogue_stage(p)] for p in positions]
-    texts = [st.text for snap in [*golds, *snapshots] for st in fs.all_statements(snap)]
+    texts = [st.text for snap in [*golds, *snapshots] for st in measure.every(snap)]
     texts += [st.text for snap in golds for st in fs.requirement_statements(snap) + fs.preference_statements(snap)]
     texts += [st.text for snap in snapshots for st in fs.requirement_statements(snap) + fs.preference_statements(snap)]
     vectors.add(texts)  # one batch: per-session matching then only reads the cache

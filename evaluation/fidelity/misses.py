@@ -77,5 +77,5 @@ def final_misses(measure: _Measure, gold: Snapshot, mine: Snapshot, max_text: in
         mine_by = measure.background_candidates(mine)
         for aspect, statements in fs.background_statements(gold).items():
             out += _unmatched(measure, "background", statements, mine_by[aspect])
-    out += _unmatched(measure, "text", fs.all_statements(gold), fs.all_statements(mine), max_text)
+    out += _unmatched(measure, "text", measure.every(gold), measure.every(mine), max_text)
     return out

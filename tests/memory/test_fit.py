@@ -1,8 +1,8 @@
 """Fitting retrieval traces into a window: full history loses its oldest sessions, RAG its lowest-scored items."""
 
 from backends.llm.counters import estimate_tokens
-from memory.fit import fit_blocks, fit_trace, render_context
-from memory.types import BlockPart, PromptBlock
+from memory.fit import fit_blocks, fit_trace
+from memory.types import BlockPart, PromptBlock, render_context
 
 
 def count(text):
