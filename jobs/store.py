@@ -256,11 +256,19 @@ class JobStore:
                           progress=progress / total if total else 1.0, seconds_done=seconds, blocked=blocked,
                           errors=errors)
 
-    def jobs(self, kind: str | None = None, limit: int = 50) -> list[JobSummary]:
-        """Summaries of the newest jobs (of one kind)."""
-        sql = "SELECT * FROM jobs" + (" WHERE kind=?" if kind else "") + " ORDER BY updated_at DESC LIMIT ?"
+    def jobs(self, kind: str | None = None, limit: int = 50, prefix: str | None = None) -> list[JobSummary]:
+        """Summaries of the newest jobs (of one kind; whose id starts with ``prefix``)."""
+        where, args = [], []
+        if kind:
+            where.append("kind=?")
+            args.append(kind)
+        if prefix:
+            where.append("substr(job_id, 1, ?) = ?")
+            args += [len(prefix), prefix]
+        sql = ("SELECT * FROM jobs" + (" WHERE " + " AND ".join(where) if where else "")
+               + " ORDER BY updated_at DESC LIMIT ?")
         with self.db.read() as conn:
-            return [self._summary(conn, j) for j in conn.execute(sql, (kind, limit) if kind else (limit,)).fetchall()]
+            return [self._summary(conn, j) for j in conn.execute(sql, (*args, limit)).fetchall()]
 
     def delete(self, job_id: str) -> None:
         with self.db.write() as conn:

@@ -73,10 +73,9 @@ def progress_text(label: str, summary: JobSummary) -> str:
 
 def active_job(prefix: str, kind: str | None = None) -> JobSummary | None:
     """The newest unfinished job whose id starts with ``prefix`` (e.g. a page's job for one run)."""
-    for summary in base_workspace().jobs.store.jobs(kind=kind, limit=200):
-        if summary.job_id.startswith(prefix) and not summary.finished:
-            return summary
-    return None
+    # the prefix is matched in SQL: only this page's jobs are summarised (this runs on every rerun)
+    return next((s for s in base_workspace().jobs.store.jobs(kind=kind, limit=200, prefix=prefix)
+                 if not s.finished), None)
 
 
 def failure_text(summary: JobSummary) -> str:

@@ -147,3 +147,11 @@ def test_a_lease_that_expires_requeues_the_unit(ws):
     time.sleep(0.3)
     assert ws.jobs.store.requeue_expired() == 1 and ws.jobs.store.unit(unit.unit_id).status == "queued"
     assert not ws.jobs.store.finish(unit.unit_id, "elsewhere:1:abc", None, 1.0)  # a late finish is refused
+
+
+def test_jobs_by_id_prefix_lists_only_those_jobs(ws):
+    for job_id in ("memory-b1-x", "memory-b1-y", "memory-b2-x", "sim-b1-x", "memory_b1-z"):
+        ws.jobs.submit(chain_job(users=1, sessions=1, kind="eval.judge").model_copy(update={"job_id": job_id}))  # never run
+    assert {j.job_id for j in ws.jobs.store.jobs(prefix="memory-b1-")} == {"memory-b1-x", "memory-b1-y"}
+    assert {j.job_id for j in ws.jobs.store.jobs(prefix="memory-b1-", kind="other")} == set()
+    assert len(ws.jobs.store.jobs()) == 5
