@@ -8,14 +8,21 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Sequence
-
-from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
+from collections.abc import Callable, Sequence
+from functools import cache
 
 WEIGHTS: dict[int, tuple[float, ...]] = {1: (1,), 2: (0.5, 0.5), 3: (0.33, 0.33, 0.33), 4: (0.25, 0.25, 0.25, 0.25)}
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _WORD = re.compile(r"\w+|[^\w\s]")
-_SMOOTH = SmoothingFunction().method1
+
+
+@cache
+def _nltk() -> tuple[Callable, Callable]:
+    """NLTK's ``sentence_bleu`` and smoothing, imported on first use: importing nltk takes ~1.5 s, and this module
+    is reached from the composition root, so a top-level import slowed every ``pal`` command and app start."""
+    from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
+
+    return sentence_bleu, SmoothingFunction().method1
 
 
 def cjk_share(text: str) -> float:
@@ -46,10 +53,11 @@ def bleu_tokens(reference: Sequence[str], hypothesis: Sequence[str],
     reference scores 0."""
     if not reference or not hypothesis:
         return dict.fromkeys(orders, 0.0)
+    sentence_bleu, smooth = _nltk()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # NLTK warns about zero n-gram counts; smoothing handles them
         return {n: float(sentence_bleu([list(reference)], list(hypothesis), weights=WEIGHTS[n],
-                                       smoothing_function=_SMOOTH)) for n in orders}
+                                       smoothing_function=smooth)) for n in orders}
 
 
 def bleu(reference: str, hypothesis: str, language: str | None = None,
