@@ -51,6 +51,11 @@ class EvalStore:
             row = conn.execute("SELECT data FROM bench_results WHERE result_key=?", (key,)).fetchone()
         return TaskResult.model_validate_json(row[0]) if row else None
 
+    def any_result(self, dataset: str) -> bool:
+        """Whether a single-turn result of this dataset is stored (without reading any)."""
+        with self.db.read() as conn:
+            return conn.execute("SELECT 1 FROM bench_results WHERE dataset=? LIMIT 1", (dataset,)).fetchone() is not None
+
     def results(self, dataset: str) -> list[TaskResult]:
         """Stored single-turn results of a dataset: the newest per (user, topic, method, task)."""
         with self.db.read() as conn:

@@ -120,7 +120,7 @@ def resolve(stop: TourStop, dataset: Dataset, ws: Workspace, dataset_param: str 
         return Resolved("simulate", params, f"No finished {stop.method} run on {task} yet: run `pal simulate --dataset "
                                             f"{ds} --methods {stop.method} --task-ids {task}` (or start it here).")
     if stop.page == "evaluate" and stop.section == "leaderboards":
-        has = ws.fidelity.latest(dkey) or ws.evals.results(dkey)
+        has = ws.fidelity.any_report(dkey) or ws.evals.any_result(dkey)  # the home page resolves every stop per rerun
         return Resolved("evaluate", {**params, "section": "leaderboards"}, None if has else (
             f"No leaderboard yet: run `pal memory fidelity --dataset {ds} --users all --method rag-turn` or "
             f"`pal bench-tasks --dataset {ds} --methods gold,rag-turn`."))

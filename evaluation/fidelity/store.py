@@ -37,6 +37,11 @@ class FidelityStore:
             rows = conn.execute(sql + " ORDER BY created_at", args).fetchall()
         return [FidelityReport.model_validate_json(r[0]) for r in rows]
 
+    def any_report(self, dataset: str) -> bool:
+        """Whether a report of this dataset is stored (without reading any)."""
+        with self.db.read() as conn:
+            return conn.execute("SELECT 1 FROM memory_fidelity WHERE dataset=? LIMIT 1", (dataset,)).fetchone() is not None
+
     def latest(self, dataset: str) -> list[FidelityReport]:
         """The newest report per (user, method, embedder, threshold) of a dataset: what a leaderboard shows."""
         newest: dict[tuple, FidelityReport] = {}

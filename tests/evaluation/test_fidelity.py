@@ -237,3 +237,13 @@ def test_reports_are_stored_reused_and_recomputed_after_a_forget(tmp_path, demo_
     assert any(m.gold_id == topic for m in second.misses)
     assert [r.fidelity_key for r in store.latest("demo")] == [second.fidelity_key]
     assert len(store.reports("demo", user_id=demo_user.uid, method="gold")) == 2
+
+
+def test_any_report_says_whether_a_dataset_has_reports(tmp_path, demo_user):
+    embedder = HashEmbedder()
+    ws = make_workspace(tmp_path)
+    builder = MemoryBuilder("demo", demo_user, "gold", ws.memory, BruteForceStore(embedder), embedder)
+    builder.run()
+    assert not ws.fidelity.any_report("demo")
+    measure_build(builder, ws.fidelity, config=FidelityConfig(threshold=0.9))
+    assert ws.fidelity.any_report("demo") and not ws.fidelity.any_report("other")
