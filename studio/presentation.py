@@ -56,13 +56,14 @@ def open_presentation(base: Workspace, bundle: Path, *, known: Mapping[str, Path
         staging.parent.mkdir(parents=True, exist_ok=True)
         ws = Workspace(staging, base.config, servers=servers or base.servers)
         try:
-            report = import_bundle(ws, bundle, known=known, dataset=dataset)
+            try:
+                report = import_bundle(ws, bundle, known=known, dataset=dataset)
+            finally:  # both of the staging home's databases, refused or not (the folder is removed or renamed)
+                ws.db.close()
+                ws.cache.db.close()
         except BaseException:
-            ws.db.close()
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        ws.db.close()
-        ws.cache.db.close()
         (staging / "imported").write_text(report.model_dump_json(indent=1), encoding="utf-8")
         shutil.rmtree(home, ignore_errors=True)
         staging.rename(home)
