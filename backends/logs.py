@@ -54,6 +54,12 @@ def configure_logging(log_dir: Path, level: int | None = None) -> Path:
     return path
 
 
+def current_log_file() -> Path | None:
+    """The file our loggers write to now (None before :func:`configure_logging`)."""
+    handler = _state.get("file")
+    return Path(handler.baseFilename) if isinstance(handler, logging.FileHandler) else None
+
+
 def _swap(kind: str, handler: logging.Handler) -> None:
     old = _state.get(kind)
     for name in PACKAGES:

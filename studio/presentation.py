@@ -54,7 +54,7 @@ def open_presentation(base: Workspace, bundle: Path, *, known: Mapping[str, Path
         staging = home.with_name(home.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         staging.parent.mkdir(parents=True, exist_ok=True)
-        ws = Workspace(staging, base.config, servers=servers or base.servers)
+        ws = Workspace(staging, base.config, servers=servers or base.servers, takes_log=False)
         try:
             try:
                 report = import_bundle(ws, bundle, known=known, dataset=dataset)

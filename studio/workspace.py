@@ -28,7 +28,7 @@ from backends.llm.client import LLMClient
 from backends.llm.limits import Limiters
 from backends.llm.local_server import LocalServers
 from backends.llm.registry import ChatProvider
-from backends.logs import configure_logging
+from backends.logs import configure_logging, current_log_file
 from backends.paths import StatePaths, default_home
 from backends.store import schema as platform_schema
 from backends.store.audit import AuditStore
@@ -74,16 +74,19 @@ class Workspace:
 
     def __init__(self, home: Path | None = None, config: PlatformConfig | None = None, *,
                  providers: dict[str, ChatProvider] | None = None, servers: LocalServers | None = None,
-                 read_only: bool = False):
+                 read_only: bool = False, takes_log: bool | None = None):
         """``providers`` (role → provider) answer those roles in every client built here: tests pass fakes.
         ``servers``: local model servers shared with other workspaces (a test session's; default: this
-        workspace's own, under its home). ``read_only``: see the module docstring (the home must exist)."""
+        workspace's own, under its home). ``read_only``: see the module docstring (the home must exist).
+        ``takes_log`` (default: unless read-only): the process's log moves under this home; a presentation's
+        workspaces leave it where the app's home put it (only the first one takes it when none is set)."""
         self.paths = StatePaths(Path(home) if home is not None else default_home())
         self.read_only = read_only
         self.presented: Any = None  # the manifest of the bundle a presentation shows (studio.presentation)
         if not read_only:
             self.paths.home.mkdir(parents=True, exist_ok=True)
-        self.log_file = configure_logging(self.paths.logs)
+        takes_log = not read_only if takes_log is None else takes_log
+        self.log_file = (current_log_file() if not takes_log else None) or configure_logging(self.paths.logs)
         self.config = config if config is not None else load_config()
         self.db = Database(self.paths.runs_db, read_only=read_only)
         if not read_only:

@@ -11,6 +11,7 @@ from backends.config import ROLES
 from backends.llm.fake import ScriptedLLM
 from palset.loader import load_dataset
 from sim.service import make_spec
+from studio.workspace import Workspace
 from testkit.h2_fake import h2_reply
 from testkit.release import make_release
 from testkit.requests import schema_name
@@ -91,3 +92,11 @@ def test_logging_goes_to_a_file_under_the_home_at_the_configured_level(tmp_path,
     logging.getLogger("sim.x").debug("now here")
     assert "now here" in other.log_file.read_text(encoding="utf-8")
     assert "now here" not in ws.log_file.read_text(encoding="utf-8")
+
+
+def test_a_presentations_workspaces_leave_the_log_in_the_app_home(tmp_path):
+    ws = make_workspace(tmp_path / "app")
+    presented = Workspace(ws.home, ws.config, servers=ws.servers, read_only=True)
+    staging = Workspace(tmp_path / "staging", ws.config, servers=ws.servers, takes_log=False)
+    assert presented.log_file == staging.log_file == ws.log_file == tmp_path / "app" / "logs" / "pal.log"
+    assert not (tmp_path / "staging" / "logs").exists()
