@@ -258,7 +258,8 @@ class JobStore:
 
     def jobs(self, kind: str | None = None, limit: int = 50, prefix: str | None = None) -> list[JobSummary]:
         """Summaries of the newest jobs (of one kind; whose id starts with ``prefix``)."""
-        where, args = [], []
+        where: list[str] = []
+        args: list[object] = []
         if kind:
             where.append("kind=?")
             args.append(kind)
