@@ -42,6 +42,10 @@ def _open(args: argparse.Namespace):
     dataset = load_dataset(args.dataset, lazy=True)
     if not dataset.users:
         raise SystemExit(f"{args.dataset}: no users ({'; '.join(str(p) for p in dataset.problems[:3])})")
+    if args.user in dataset.users:  # a mistyped session is refused before any embedder or model is loaded
+        for sample_id in (getattr(args, "until", None), getattr(args, "session", None)):
+            if sample_id and dataset.users[args.user].session(sample_id) is None:
+                raise ValueError(f"no session {sample_id!r} for user {args.user}")
     return dataset, open_workspace().open_builder(dataset, args.user, args.method, embedder=args.embedder)
 
 
@@ -67,11 +71,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     user = builder.user
     until = len(user.sessions) - 1
     if args.until:
-        ids = [s.sample_id for s in user.sessions]
-        if args.until not in ids:
-            print(f"error: no session {args.until!r} for user {user.uid}", file=sys.stderr)
-            return 2
-        until = ids.index(args.until)
+        until = [s.sample_id for s in user.sessions].index(args.until)  # checked by _open
     done_before = len(builder.store.done_stages(builder.build_id))
     print(f"building {args.method} for user {user.uid} ({len(user.sessions)} sessions, "
           f"{done_before}/{builder.total_stages} stages already done)", file=sys.stderr)
@@ -103,12 +103,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     except (KeyError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    session = None
-    if args.session:
-        session = builder.user.session(args.session)
-        if session is None:
-            print(f"error: no session {args.session!r} for user {builder.user.uid}", file=sys.stderr)
-            return 2
+    session = builder.user.session(args.session) if args.session else None  # checked by _open
     try:
         trace = builder.retrieve(args.query, args.purpose, session)
     except LLMError as e:
