@@ -20,7 +20,7 @@ WINDOW = 10
 
 
 class SituationOut(BaseModel):
-    situation: str = Field(max_length=600)
+    situation: str = Field(min_length=1, max_length=600)  # an empty description would be stored as an empty item
     situation_aspects: list[AspectName] = Field(min_length=1, max_length=4)
 
 

@@ -125,7 +125,9 @@ class H2Memory(MemoryMethod):
                 lg = session.logs[j]
                 lines.append(f"log_{j} [{lg.timestamp:%Y-%m-%d %H:%M}] {redact_text(lg.content)}{suffix}")
             out = self._ask("h2_situation", SituationOut, notes, f"situation {c}", logs="\n".join(lines))
-            text = out.situation if out else " ".join(redact_text(session.logs[j].content) for j in group)[:600]
+            text = out.situation.strip() if out else ""
+            if not text:  # no usable reply (or only blanks): the group's own logs stand for the situation
+                text = " ".join(redact_text(session.logs[j].content) for j in group)[:600]
             aspects = list(dict.fromkeys(out.situation_aspects)) if out else []
             items.append(MemoryItem(
                 id=f"{session.sample_id}_situation{c}", layer="situation", text=text, session_id=session.sample_id,

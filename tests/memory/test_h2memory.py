@@ -184,3 +184,25 @@ def test_principles_update_once_per_touched_cluster_with_the_references_inputs(b
     assert touched.meta["principle"] == "adjusted" and touched.meta["general_requirement"] == "general need"
     query_ids = {i.id for i in final if i.layer == "topic_outline" and i.session_id == tiny_user.query[0].sample_id}
     assert query_ids <= set(touched.meta["members"]) and len(query_ids) == 2
+
+
+def test_a_blank_situation_reply_is_replaced_by_its_logs(build_memory, tiny_user):
+    """A model that answers a situation with blanks (the bundled 135M model did) leaves no empty situation: the
+    group's own logs stand for it, as when the reply is unusable."""
+    import json
+
+    from testkit.requests import schema_name
+
+    def reply(req):
+        if schema_name(req) == "SituationOut":
+            return json.dumps({"situation": "   ", "situation_aspects": ["work"]})
+        return h2_reply(req)
+
+    builder, _ = build_memory("h2memory", tiny_user, reply)
+    builder.run(until_session=0)
+    session = tiny_user.sessions[0]
+    sits = [i for i in builder.store.items_as_of(builder.build_id, dialogue_stage(0)) if i.layer == "situation"]
+    assert len(sits) == 2
+    for item in sits:
+        logs = [session.logs[j].content for j in item.meta["log_ids"]]
+        assert item.text and item.text.split()[0] in logs[0] and item.meta["aspects"] == ["work"]
