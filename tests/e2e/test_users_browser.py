@@ -7,6 +7,7 @@ import subprocess
 from urllib.parse import urlparse
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from testkit.browser import browser_page, chromium_available, running_app
 from tests.conftest import read, write
@@ -84,8 +85,14 @@ def test_chinese_user_renders_with_a_cjk_font():
     with running_app() as url, browser_page() as page:
         page.goto(f"{url}/users?user=1006&session=1006_sample3")
         page.wait_for_selector("[data-testid='stChatMessage']", timeout=45_000)
-        text = page.locator("[data-testid='stChatMessage']").first.inner_text()
-        assert any("\u4e00" <= ch <= "\u9fff" for ch in text)
+        # the first paint can still be the previous rerun's (English) session: wait for the deep link's
+        try:
+            page.wait_for_function(
+                """() => [...document.querySelectorAll("[data-testid='stChatMessage']")]
+                         .some(m => /[\u4e00-\u9fff]/.test(m.innerText))""", timeout=20_000)
+        except PlaywrightTimeout:
+            pytest.fail("no chat message of user 1006 shows Chinese text: "
+                        + page.locator("[data-testid='stChatMessage']").first.inner_text()[:200])
         # a CJK string must not render as equal-width fallback boxes: compare glyph widths
         widths = page.evaluate(
             """() => { const c = document.createElement('canvas').getContext('2d');
