@@ -55,7 +55,7 @@ $(RAY_STAMP): requirements-ray.txt constraints.txt $(STAMP)
 
 ray: $(RAY_STAMP)
 
-# Lint, type-check, then the suite on two workers (bundled-model tests grouped on one, browser tests on one).
+# Lint, type-check, then the suite on two workers (browser tests grouped on one; each has a one-thread model server).
 test: setup browser ray
 	$(PY) -m ruff check .
 	$(PY) -m mypy

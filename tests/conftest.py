@@ -15,21 +15,22 @@ DEMO = ROOT / "data" / "demo"
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Tests on the bundled model (or CPU training) run one after another on one xdist worker, and so do the
-    browser tests, while the other worker runs the rest (``--dist loadgroup``)."""
+    """Browser tests run one after another on one xdist worker (``--dist loadgroup``). Bundled-model tests are
+    not grouped: each worker has its own one-thread server (``local_servers``), so two of them share the two
+    cores without waiting for each other, and the longest ones spread over both workers."""
     for item in items:
-        for marker in ("local_model", "browser"):
-            if item.get_closest_marker(marker):
-                item.add_marker(pytest.mark.xdist_group(marker))
-                break
+        if item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.xdist_group("browser"))
 
 
 @pytest.fixture(scope="session")
 def local_servers(tmp_path_factory):
-    """One bundled-model server per test worker, shared by every real-model test's workspace."""
+    """The bundled-model servers of this test worker (one per server configuration), shared by every real-model
+    test's workspace. One thread each: the other worker keeps the other core busy, and two llama.cpp threads
+    that wait for each other on a shared core decode at about half the speed of one (``bench/local_threads.py``)."""
     from backends.llm.local_server import LocalServers
 
-    servers = LocalServers(tmp_path_factory.mktemp("local_server"))
+    servers = LocalServers(tmp_path_factory.mktemp("local_server"), threads=1)
     yield servers
     servers.stop_all()
 @pytest.fixture(autouse=True)

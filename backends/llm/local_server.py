@@ -138,13 +138,18 @@ class LocalServer:
 class LocalServers:
     """The local model servers of one workspace, one per model configuration (created, not started)."""
 
-    def __init__(self, log_dir: Path):
+    def __init__(self, log_dir: Path, threads: int | None = None):
+        """``threads`` overrides every configuration's thread count: a pool on a machine whose other cores are
+        busy (a test worker beside another) decodes faster on one thread than on two that wait for each other."""
         self.log_dir = log_dir
+        self.threads = threads
         self._servers: dict[str, LocalServer] = {}
         self._lock = threading.Lock()
         atexit.register(self.stop_all)
 
     def get(self, cfg: LocalServerConfig) -> LocalServer:
+        if self.threads is not None:
+            cfg = cfg.model_copy(update={"threads": self.threads})
         key = cfg.model_dump_json()
         with self._lock:
             if key not in self._servers:

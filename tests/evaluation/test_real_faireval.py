@@ -1,6 +1,7 @@
 """One real FairEval of two real simulated runs, everything on the bundled local model (SmolLM2-135M).
 
-Short answers (max_tokens capped by environment, as a user would) keep it to a couple of minutes on CPU.
+Two exchanges of free mode and short answers (max_tokens capped by environment, as a user would) keep it to
+about a minute and a half on one CPU core; the judge reads both whole dialogues in both orders.
 The 135M model is no judge — this proves the whole path, not the verdict."""
 
 import time
@@ -24,11 +25,12 @@ def test_faireval_of_two_local_runs(local_servers, tmp_path, monkeypatch):
     ds = load_dataset(DEMO)
     runs = []
     for method in ("vanilla", "vanilla-log"):
-        spec = make_spec(ds, "1002", "1002_sample7", "topic-1", method)
+        spec = make_spec(ds, "1002", "1002_sample7", "topic-1", method, mode="free", max_turns=2)
         sim = ws.open_simulation(ds, spec, llm)
         record = sim.run()
         assert record.status == "finished", record.error
-        assert len(record.utterances) == 2 * len(record.schedule)
+        sides = [u.side for u in record.utterances]
+        assert sides and sides.count("user") == sides.count("assistant") <= 2
         runs.append(record)
     ctx = sim.ctx
     started = time.perf_counter()

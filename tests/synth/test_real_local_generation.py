@@ -1,8 +1,11 @@
 """One real generation with the bundled local model (SmolLM2-135M): a one-month English user, every step
-through the synthesizer role, assembled into a folder that passes ``pal validate`` and opens in the Users page.
+through the synthesizer role, on a server whose slots give each request only 2,048 tokens (ctx 4096 /
+parallel 2). The user is assembled into a folder that passes ``pal validate`` and opens in the Users page, and
+no request ever exceeded the slot's window (by the server's own prompt count + the max_tokens sent).
 
-Counts are reduced to keep the test short on a shared CPU (2 situations, 1 topic each, 5–6 logs per
-situation); the steps, prompts, schemas and rules are the product's own."""
+Counts are reduced to keep the test short on one CPU core (2 situations, 1 topic each, 5–6 logs per
+situation); the steps, prompts, schemas and rules are the product's own. The small window is tight for them:
+the preference step alone asks for up to 1,600 tokens of answer, so requests come within a few tokens of it."""
 
 from __future__ import annotations
 
@@ -19,12 +22,17 @@ from tests.pages.apptest import open_page
 
 pytestmark = [pytest.mark.slow, pytest.mark.local_model]
 
+STEPS = {"synth/profile", "synth/timeline", "synth/requirement_types", "synth/preferences", "synth/situations",
+         "synth/experience", "synth/requirement_framework", "synth/candidate_solutions", "synth/solution_preference",
+         "synth/logs", "synth/dialogues"}
 
-def test_a_one_month_english_user_with_the_local_model(local_servers, tmp_path, monkeypatch, capsys):
+
+def test_a_one_month_english_user_in_a_small_window(local_servers, tmp_path, monkeypatch):
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
     out = tmp_path / "generated"
-    ws = make_workspace(tmp_path / "pal", env={"PAL_DEFAULT_TIMEOUT": "600"}, servers=local_servers)
-    llm = ws.llm()
+    ws = make_workspace(tmp_path / "pal", secrets={"local": {"ctx": 4096, "parallel": 2}},
+                        env={"PAL_DEFAULT_TIMEOUT": "600"}, servers=local_servers)
+    llm = ws.llm(session_id="real-synth")
     config = SynthConfig(lang="en", months=1, seed=1, description="a 38-year-old bus driver in Manchester with two children",
                          situations_min=2, situations_max=2, max_topics=1, min_logs=5, max_logs=6, retries=3,
                          tolerable_retries=0)
@@ -38,18 +46,28 @@ def test_a_one_month_english_user_with_the_local_model(local_servers, tmp_path, 
         info = pipe.rerun_from(pipe.pending()[0])
     seconds = time.perf_counter() - started
     cost = pipe.cost()
-    print(f"real generation: {seconds:.0f}s, {cost.calls} calls, {cost.tokens_in} tokens in, {cost.tokens_out} out")
+    budget = llm.budget("synthesizer")
+    calls = llm.store.calls("real-synth", limit=5000)
+    sent = [c for c in calls if not c["cache_hit"] and c["tokens_in"]]
+    print(f"real generation: {info.status} in {seconds:.0f}s, {cost.calls} calls, {cost.tokens_in} tokens in, "
+          f"{cost.tokens_out} out; largest request {max(c['tokens_in'] + c['max_tokens'] for c in sent)} of "
+          f"{budget.window} tokens, {len([c for c in sent if c['fit_note']])} fitted")
     print("\n".join(pipe.report().lines()))
     assert info.status == "finished", info.error
     assert cost.calls >= 13 and cost.tokens_out > 0
-    assert {c["prompt_name"] for c in llm.store.calls(limit=1000)} >= {
-        "synth/profile", "synth/timeline", "synth/requirement_types", "synth/preferences", "synth/situations",
-        "synth/experience", "synth/requirement_framework", "synth/candidate_solutions", "synth/solution_preference",
-        "synth/logs", "synth/dialogues"}
+    assert {c["prompt_name"] for c in calls} >= STEPS
+
+    # the window: every request fitted to the slot, none refused by the endpoint for its context
+    assert budget.window == 2048
+    for c in sent:
+        assert c["tokens_in"] + c["max_tokens"] <= budget.window, c
+    assert not [c for c in calls if c["error"] and "context" in c["error"].lower()]
+    assert len(pipe.record("situations").output["situations"]) == 2
+
+    # the release: valid, and it opens in the Users page
     assert main(["validate", str(out), "--quiet"]) == 0
     user = load_dataset(out).users[info.uid]
     assert user.sessions and all(s.logs and s.turns for s in user.sessions)
-
     monkeypatch.setenv("PAL_DATASETS", f"generated={out}")
     at = open_page("users", timeout=120, dataset="generated", user=info.uid)
     assert not any("No user with id" in w.value for w in at.warning)

@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 QUESTION = "What did I tell you about my brother's exam?"
 ANSWER = "You told me Callum failed a maths module twice."
 CONFIG = {"pairs_per_session": 1, "negatives_per_session": 1, "epochs": 6, "batch_size": 8, "max_length": 128,
-          "lr": 3e-3, "rank": 8, "alpha": 16, "max_new_tokens": 24, "threads": 2}
+          "lr": 3e-3, "rank": 8, "alpha": 16, "max_new_tokens": 24, "threads": 1}
 
 
 def f1(pred: str, gold: str) -> float:
@@ -30,8 +30,8 @@ def f1(pred: str, gold: str) -> float:
 
 @pytest.fixture(scope="module")
 def base():
-    torch.set_num_threads(2)
-    return load_base(None, threads=2)
+    torch.set_num_threads(1)
+    return load_base(None, threads=1)
 
 
 def ask(provider, question: str) -> str:
