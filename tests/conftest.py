@@ -14,14 +14,23 @@ PALSET = SHARED_DATA / "palset"
 DEMO = ROOT / "data" / "demo"
 
 
+def expected_seconds(item: pytest.Item) -> float:
+    """How long a test is expected to take on one busy core, where it says so: ``@pytest.mark.slow(seconds=N)``."""
+    slow = item.get_closest_marker("slow")
+    return float(slow.kwargs.get("seconds", 0)) if slow else 0.0
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Browser tests run one after another on one xdist worker (``--dist loadgroup``). Bundled-model tests are
     not grouped: each worker has its own one-thread server (``local_servers``), so two of them share the two
-    cores without waiting for each other, and the longest ones spread over both workers."""
+    cores without waiting for each other. xdist hands out the browser group first (the largest), then single tests
+    in this order: the longest start first, so the two workers finish together instead of one waiting on a
+    four-minute test begun last."""
     for item in items:
         if item.get_closest_marker("browser"):
             item.add_marker(pytest.mark.xdist_group("browser"))
+    items.sort(key=lambda item: -expected_seconds(item))  # stable: the rest keep their order
 
 
 @pytest.fixture(scope="session", autouse=True)

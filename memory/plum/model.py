@@ -85,7 +85,7 @@ def _load(path: str, gguf: str | None, dev: str) -> BaseModel:
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, **kw)
-    model = model.to(dev)  # type: ignore[arg-type]  # transformers' stubs wrap .to() as if it took a model
+    model = model.to(dev)
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)

@@ -14,7 +14,7 @@ def run(env_extra, *args):
     return subprocess.run([PAL, "llm", "check", *args], capture_output=True, text=True, timeout=240, env=env)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=25)
 @pytest.mark.local_model
 def test_check_starts_the_local_model_and_parses_structured_output(tmp_path):
     res = run({"PAL_HOME": str(tmp_path)}, "--role", "judge")

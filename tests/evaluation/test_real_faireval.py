@@ -14,12 +14,14 @@ from sim.service import make_spec
 from testkit.workspace import make_workspace
 from tests.conftest import DEMO
 
-pytestmark = [pytest.mark.slow, pytest.mark.local_model]
+pytestmark = [pytest.mark.slow(seconds=120), pytest.mark.local_model]
 
 
 def test_faireval_of_two_local_runs(local_servers, tmp_path, monkeypatch):
     monkeypatch.setenv("PAL_HOME", str(tmp_path))
-    env = {"PAL_DEFAULT_MAX_TOKENS": "48", "PAL_JUDGE_MAX_TOKENS": "220", "PAL_DEFAULT_TIMEOUT": "600"}
+    # the user simulator's JSON reply and the judge's verdict each fit their limit (a reply cut off is asked again)
+    env = {"PAL_DEFAULT_MAX_TOKENS": "48", "PAL_USER_SIMULATOR_MAX_TOKENS": "128", "PAL_JUDGE_MAX_TOKENS": "320",
+           "PAL_DEFAULT_TIMEOUT": "600"}
     ws = make_workspace(tmp_path, env=env, servers=local_servers)
     llm = ws.llm(session_id="real-faireval")
     ds = load_dataset(DEMO)

@@ -8,13 +8,16 @@ from palset.loader import load_dataset
 from testkit.workspace import make_workspace
 from tests.conftest import DEMO
 
-pytestmark = [pytest.mark.slow, pytest.mark.local_model]
+pytestmark = [pytest.mark.slow(seconds=120), pytest.mark.local_model]
 
 
 def test_h2memory_builds_a_demo_session_with_the_local_model(local_servers, tmp_path, monkeypatch):
     monkeypatch.setenv("PAL_HOME", str(tmp_path))
     user = load_dataset(DEMO).users["1005"]
-    ws = make_workspace(tmp_path, env={"PAL_DEFAULT_TIMEOUT": "600"}, servers=local_servers)  # CPU may be shared in CI
+    # 1,024 answer tokens: a topic outline (up to 3 topics × 4 solutions) fits in one reply, where 512 cut it off
+    # three times over (three tries, then the fallback)
+    env = {"PAL_DEFAULT_TIMEOUT": "600", "PAL_MEMORY_BUILDER_MAX_TOKENS": "1024"}
+    ws = make_workspace(tmp_path, env=env, servers=local_servers)  # CPU may be shared in CI
     llm = ws.llm()
     builder = ws.open_user_builder("demo", user, "h2memory", llm=llm, embedder="minilm")
     info = builder.run(until_session=0)

@@ -17,7 +17,7 @@ from sim.service import make_spec
 from testkit.workspace import make_workspace
 from tests.conftest import DEMO
 
-pytestmark = [pytest.mark.slow, pytest.mark.local_model]
+pytestmark = [pytest.mark.slow(seconds=75), pytest.mark.local_model]
 
 
 def test_full_history_simulation_fits_the_bundled_servers_slot(local_servers, tmp_path, monkeypatch):

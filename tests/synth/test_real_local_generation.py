@@ -20,7 +20,7 @@ from synth.pipeline import Pipeline
 from testkit.workspace import make_workspace
 from tests.pages.apptest import open_page
 
-pytestmark = [pytest.mark.slow, pytest.mark.local_model]
+pytestmark = [pytest.mark.slow(seconds=250), pytest.mark.local_model]
 
 STEPS = {"synth/profile", "synth/timeline", "synth/requirement_types", "synth/preferences", "synth/situations",
          "synth/experience", "synth/requirement_framework", "synth/candidate_solutions", "synth/solution_preference",

@@ -13,7 +13,7 @@ from backends.llm.types import ChatRequest, Message
 from memory.plum.model import detach, load_base
 from tests.memory.plum.conftest import qa_reply
 
-pytestmark = [pytest.mark.slow, pytest.mark.local_model]
+pytestmark = [pytest.mark.slow(seconds=90), pytest.mark.local_model]
 torch = pytest.importorskip("torch")
 
 QUESTION = "What did I tell you about my brother's exam?"
