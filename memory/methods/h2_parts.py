@@ -44,7 +44,7 @@ class SolutionOut(BaseModel):
 
 class TopicOut(BaseModel):
     turn_span: list[int] = Field(min_length=2, max_length=2)
-    requirement: str = Field(max_length=400)
+    requirement: str = Field(min_length=1, max_length=400)
     solution_list: list[SolutionOut] = Field(max_length=4)
     preference: str = Field(max_length=400)
 
@@ -54,7 +54,7 @@ class OutlineOut(BaseModel):
 
 
 class RefinedOut(BaseModel):
-    requirement: str = Field(max_length=500)
+    requirement: str = Field(min_length=1, max_length=500)
 
 
 class GeneralRequirementOut(BaseModel):

@@ -206,7 +206,8 @@ class H2Memory(MemoryMethod):
         out = self._ask("h2_refine", RefinedOut, notes, "requirement refinement", requirement=requirement,
                         situations="\n".join(f"- {s.text}" for s in situations) or "(none)",
                         background=background or "(none)")
-        return (out.requirement if out else requirement), [s.id for s in situations]
+        refined = out.requirement.strip() if out else ""
+        return (refined or requirement), [s.id for s in situations]  # blanks: the outline's own requirement
 
     def _background_lines(self, memory: MemoryView, situations: list[MemoryItem]) -> str:
         uid = self.ctx.user.uid

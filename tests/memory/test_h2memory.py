@@ -206,3 +206,19 @@ def test_a_blank_situation_reply_is_replaced_by_its_logs(build_memory, tiny_user
     for item in sits:
         logs = [session.logs[j].content for j in item.meta["log_ids"]]
         assert item.text and item.text.split()[0] in logs[0] and item.meta["aspects"] == ["work"]
+
+
+def test_a_blank_refinement_keeps_the_outlines_requirement(build_memory, tiny_user):
+    import json
+
+    from testkit.requests import schema_name
+
+    def reply(req):
+        if schema_name(req) == "RefinedOut":
+            return json.dumps({"requirement": "  "})
+        return h2_reply(req)
+
+    builder, _ = build_memory("h2memory", tiny_user, reply)
+    builder.run(until_session=0)
+    outlines = [i for i in builder.store.items_as_of(builder.build_id, dialogue_stage(0)) if i.layer == "topic_outline"]
+    assert outlines and all(i.text and i.text == i.meta["requirement_original"] for i in outlines)
