@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -23,7 +24,9 @@ if os.environ.get("PAL_HF_ONLINE") != "1":
 
 class Embedder(Protocol):
     name: str
-    dim: int
+
+    @property
+    def dim(self) -> int: ...
 
     def embed_documents(self, texts: list[str]) -> np.ndarray: ...
 
@@ -155,6 +158,33 @@ class HashEmbedder:
         return _normalise(np.array([self._vec(t) for t in texts]).reshape(len(texts), self.dim))
 
     embed_queries = embed_documents
+
+
+class LazyEmbedder:
+    """An embedder that loads its model on first use (an embedding or ``dim``): opening a memory whose method never
+    embeds, or a command that stops at a bad argument, loads no model (the models take 1–10 s to load)."""
+
+    def __init__(self, name: str, load: Callable[[], Embedder]):
+        self.name = name
+        self._load = load
+        self._inner: Embedder | None = None
+        self._lock = threading.Lock()
+
+    def loaded(self) -> Embedder:
+        with self._lock:
+            if self._inner is None:
+                self._inner = self._load()
+            return self._inner
+
+    @property
+    def dim(self) -> int:
+        return self.loaded().dim
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        return self.loaded().embed_documents(texts)
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self.loaded().embed_queries(texts)
 
 
 def resolve_name(name: str, language: str | None) -> str:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.config import ROLES, ConfigError, EndpointLimits, PlatformConfig, RoleConfig, load_config
-from backends.embeddings import Embedder, load_embedder, resolve_name
+from backends.embeddings import Embedder, LazyEmbedder, load_embedder, resolve_name
 from backends.llm.client import LLMClient
 from backends.llm.limits import Limiters
 from backends.llm.local_server import LocalServers
@@ -172,13 +172,16 @@ class Workspace:
     # ------------------------------------------------------------------ embedders and vectors
 
     def embedder(self, name: str | None = None, language: str | None = "en") -> Embedder:
-        """The embedder of this name (``auto`` resolved by language), loaded once per workspace."""
+        """The embedder of this name (``auto`` resolved by language), loaded once per workspace on its first use."""
         resolved = resolve_name(name or self.config.embedder.name, language)
         embedders: dict[str, Embedder] = self._shared["embedders"]
         with self._lock:
             if resolved not in embedders:
-                log.info("loading embedder %s", resolved)
-                embedders[resolved] = load_embedder(resolved, language, self.config.embedder.batch_size)
+                def load(name: str = resolved) -> Embedder:
+                    log.info("loading embedder %s", name)
+                    return load_embedder(name, language, self.config.embedder.batch_size)
+
+                embedders[resolved] = LazyEmbedder(resolved, load)
             return embedders[resolved]
 
     def vectors(self, embedder: Embedder) -> VectorStore:

@@ -172,13 +172,14 @@ def _render_embedder(cfg: PlatformConfig, language: str) -> None:
         with st.spinner(f"Loading {name}…"):
             t0 = time.perf_counter()
             emb = workspace().embedder(cfg.embedder.name, language)
+            dims = emb.dim  # loads the model (embedders load on first use)
             load_s = time.perf_counter() - t0
             texts = ["I can't sleep after night shifts", "Insomnia from working nights", "The bakery sells bread"] * 20
             t0 = time.perf_counter()
             vecs = emb.embed_documents(texts)
             rate = len(texts) / (time.perf_counter() - t0)
         sims = vecs[:3] @ vecs[0]
-        st.success(f"{md_escape(emb.name)}: {emb.dim} dims, loaded in {load_s:.1f} s, {rate:.0f} sentences/s; "
+        st.success(f"{md_escape(emb.name)}: {dims} dims, loaded in {load_s:.1f} s, {rate:.0f} sentences/s; "
                    f"paraphrase similarity {sims[1]:.2f} vs unrelated {sims[2]:.2f}")
 
 

