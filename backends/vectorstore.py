@@ -7,6 +7,7 @@ Chroma never falls back to its default embedding function, which downloads a mod
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import threading
@@ -16,7 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from backends.embeddings import Embedder
+from backends.embeddings import Embedder, LazyEmbedder, load_embedder
 
 
 @dataclass(frozen=True)
@@ -65,24 +66,15 @@ def _clean_metadata(meta: dict[str, Any]) -> dict[str, Any]:
     return out or {"_": 0}
 
 
-def _chroma_embedding_function(embedder: Embedder | None, name: str | None = None) -> Any:
-    """Our embedder as a Chroma embedding function. ``embedder=None``: the one registered as ``name``, loaded on
-    first use — Chroma rebuilds functions from a collection's stored config (``build_from_config``) also just to
-    check them (``is_legacy``, every collection opened), which must not load a model each time."""
+def _chroma_embedding_function(embedder: Embedder) -> Any:
+    """Our embedder as a Chroma embedding function. Chroma rebuilds functions from a collection's stored config
+    (``build_from_config``) also just to check them (``is_legacy``, every collection opened): the rebuilt one is a
+    :class:`LazyEmbedder`, so that check loads no model."""
     from chromadb.api.types import EmbeddingFunction
 
     class _PalEmbedding(EmbeddingFunction):
         def __init__(self) -> None:
-            self._loaded = embedder
-            self._name = embedder.name if embedder is not None else (name or "hash")
-
-        @property
-        def _embedder(self) -> Embedder:
-            if self._loaded is None:
-                from backends.embeddings import load_embedder
-
-                self._loaded = load_embedder(self._name)
-            return self._loaded
+            self._embedder = embedder
 
         def __call__(self, input: list[str]) -> list[np.ndarray]:
             return list(self._embedder.embed_documents(list(input)))
@@ -95,12 +87,13 @@ def _chroma_embedding_function(embedder: Embedder | None, name: str | None = Non
             return "pal-studio"
 
         def get_config(self) -> dict[str, Any]:
-            return {"embedder": self._name}
+            return {"embedder": embedder.name}
 
         @staticmethod
         def build_from_config(config: dict[str, Any]) -> Any:
             # by registry name, never by a stored absolute path, so a moved venv still opens old collections
-            return _chroma_embedding_function(None, config.get("embedder", "hash"))
+            name = config.get("embedder", "hash")
+            return _chroma_embedding_function(LazyEmbedder(name, functools.partial(load_embedder, name)))
 
     return _PalEmbedding()
 

@@ -68,3 +68,13 @@ def test_chroma_never_uses_its_downloading_default(tmp_path, monkeypatch):
     store = ChromaStore(load_embedder("hash"), open_chroma(tmp_path / "c"))
     store.upsert(NS, ["x"], ["text"])
     assert store.query(NS, "text")[0].id == "x"
+
+
+def test_a_function_chroma_rebuilds_from_a_collections_config_loads_no_model():
+    """Chroma rebuilds embedding functions from stored config just to check them (every collection opened)."""
+    from backends.embeddings import HashEmbedder
+    from backends.vectorstore import _chroma_embedding_function
+
+    rebuilt = _chroma_embedding_function(HashEmbedder()).build_from_config({"embedder": "minilm"})
+    assert rebuilt.get_config() == {"embedder": "minilm"}
+    assert rebuilt._embedder._inner is None  # nothing loaded until it embeds
