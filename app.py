@@ -11,7 +11,7 @@ from pathlib import Path
 import streamlit as st
 
 from review.access import AccessConfigError, may_open
-from ui.access_gate import current_identity, render_sign_in
+from ui.access import current_identity, render_sign_in
 from ui.navigation import build_pages, chosen_path, render_unavailable
 from ui.platform_state import home_workspace, presenting
 from ui.presenting import apply_projector, projector, render_banner

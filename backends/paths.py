@@ -20,19 +20,28 @@ def default_home() -> Path:
     return Path(os.environ.get("PAL_HOME") or PROJECT_ROOT / ".pal").expanduser()
 
 
+RUNS_DB = "runs.sqlite"
+CACHE_DB = "cache.sqlite"
+METHOD_FILES = "memory_files"  # PLUM adapters and other files a memory method keeps
+SYNTH = "synth"  # generation runs
+PRESENTATIONS = "presentations"  # bundles presented read-only, each imported into a home of its own
+IMPORTED = "imported"  # in a presentation's home: the import report, written last (the home is complete)
+UPLOADS = "uploads"  # under presentations/: bundles uploaded from the sidebar
+
+
 @dataclass(frozen=True)
 class StatePaths:
-    """Every file and folder under one home."""
+    """Every file and folder under one home (each name spelt once, above)."""
 
     home: Path
 
     @property
     def runs_db(self) -> Path:
-        return self.home / "runs.sqlite"
+        return self.home / RUNS_DB
 
     @property
     def cache_db(self) -> Path:
-        return self.home / "cache.sqlite"
+        return self.home / CACHE_DB
 
     @property
     def chroma(self) -> Path:
@@ -40,11 +49,11 @@ class StatePaths:
 
     @property
     def synth(self) -> Path:
-        return self.home / "synth"
+        return self.home / SYNTH
 
     @property
     def method_files(self) -> Path:
-        return self.home / "memory_files"
+        return self.home / METHOD_FILES
 
     @property
     def local_server(self) -> Path:
@@ -53,3 +62,15 @@ class StatePaths:
     @property
     def logs(self) -> Path:
         return self.home / "logs"
+
+    @property
+    def presentations(self) -> Path:
+        return self.home / PRESENTATIONS
+
+    @property
+    def uploads(self) -> Path:
+        return self.presentations / UPLOADS
+
+    @property
+    def imported(self) -> Path:
+        return self.home / IMPORTED

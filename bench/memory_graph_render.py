@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from memory.types import MemoryItem  # noqa: E402
-from ui.memory_graph import build_memory_graph, render_pyvis_html  # noqa: E402
+from ui.memory.graph import build_memory_graph, render_pyvis_html  # noqa: E402
 
 
 def synthetic_items(sessions: int = 29, situations: int = 8, logs: int = 35) -> list[MemoryItem]:

@@ -50,7 +50,7 @@ def make_builder(dataset: str, user, method: str, llm):
 
 def _load(args: argparse.Namespace):
     """(persona, history, question file) or an error message naming the file."""
-    from evaluation.personamem_loader import load_history, load_persona, read_questions
+    from evaluation.personamem.loader import load_history, load_persona, read_questions
 
     history = load_history(args.history)
     pid = args.persona_id if args.persona_id is not None else (
@@ -84,8 +84,8 @@ def _run(args: argparse.Namespace, forms: tuple[str, ...], persona_id: str | Non
 
 
 def cmd_personamem(args: argparse.Namespace) -> int:
-    from evaluation.personamem import FORMS, accuracy_report, report_table
-    from evaluation.personamem_loader import PersonaMemError, history_user
+    from evaluation.personamem.evaluate import FORMS, accuracy_report, report_table
+    from evaluation.personamem.loader import PersonaMemError, history_user
     from evaluation.versions import metric_versions
     from memory.methods import METHODS
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from backends.store.db import Database
 from evaluation.faireval import Judgment
-from evaluation.personamem import PMRecord
+from evaluation.personamem.evaluate import PMRecord
 from evaluation.tasks import TaskResult
 
 

@@ -1,6 +1,6 @@
 """Audit (admins): who changed what, and when; exportable."""
 
-from ui.audit_view import render_audit
+from ui.audit.view import render_audit
 from ui.platform_state import home_workspace
 from ui.shell import require_router
 

@@ -1,6 +1,6 @@
 """Memory: build a user's memory with a method, scrub it session by session, inspect and compare retrieval."""
 
-from ui.memory_view import render_memory
+from ui.memory.view import render_memory
 from ui.shell import active_dataset, require_router
 
 require_router()

@@ -4,7 +4,7 @@ import streamlit as st
 
 from ui.shell import active_dataset, require_router
 from ui.text import md_escape
-from ui.users_view import render_gallery, render_user
+from ui.users.view import render_gallery, render_user
 
 require_router()
 dataset = active_dataset()

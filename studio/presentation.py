@@ -17,13 +17,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from backends.llm.local_server import LocalServers
+from backends.paths import StatePaths
 from palset.dataset import Dataset
 from studio.bundle.importer import BundleError, import_bundle
 from studio.bundle.manifest import Manifest
 from studio.workspace import Workspace
 
 log = logging.getLogger(__name__)
-PRESENTATIONS = "presentations"
 
 
 def bundle_sha256(path: Path) -> str:
@@ -35,11 +35,12 @@ def bundle_sha256(path: Path) -> str:
 
 
 def presentation_home(base_home: Path, sha: str) -> Path:
-    return Path(base_home) / PRESENTATIONS / sha[:20]
+    return StatePaths(Path(base_home)).presentations / sha[:20]
 
 
 def _ready(home: Path) -> bool:
-    return (home / "runs.sqlite").is_file() and (home / "imported").is_file()
+    paths = StatePaths(home)
+    return paths.runs_db.is_file() and paths.imported.is_file()
 
 
 def open_presentation(base: Workspace, bundle: Path, *, known: Mapping[str, Path], dataset: Dataset | None = None,
@@ -64,7 +65,7 @@ def open_presentation(base: Workspace, bundle: Path, *, known: Mapping[str, Path
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        (staging / "imported").write_text(report.model_dump_json(indent=1), encoding="utf-8")
+        StatePaths(staging).imported.write_text(report.model_dump_json(indent=1), encoding="utf-8")
         shutil.rmtree(home, ignore_errors=True)
         staging.rename(home)
         log.info("presentation of %s ready in %s (%d rows)", bundle, home, report.total_added)

@@ -24,21 +24,49 @@ nothing that was finished, and the records are the same whichever executor ran i
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from backends.llm.client import LLMClient
 from backends.llm.errors import Cancelled
 from backends.store.leases import process_holder
+from evaluation.store import EvalStore, PersonaMemStore
 from jobs.engine import Registry, UnitContext
 from memory.build import MemoryBuilder
 from memory.store import logs_stage
+from palset.dataset import Dataset, User
 from sim.runner import RunElsewhere, Simulation
+from sim.store import SimStore
 from sim.types import RunSpec
+from synth.store import SynthStore
 
-if TYPE_CHECKING:
-    from studio.workspace import Workspace
+
+class UnitWorkspace(Protocol):
+    """What units use of :class:`studio.workspace.Workspace` (named here: the workspace imports this module to wire
+    its job engine, so this module does not import it back)."""
+
+    sims: SimStore
+    evals: EvalStore
+    personamem: PersonaMemStore
+    synth: SynthStore
+
+    def build_lock(self, build_id: str) -> threading.Lock: ...
+
+    def dataset(self, path: str | Path) -> Dataset: ...
+
+    def open_builder(self, dataset: Dataset, user_id: str, method: str, *, llm: LLMClient | None = None,
+                     fresh: bool = False, method_config: dict | None = None,
+                     embedder: str | None = None) -> MemoryBuilder: ...
+
+    def open_user_builder(self, dataset: str, user: User, method: str, *, llm: LLMClient | None = None,
+                          fresh: bool = False, method_config: dict | None = None,
+                          embedder: str | None = None, build_id: str | None = None) -> MemoryBuilder: ...
+
+    def open_simulation(self, dataset: Dataset, spec: RunSpec, llm: LLMClient, *, pair_id: str | None = None,
+                        builder: MemoryBuilder | None = None) -> Simulation: ...
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +76,7 @@ class UnitEnv:
     """What units of one job run with: the workspace, the job's LLM client, and (in a ``pal`` command's own
     process) callbacks that print progress lines; ``open_user_builder`` may replace the workspace's (tests)."""
 
-    ws: Workspace
+    ws: UnitWorkspace
     llm: LLMClient
     line: Callable[[str], None] | None = None
     unit_done: Callable[[str], None] | None = None
@@ -218,8 +246,8 @@ def eval_tasks(ctx: UnitContext) -> dict:
 
 def personamem(ctx: UnitContext) -> dict:
     """Build a method's memory over a PersonaMem-v2 history, answer the items, store the records."""
-    from evaluation.personamem import Judging, PersonaMemEval
-    from evaluation.personamem_loader import history_key, history_user, load_history, read_questions
+    from evaluation.personamem.evaluate import Judging, PersonaMemEval
+    from evaluation.personamem.loader import history_key, history_user, load_history, read_questions
 
     env, p = _env(ctx), ctx.payload
     history = load_history(p["history"])

@@ -20,7 +20,7 @@ from backends.config import ROLES
 from backends.llm.fake import ScriptedLLM
 from backends.llm.types import ChatRequest
 from evaluation.fidelity.service import measure_build
-from evaluation.personamem import PMRecord
+from evaluation.personamem.evaluate import PMRecord
 from evaluation.service import judge_runs, pair_runs
 from evaluation.tasks import TaskResult, result_key_of
 from jobs.types import JobSummary

@@ -18,6 +18,14 @@ from palset.models import BigFive
 from palset.vocab import ASPECTS, BIG_FIVE, LogType
 from ui.text import clip
 
+# badge colours of the dialogue acts and of a user's feedback (Users and Simulate pages)
+ACT_COLOURS = {
+    "Topic Inquiry": "blue", "Requirement Confirmation": "violet", "Solution Discussion": "orange",
+    "Solution Feedback": "red", "Requirement Prediction": "green", "Solution Proposal": "primary",
+    "Feedback Response": "gray",
+}
+FEEDBACK_COLOURS = {"pos": "green", "neg": "red", "neu": "gray"}
+
 LEVEL_VALUE = {"low": 1, "medium": 2, "high": 3}
 ASPECT_COLOURS = {"work": "#4C78A8", "health": "#54A24B", "family": "#E45756", "leisure": "#F58518"}
 SESSION_COLOURS = {"history": "#6C757D", "query": "#B279A2"}

@@ -26,7 +26,6 @@ PROJECTOR_CSS = """<style>
 html, body, [data-testid="stAppViewContainer"] { font-size: 125%; }
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.15rem; }
 </style>"""
-UPLOADS = "uploads"
 
 
 def writes_allowed() -> bool:
@@ -119,7 +118,7 @@ def _present_upload() -> None:
     if upload is None:
         return
     data = upload.getvalue()
-    folder = home_workspace().home / "presentations" / UPLOADS
+    folder = home_workspace().paths.uploads
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{hashlib.sha256(data).hexdigest()[:20]}.palbundle"
     if not path.is_file():

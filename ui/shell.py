@@ -66,7 +66,7 @@ def _add_folder() -> None:
 
 def render_identity(account: Account) -> None:
     """Who is signed in, and Sign out (accounts mode only: the local admin has nothing to sign out of)."""
-    from ui.access_gate import sign_out
+    from ui.access import sign_out
 
     if auth_mode() == "local":
         return

@@ -12,23 +12,40 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from backends.config import PlatformConfig
 from backends.llm.context import Budget, Cut
 from backends.llm.errors import LLMError
-from backends.llm.negotiate import is_format_rejection, next_mode, response_format
+from backends.llm.negotiate import StructuredModes, is_format_rejection, next_mode, response_format
+from backends.llm.registry import ChatProvider
 from backends.llm.structured import StructuredError, bounded_schema, parse_structured, schema_instructions
-from backends.llm.types import Message, StructuredFailure, StructuredResult
+from backends.llm.types import ChatResult, Message, StructuredFailure, StructuredResult
 from backends.prompts import Prompt
-
-if TYPE_CHECKING:
-    from backends.llm.client import LLMClient
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
 REJECTED_CHARS = 4000  # a rejected answer fed back is at most this long
+
+
+class ChatClient(Protocol):
+    """What a structured call needs of :class:`backends.llm.client.LLMClient` (named here, so this module does
+    not import the client that imports it)."""
+
+    config: PlatformConfig
+    modes: StructuredModes
+
+    def provider(self, role: str) -> ChatProvider: ...
+
+    def budget(self, role: str, max_tokens: int | None = None, structured: type[BaseModel] | None = None) -> Budget: ...
+
+    def chat(self, role: str, messages: Sequence[Message], **kwargs: Any) -> ChatResult: ...
+
+    def redact(self, text: str) -> str: ...
+
+    def evict(self, role: str, messages: Sequence[Message], cache_salt: str = "", **overrides: Any) -> None: ...
 
 
 def format_instructions(schema: dict[str, Any], mode: str, provider: str) -> str:
@@ -48,7 +65,7 @@ def with_instructions(messages: Sequence[Message], schema: dict[str, Any], mode:
     return msgs
 
 
-def instructions_for(client: LLMClient, role: str, model: type[BaseModel]) -> str:
+def instructions_for(client: ChatClient, role: str, model: type[BaseModel]) -> str:
     """The format instructions a structured call of ``model`` adds to the prompt now (for budgets)."""
     rc, provider = client.config.role(role), client.provider(role)
     mode = client.modes.mode_for(provider.endpoint, rc.model, rc.structured_mode)
@@ -90,7 +107,7 @@ def fit_corrections(budget: Budget, head: list[Message], rejected: list[tuple[st
     return head + correction_turns(kept), cuts
 
 
-def ask_structured(client: LLMClient, role: str, messages: Sequence[Message], model: type[M], *,
+def ask_structured(client: ChatClient, role: str, messages: Sequence[Message], model: type[M], *,
                    prompt: Prompt | None = None, retries: int = 2, use_cache: bool = True, cache_salt: str = "",
                    cancel: threading.Event | None = None, check: Callable[[M], str | None] | None = None,
                    mode: str | None = None, shrink_answer: bool = True, cuts: list[Cut] | None = None,

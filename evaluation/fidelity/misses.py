@@ -5,20 +5,44 @@ wrong polarity, and gold situations whose logs it split apart or merged with oth
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
 
 from evaluation.fidelity import metrics as fm
 from evaluation.fidelity import statements as fs
 from evaluation.fidelity.types import Miss
 from memory.types import MemoryItem
 
-if TYPE_CHECKING:
-    from evaluation.fidelity.compute import _Measure
+
+class Similarity(Protocol):
+    def similarity(self, gold: Sequence[fs.Statement], method: Sequence[fs.Statement]) -> np.ndarray: ...
+
+
+class Measure(Protocol):
+    """What the misses need of the measurement walking the sessions (``compute._Measure``; named here so this
+    module does not import the one that imports it)."""
+
+    threshold: float
+    unavailable: dict[str, str]
+    group_layer: str | None
+
+    @property
+    def vectors(self) -> Similarity: ...
+
+    def every(self, snap: Snapshot) -> list[fs.Statement]: ...
+
+    def requirement_candidates(self, snap: Snapshot) -> list[fs.Statement]: ...
+
+    def preference_candidates(self, snap: Snapshot) -> list[fs.Statement]: ...
+
+    def background_candidates(self, snap: Snapshot) -> dict[str, list[fs.Statement]]: ...
 
 Snapshot = dict[str, MemoryItem]
 
 
-def _unmatched(measure: _Measure, layer: str, gold: list[fs.Statement], mine: list[fs.Statement],
+def _unmatched(measure: Measure, layer: str, gold: list[fs.Statement], mine: list[fs.Statement],
                limit: int | None = None) -> list[Miss]:
     sim = measure.vectors.similarity(gold, mine)
     best = fm.best_matches(sim)
@@ -41,7 +65,7 @@ def _unmatched(measure: _Measure, layer: str, gold: list[fs.Statement], mine: li
     return out[:limit] if limit is not None else out
 
 
-def _grouping(measure: _Measure, gold: Snapshot, mine: Snapshot) -> list[Miss]:
+def _grouping(measure: Measure, gold: Snapshot, mine: Snapshot) -> list[Miss]:
     """Gold situations whose logs the method spread over several groups (split) or shares with others (merged)."""
     if "situation" in measure.unavailable or measure.group_layer is None:
         return []
@@ -66,7 +90,7 @@ def _grouping(measure: _Measure, gold: Snapshot, mine: Snapshot) -> list[Miss]:
     return out
 
 
-def final_misses(measure: _Measure, gold: Snapshot, mine: Snapshot, max_text: int) -> list[Miss]:
+def final_misses(measure: Measure, gold: Snapshot, mine: Snapshot, max_text: int) -> list[Miss]:
     """Every miss of the last snapshot, layer by layer (text-level misses capped at ``max_text``, worst first)."""
     out = _grouping(measure, gold, mine)
     out += _unmatched(measure, "requirement", fs.requirement_statements(gold), measure.requirement_candidates(mine))

@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from backends.paths import StatePaths
 from testkit.fault_server import FaultServer, completion
 from testkit.release import make_release
 from tests.cli.test_dataset_cmds import PAL
@@ -117,7 +118,7 @@ def test_batch_completes_through_faults_and_lists_runs(tmp_path, dataset):
 
 def stored_turns(home) -> int:
     try:
-        with sqlite3.connect(home / "runs.sqlite", timeout=5) as conn:
+        with sqlite3.connect(StatePaths(home).runs_db, timeout=5) as conn:
             return conn.execute("SELECT COUNT(*) FROM sim_turns").fetchone()[0]
     except sqlite3.OperationalError:  # not created yet
         return 0

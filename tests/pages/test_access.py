@@ -10,7 +10,7 @@ from review.access import PAGES, ROLE_PAGES
 from review.throttle import SignInThrottle
 from tests.conftest import ROOT
 from tests.pages.apptest import app_workspace
-from ui import access_gate
+from ui import access
 from ui.navigation import SPECS, build_pages, visible_pages
 
 PASSWORD = "correct-horse"
@@ -36,7 +36,7 @@ def run_as(name: str | None, page: str, **params: str) -> AppTest:
     for key, value in params.items():
         at.query_params[key] = value
     if name:
-        at.session_state[access_gate.ACCOUNT_KEY] = {"name": name}
+        at.session_state[access.ACCOUNT_KEY] = {"name": name}
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at

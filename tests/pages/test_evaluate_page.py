@@ -211,7 +211,7 @@ def test_judge_human_agreement_section_from_pairwise_review_answers(env, runs):
 
 
 def test_personamem_accuracy_by_type_from_stored_records(env):
-    from evaluation.personamem import PMRecord
+    from evaluation.personamem.evaluate import PMRecord
 
     save_records = app_workspace().personamem.save
 

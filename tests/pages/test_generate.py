@@ -13,7 +13,8 @@ from synth.pipeline import Pipeline
 from tests.pages.apptest import app_workspace, open_page
 from tests.synth.conftest import small_config
 from tests.synth.fakes import SchemaLLM, make_llm
-from ui import generate_jobs, platform_state
+from ui import platform_state
+from ui.generate import jobs as generate_jobs
 
 
 @pytest.fixture

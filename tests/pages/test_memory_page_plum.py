@@ -20,9 +20,9 @@ def plum_env(tmp_path, monkeypatch):
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
     fake = ScriptedLLM(qa_reply())
     client = app_workspace().with_config(load_config(secrets={}, env={})).llm(providers=dict.fromkeys(ROLES, fake))
-    import ui.memory_common
+    import ui.memory.common
 
-    monkeypatch.setattr(ui.memory_common, "llm_client", lambda: client)
+    monkeypatch.setattr(ui.memory.common, "llm_client", lambda: client)
     trained: list[str] = []
 
     def fake_train(self, session, pairs):

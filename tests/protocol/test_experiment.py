@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from backends.paths import StatePaths
 from evaluation.bleu import bleu, bleu_max
 from evaluation.tasks import selection_score
 from protocol.config import ExperimentError, load_experiment
@@ -105,7 +106,7 @@ def test_report_tables_equal_hand_computed_values(tmp_path):
 
 def stored(home: Path, sql: str) -> int:
     try:
-        with sqlite3.connect(home / "runs.sqlite", timeout=5) as conn:
+        with sqlite3.connect(StatePaths(home).runs_db, timeout=5) as conn:
             return conn.execute(sql).fetchone()[0]
     except sqlite3.OperationalError:  # not created yet
         return 0
@@ -113,7 +114,7 @@ def stored(home: Path, sql: str) -> int:
 
 def records(home: Path) -> dict:
     """Everything the experiment wrote, without times and latencies: utterances, judgments' samples, results."""
-    with sqlite3.connect(home / "runs.sqlite") as conn:
+    with sqlite3.connect(StatePaths(home).runs_db) as conn:
         turns = conn.execute("SELECT run_id, turn_no, side, json_extract(data, '$.content') FROM sim_turns "
                              "ORDER BY 1, 2, 3").fetchall()
         judged = conn.execute("SELECT judgment_key, json_extract(data, '$.decision'), json_extract(data, '$.samples') "

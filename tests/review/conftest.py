@@ -2,6 +2,7 @@
 
 import pytest
 
+from backends.paths import StatePaths
 from review.batches import plan_batch
 from review.store import ReviewStore
 from testkit.workspace import make_workspace
@@ -10,7 +11,7 @@ from testkit.workspace import make_workspace
 @pytest.fixture
 def db(tmp_path, monkeypatch):
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
-    return tmp_path / "pal" / "runs.sqlite"
+    return StatePaths(tmp_path / "pal").runs_db
 
 
 @pytest.fixture

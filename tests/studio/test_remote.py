@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from backends.paths import StatePaths
 from tests.protocol.test_experiment import FILE, records
 
 ray = pytest.importorskip("ray", reason="ray is an optional extra (make ray)")
@@ -30,5 +31,5 @@ def test_ray_and_threads_give_identical_records(tmp_path, local_ray):
     calls = "SELECT COUNT(*), SUM(tokens_in), SUM(tokens_out) FROM llm_calls"
     import sqlite3
 
-    with sqlite3.connect(tmp_path / "threads" / "runs.sqlite") as t, sqlite3.connect(tmp_path / "ray" / "runs.sqlite") as r:
+    with sqlite3.connect(StatePaths(tmp_path / "threads").runs_db) as t, sqlite3.connect(StatePaths(tmp_path / "ray").runs_db) as r:
         assert t.execute(calls).fetchone() == r.execute(calls).fetchone()  # every call accounted on the driver

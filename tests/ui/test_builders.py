@@ -7,7 +7,7 @@ from tests.conftest import DEMO
 from ui.charts import build_big_five_radar, build_timeline_figure
 from ui.tables import GalleryFilter, LogFilter, filter_users, gallery_frame, log_frame
 from ui.text import clip, first_sentence, md_escape
-from ui.users_view import session_from_points
+from ui.users.view import session_from_points
 
 
 def test_md_escape_neutralises_markdown_and_html():

@@ -1,0 +1,1 @@
+"""The Audit page's rendering helpers."""

@@ -1,0 +1,253 @@
+"""Rendering of the Evaluate page: FairEval pairwise judging of simulated runs, and the single-turn leaderboard.
+
+A method pair (methods with finished runs in the active dataset) and an aspect are picked; Judge runs
+FairEval (k samples per order, both orders) on the paired finished runs not judged yet, storing each
+judgment the moment it completes. Results: stacked win/tie/lose bars with the bootstrap 95% CI of the
+adjusted win rate, invalid and dropped topics next to them, the judge-bias diagnostics (position and
+length), human-in-the-loop calibration (send the most uncertain topics to review; outcomes as judged
+and as calibrated), a per-topic drill-down (both dialogues, every judge sample in both orders, the
+ground truth) and exports. Below: the single-turn leaderboard from stored bench results, judge–human
+agreement against pairwise review answers (for the chosen pair and aspects) and PersonaMem-v2 accuracy
+(a placeholder until results exist). ``FIDELITY.md`` (what each number reproduces) opens at the top.
+
+State lives in the URL (``?pair=<A>__<B>&aspect=…&judge=<model>&topic=<sample_id>_<topic_key>``): a deep link
+opens exactly one judged topic. Judgments are shown per judge model: every judge with records of the pair is
+offered (the configured judge first), so judgments made elsewhere (an imported bundle) are never hidden.
+``?section=leaderboards`` opens the page on the leaderboards. While presenting no control that judges or
+measures is offered. All text from data goes through :func:`ui.text.md_escape` or a dataframe cell.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import streamlit as st
+
+from backends.config import ConfigError
+from backends.paths import PROJECT_ROOT
+from evaluation.aggregate import aggregate_judgments
+from evaluation.faireval import ASPECTS, Judgment, apply_decision, judgment_key
+from evaluation.service import RunPair, dropped_topics, pair_runs
+from memory.methods import display_name
+from palset.dataset import Dataset, dataset_key
+from sim.store import SimStore
+from ui import platform_state
+from ui.evaluate.boards import render_agreement, render_leaderboard, render_personamem
+from ui.evaluate.calibration import render_calibration
+from ui.evaluate.data import finished_methods, latest_judgments
+from ui.evaluate.drilldown import render_drilldown
+from ui.evaluate.experiments import render_experiments
+from ui.evaluate.fidelity import render_fidelity_board
+from ui.evaluate.results import render_exports, render_results
+from ui.jobs import active_job, failure_text, follow, submit, watch
+from ui.platform_state import base_workspace
+from ui.presenting import read_only_note, writes_allowed
+from ui.text import error_text, md_escape
+
+log = logging.getLogger(__name__)
+
+FIDELITY = PROJECT_ROOT / "FIDELITY.md"
+
+ASPECT_CHOICES = ["requirement", "preference", "both"]
+PAIR_SEP = "__"
+_KEYS = {"a": "eval_a", "b": "eval_b", "aspect": "eval_aspect", "judge": "eval_judge_model"}
+
+
+# ---------------------------------------------------------------- URL-synced state
+
+
+def _sync_from_url(name: str, wanted: str | None, allowed: list[str], fallback: str) -> None:
+    """Before drawing a widget: a URL value that changed since the last run wins over the widget's value."""
+    key, seen = _KEYS[name], f"_url_eval_{name}"
+    if wanted in allowed and wanted != st.session_state.get(seen):
+        st.session_state[key] = wanted
+        st.session_state[seen] = wanted
+    elif st.session_state.get(key) not in allowed:
+        st.session_state[key] = fallback
+
+
+def _pair_from_url() -> tuple[str | None, str | None]:
+    raw = st.query_params.get("pair") or ""
+    if PAIR_SEP in raw:
+        a, b = raw.split(PAIR_SEP, 1)
+        return a, b
+    return None, None
+
+
+# ---------------------------------------------------------------- page
+
+
+def render_fidelity() -> None:
+    """FIDELITY.md — what every metric and method reproduces, from which source, and each departure."""
+    with st.expander("How these numbers are computed: FIDELITY.md (sources, sanity checks, departures)"):
+        st.markdown(FIDELITY.read_text(encoding="utf-8") if FIDELITY.is_file() else "FIDELITY.md is missing.")
+
+
+def render_evaluate(dataset: Dataset) -> None:
+    st.title("Evaluate")
+    render_fidelity()
+    dkey = dataset_key(dataset.root)
+    sims = base_workspace().sims
+    methods = finished_methods(sims, dkey)
+    boards_first = st.query_params.get("section") == "leaderboards"  # a link to the leaderboards opens on them
+    if boards_first:
+        render_boards(dataset, dkey)
+    st.header("Multi-turn: FairEval pairwise judging")
+    selection = None
+    if len(methods) < 2:
+        st.info("Judging needs finished simulation runs of at least two methods on the same topics in this dataset. "
+                "Run them on the Simulate page (or with `pal simulate`).")
+    else:
+        selection = render_pairwise(dataset, dkey, sims, methods)
+    if not boards_first:
+        render_boards(dataset, dkey)
+    st.header("Judge–human agreement")
+    render_agreement(dkey, selection)
+    st.header("PersonaMem-v2 accuracy by type")
+    render_personamem(dkey)
+    st.header("Experiments")
+    render_experiments()
+
+
+def render_boards(dataset: Dataset, dkey: str) -> None:
+    st.header("Single-turn leaderboard")
+    render_leaderboard(dataset, dkey)
+    st.header("Memory fidelity against the gold memory")
+    render_fidelity_board(dataset, dkey)
+
+
+def configured_judge() -> str | None:
+    """The judge model this session would judge with (None when the configuration is broken)."""
+    try:
+        return platform_state.platform_config().role("judge").model
+    except ConfigError:
+        return None
+
+
+def judges_with_records(judgments: list[Judgment], configured: str | None) -> list[str]:
+    """Judge models that have judgments here, the configured one first, then by how many they made."""
+    counts: dict[str, int] = {}
+    for j in judgments:
+        counts[j.judge_model] = counts.get(j.judge_model, 0) + 1
+    return sorted(counts, key=lambda m: (m != configured, -counts[m], m))
+
+
+def _pick_judge(judgments: list[Judgment]) -> str | None:
+    """Which judge's judgments are shown (the judges with records; URL ``?judge=``)."""
+    judges = judges_with_records(judgments, configured_judge())
+    if not judges:
+        return None
+    _sync_from_url("judge", st.query_params.get("judge"), judges, judges[0])
+    judge = st.selectbox("Judge", judges, key=_KEYS["judge"], help="Judgments are shown by the judge model that made "
+                         "them; the configured judge comes first when it has judged this pair.")
+    st.query_params["judge"] = judge
+    st.session_state["_url_eval_judge"] = judge
+    return judge
+
+
+def _pick(methods: list[str]) -> tuple[str, str, list[str]]:
+    url_a, url_b = _pair_from_url()
+    _sync_from_url("a", url_a, methods, methods[0])
+    c1, c2, c3 = st.columns([2, 2, 2])
+    with c1:
+        a = st.selectbox("Method under test (A)", methods, key=_KEYS["a"], format_func=display_name)
+    others = [m for m in methods if m != a]
+    _sync_from_url("b", url_b, others, others[0])
+    with c2:
+        b = st.selectbox("Baseline (B)", others, key=_KEYS["b"], format_func=display_name)
+    _sync_from_url("aspect", st.query_params.get("aspect"), ASPECT_CHOICES, "both")
+    with c3:
+        aspect = st.segmented_control("Aspect", ASPECT_CHOICES, required=True, key=_KEYS["aspect"])
+    pair = f"{a}{PAIR_SEP}{b}"
+    if st.query_params.get("pair") != pair:
+        st.query_params["pair"] = pair
+        st.query_params.pop("topic", None)
+    st.query_params["aspect"] = aspect
+    st.session_state["_url_eval_a"], st.session_state["_url_eval_b"] = a, b
+    st.session_state["_url_eval_aspect"] = aspect
+    return a, b, list(ASPECTS) if aspect == "both" else [aspect]
+
+
+def render_pairwise(dataset: Dataset, dkey: str, sims: SimStore,
+                    methods: list[str]) -> tuple[str, str, list[str], float]:
+    """The pairwise section; returns the chosen (A, B, aspects, tie threshold) for the agreement section."""
+    a, b, aspects = _pick(methods)
+    pairs = pair_runs(sims, dkey, a, b)
+    c1, c2, c3 = st.columns([1, 1, 2])
+    k = int(c1.number_input("Samples per order (k)", 1, 10, 3, key="eval_k",
+                            help="FairEval Multiple Evidence: k judge samples with A shown first, k with B first."))
+    threshold = float(c2.number_input("Tie threshold", 0.0, 9.0, 0.0, step=0.25, key="eval_threshold",
+                                      help="A tie when the mean scores differ by at most this (0: exact equality, "
+                                           "as the paper). Decisions of stored judgments are recomputed with it."))
+    with c3:
+        if writes_allowed():
+            render_judge_button(dataset, sims, pairs, aspects, k, threshold)
+        else:
+            read_only_note("judging is not offered; these are the bundle's judgments")
+    store = base_workspace().evals
+    stored = [j for j in store.judgments(dataset=dkey, method_a=a, method_b=b) if j.aspect in aspects]
+    judge = _pick_judge(stored)
+    judgments = latest_judgments(j for j in stored if j.judge_model == judge)
+    judgments = [apply_decision(j, threshold) for j in judgments]
+    dropped = dropped_topics(sims, dkey, a, b)
+    if not judgments:
+        st.info(f"No judgments of {md_escape(a)} vs {md_escape(b)} yet" + (": press Judge." if writes_allowed() else ".")
+                + (f" {len(dropped)} topic(s) are dropped: no finished run of both methods." if dropped else ""))
+        return a, b, aspects, threshold
+    st.caption(f"Judged by **{md_escape(judge)}** · {len(judgments)} judgment(s) shown.")
+    rows = aggregate_judgments(judgments, threshold, dropped=dropped)
+    render_results(rows, judgments, a, b, dropped)
+    render_calibration(dkey, judgments, a, b, aspects)
+    render_drilldown(dataset, sims, judgments, a, b)
+    render_exports(judgments, rows, a, b, dropped)
+    return a, b, aspects, threshold
+
+
+def render_judge_button(dataset: Dataset, sims: SimStore, pairs: list[RunPair], aspects: list[str], k: int,
+                        threshold: float) -> None:
+    if not pairs:
+        st.caption("No topic has finished runs of both methods: nothing to judge.")
+        return
+    try:
+        llm = platform_state.llm_client()
+        from backends.prompts import load_prompt
+
+        model = llm.config.role("judge").model
+        versions = {a: load_prompt(f"eval/faireval_{a}").version for a in aspects}
+    except Exception as e:  # configuration problems are a message
+        log.exception("judging cannot start")
+        st.error(f"Cannot judge: {md_escape(error_text(e))}")
+        return
+    store = base_workspace().evals
+    todo = [p for p in pairs if any(not store.has_judgment(judgment_key(p.run_a, p.run_b, a, k, model, versions[a]))
+                                    for a in aspects)]
+    st.caption(f"{len(pairs)} paired topic(s); {len(todo)} not judged yet with k={k} by {md_escape(model)}.")
+    if (running := active_job("judge-", kind="judge")) is not None:  # judging goes on with the page closed
+        watch(running.job_id, "Judging")
+        return
+    if not st.button("Judge", key="eval_judge", type="primary", icon=":material/balance:", disabled=not todo):
+        return
+    try:
+        job_id = submit_judging(dataset, sims, todo, aspects, k, threshold)
+    except Exception as e:  # configuration or store problems: a message, never a traceback
+        log.exception("judging cannot start")
+        st.error(f"Cannot judge: {md_escape(error_text(e))}")
+        return
+    summary = follow(job_id, f"Judging {len(todo)} topic(s)")
+    if summary.status != "done":
+        st.error(f"Judging stopped: {md_escape(failure_text(summary))}. Every finished judgment is stored; press "
+                 "Judge again to continue.")
+        return
+    st.success(f"Judged {len(todo)} topic(s).")
+
+
+def submit_judging(dataset: Dataset, sims: SimStore, pairs: list[RunPair], aspects: list[str], k: int,
+                   threshold: float) -> str:
+    """A job of ``eval.judge`` units, one judgment after the other (a failure stops the rest, which a second
+    press continues); it runs in the app's workers, so closing the page does not stop it."""
+    from protocol.units import judge_units
+
+    specs = [(sims.load(p.run_a).spec, sims.load(p.run_b).spec) for p in pairs]
+    units = judge_units(dataset, specs, aspects, k, threshold)
+    units = [u.model_copy(update={"deps": [units[i - 1].key] if i else []}) for i, u in enumerate(units)]
+    return submit("judge", f"judge {specs[0][0].method} vs {specs[0][1].method}", units)

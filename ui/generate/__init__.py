@@ -1,0 +1,1 @@
+"""The Generate page's rendering helpers."""

@@ -1,0 +1,1 @@
+"""The Home page's rendering helpers."""

@@ -1,0 +1,1 @@
+"""The Memory page's rendering helpers."""

@@ -1,0 +1,1 @@
+"""The Review page's rendering helpers."""

@@ -1,0 +1,1 @@
+"""The Settings page's rendering helpers."""

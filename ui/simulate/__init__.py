@@ -1,0 +1,1 @@
+"""The Simulate page's rendering helpers."""

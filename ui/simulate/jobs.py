@@ -1,0 +1,147 @@
+"""Automated simulation runs on the Simulate page: a job of the app's engine steps them, the page watches.
+
+Start or Resume with no side taken over submits one ``sim.run`` unit for the run (or both compared runs, stepped
+alternately); the script that submitted draws each utterance as it is stored, and a page opened later watches
+with an auto-refreshing fragment. The run goes on with the tab closed. "Take over" stops the job between two
+utterances and hands the runs to this browser session's interactive mode (:mod:`ui.simulate.live`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import streamlit as st
+
+from jobs.types import JobSummary, UnitSpec
+from palset.dataset import Dataset
+from sim.store import SimStore
+from sim.types import RunRecord, RunSpec
+from ui.jobs import active_job, follow, new_job_id, submit
+from ui.platform_state import base_workspace
+from ui.simulate.transcript import columns_for, export_buttons, render_utterance, run_header
+from ui.text import md_escape
+
+log = logging.getLogger(__name__)
+
+JOBS, FOLLOW = "sim_jobs", "sim_follow"
+
+
+def start(dataset: Dataset, specs: list[tuple[RunSpec, str | None]]) -> str:
+    """Submit the runs to the engine; this session follows them from now on."""
+    from sim.store import run_id_for
+    from ui import platform_state
+
+    ws, llm = platform_state.workspace(), platform_state.llm_client()
+    for spec, pair in specs:  # the runs exist (and are resumable) from now on, whenever a worker takes them up
+        ws.open_simulation(dataset, spec, llm, pair_id=pair).resume()
+    ids = [run_id_for(s) for s, _ in specs]
+    unit = UnitSpec(key="run", kind="sim.run", label=" + ".join(ids),
+                    payload={"dataset": str(dataset.root), "specs": [s.model_dump() for s, _ in specs],
+                             "pair_id": specs[0][1]})
+    job_id = submit("simulate", f"simulate {' vs '.join(s.method for s, _ in specs)}", [unit],
+                    job_id=f"sim-{ids[0]}-{new_job_id('j')}")
+    jobs = st.session_state.setdefault(JOBS, {})
+    for run_id in ids:
+        jobs[run_id] = job_id
+    st.session_state[FOLLOW] = True
+    return job_id
+
+
+def job_for(ids: list[str]) -> JobSummary | None:
+    """The job of these runs: the one this session started, else one running for them (another session's)."""
+    store = base_workspace().jobs.store
+    mine = st.session_state.get(JOBS, {}).get(ids[0])
+    if mine and store.exists(mine):
+        return store.summary(mine)
+    return active_job(f"sim-{ids[0]}-", kind="simulate")
+
+
+def stop(job_id: str) -> None:
+    """Cancel the job: its unit stops between two utterances and marks the runs stopped (resumable)."""
+    engine = base_workspace().jobs
+    engine.cancel(job_id)
+    engine.wait(job_id, 30)
+
+
+def render_job_run(dataset: Dataset, ids: list[str], summary: JobSummary, on_take_over) -> None:
+    """The runs of a job: controls, transcripts (followed or watched while the job runs), exports when done."""
+    store = base_workspace().sims
+    if not summary.finished:
+        c1, c2, _ = st.columns([1, 1, 4])
+        if c1.button("Stop", key="sim_stop", icon=":material/stop:",
+                     help="Ends the run cleanly: every saved turn stays, and Resume continues it."):
+            stop(summary.job_id)
+            st.rerun()
+        if c2.button("Take over", key="sim_take_over", icon=":material/person:",
+                     help="Stop the automated run and continue it here, typing either side yourself."):
+            stop(summary.job_id)
+            on_take_over()
+            st.rerun()
+        st.caption("This run goes on in the app's workers: closing the page does not stop it.")
+        if st.session_state.pop(FOLLOW, False):
+            _follow(store, ids, summary.job_id)
+            st.rerun()
+        _watch(ids, summary.job_id)
+        return
+    records = [store.load(i) for i in ids]
+    if any(r.status in ("failed", "stopped") for r in records):
+        if st.button("Resume", key="sim_resume", type="primary", icon=":material/play_arrow:"):
+            start(dataset, [(r.spec, r.pair_id) for r in records])
+            st.rerun()
+    for col, record in zip(columns_for(len(records)), records):
+        with col:
+            run_header(record)
+            for utt in record.utterances:
+                render_utterance(utt, record.run_id)
+            if record.status == "failed":
+                st.error(f"{md_escape(record.error or 'failed')}. Every saved turn is kept; press Resume to continue.")
+            export_buttons(record)
+
+
+def _follow(store: SimStore, ids: list[str], job_id: str) -> None:
+    """Draw each utterance as the job stores it (and the text being streamed), until the job ends."""
+    records = [store.load(i) for i in ids]
+    bodies, writing, shown = [], [], [0] * len(ids)
+    for col, record in zip(columns_for(len(records)), records):
+        with col:
+            run_header(record)
+            bodies.append(st.container())
+            writing.append(st.empty())
+    engine = base_workspace().jobs
+
+    def tick(_summary: JobSummary) -> None:
+        for n, run_id in enumerate(ids):
+            record = store.load(run_id)
+            for utt in record.utterances[shown[n]:]:
+                with bodies[n]:
+                    render_utterance(utt, run_id)
+            shown[n] = len(record.utterances)
+        live = engine.live(f"{job_id}/run")
+        text = live.detail if live is not None else ""
+        for n in range(len(ids)):
+            if text:
+                writing[n].caption(f"writing… {md_escape(text[-300:])}")
+            else:
+                writing[n].empty()
+
+    follow(job_id, "Simulating", on_tick=tick)
+    for w in writing:
+        w.empty()
+
+
+@st.fragment(run_every=1.5)
+def _watch(ids: list[str], job_id: str) -> None:
+    """A run found going on when the page opened: its transcript, refreshed; the page redraws when it ends."""
+    store = base_workspace().sims
+    summary = base_workspace().jobs.store.summary(job_id)
+    records: list[RunRecord] = [store.load(i) for i in ids]
+    st.progress(min(summary.progress, 1.0), text=f"{sum(len(r.utterances) for r in records)} utterances so far")
+    for col, record in zip(columns_for(len(records)), records):
+        with col:
+            run_header(record)
+            for utt in record.utterances:
+                render_utterance(utt, record.run_id)
+    if summary.finished:
+        time.sleep(0.05)
+        st.rerun()

@@ -1,0 +1,1 @@
+"""The Users page's rendering helpers."""
