@@ -139,6 +139,14 @@ class PlatformConfig(Strict):
             raise ConfigError(f"unknown role {name!r} (roles: {', '.join(ROLES)})")
         return self.roles[name]
 
+    def local_models(self) -> dict[str, list[str]]:
+        """Each local model the roles name → those roles (one server each); the default model when no role is local."""
+        out: dict[str, list[str]] = {}
+        for name, rc in self.roles.items():
+            if rc.provider == "local":
+                out.setdefault(rc.model, []).append(name)
+        return out or {self.local.default_model(): []}
+
     def cost(self, model: str, tokens_in: int, tokens_out: int) -> float | None:
         """USD for these tokens; None when the model has no price (never a silent $0). Local models (every catalog
         model under any of its names, and the ``[local] model_path`` GGUF) are free."""
