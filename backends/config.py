@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from backends.local_models import DEFAULT_LOCAL_MODEL, canonical_name, is_local_model
 from backends.paths import PROJECT_ROOT
@@ -71,6 +71,13 @@ class RoleConfig(Strict):
     thinking: Literal["default", "off"] = "default"
     thinking_switch: Literal["auto", "chat_template_kwargs", "deepseek_template", "enable_thinking",
                              "reasoning_effort", "thinking_disabled", "none"] = "auto"
+
+    @model_validator(mode="after")
+    def _local_model_by_its_full_name(self) -> RoleConfig:
+        """A local role's catalog model under the one name records keep, whichever of its names was given."""
+        if self.provider == "local":
+            self.model = canonical_name(self.model)
+        return self
 
     def public(self) -> dict[str, Any]:
         """Everything but the key (whether one is set is shown as a bool); credentials in the URL masked."""
@@ -283,7 +290,7 @@ def load_config(
             raise ConfigError(f"role {role}: provider 'openai' needs a model (PAL_{role.upper()}_MODEL)")
         if merged.get("provider", "local") == "local":
             # the model a local role serves, under the one name records keep (e.g. Qwen2.5-Coder-0.5B-Instruct-Q4_K_M)
-            merged["model"] = canonical_name(str(merged["model"])) if merged.get("model") else local.default_model()
+            merged.setdefault("model", local.default_model())  # RoleConfig keeps a catalog model's full name
         try:
             roles[role] = RoleConfig.model_validate(merged)
         except ValidationError as e:

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from backends.config import LOCAL_MODEL_NAME, load_config
+from backends.config import LOCAL_MODEL_NAME, RoleConfig, load_config
 from backends.local_models import CATALOG, DEFAULT_LOCAL_MODEL, QWEN05, QWEN15, SMOLLM2, describe_model, find_model
 from tests.conftest import ROOT
 
@@ -67,3 +67,10 @@ def test_a_gguf_by_path_is_the_default_local_model_and_free(tmp_path):
     assert cfg.role("judge").model == "Qwen2.5-Coder-1.5B-Instruct-Q4_K_M"  # a role naming a catalog model keeps it
     assert cfg.cost("my-model.Q5_K_M", 10, 10) == 0.0
     assert load_config(secrets={}, env={}).local.threads == "auto"
+
+
+def test_any_local_role_config_keeps_the_full_name_and_an_endpoint_model_is_left_alone():
+    """Wherever a role is configured (secrets, environment, Settings, an experiment's roles), records get one name."""
+    assert RoleConfig(model="qwen2.5-coder-1.5b").model == "Qwen2.5-Coder-1.5B-Instruct-Q4_K_M"
+    assert RoleConfig(provider="openai", model="qwen2.5-coder-1.5b").model == "qwen2.5-coder-1.5b"
+    assert RoleConfig().model == DEFAULT_LOCAL_MODEL
