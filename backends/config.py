@@ -26,10 +26,10 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from backends.local_models import DEFAULT_LOCAL_MODEL, canonical_name, is_local_model
 from backends.paths import PROJECT_ROOT
@@ -98,9 +98,22 @@ class LocalServerConfig(Strict):
     ctx: int = Field(8192, ge=512)
     parallel: int = Field(2, ge=1, le=16)
     # "auto": measured at each start (one thread per free core, at least one: backends.llm.threads); or a number
-    threads: Annotated[int, Field(ge=1, le=64)] | Literal["auto"] = "auto"
+    threads: int | Literal["auto"] = "auto"
     startup_timeout: float = Field(60.0, gt=0)
     check_memory: bool = True  # refuse to start a model that the available memory cannot hold
+
+    @field_validator("threads", mode="before")
+    @classmethod
+    def _threads(cls, value: Any) -> int | str:
+        if value == "auto":
+            return value
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            number = 0
+        if not 1 <= number <= 64 or isinstance(value, bool | float):
+            raise ValueError(f'threads must be "auto" or a number from 1 to 64, not {value!r}')
+        return number
 
     @property
     def path_alias(self) -> str | None:

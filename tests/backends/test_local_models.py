@@ -74,3 +74,13 @@ def test_any_local_role_config_keeps_the_full_name_and_an_endpoint_model_is_left
     assert RoleConfig(model="qwen2.5-coder-1.5b").model == "Qwen2.5-Coder-1.5B-Instruct-Q4_K_M"
     assert RoleConfig(provider="openai", model="qwen2.5-coder-1.5b").model == "qwen2.5-coder-1.5b"
     assert RoleConfig().model == DEFAULT_LOCAL_MODEL
+
+
+@pytest.mark.parametrize("bad", ["many", 0, 65, 1.5, True])
+def test_threads_are_auto_or_a_number(bad):
+    from backends.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r'secrets.toml: \[local\] threads: Value error, threads must be "auto" or a '
+                                          r"number from 1 to 64"):
+        load_config(secrets={"local": {"threads": bad}}, env={})
+    assert load_config(secrets={"local": {"threads": "2"}}, env={}).local.threads == 2
