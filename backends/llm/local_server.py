@@ -83,7 +83,7 @@ class LocalServer:
         self.started_at: float | None = None
         self.restarts = 0
         log_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = log_dir / f"{self.alias}.log"
+        self.log_path = log_dir / f"{self.alias}.ctx{cfg.ctx}x{cfg.parallel}.log"  # one per server of the pool
         self._lock = threading.RLock()
 
     @property
