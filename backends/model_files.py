@@ -243,7 +243,7 @@ def prepare_model(model: LocalModel) -> Prepared:
     files = part_files(model)
     target = files[0] if not model.joined else model_cache_dir() / model.file_name
     check = recorded_check(target) if target.exists() else None
-    if check is not None and check.sha256 == model.sha256 and check.gguf:
+    if check is not None and check.sha256 == model.sha256 and _current(check.gguf):
         return Prepared(path=str(target), size=check.size, sha256=check.sha256, gguf=check.gguf)
     joined_s = verified_s = 0.0
     joined = hashed = False
@@ -268,8 +268,8 @@ def prepare_model(model: LocalModel) -> Prepared:
     if check is None or check.sha256 != model.sha256:  # cannot happen unless the cache is unwritable
         st = target.stat()
         check = FileCheck(size=st.st_size, mtime_ns=st.st_mtime_ns, sha256=model.sha256, checked_at=time.time())
-    gguf = check.gguf or read_gguf_header(target).model_dump()
-    if check.gguf is None:
+    gguf = check.gguf if _current(check.gguf) else read_gguf_header(target).model_dump()
+    if gguf is not check.gguf:
         remember_check(target, check.model_copy(update={"gguf": gguf}))
     if joined or hashed:
         log.info("local model %s ready at %s (joined in %.1f s, verified in %.1f s)", model.name, target,
@@ -341,6 +341,7 @@ def _copy_part(path: Path, out: IO[bytes], whole: Any) -> str:
 
 _SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _STRING, _ARRAY = 8, 9
+REPACKED_TYPES = {2, 12, 20}  # GGML Q4_0, Q4_K, IQ4_NL: repacked into anonymous memory on x86 CPUs
 # what the server's size estimate needs from the metadata ({arch} is general.architecture)
 _WANTED = ("block_count", "embedding_length", "attention.head_count", "attention.head_count_kv",
            "attention.key_length", "attention.value_length", "context_length", "vocab_size")
@@ -365,6 +366,7 @@ class GGUFInfo(BaseModel):
     value_length: int | None = None
     context_length: int | None = None
     n_vocab: int | None = None
+    repacked: int = 0  # bytes of tensors llama.cpp's CPU backend copies into its own layout (Q4_0, Q4_K, IQ4_NL)
 
     def kv_bytes_per_token(self) -> int | None:
         """f16 keys and values of every layer for one token (llama.cpp's default cache type)."""
@@ -439,7 +441,7 @@ def read_gguf_header(path: Path) -> GGUFInfo:
         for _ in range(n_kv):
             key = r.string()
             meta[key] = r.value(r.unpack("<I"))
-        tensors = []
+        tensors: list[tuple[int, int, int]] = []
         for _ in range(n_tensors):
             r.string()
             dims = [r.unpack("<Q") for _ in range(r.unpack("<I"))]
@@ -450,8 +452,8 @@ def read_gguf_header(path: Path) -> GGUFInfo:
             tensors.append((kind, offset, elements))
         alignment = int(meta.get("general.alignment", 32)) or 32
         start = -(-f.tell() // alignment) * alignment
-    ends = [offset + nbytes for kind, offset, elements in tensors
-            if (nbytes := _tensor_bytes(kind, elements)) is not None]
+    sizes = [(kind, offset, _tensor_bytes(kind, elements)) for kind, offset, elements in tensors]
+    ends = [offset + nbytes for _, offset, nbytes in sizes if nbytes is not None]
     arch = meta.get("general.architecture")
     facts = {name: meta.get(f"{arch}.{name}") for name in _WANTED}
     info = GGUFInfo(version=version, architecture=arch, name=meta.get("general.name"), tensors=n_tensors,
@@ -460,11 +462,17 @@ def read_gguf_header(path: Path) -> GGUFInfo:
                     n_head=facts["attention.head_count"], n_head_kv=facts["attention.head_count_kv"],
                     key_length=facts["attention.key_length"], value_length=facts["attention.value_length"],
                     context_length=facts["context_length"],
-                    n_vocab=facts["vocab_size"] or meta.get("tokenizer.ggml.tokens"))
+                    n_vocab=facts["vocab_size"] or meta.get("tokenizer.ggml.tokens"),
+                    repacked=sum(n for kind, _, n in sizes if n is not None and kind in REPACKED_TYPES))
     if size < info.data_end:
         raise ModelUnavailable(f"{path} is truncated: {size:,} bytes, but its header places tensor data up to byte "
                                f"{info.data_end:,} (a partial download or copy)")
     return info
+
+
+def _current(facts: dict[str, Any] | None) -> bool:
+    """Whether remembered header facts have every field this version reads (else the header is read again)."""
+    return facts is not None and set(facts) == set(GGUFInfo.model_fields)
 
 
 def check_gguf_file(path: Path) -> Prepared:
@@ -472,7 +480,7 @@ def check_gguf_file(path: Path) -> Prepared:
     if not path.is_file():
         raise ModelUnavailable(f"model file {path} does not exist ([local] model_path)")
     check = recorded_check(path)
-    if check is not None and check.gguf:
+    if check is not None and _current(check.gguf):
         return Prepared(path=str(path), size=check.size, sha256=check.sha256, gguf=check.gguf)
     st = path.stat()
     info = read_gguf_header(path)
@@ -483,7 +491,12 @@ def check_gguf_file(path: Path) -> Prepared:
 
 # ---------------------------------------------------------------------------------------------------------- memory
 
-WORK_BUFFER = 160 * 2**20  # llama.cpp's compute buffers and the process itself, beyond weights and KV cache
+# Beyond weights, repacked copies and KV cache: llama.cpp's compute buffers (which grow with the vocabulary and the
+# slots) and the process itself. Calibrated on measured RSS (bench/local_threads.py): the estimate is 9-20 % above
+# it for Qwen2.5-Coder-0.5B (689 MiB at ctx 4096 × 1 slot, 853 MiB at 8192 × 2), Qwen2.5-Coder-1.5B (1,965 MiB at
+# 4096 × 1: 722 MiB of Q4_K weights are repacked) and SmolLM2-135M (274 MiB at 4096 × 1).
+WORK_BUFFER = 96 * 2**20
+COMPUTE_PER_VOCAB_SLOT = 1024  # bytes per vocabulary entry and slot
 MiB = 2**20
 
 
@@ -491,26 +504,29 @@ class MemoryEstimate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     weights: int
+    repacked: int
     kv_cache: int
-    logits: int
+    compute: int
     work: int
 
     @property
     def total(self) -> int:
-        return self.weights + self.kv_cache + self.logits + self.work
+        return self.weights + self.repacked + self.kv_cache + self.compute + self.work
 
     def text(self, ctx: int) -> str:
-        return (f"about {self.total / MiB:,.0f} MiB (weights {self.weights / MiB:,.0f} MiB + KV cache "
-                f"{self.kv_cache / MiB:,.0f} MiB for {ctx:,} tokens + logits {self.logits / MiB:,.0f} MiB + work "
-                f"{self.work / MiB:,.0f} MiB)")
+        repacked = f" + repacked weights {self.repacked / MiB:,.0f} MiB" if self.repacked else ""
+        return (f"about {self.total / MiB:,.0f} MiB (weights {self.weights / MiB:,.0f} MiB{repacked} + KV cache "
+                f"{self.kv_cache / MiB:,.0f} MiB for {ctx:,} tokens + compute buffers {self.compute / MiB:,.0f} MiB + "
+                f"process {self.work / MiB:,.0f} MiB)")
 
 
-def estimate_memory(size: int, info: GGUFInfo, ctx: int, batch: int = 512) -> MemoryEstimate:
-    """What a llama.cpp server of this file needs resident: the weights (mmapped, all touched), the f16 KV cache
-    of ``ctx`` tokens (shared by its slots), one batch of logits and the work buffers."""
+def estimate_memory(size: int, info: GGUFInfo, ctx: int, parallel: int = 1) -> MemoryEstimate:
+    """What a llama.cpp server of this file needs resident: the weights (mmapped, all touched) and the copies it
+    repacks, the f16 KV cache of ``ctx`` tokens (shared by its slots), compute buffers per slot and the process
+    (see ``WORK_BUFFER``)."""
     per_token = info.kv_bytes_per_token() or 0
-    return MemoryEstimate(weights=size, kv_cache=per_token * ctx, logits=(info.n_vocab or 0) * batch * 4,
-                          work=WORK_BUFFER)
+    return MemoryEstimate(weights=size, repacked=info.repacked, kv_cache=per_token * ctx,
+                          compute=(info.n_vocab or 0) * COMPUTE_PER_VOCAB_SLOT * parallel, work=WORK_BUFFER)
 
 
 def available_memory() -> int | None:

@@ -104,7 +104,8 @@ class LocalServer:
         """Make the model file ready (join once, verify, check GGUF) and check it fits in the memory available."""
         prepared = prepare_model(self.catalog) if self.catalog else check_gguf_file(self.model_path)
         if self.cfg.check_memory:
-            estimate = estimate_memory(prepared.size, GGUFInfo.model_validate(prepared.gguf), self.cfg.ctx)
+            estimate = estimate_memory(prepared.size, GGUFInfo.model_validate(prepared.gguf), self.cfg.ctx,
+                                       self.cfg.parallel)
             check_memory(self.alias, estimate, self.cfg.ctx, available_memory())
         self.prepared = prepared
         return prepared

@@ -81,9 +81,9 @@ def test_a_missing_part_or_too_little_memory_refuses_the_start_by_name(tmp_path,
     model, files = fake_model(tmp_path, monkeypatch)
     monkeypatch.setitem(CATALOG, model.name, model)
     server = LocalServers(tmp_path / "logs").get(LocalServerConfig(ctx=4096), "fake-tiny")
-    monkeypatch.setattr(local_server_mod, "available_memory", lambda: 100 * 2**20)
+    monkeypatch.setattr(local_server_mod, "available_memory", lambda: 50 * 2**20)
     with pytest.raises(ModelUnavailable, match=r"Fake-Tiny-Q8 does not fit in memory: it needs about [\d,]+ MiB .*KV "
-                                               r"cache 1 MiB for 4,096 tokens.*, and 100 MiB are available"):
+                                               r"cache 1 MiB for 4,096 tokens.*, and 50 MiB are available"):
         server.ensure()
     assert not server.running()
     unchecked = LocalServers(tmp_path / "logs").get(LocalServerConfig(ctx=4096, check_memory=False), "fake-tiny")

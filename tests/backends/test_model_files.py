@@ -171,6 +171,26 @@ def test_a_truncated_gguf_is_refused_with_its_sizes(tmp_path, monkeypatch):
     assert ready.sha256 is None and ready.gguf["data_end"] == len(data) and recorded_check(whole) is not None
 
 
+def test_weights_that_llama_cpp_repacks_count_twice_in_the_estimate(tmp_path):
+    import gguf
+    from gguf import GGMLQuantizationType
+
+    path = tmp_path / "q.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(1)
+    q4 = gguf.quants.quantize(np.ones((4, 64), dtype=np.float32), GGMLQuantizationType.Q4_0)
+    writer.add_tensor("blk.0.ffn_up.weight", q4, raw_dtype=GGMLQuantizationType.Q4_0)
+    writer.add_tensor("token_embd.weight", np.zeros((4, 64), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    info = read_gguf_header(path)
+    assert info.repacked == q4.nbytes == 144 and info.params == 512
+    estimate = estimate_memory(path.stat().st_size, info, ctx=512)
+    assert estimate.total == path.stat().st_size + 144 + estimate.work  # no KV facts, no vocabulary: none counted
+
+
 def test_a_model_that_does_not_fit_in_memory_is_refused_with_the_figures():
     info = GGUFInfo(version=3, tensors=1, params=1, data_end=1, n_layer=24, n_embd=896, n_head=14, n_head_kv=2,
                     n_vocab=151936)
