@@ -14,7 +14,7 @@ def run(env_extra, *args):
     return subprocess.run([PAL, "llm", "check", *args], capture_output=True, text=True, timeout=240, env=env)
 
 
-@pytest.mark.slow(seconds=40)
+@pytest.mark.slow(seconds=60)
 @pytest.mark.local_model
 def test_check_starts_the_local_model_and_parses_structured_output(tmp_path):
     """The default model as a user gets it (Qwen2.5-Coder-0.5B, threads chosen by measurement)."""
