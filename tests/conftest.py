@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,18 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
 PALSET = SHARED_DATA / "palset"
 DEMO = ROOT / "data" / "demo"
+
+# The local model of real-model tests (``local_model``). A test that only proves a path runs on SmolLM2-135M (the
+# fastest); the default model, Qwen2.5-Coder-0.5B (``DEFAULT_MODEL``), decodes about half as fast, so a test runs on it
+# only where it names it: ``local_model_env(DEFAULT_MODEL)``. ``PAL_TEST_LOCAL_MODEL=<catalog name>`` runs every
+# real-model test on that model instead (e.g. ``PAL_TEST_LOCAL_MODEL=qwen2.5-coder-0.5b`` to see that each works on it).
+PATH_MODEL = "SmolLM2-135M-Instruct-Q4_1"
+DEFAULT_MODEL = "Qwen2.5-Coder-0.5B-Instruct-Q4_K_M"
+
+
+def local_model_env(model: str = PATH_MODEL) -> dict[str, str]:
+    """The environment layer (``make_workspace(env=...)``) that puts every role on ``model``."""
+    return {"PAL_DEFAULT_MODEL": os.environ.get("PAL_TEST_LOCAL_MODEL") or model}
 
 
 def expected_seconds(item: pytest.Item) -> float:
@@ -47,9 +60,10 @@ def streamlit_components_scanned_once():
 
 @pytest.fixture(scope="session")
 def local_servers(tmp_path_factory):
-    """The bundled-model servers of this test worker (one per server configuration), shared by every real-model
-    test's workspace. One thread each: the other worker keeps the other core busy, and two llama.cpp threads
-    that wait for each other on a shared core decode at about half the speed of one (``bench/local_threads.py``)."""
+    """The local-model servers of this test worker (one per model and server configuration), shared by every
+    real-model test's workspace. One thread each: the other worker keeps the other core busy, and two llama.cpp
+    threads that wait for each other on a shared core decode several times slower than one (``bench/local_threads.py``;
+    the app's default, ``threads = "auto"``, measures this at each start)."""
     from backends.llm.local_server import LocalServers
 
     servers = LocalServers(tmp_path_factory.mktemp("local_server"), threads=1)

@@ -1,4 +1,5 @@
-"""Provider ``local``: the bundled model behind the same OpenAI-compatible code path as remote endpoints."""
+"""Provider ``local``: a local model (the role's ``model``: a catalog model or the ``[local] model_path`` GGUF)
+behind the same OpenAI-compatible code path as remote endpoints."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from backends.llm.types import ChatRequest, ChatResult
 class LocalProvider:
     name = "local"
 
-    def __init__(self, cfg: LocalServerConfig, servers: LocalServers, timeout: float = 60.0):
-        self.server = servers.get(cfg)
+    def __init__(self, cfg: LocalServerConfig, servers: LocalServers, timeout: float = 60.0, model: str | None = None):
+        self.server = servers.get(cfg, model)
         self._timeout = timeout
         self._http: OpenAICompatProvider | None = None
 

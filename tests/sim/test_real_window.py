@@ -15,14 +15,14 @@ from memory.build import MemoryBuilder
 from palset.loader import load_dataset
 from sim.service import make_spec
 from testkit.workspace import make_workspace
-from tests.conftest import DEMO
+from tests.conftest import DEMO, local_model_env
 
 pytestmark = [pytest.mark.slow(seconds=75), pytest.mark.local_model]
 
 
 def test_full_history_simulation_fits_the_bundled_servers_slot(local_servers, tmp_path, monkeypatch):
     monkeypatch.setenv("PAL_HOME", str(tmp_path))
-    env = {"PAL_DEFAULT_MAX_TOKENS": "48", "PAL_DEFAULT_TIMEOUT": "600"}
+    env = {"PAL_DEFAULT_MAX_TOKENS": "48", "PAL_DEFAULT_TIMEOUT": "600", **local_model_env()}
     ws = make_workspace(tmp_path, env=env, servers=local_servers)
     llm = ws.llm(session_id="real-window")
     ds = load_dataset(DEMO)
@@ -49,5 +49,5 @@ def test_full_history_simulation_fits_the_bundled_servers_slot(local_servers, tm
         shown = describe_cuts(u.trace["cuts"])
         assert shown.startswith("trimmed ") and "sessions 1000_sample0" in shown
     worst = max(c["tokens_in"] for c in calls)
-    print(f"full-history simulation: {seconds:.0f}s, {len(calls)} calls, largest prompt {worst} tokens "
+    print(f"full-history simulation ({env['PAL_DEFAULT_MODEL']}): {seconds:.0f}s, {len(calls)} calls, largest prompt {worst} tokens "
           f"of {budget.window} − {budget.max_tokens}; {describe_cuts(answers[-1].trace['cuts'])}")

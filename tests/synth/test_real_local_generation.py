@@ -1,4 +1,5 @@
-"""One real generation with the bundled local model (SmolLM2-135M): a one-month English user, every step
+"""One real generation with a local model (SmolLM2-135M by default, ``tests.conftest.local_model_env``; it also runs
+on Qwen2.5-Coder-0.5B): a one-month English user, every step
 through the synthesizer role, on a server whose slots give each request only 2,048 tokens (ctx 4096 /
 parallel 2). The user is assembled into a folder that passes ``pal validate`` and opens in the Users page, and
 no request ever exceeded the slot's window (by the server's own prompt count + the max_tokens sent).
@@ -18,6 +19,7 @@ from palset.loader import load_dataset
 from synth.config import SynthConfig
 from synth.pipeline import Pipeline
 from testkit.workspace import make_workspace
+from tests.conftest import local_model_env
 from tests.pages.apptest import open_page
 
 pytestmark = [pytest.mark.slow(seconds=250), pytest.mark.local_model]
@@ -31,7 +33,7 @@ def test_a_one_month_english_user_in_a_small_window(local_servers, tmp_path, mon
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
     out = tmp_path / "generated"
     ws = make_workspace(tmp_path / "pal", secrets={"local": {"ctx": 4096, "parallel": 2}},
-                        env={"PAL_DEFAULT_TIMEOUT": "600"}, servers=local_servers)
+                        env={"PAL_DEFAULT_TIMEOUT": "600", **local_model_env()}, servers=local_servers)
     llm = ws.llm(session_id="real-synth")
     config = SynthConfig(lang="en", months=1, seed=1, description="a 38-year-old bus driver in Manchester with two children",
                          situations_min=2, situations_max=2, max_topics=1, min_logs=5, max_logs=6, retries=3,

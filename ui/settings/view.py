@@ -134,34 +134,50 @@ def apply_override(role: str, new: dict, api_key: str) -> None:
 
 
 def _render_local_server(cfg: PlatformConfig) -> None:
-    st.subheader("Bundled local model")
+    st.subheader("Local models")
+    for model, roles in cfg.local_models().items():
+        _render_one_local_server(cfg, model, roles)
+
+
+def _render_one_local_server(cfg: PlatformConfig, model: str, roles: list[str]) -> None:
     try:
-        server = home_workspace().servers.get(cfg.local)
-    except EndpointUnavailable as e:  # a missing model wheel is reported, not raised
-        log.warning("local model unavailable: %s", e)
+        server = home_workspace().servers.get(cfg.local, model)
+    except EndpointUnavailable as e:  # a missing model wheel or an unknown model name is reported, not raised
+        log.warning("local model %s unavailable: %s", model, e)
         st.error(md_escape(e))
         return
     status = server.status()
-    c1, c2, c3, c4 = st.columns(4)
+    st.markdown(f"**{md_escape(status['description'])}** · {md_escape(', '.join(roles) or 'no local role')}")
+    c1, c2, c3, c4, c5 = st.columns(5)
     c1.metric("Status", "healthy" if status["healthy"] else ("running" if status["running"] else "stopped"))
     c2.metric("Port", status["port"] or "—")
     c3.metric("Uptime (s)", status["uptime_s"] or "—")
     c4.metric("Restarts", status["restarts"])
-    st.caption(f"{md_escape(status['model'])} · {md_escape(status['model_path'])} · starts on first use, stops when the app exits")
-    local_checks = [st.session_state.get(f"check_{r}") for r in ROLES if cfg.role(r).provider == "local"]
+    c5.metric("Threads", status["threads"] or "auto", help=status["threads_reason"])
+    st.caption(f"{md_escape(status['model'])} · {md_escape(status['model_path'])} · {md_escape(status['verified'])} · "
+               f"{md_escape(status['threads_reason'] or '')} · starts on first use, stops when the app exits")
+    local_checks = [st.session_state.get(f"check_{r}") for r in roles]
     measured = [c for c in local_checks if c is not None and c.tokens_per_s]
     if measured:
         st.caption(f"Last measured speed: {measured[-1].tokens_per_s:.0f} tokens/s (Test connection on a local role)")
     b1, b2 = st.columns(2)
-    if b1.button("Start", disabled=bool(status["running"]), icon=":material/play_arrow:"):
-        home_workspace().audit.record(actor_name(), "settings.local_server", "local model", state="start")
-        with st.spinner("Starting the local model…"):
-            server.ensure()
+    if b1.button("Start", disabled=bool(status["running"]), icon=":material/play_arrow:", key=f"local_start_{model}"):
+        home_workspace().audit.record(actor_name(), "settings.local_server", model, state="start")
+        with st.spinner(f"Starting {model}…"):
+            try:
+                server.ensure()
+            except EndpointUnavailable as e:  # a part missing, a wrong sha256, not enough memory: said, not raised
+                log.warning("local model %s did not start: %s", model, e)
+                st.session_state[f"local_error_{model}"] = str(e)
+            else:
+                st.session_state.pop(f"local_error_{model}", None)
         st.rerun()
-    if b2.button("Stop", disabled=not status["running"], icon=":material/stop:"):
-        home_workspace().audit.record(actor_name(), "settings.local_server", "local model", state="stop")
+    if b2.button("Stop", disabled=not status["running"], icon=":material/stop:", key=f"local_stop_{model}"):
+        home_workspace().audit.record(actor_name(), "settings.local_server", model, state="stop")
         server.stop()
         st.rerun()
+    if error := st.session_state.get(f"local_error_{model}"):
+        st.error(md_escape(error))
 
 
 def _render_embedder(cfg: PlatformConfig, language: str) -> None:
