@@ -33,7 +33,7 @@ pages = build_pages(account.role if account else None, presenting=shows_bundle)
 page = st.navigation(list(pages.values()), position="top" if account else "hidden")
 page_path = chosen_path(pages, page)
 if account is None:
-    render_sign_in(accounts)
+    render_sign_in(accounts, page_path)
 elif not may_open(account.role, page_path, presenting=shows_bundle):
     render_unavailable(page.title, account.role, presenting=shows_bundle)
     with st.sidebar:

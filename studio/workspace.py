@@ -54,6 +54,7 @@ from palset.dataset import Dataset, User, dataset_key
 from palset.loader import load_dataset
 from review import schema as review_schema
 from review.accounts import AccountStore
+from review.sessions import CookieSigner, SessionPolicy, SessionStore, load_key
 from review.store import ReviewStore
 from review.throttle import SignInThrottle
 from sim import schema as sim_schema
@@ -105,6 +106,7 @@ class Workspace:
         self.personamem = PersonaMemStore(self.db)
         self.reviews = ReviewStore(self.db)
         self.accounts = AccountStore(self.db)
+        self.sessions = SessionStore(self.db, CookieSigner(lambda: load_key(self.paths.session_key)), _session_policy())
         self.synth = SynthStore(self.paths.synth)
         self.servers = servers if servers is not None else LocalServers(self.paths.local_server)
         self.sign_in_throttle = SignInThrottle()  # backoff after failed sign-ins, shared by every browser session
@@ -258,6 +260,14 @@ class Workspace:
         """Stop the job workers and the local servers this workspace started (also done at exit)."""
         self.jobs.stop()
         self.servers.stop_all()
+
+
+def _session_policy() -> SessionPolicy:
+    try:
+        return SessionPolicy.from_env()
+    except ValueError:
+        log.exception("sign-in sessions keep their default lifetimes")
+        return SessionPolicy()
 
 
 def config_with(base: PlatformConfig, job_config: dict[str, Any]) -> PlatformConfig:
