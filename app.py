@@ -12,7 +12,7 @@ import streamlit as st
 
 from review.access import AccessConfigError, may_open
 from ui.access import current_identity, render_sign_in
-from ui.navigation import build_pages, chosen_path, render_unavailable
+from ui.navigation import build_pages, chosen_path, landing_redirect, render_unavailable
 from ui.platform_state import home_workspace, presenting
 from ui.presenting import apply_projector, projector, render_banner
 from ui.shell import active_dataset, render_identity, render_sidebar
@@ -32,6 +32,8 @@ shows_bundle = presenting()  # once per run: it stats the bundle and looks up it
 pages = build_pages(account.role if account else None, presenting=shows_bundle)
 page = st.navigation(list(pages.values()), position="top" if account else "hidden")
 page_path = chosen_path(pages, page)
+if account is not None:
+    landing_redirect(pages, page_path, account.role, presenting=shows_bundle)
 if account is None:
     render_sign_in(accounts, page_path)
 elif not may_open(account.role, page_path, presenting=shows_bundle):

@@ -143,14 +143,15 @@ class AccountStore:
         return _row(row) if row else None
 
     def set_password(self, name: str, password: str | None) -> None:
-        """A new password (None: single sign-on only); the account's sign-ins end."""
+        """A new password (None: single sign-on only); the account's password sessions end (a single sign-on
+        identity keeps signing in: its role is re-read on every run)."""
         if password is not None and len(password) < 8:
             raise ValueError("passwords need at least 8 characters")
         stored = NO_PASSWORD if password is None else hash_password(password)
         self._change(name, "password_hash", stored)
 
     def set_role(self, name: str, role: str) -> None:
-        """A new role; the account's sign-ins end (the pages it may open changed)."""
+        """A new role; the account's password sessions end (the pages it may open changed)."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}")
         self._change(name, "role", role)
@@ -158,8 +159,7 @@ class AccountStore:
     def _change(self, name: str, column: str, value: str) -> None:
         assert column in ("password_hash", "role")
         with self.db.write() as conn:
-            if conn.execute(f"UPDATE review_accounts SET {column}=?, sessions_after=? WHERE name=?",
-                            (value, time.time(), name)).rowcount != 1:
+            if conn.execute(f"UPDATE review_accounts SET {column}=? WHERE name=?", (value, name)).rowcount != 1:
                 raise ValueError(f"no account {name!r}")
             conn.execute("DELETE FROM auth_sessions WHERE account=?", (name,))
 

@@ -7,9 +7,10 @@ from palset.dataset import dataset_key
 from palset.loader import load_dataset
 from review.batches import plan_batch, quality_candidates
 from tests.conftest import DEMO
-from tests.pages.apptest import all_markdown, app_workspace, open_page
+from tests.pages.apptest import CookieJar, all_markdown, app_workspace, open_page
 
 PASSWORD = "correct-horse"
+JAR = CookieJar()
 
 
 @pytest.fixture
@@ -18,6 +19,7 @@ def team(tmp_path, monkeypatch):
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
     monkeypatch.setenv("PAL_EMBEDDER", "hash")
     monkeypatch.setenv("PAL_AUTH", "accounts")
+    JAR.install(monkeypatch)
     accounts = app_workspace().accounts
     accounts.add("boss", "admin", PASSWORD)
     for name in ("ann1", "ann2", "ann3"):
@@ -33,12 +35,9 @@ def team(tmp_path, monkeypatch):
 
 
 def sign_in(name: str, **params: str):
-    at = open_page("review", **params)
-    at.text_input(key="review_login_name").input(name)
-    at.text_input(key="review_login_password").input(PASSWORD)
-    at.button(key="review_login_submit").click().run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    """The Review page with ``name`` signed in (the session cookie the sign-in route would have set)."""
+    JAR.sign_in(name)
+    return open_page("review", **params)
 
 
 def click(at, key: str):
@@ -62,12 +61,10 @@ def test_without_accounts_a_public_server_asks_for_an_account_and_localhost_runs
 
 
 def test_wrong_password_is_refused(team):
-    at = open_page("review")
-    at.text_input(key="review_login_name").input("ann1")
-    at.text_input(key="review_login_password").input("nope-nope")
-    at.button(key="review_login_submit").click().run()
+    JAR.sign_in(None)
+    at = open_page("review", signin="failed")  # where the sign-in route sends a wrong password back to
     assert at.error and "wrong password" in at.error[0].value
-    assert not at.tabs and not at.button(key="review_login_submit").proto.disabled
+    assert not at.tabs and any('name="pal_password"' in h.value for h in at.html)
 
 
 def test_annotator_answers_with_buttons_sees_progress_undoes_and_resumes(team):

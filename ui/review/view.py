@@ -23,6 +23,7 @@ from review.store import ReviewStore
 from ui.access import current_identity
 from ui.platform_state import base_workspace, home_workspace
 from ui.presenting import read_only_note, writes_allowed
+from ui.review.accounts import render_accounts
 from ui.review.admin import go_to, new_batch, overview
 from ui.review.content import render_content
 from ui.text import md_escape
@@ -59,11 +60,7 @@ def render_review(dataset: Dataset) -> None:
                 read_only_note("no batch is created here")
         if account.is_admin:
             with tabs[3]:
-                people = accounts.list()
-                if people:
-                    st.dataframe(pd.DataFrame([a.model_dump() for a in people]), hide_index=True)
-                st.caption("Add or remove accounts with `pal users add NAME --role admin|researcher|annotator "
-                           "[--email E]` and `pal users remove NAME`.")
+                render_accounts(account)
     else:
         _batch_list(store, store.batches(account.name), account)
 
