@@ -48,10 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _actor() -> str:
-    try:
-        return f"cli:{getpass.getuser()}"
-    except (KeyError, OSError):  # no user name in this environment (a container without /etc/passwd entry)
-        return "cli"
+    from cli.context import cli_actor
+
+    return cli_actor()
 
 
 def _password(args: argparse.Namespace) -> str | None:

@@ -53,3 +53,21 @@ def error_text(e: BaseException) -> str:
     if isinstance(e, (LLMError, ConfigError, SimulationError, SimulationSetupError)):
         return str(e)
     return f"{type(e).__name__}: {e}"
+
+
+_IMAGE = re.compile(r"!\[([^\]\n]*)\]\s*(\([^)\n]*\)|\[[^\]\n]*\])")
+_LINK = re.compile(r"(?<!!)\[([^\]\n]+)\]\s*\(\s*<?([^)\s>]*)>?(?:\s+[\"'][^\"'\n]*[\"'])?\s*\)")
+_REF_LINK = re.compile(r"(?<!!)\[([^\]\n]+)\]\s*\[([^\]\n]*)\]")
+_REF_DEF = re.compile(r"^\s{0,3}\[([^\]\n]+)\]:\s*<?(\S+?)>?(?:\s+[\"'(].*)?$", re.MULTILINE)
+
+
+def plain_links_markdown(text: str) -> str:
+    """Markdown written by a person for others (a batch's guidelines), with nothing that fetches or disguises: an
+    image becomes ``[image: alt]`` (no request leaves the reader's browser), a link shows where it goes —
+    ``text (https://…)`` — including reference-style links; emphasis, lists and headings stay."""
+    refs = {m.group(1).strip().lower(): m.group(2) for m in _REF_DEF.finditer(text)}
+    text = _REF_DEF.sub("", text)
+    text = _IMAGE.sub(lambda m: f"\\[image: {md_inline(m.group(1)) or 'no description'}\\]", text)
+    text = _LINK.sub(lambda m: f"{md_inline(m.group(1))} ({md_inline(m.group(2))})", text)
+    return _REF_LINK.sub(lambda m: f"{md_inline(m.group(1))} "
+                                   f"({md_inline(refs.get((m.group(2) or m.group(1)).strip().lower(), '?'))})", text)

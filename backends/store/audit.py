@@ -25,6 +25,8 @@ ACTIONS: dict[str, str] = {
     "account.password": "changed an account's password (its sign-ins ended)",
     "account.role": "changed an account's role (its sign-ins ended)",
     "account.unbind": "unbound an account from its single sign-on identity",
+    "bundle.import": "imported a workspace bundle into this home",
+    "bundle.present": "opened a workspace bundle for presenting (read-only)",
     "auth.sign_in": "signed in",
     "auth.sign_out": "signed out",
     "auth.sessions_ended": "ended a person's sign-ins",

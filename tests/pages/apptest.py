@@ -44,5 +44,7 @@ class CookieJar:
 
     def sign_in(self, name: str | None) -> str | None:
         """Sign ``name`` in as the sign-in route would (None: signed out); returns the cookie."""
-        self.cookie = app_workspace().sessions.issue(name) if name else None
+        from ui.platform_state import home_workspace
+
+        self.cookie = home_workspace().sessions.issue(name) if name else None
         return self.cookie
