@@ -119,10 +119,23 @@ def _stage(path: Path, text: str) -> Path:
     return Path(name)
 
 
+def inside_folder(root: Path, path: Path) -> bool:
+    """Whether ``path`` stays inside ``root`` once every symbolic link is followed (``root``'s own included)."""
+    try:
+        return path.resolve().is_relative_to(Path(root).resolve())
+    except (OSError, RuntimeError):  # a link loop
+        return False
+
+
 def write_many(root: str | Path, texts: dict[Path, str]) -> list[Path]:
-    """Replace every file of ``texts`` (paths under ``root``) with its text, all or nothing (see the module)."""
+    """Replace every file of ``texts`` (paths under ``root``) with its text, all or nothing (see the module). A file,
+    or a folder on the way to it, that is a symbolic link out of ``root`` is refused before anything is written."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
+    for path in texts:
+        if Path(path).is_symlink() or not inside_folder(root, Path(path)):
+            raise ValueError(f"{Path(path).relative_to(root)}: a symbolic link (out of the dataset folder); nothing "
+                             "was written — replace it with a plain file or folder")
     recover(root)
     staged: dict[Path, Path] = {}
     try:

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from palset.atomic import JOURNAL
+from palset.atomic import JOURNAL, inside_folder
 from palset.checks import check_templates, check_user_files, check_user_sessions, check_users_in_every_file
 from palset.dataset import Dataset, Session, SessionCounts, SessionTopic, User
 from palset.files import LAYOUT, locate, read_json
@@ -61,6 +61,11 @@ def load_dataset(root: str | Path, lazy: bool = False) -> Dataset:
     root = Path(root)
     problems: list[Problem] = []
     paths = locate(root) if root.is_dir() else dict.fromkeys(LAYOUT)
+    for name, path in paths.items():
+        if path is not None and not inside_folder(root, path):  # a link out of the folder: never read
+            problems.append(Problem(str(path.relative_to(root)), "", "is a symbolic link out of the dataset folder; "
+                                    "not read (copy the file into the folder instead)"))
+            paths[name] = None
     files = {name: (str(p.relative_to(root)) if p else None) for name, p in paths.items()}
     if not root.is_dir():
         problems.append(Problem(str(root), "", "is not a folder"))

@@ -42,17 +42,27 @@ def first_sentence(text: str, limit: int = 110) -> str:
     return clip(m.group(1) if m else text, limit)
 
 
+_SERVER_PATH = re.compile(r"(?<![\w.:/~-])/(?:[^\s/'\"`()\[\]{},;]+/)+([^\s/'\"`()\[\]{},;]*)")
+
+
+def without_paths(text: str) -> str:
+    """``text`` with every absolute server path cut to its last part (``…/runs.sqlite``): where PAL Studio's home,
+    datasets and checkout live is nobody's business on a shared server (the log keeps the full text)."""
+    return _SERVER_PATH.sub(lambda m: "…/" + m.group(1), text)
+
+
 def error_text(e: BaseException) -> str:
     """The one way the app words an error: our typed errors carry a message written for a person (endpoint,
-    file, field); anything else is shown with its type, so a bug never passes for a message."""
+    file, field); anything else is shown with its type, so a bug never passes for a message. Server paths are cut
+    to their last part (:func:`without_paths`)."""
     from backends.config import ConfigError
     from backends.llm.errors import LLMError
     from sim.roles import SimulationError
     from sim.service import SimulationSetupError
 
     if isinstance(e, (LLMError, ConfigError, SimulationError, SimulationSetupError)):
-        return str(e)
-    return f"{type(e).__name__}: {e}"
+        return without_paths(str(e))
+    return without_paths(f"{type(e).__name__}: {e}")
 
 
 _IMAGE = re.compile(r"!\[([^\]\n]*)\]\s*(\([^)\n]*\)|\[[^\]\n]*\])")

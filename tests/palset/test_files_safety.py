@@ -126,7 +126,7 @@ sys.path.insert(0, {root!r})
 import palset.atomic as atomic
 from palset.assemble import write_release
 from testkit.release import make_bundle
-real, done = os.replace, []
+real, done, real_stage, staged = os.replace, [], atomic._stage, []
 def replace(src, dst):  # the journal, then {replaced} release file(s) go in place; then the process stalls
     real(src, dst)
     if str(dst).endswith(".json") and not str(dst).endswith(atomic.JOURNAL):
@@ -134,7 +134,14 @@ def replace(src, dst):  # the journal, then {replaced} release file(s) go in pla
         if len(done) == {replaced}:
             print("between files", flush=True)
             time.sleep(60)
+def stage(path, text):  # with 0: two files staged, no journal yet; then the process stalls
+    staged.append(real_stage(path, text))
+    if {replaced} == 0 and len(staged) == 2:
+        print("between files", flush=True)
+        time.sleep(60)
+    return staged[-1]
 atomic.os.replace = replace
+atomic._stage = stage
 write_release(sys.argv[1], [make_bundle("0002", sessions=2, logs_per_session=2, turns=2)])
 """
 
@@ -151,12 +158,7 @@ def test_a_kill_between_release_files_never_leaves_a_half_added_user(tmp_path, r
     before = {p: p.read_bytes() for p in root.rglob("*.json")}
     code = KILL_BETWEEN_FILES.replace("{replaced}", str(replaced)).format(root=str(ROOT))
     proc = subprocess.Popen([sys.executable, "-c", code, str(root)], stdout=subprocess.PIPE, text=True)
-    if replaced:
-        assert proc.stdout.readline().strip() == "between files"
-    else:  # killed while staging: wait until something is staged
-        deadline = time.monotonic() + 60
-        while not list(root.rglob("*.staged")) and time.monotonic() < deadline:
-            time.sleep(0.05)
+    assert proc.stdout.readline().strip() == "between files"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
     half = load_dataset(root)
@@ -165,6 +167,7 @@ def test_a_kill_between_release_files_never_leaves_a_half_added_user(tmp_path, r
         assert any("user 0002 is missing here" in m for m in messages) and any(".pal-write.json" in m for m in messages)
     else:
         assert {p: p.read_bytes() for p in root.rglob("*.json")} == before  # untouched
+        assert len(list(root.rglob("*.staged"))) == 2  # what the next write removes
     write_release(root, [make_bundle("0003", sessions=2, logs_per_session=2, turns=2)])  # the next write
     dataset = load_dataset(root)
     assert set(dataset.users) == ({"0001", "0002", "0003"} if replaced else {"0001", "0003"})
@@ -180,3 +183,29 @@ def test_validate_names_a_user_missing_from_some_files(small_release):
     problems = [str(p) for p in load_dataset(small_release).problems]
     assert any(p.startswith("timeline/timeline.json: " + gone) and f"user {gone} is missing here" in p
                for p in problems), problems
+
+
+def test_links_out_of_the_dataset_folder_are_neither_read_nor_written_through(tmp_path):
+    """Audit finding 22: symbolic links inside an allowed folder were followed, reading and writing outside it."""
+    from testkit.release import make_bundle, make_release
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = outside / "secret.json"
+    secret.write_text(json.dumps({"9999": {"name": "someone else's"}}), encoding="utf-8")
+    root = make_release(tmp_path / "ds", users=1, sessions=2, logs_per_session=2, turns=2, query_sessions=1)
+    (root / "timeline" / "timeline.json").unlink()
+    (root / "timeline" / "timeline.json").symlink_to(secret)
+    dataset = load_dataset(root)
+    assert "9999" not in dataset.users
+    assert any("timeline/timeline.json" in str(p) and "symbolic link out of the dataset folder" in str(p)
+               and str(outside) not in str(p) for p in dataset.problems)
+    (root / "timeline" / "timeline.json").unlink()
+    shutil_move = __import__("shutil").move
+    shutil_move(str(root / "background"), str(outside / "background"))
+    (root / "background").symlink_to(outside / "background", target_is_directory=True)
+    before = (outside / "background" / "background.json").read_bytes()
+    with pytest.raises(ValueError, match="background/background.json: a symbolic link"):
+        write_release(root, [make_bundle("0005", sessions=1, logs_per_session=1, turns=1)])
+    assert (outside / "background" / "background.json").read_bytes() == before
+    assert not list(root.rglob("*.staged")) and not list(outside.rglob("*.staged"))

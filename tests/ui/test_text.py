@@ -16,3 +16,19 @@ from ui.text import plain_links_markdown
 ])
 def test_images_go_and_links_show_their_target(raw, shown):
     assert plain_links_markdown(raw) == shown
+
+
+def test_errors_shown_in_the_app_carry_no_server_paths(tmp_path):
+    """Audit finding 24: error texts showed where the server keeps its home and datasets."""
+    from palset.loader import load_dataset
+    from testkit.workspace import make_workspace
+    from tests.conftest import DEMO
+    from ui.text import error_text, without_paths
+
+    ws = make_workspace(tmp_path / "pal")
+    with pytest.raises(KeyError) as caught:
+        ws.open_builder(load_dataset(DEMO, lazy=True), "9999", "gold")
+    shown = error_text(caught.value)
+    assert str(DEMO) not in shown and "…/demo" in shown and "no user '9999'" in shown
+    assert without_paths("https://llm.lab.example/v1/models: 404") == "https://llm.lab.example/v1/models: 404"
+    assert without_paths(f"{tmp_path}/pal/runs.sqlite is locked") == "…/runs.sqlite is locked"

@@ -20,7 +20,7 @@ from review.store import ReviewStore
 from ui.access import actor_name
 from ui.platform_state import base_workspace, home_workspace
 from ui.presenting import read_only_note, writes_allowed
-from ui.text import md_escape
+from ui.text import error_text, md_escape
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def render_send(store: ReviewStore, dkey: str, ranked: list[TopicUncertainty], h
             except ValueError as e:
                 log.warning("calibration batch not created for %s vs %s", ranked[0].method_a, ranked[0].method_b,
                             exc_info=True)
-                st.error(md_escape(str(e)))
+                st.error(md_escape(error_text(e)))
                 return
             home_workspace().audit.record(actor_name(), "review.batch_create", batch_id, title=plan.title,
                                           task=plan.task, items=len(plan.items), annotators=annotators,
