@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+from pathlib import Path
+
+import pytest
 
 from palset.loader import load_dataset
 from synth.registry import NAMES, downstream
@@ -178,18 +181,20 @@ def test_a_crash_during_assembly_does_not_make_a_second_user_on_resume(make_pipe
     one was taken) and never cleaned the first. The run's id is now kept before anything is written."""
     import synth.steps.assemble as assemble
 
-    real = assemble.write_release
+    real, crashed = assemble.write_release, []
 
     def crash(root, bundles, suffix=""):
-        real(root, bundles, suffix)  # the files are written; the process dies before the step is recorded
+        files = real(root, bundles, suffix)
+        if Path(root) != tmp_path / "ds":  # the scratch check of the user alone
+            return files
+        crashed.append([b.uid for b in bundles])  # the files are written; the process dies before the step is done
         raise KeyboardInterrupt("killed")
 
     monkeypatch.setattr(assemble, "write_release", crash)
     pipe = make_pipeline(run_id="a")
-    try:
+    with pytest.raises(KeyboardInterrupt):
         pipe.run()
-    except KeyboardInterrupt:
-        pass
+    assert crashed == [["0000"]] and list(load_dataset(tmp_path / "ds").users) == ["0000"]
     monkeypatch.setattr(assemble, "write_release", real)
     info = make_pipeline(run_id="a").run()  # resumed
     assert info.status == "finished" and info.uid == "0000"
