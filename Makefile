@@ -11,7 +11,7 @@ export PAL_HOME
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: setup run serve present test check lint bench browser ray clean demo-workspace model-1.5b
+.PHONY: setup run serve present test check lint bench browser proxy ray clean demo-workspace model-1.5b
 
 # Re-installs only when a dependency file changed.
 $(STAMP): requirements.txt constraints.txt pyproject.toml
@@ -52,9 +52,10 @@ present: setup
 		--server.address 127.0.0.1 --server.port $(PORT) --browser.gatherUsageStats false --server.headless true
 
 # A shared server: every page behind sign-in (create the first admin with `pal users add NAME --role admin`).
-# ADDRESS=0.0.0.0 for a LAN; keep 127.0.0.1 behind a reverse proxy (see the README's deployment guide).
+# serve.py is app.py plus its sign-in route (the session cookie). ADDRESS=0.0.0.0 for a LAN; keep 127.0.0.1 behind
+# a reverse proxy with PAL_TRUST_PROXY=1 (see the README's deployment guide and deploy/nginx.conf.template).
 serve: setup
-	PAL_AUTH=accounts $(VENV)/bin/streamlit run app.py --server.address $(ADDRESS) --server.port $(PORT) \
+	PAL_AUTH=accounts $(VENV)/bin/streamlit run serve.py --server.address $(ADDRESS) --server.port $(PORT) \
 		--browser.gatherUsageStats false --server.headless true --client.showErrorDetails none \
 		--client.toolbarMode viewer --server.enableXsrfProtection true
 
@@ -63,6 +64,12 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 		(apt-get update -q && apt-get install -y -q chromium fonts-wqy-microhei) || \
 		echo "note: chromium not installed; browser tests will be skipped"; }
+
+# Debian's nginx for the reverse-proxy browser test (best effort; that test skips without it).
+proxy:
+	@command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || { [ "$$(id -u)" = 0 ] && \
+		command -v apt-get >/dev/null && (apt-get update -q && apt-get install -y -q nginx-light) || \
+		echo "note: nginx not installed; the reverse-proxy test will be skipped"; }
 
 # Optional Ray extra (pinned): `pal experiment run FILE --executor ray`. Re-installs only when its file changed.
 RAY_STAMP := $(VENV)/.ray-installed
@@ -73,7 +80,7 @@ $(RAY_STAMP): requirements-ray.txt constraints.txt $(STAMP)
 ray: $(RAY_STAMP)
 
 # Lint, type-check, then the suite on two workers (browser tests grouped on one; each has a one-thread model server).
-test: setup browser ray
+test: setup browser proxy ray
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=15

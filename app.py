@@ -12,15 +12,20 @@ import streamlit as st
 
 from review.access import AccessConfigError, may_open
 from ui.access import current_identity, render_sign_in
-from ui.navigation import build_pages, chosen_path, render_unavailable
-from ui.platform_state import home_workspace, presenting
+from ui.navigation import build_pages, chosen_path, landing_redirect, render_unavailable
+from ui.platform_state import home_workspace, present_refusal, presenting
 from ui.presenting import apply_projector, projector, render_banner
 from ui.shell import active_dataset, render_identity, render_sidebar
+from ui.text import md_escape
 from ui.tour import render_tour_bar
 
 st.set_page_config(page_title="PAL Studio", page_icon=str(Path(__file__).parent / "ui" / "assets" / "icon.png"),
                    layout="wide", initial_sidebar_state="collapsed" if projector() else "auto")
 apply_projector()
+if refusal := present_refusal():  # PAL_PRESENT names a bundle that was refused: no page, only why
+    st.error(f"This server is set to present a workspace bundle that cannot be opened. {md_escape(refusal)}",
+             icon=":material/block:")
+    st.stop()
 
 accounts = home_workspace().accounts
 try:
@@ -32,8 +37,10 @@ shows_bundle = presenting()  # once per run: it stats the bundle and looks up it
 pages = build_pages(account.role if account else None, presenting=shows_bundle)
 page = st.navigation(list(pages.values()), position="top" if account else "hidden")
 page_path = chosen_path(pages, page)
+if account is not None:
+    landing_redirect(pages, page_path, account.role, presenting=shows_bundle)
 if account is None:
-    render_sign_in(accounts)
+    render_sign_in(accounts, page_path)
 elif not may_open(account.role, page_path, presenting=shows_bundle):
     render_unavailable(page.title, account.role, presenting=shows_bundle)
     with st.sidebar:
@@ -41,6 +48,6 @@ elif not may_open(account.role, page_path, presenting=shows_bundle):
 else:
     dataset = active_dataset()
     render_sidebar(dataset, account)
-    render_banner()
+    render_banner(account)
     render_tour_bar(dataset, page_path)
     page.run()

@@ -244,7 +244,7 @@ def check_endpoint(role: str, rc: RoleConfig, allowed: set[str] | None) -> None:
                           f"PAL_ALLOWED_ENDPOINTS ({', '.join(sorted(allowed))})")
 
 
-def _endpoint_changed(configured: Mapping[str, Any], merged: Mapping[str, Any]) -> bool:
+def endpoint_changed(configured: Mapping[str, Any], merged: Mapping[str, Any]) -> bool:
     return (merged.get("provider", "local") != configured.get("provider", "local")
             or (merged.get("base_url") or None) != (configured.get("base_url") or None))
 
@@ -297,7 +297,7 @@ def load_config(
         }
         override = {k: v for k, v in overrides.get(role, {}).items() if v not in (None, "")}
         merged = {**configured, **override}
-        if "api_key" not in override and _endpoint_changed(configured, merged):
+        if "api_key" not in override and endpoint_changed(configured, merged):
             merged.pop("api_key", None)  # the configured key belongs to the configured endpoint only
         if merged.get("provider") == "openai" and "model" not in merged:
             raise ConfigError(f"role {role}: provider 'openai' needs a model (PAL_{role.upper()}_MODEL)")

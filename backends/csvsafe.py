@@ -12,10 +12,26 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def neutralise(value: Any) -> Any:
-    """The cell as a spreadsheet should show it: formula-like text gets a leading ``'``."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
+    """The cell as a spreadsheet should show it: formula-like text gets a leading ``'`` (a plain number written as
+    text, ``-0.25``, is not a formula and stays as it is)."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _plain_number(value):
         return "'" + value
     return value
+
+
+def _plain_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return text.strip() == text and not text.lower().lstrip("+-").startswith(("inf", "nan"))
+
+
+def rows_to_csv_lines(rows: list[list[Any]]) -> str:
+    """Rows of cells (lists) as CSV, every cell neutralised."""
+    buf = io.StringIO()
+    csv.writer(buf).writerows([[neutralise(c) for c in row] for row in rows])
+    return buf.getvalue()
 
 
 def rows_to_csv(rows: list[dict]) -> str:

@@ -27,6 +27,7 @@ SYNTH = "synth"  # generation runs
 PRESENTATIONS = "presentations"  # bundles presented read-only, each imported into a home of its own
 IMPORTED = "imported"  # in a presentation's home: the import report, written last (the home is complete)
 UPLOADS = "uploads"  # under presentations/: bundles uploaded from the sidebar
+SESSION_KEY = "session.key"  # the key that signs sign-in session cookies (created 0600 on first use)
 
 
 @dataclass(frozen=True)
@@ -74,3 +75,7 @@ class StatePaths:
     @property
     def imported(self) -> Path:
         return self.home / IMPORTED
+
+    @property
+    def session_key(self) -> Path:
+        return self.home / SESSION_KEY

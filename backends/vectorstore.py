@@ -168,7 +168,8 @@ class ChromaStore:
 
 
 class BruteForceStore:
-    """Exact cosine search in memory; for tests only (same interface as :class:`ChromaStore`)."""
+    """Exact cosine search in memory (same interface as :class:`ChromaStore`): tests, and read-only workspaces
+    (a presented bundle's builds, which must write nothing to disk)."""
 
     def __init__(self, embedder: Embedder):
         self.embedder = embedder

@@ -35,3 +35,13 @@ def load_dataset_arg(path: str | Path, shown: str | None = None) -> Dataset:
     if not dataset.users:
         raise SystemExit(f"error: {shown or path}: no users ({'; '.join(str(p) for p in dataset.problems[:3])})")
     return dataset
+
+
+def cli_actor() -> str:
+    """Who a command acts as in the audit log and in what it creates: ``cli:<OS user>``."""
+    import getpass
+
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):  # no user name in this environment (a container without an /etc/passwd entry)
+        return "cli"

@@ -24,7 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threshold", type=float, default=0.0,
                    help="tie when the mean scores differ by at most this (default 0: exact equality)")
     p.add_argument("--aspects", default="requirement,preference", help="comma-separated: requirement, preference")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (and the review batch's seed)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--review-seed", type=int, help="the review batch's seed (its sample and A/B order; default: "
+                                                   "random, so annotators cannot work the order out)")
     p.add_argument("--review-uncertain", type=int, metavar="N",
                    help="FairEval human-in-the-loop calibration: send the N most uncertain judged topics (by BPDE) to "
                         "a blinded pairwise review batch for --annotators")
@@ -92,12 +94,18 @@ def cmd_judge(args: argparse.Namespace) -> int:
 
 def _send_to_review(args: argparse.Namespace, dkey: str, judgments: list, reviews) -> str:
     """Create the calibration batch of the N most uncertain judged topics; returns what to tell the user."""
+    import secrets
+
+    from cli.context import cli_actor, open_workspace
     from evaluation.calibration import plan_calibration, rank_topics
 
     ranked = rank_topics(judgments)
-    plan = plan_calibration("", dkey, ranked, args.review_uncertain, args.seed, min(args.overlap, len(
+    seed = args.review_seed if args.review_seed is not None else secrets.randbelow(2**31)
+    plan = plan_calibration("", dkey, ranked, args.review_uncertain, seed, min(args.overlap, len(
         _split(args.annotators))), _split(args.annotators))
-    batch_id = reviews.create_batch(plan, "cli")
+    batch_id = reviews.create_batch(plan, cli_actor())
+    open_workspace().audit.record(cli_actor(), "review.batch_create", batch_id, title=plan.title, task=plan.task,
+                                  items=len(plan.items), annotators=plan.annotators, calibration=True)
     return (f"review batch {batch_id}: the {len(plan.items)} most uncertain of {len(ranked)} topic(s) (BPDE), "
             "blinded pairwise items; once answered, the Evaluate page shows win/tie/lose as calibrated by people")
 

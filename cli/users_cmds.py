@@ -1,6 +1,9 @@
-"""``pal users add NAME --role admin|researcher|annotator [--email E]``, ``pal users remove NAME``, ``pal users list``.
+"""``pal users add NAME --role admin|researcher|annotator [--email E]``, ``pal users remove NAME``, ``pal users list``,
+``pal users password NAME``, ``pal users role NAME ROLE``, ``pal users sessions [NAME]``, ``pal users sign-out NAME``,
+``pal users unbind NAME``.
 
-Adding and removing accounts is recorded in the audit log (actor ``cli:<OS user>``)."""
+A changed password or role ends the account's sign-ins; ``sign-out`` ends them without a change (a lost laptop).
+Every change is recorded in the audit log (actor ``cli:<OS user>``)."""
 
 from __future__ import annotations
 
@@ -24,26 +27,48 @@ def register(sub: argparse._SubParsersAction) -> None:
     rm.set_defaults(func=cmd_remove)
     ls = usub.add_parser("list", help="list accounts and roles")
     ls.set_defaults(func=cmd_list)
+    pw = usub.add_parser("password", help="set an account's password (its sign-ins end)")
+    pw.add_argument("name")
+    pw.add_argument("--password", help="the new password (default: asked for, twice)")
+    pw.add_argument("--sso-only", action="store_true", help="no password: signs in only by single sign-on")
+    pw.set_defaults(func=cmd_password)
+    ro = usub.add_parser("role", help="change an account's role (its sign-ins end)")
+    ro.add_argument("name")
+    ro.add_argument("role", choices=["admin", "researcher", "annotator"])
+    ro.set_defaults(func=cmd_role)
+    se = usub.add_parser("sessions", help="list the sign-in sessions in use (all accounts, or one)")
+    se.add_argument("name", nargs="?")
+    se.set_defaults(func=cmd_sessions)
+    so = usub.add_parser("sign-out", help="end every sign-in of an account (password sessions and single sign-on)")
+    so.add_argument("name")
+    so.set_defaults(func=cmd_sign_out)
+    ub = usub.add_parser("unbind", help="forget the single sign-on identity an account is bound to")
+    ub.add_argument("name")
+    ub.set_defaults(func=cmd_unbind)
 
 
 def _actor() -> str:
-    try:
-        return f"cli:{getpass.getuser()}"
-    except (KeyError, OSError):  # no user name in this environment (a container without /etc/passwd entry)
-        return "cli"
+    from cli.context import cli_actor
+
+    return cli_actor()
+
+
+def _password(args: argparse.Namespace) -> str | None:
+    """The password given, asked for (twice), or None for single sign-on only; SystemExit when they differ."""
+    if args.sso_only:
+        return None
+    if args.password is not None:
+        return str(args.password)
+    password = getpass.getpass("Password: ")
+    if getpass.getpass("Repeat: ") != password:
+        raise SystemExit("error: the passwords differ")
+    return password
 
 
 def cmd_add(args: argparse.Namespace) -> int:
     from cli.context import open_workspace
 
-    password = args.password
-    if args.sso_only:
-        password = None
-    elif password is None:
-        password = getpass.getpass("Password: ")
-        if getpass.getpass("Repeat: ") != password:
-            print("error: the passwords differ", file=sys.stderr)
-            return 1
+    password = _password(args)
     try:
         account = open_workspace().accounts.add(args.name, args.role, password, email=args.email)
     except ValueError as e:
@@ -70,4 +95,76 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     for account in open_workspace().accounts.list():
         print(f"{account.name}\t{account.role}\t{account.email or ''}")
+    return 0
+
+
+def cmd_password(args: argparse.Namespace) -> int:
+    from cli.context import open_workspace
+
+    ws = open_workspace()
+    try:
+        ws.accounts.set_password(args.name, _password(args))
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    ws.audit.record(_actor(), "account.password", args.name, sso_only=bool(args.sso_only))
+    print(f"{args.name}: password changed; every sign-in of {args.name} ended")
+    return 0
+
+
+def cmd_role(args: argparse.Namespace) -> int:
+    from cli.context import open_workspace
+
+    ws = open_workspace()
+    try:
+        ws.accounts.set_role(args.name, args.role)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    ws.audit.record(_actor(), "account.role", args.name, role=args.role)
+    print(f"{args.name}: now {args.role}; every sign-in of {args.name} ended")
+    return 0
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    from datetime import datetime
+
+    from cli.context import open_workspace
+
+    ws = open_workspace()
+    if args.name and ws.accounts.get(args.name) is None:
+        print(f"error: no account {args.name!r}", file=sys.stderr)
+        return 1
+
+    def when(ts: float) -> str:
+        return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+
+    for s in ws.sessions.list(args.name):
+        print(f"{s.account}\t{s.ref}\tsigned in {when(s.created_at)}\tlast used {when(s.last_seen)}\t"
+              f"until {when(s.expires_at)}\t{s.client or '?'}\t{s.user_agent or ''}")
+    return 0
+
+
+def cmd_sign_out(args: argparse.Namespace) -> int:
+    from cli.context import open_workspace
+
+    ws = open_workspace()
+    if ws.accounts.get(args.name) is None:
+        print(f"error: no account {args.name!r}", file=sys.stderr)
+        return 1
+    ended = ws.sessions.end_all(args.name)
+    ws.audit.record(_actor(), "auth.sessions_ended", args.name, sessions=ended)
+    print(f"{args.name}: {ended} password session(s) ended; single sign-on sign-ins must sign on again")
+    return 0
+
+
+def cmd_unbind(args: argparse.Namespace) -> int:
+    from cli.context import open_workspace
+
+    ws = open_workspace()
+    if not ws.accounts.unbind_identity(args.name):
+        print(f"error: no account {args.name!r}", file=sys.stderr)
+        return 1
+    ws.audit.record(_actor(), "account.unbind", args.name)
+    print(f"{args.name}: no longer bound to a single sign-on identity (the next verified one binds)")
     return 0

@@ -86,9 +86,13 @@ def cmd_import(args: argparse.Namespace) -> int:
     try:
         report = import_bundle(ws, Path(args.bundle), known=configured_datasets(), dataset=dataset)
     except BundleError as e:
-        print(f"refused: {e}", file=sys.stderr)
+        print(f"error: {e}", file=sys.stderr)
         return 2
     seconds = time.perf_counter() - started
+    from cli.context import cli_actor
+
+    ws.audit.record(cli_actor(), "bundle.import", Path(args.bundle).name, sha256=report.bundle, dataset=report.dataset,
+                    added=report.total_added)
     if args.json:
         print(report.model_dump_json(indent=1))
         return 0
@@ -108,7 +112,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     try:
         bundle = read_bundle(Path(args.bundle))
     except BundleError as e:
-        print(f"refused: {e}", file=sys.stderr)
+        print(f"error: {e}", file=sys.stderr)
         return 2
     print(bundle.manifest.model_dump_json(indent=1) if args.json else _summary(bundle.manifest))
     return 0

@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from palset.atomic import write_atomic
+from palset.atomic import recover, write_many
 from palset.files import LAYOUT, read_json
 from palset.models import FeedbackReason, ImplicitNeed
 
@@ -192,23 +192,24 @@ def assemble_user(bundle: UserBundle) -> dict[str, object]:
 def write_release(root: str | Path, bundles: list[UserBundle], suffix: str = "") -> list[Path]:
     """Add (or replace) these users in the release files under ``root``; other users are kept.
 
-    Each file is replaced atomically with its previous version kept as ``<name>.prev``
-    (:func:`palset.atomic.write_atomic`); an existing file that cannot be read is an error naming it,
-    and nothing is written over it.
+    The files are replaced together, all or nothing (:func:`palset.atomic.write_many`: a crash never leaves a user
+    in some files and not in others), each with its previous version kept as ``<name>.prev``; an existing file that
+    cannot be read is an error naming it, and nothing is written over it.
     """
     root = Path(root)
-    written = []
+    recover(root)  # a write a crash interrupted is finished before this one reads the files
     per_file: dict[str, dict[str, object]] = {}
     for bundle in bundles:
         for name, entry in assemble_user(bundle).items():
             per_file.setdefault(name, {})[bundle.uid] = entry
+    texts: dict[Path, str] = {}
     for name, entries in per_file.items():
         path = root / f"{LAYOUT[name]}{suffix}.json"
         current = _existing(path, root)
         current.update(entries)
         current = dict(sorted(current.items()))
-        written.append(write_atomic(path, json.dumps(current, ensure_ascii=False, indent=2) + "\n"))
-    return written
+        texts[path] = json.dumps(current, ensure_ascii=False, indent=2) + "\n"
+    return write_many(root, texts)
 
 
 def _existing(path: Path, root: Path) -> dict[str, object]:

@@ -31,6 +31,20 @@ def check_user_files(dataset: Dataset, parts: dict[str, dict[str, Any]]) -> list
     return problems
 
 
+def check_users_in_every_file(user_ids: dict[str, set[str]], files: dict[str, str | None]) -> list[Problem]:
+    """A user in some per-user release files and not in others (what a write interrupted between files leaves):
+    one error per file the user is missing from. ``user_ids``: the file's logical name → the user ids it holds."""
+    problems: list[Problem] = []
+    everyone = set().union(*user_ids.values()) if user_ids else set()
+    for name, uids in user_ids.items():
+        for uid in sorted(everyone - uids):
+            where = sorted(files.get(n) or n for n, held in user_ids.items() if uid in held)
+            problems.append(Problem(files.get(name) or name, uid, f"user {uid} is missing here but is in "
+                                    f"{', '.join(where)} (a write interrupted between files leaves a user half-added: "
+                                    "write the user again, or remove it from those files)"))
+    return problems
+
+
 def check_user_sessions(user: User, sessions: list[Session], shown: str, has_profiles: bool) -> list[Problem]:
     """Checks of one user's built sessions (run when the sessions are built)."""
     problems = _check_duplicate_sessions(user, sessions, shown)

@@ -15,7 +15,8 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from palset.checks import check_templates, check_user_files, check_user_sessions
+from palset.atomic import JOURNAL, inside_folder
+from palset.checks import check_templates, check_user_files, check_user_sessions, check_users_in_every_file
 from palset.dataset import Dataset, Session, SessionCounts, SessionTopic, User
 from palset.files import LAYOUT, locate, read_json
 from palset.logtypes import infer_log_type
@@ -60,6 +61,11 @@ def load_dataset(root: str | Path, lazy: bool = False) -> Dataset:
     root = Path(root)
     problems: list[Problem] = []
     paths = locate(root) if root.is_dir() else dict.fromkeys(LAYOUT)
+    for name, path in paths.items():
+        if path is not None and not inside_folder(root, path):  # a link out of the folder: never read
+            problems.append(Problem(str(path.relative_to(root)), "", "is a symbolic link out of the dataset folder; "
+                                    "not read (copy the file into the folder instead)"))
+            paths[name] = None
     files = {name: (str(p.relative_to(root)) if p else None) for name, p in paths.items()}
     if not root.is_dir():
         problems.append(Problem(str(root), "", "is not a folder"))
@@ -94,6 +100,11 @@ def load_dataset(root: str | Path, lazy: bool = False) -> Dataset:
         templates=templates,
     )
     dataset.problems.extend(check_user_files(dataset, parts))
+    dataset.problems.extend(check_users_in_every_file(
+        {n: set(d) for n, d in raw.items() if n != "dialogue_template" and isinstance(d, dict)}, files))
+    if (root / JOURNAL).is_file():
+        dataset.problems.append(Problem(JOURNAL, "", "a write of several release files was interrupted; the next write "
+                                        "to this folder (pal dataset assemble, pal generate --resume) finishes it"))
     for uid, user in users.items():
         if uid in raw_samples:
             user.set_session_loader(partial(_load_sessions, dataset, user, raw_samples[uid], parts, samples_file))

@@ -9,12 +9,11 @@ invalid judge samples and dropped topics. Rendered as Markdown, CSV or LaTeX.
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Iterable
 
 from pydantic import BaseModel
 
+from backends.csvsafe import rows_to_csv_lines
 from evaluation.aggregate import aggregate_judgments, leaderboard
 from evaluation.faireval import Judgment
 from evaluation.store import EvalStore
@@ -112,14 +111,8 @@ def render(report: Report, fmt: Format = "markdown") -> str:
     tables = [("Single-turn tasks (BLEU ×100, G-score 0–100, S-score −100–100; 95% bootstrap CIs over topics)",
                *single_rows(report)),
               (f"FairEval against {report.baseline} (k samples per order, both orders)", *fair_rows(report))]
-    if fmt == "csv":
-        buf = io.StringIO()
-        writer = csv.writer(buf)
-        for title, head, rows in tables:
-            writer.writerow([title])
-            writer.writerow(head)
-            writer.writerows(rows)
-        return buf.getvalue()
+    if fmt == "csv":  # every cell neutralised: a method or topic name like =HYPERLINK(…) stays text in a spreadsheet
+        return rows_to_csv_lines([line for title, head, rows in tables for line in ([title], head, *rows)])
     if fmt == "latex":
         return "\n\n".join(_latex(title, head, rows) for title, head, rows in tables) + "\n"
     out = [f"# Experiment {report.name}", "",

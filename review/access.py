@@ -44,11 +44,14 @@ def local_admin() -> Account:
     return Account(name=LOCAL_ADMIN, role="admin")
 
 
-WRITE_ONLY_PAGES: tuple[str, ...] = ("generate", "settings")  # nothing to show while presenting a bundle
+# not offered while presenting a bundle: pages that only make or configure, and the home's audit log (the people
+# of this server, not of the bundle)
+WRITE_ONLY_PAGES: tuple[str, ...] = ("generate", "settings", "audit")
 
 
 def allowed_pages(role: str, presenting: bool = False) -> tuple[str, ...]:
-    """The role's pages; while presenting a bundle (read-only), without the pages that only make or configure."""
+    """The role's pages; while presenting a bundle (read-only), without the pages that only make or configure and
+    without the home's audit log."""
     pages = ROLE_PAGES.get(role, ())
     return tuple(p for p in pages if p not in WRITE_ONLY_PAGES) if presenting else pages
 

@@ -7,6 +7,10 @@ which pages each may open.
 Sign-in answers alike for an unknown name and a wrong password, at the same cost: an unknown name is
 checked against one precomputed dummy hash. bcrypt reads at most 72 bytes; a longer password is first
 reduced to a SHA-256 digest (base64, 44 bytes), so every byte of it counts and none raises.
+
+Changing an account's password or role ends its sign-ins (:mod:`review.sessions`). A single sign-on identity
+maps to an account by a *verified* e-mail the first time, and the account is then bound to that identity's
+issuer and subject: another identity carrying the same e-mail later is refused (:meth:`AccountStore.for_identity`).
 """
 
 from __future__ import annotations
@@ -76,6 +80,10 @@ def _normal_email(email: str | None) -> str | None:
     return email
 
 
+def _verified(value: object) -> bool:
+    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
+
+
 def _row(r) -> Account:
     return Account(name=r["name"], role=r["role"], email=r["email"])
 
@@ -133,6 +141,71 @@ class AccountStore:
         with self.db.read() as conn:
             row = conn.execute("SELECT name, role, email FROM review_accounts WHERE name=?", (name,)).fetchone()
         return _row(row) if row else None
+
+    def set_password(self, name: str, password: str | None) -> None:
+        """A new password (None: single sign-on only); the account's password sessions end (a single sign-on
+        identity keeps signing in: its role is re-read on every run)."""
+        if password is not None and len(password) < 8:
+            raise ValueError("passwords need at least 8 characters")
+        stored = NO_PASSWORD if password is None else hash_password(password)
+        self._change(name, "password_hash", stored)
+
+    def set_role(self, name: str, role: str) -> None:
+        """A new role; the account's password sessions end (the pages it may open changed)."""
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {', '.join(ROLES)}")
+        self._change(name, "role", role)
+
+    def _change(self, name: str, column: str, value: str) -> None:
+        assert column in ("password_hash", "role")
+        with self.db.write() as conn:
+            if conn.execute(f"UPDATE review_accounts SET {column}=? WHERE name=?", (value, name)).rowcount != 1:
+                raise ValueError(f"no account {name!r}")
+            conn.execute("DELETE FROM auth_sessions WHERE account=?", (name,))
+
+    def sso_after(self, name: str) -> float:
+        """Single sign-on identities signed in before this time (seconds since the epoch) are signed out."""
+        with self.db.read() as conn:
+            row = conn.execute("SELECT sessions_after FROM review_accounts WHERE name=?", (name,)).fetchone()
+        return float(row["sessions_after"]) if row else 0.0
+
+    def for_identity(self, issuer: str, subject: str, email: str | None, email_verified: object
+                     ) -> tuple[Account | None, str]:
+        """The account a single sign-on identity signs in as, and why not when None.
+
+        An identity already bound (issuer + subject) is that account. Otherwise its e-mail must be verified by the
+        provider and belong to an account not bound to another identity; that account is then bound to it."""
+        if not issuer or not subject:
+            return None, "the identity has no issuer or subject"
+        with self.db.read() as conn:
+            row = conn.execute("SELECT name, role, email FROM review_accounts WHERE sso_issuer=? AND sso_subject=?",
+                               (issuer, subject)).fetchone()
+        if row is not None:
+            return _row(row), ""
+        if not _verified(email_verified):
+            return None, "the provider has not verified this e-mail address"
+        try:
+            normal = _normal_email(email)
+        except ValueError:
+            normal = None
+        if normal is None:
+            return None, "the identity carries no e-mail address"
+        with self.db.write() as conn:
+            row = conn.execute("SELECT name, role, email, sso_subject FROM review_accounts WHERE email=?",
+                               (normal,)).fetchone()
+            if row is None:
+                return None, "no account has this e-mail address"
+            if row["sso_subject"] is not None:
+                return None, "this account is bound to another single sign-on identity"
+            conn.execute("UPDATE review_accounts SET sso_issuer=?, sso_subject=? WHERE name=?",
+                         (issuer, subject, row["name"]))
+        return _row(row), ""
+
+    def unbind_identity(self, name: str) -> bool:
+        """Forget the single sign-on identity an account is bound to (the next verified one binds again)."""
+        with self.db.write() as conn:
+            return conn.execute("UPDATE review_accounts SET sso_issuer=NULL, sso_subject=NULL WHERE name=?",
+                                (name,)).rowcount == 1
 
     def by_email(self, email: str | None) -> Account | None:
         """The account a single sign-on identity maps to (e-mail, case-insensitive); None for unknown ones."""

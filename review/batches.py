@@ -12,6 +12,9 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from palset.dataset import Dataset
 
@@ -184,3 +187,58 @@ def winner(payload: dict, value: str) -> str:
         return "tie"
     shown_a, shown_b = shown_order(payload)
     return shown_a if value == "A" else shown_b
+
+
+# ---------------------------------------------------------------------------------------------- stored records
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BatchRecord(_Record):
+    """A ``review_batches`` row as :meth:`review.store.ReviewStore.create_batch` writes it (a bundle's rows are
+    checked against it)."""
+
+    batch_id: str = Field(pattern=r"^b-[0-9a-f]{8}$")
+    title: str = Field(max_length=500)
+    task: Literal["quality", "pairwise", "memory"]
+    dataset: str
+    seed: int
+    overlap: int = Field(ge=1)
+    annotators: list[str] = Field(min_length=1)
+    guidelines: str = Field(max_length=50_000)
+    data: dict[str, Any]
+    created_by: str
+    created_at: float
+
+
+class QualityPayload(_Record):
+    user_id: str
+    sample_id: str
+
+
+class PairwisePayload(_Record):
+    user_id: str
+    sample_id: str
+    topic_key: str
+    method_a: str
+    method_b: str
+    run_a: str
+    run_b: str
+    swap: bool = False
+
+
+class MemoryPayload(_Record):
+    build_id: str
+    user_id: str = ""
+    item_id: str
+    layer: str
+    text: str
+    session_id: str
+    provenance: list[str]
+
+
+PAYLOADS: dict[str, type[BaseModel]] = {"quality": QualityPayload, "pairwise": PairwisePayload,
+                                        "memory": MemoryPayload}
+assert set(PAYLOADS) == set(TASKS)

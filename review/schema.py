@@ -64,4 +64,29 @@ MIGRATIONS: list[Migration] = [
         CREATE UNIQUE INDEX review_accounts_email ON review_accounts(email) WHERE email IS NOT NULL
         """,
     ),
+    (
+        75,
+        "sign-in sessions (hashed ids, idle and absolute expiry, bound to the password and role); single sign-on "
+        "identities bound to issuer + subject; the time before which an account's sign-ins are ended",
+        """
+        CREATE TABLE auth_sessions (
+            id_hash TEXT PRIMARY KEY,
+            account TEXT NOT NULL REFERENCES review_accounts(name) ON DELETE CASCADE ON UPDATE CASCADE,
+            binding TEXT NOT NULL,
+            via TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            last_seen REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            idle_s REAL NOT NULL,
+            client TEXT,
+            user_agent TEXT
+        );
+        CREATE INDEX auth_sessions_account ON auth_sessions(account);
+        ALTER TABLE review_accounts ADD COLUMN sso_issuer TEXT;
+        ALTER TABLE review_accounts ADD COLUMN sso_subject TEXT;
+        ALTER TABLE review_accounts ADD COLUMN sessions_after REAL NOT NULL DEFAULT 0;
+        CREATE UNIQUE INDEX review_accounts_sso ON review_accounts(sso_issuer, sso_subject)
+            WHERE sso_subject IS NOT NULL
+        """,
+    ),
 ]

@@ -1,7 +1,8 @@
 """Backoff after repeated failed sign-ins, per account name and per client address.
 
-The first few failures are free (people mistype); after that each failure doubles the wait before the
-next attempt is even checked, up to a cap. A name that does not exist backs off exactly like one that
+The first ``free`` failures (5) cost nothing (people mistype); after that each further attempt waits, twice as
+long after each failure (1 s, 2 s, … up to a cap) before it is even checked. A success clears only the name's
+failures: an address keeps its count, so one valid account does not let an address go on guessing others. A name that does not exist backs off exactly like one that
 does, so the throttle reveals nothing about which names exist. State is in memory, shared by every
 browser session of the server process, and bounded: entries idle for longer than ``forget_after``
 seconds are dropped.
@@ -37,7 +38,7 @@ class SignInThrottle:
         return keys
 
     def _delay(self, f: _Failures) -> float:
-        over = f.count - self.free - 1
+        over = f.count - self.free
         return 0.0 if over < 0 else min(self.cap_s, self.base_s * 2 ** over)
 
     def wait_s(self, name: str, client: str | None) -> float:
@@ -57,9 +58,9 @@ class SignInThrottle:
                 f.count, f.last = f.count + 1, now
 
     def succeeded(self, name: str, client: str | None) -> None:
+        """A right password for ``name``: its failures are forgotten (the address's are not)."""
         with self._lock:
-            for key in self._keys(name, client):
-                self._failures.pop(key, None)
+            self._failures.pop(self._keys(name, None)[0], None)
 
     def _prune(self, now: float) -> None:
         if len(self._failures) < self.max_keys:

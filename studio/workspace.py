@@ -18,11 +18,23 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from backends.config import ROLES, ConfigError, EndpointLimits, PlatformConfig, RoleConfig, load_config
+from backends.config import (
+    ROLES,
+    ConfigError,
+    EndpointLimits,
+    PlatformConfig,
+    RoleConfig,
+    allowed_endpoints,
+    check_endpoint,
+    endpoint_changed,
+    load_config,
+)
 from backends.embeddings import Embedder, LazyEmbedder, load_embedder, resolve_name
 from backends.llm.client import LLMClient
 from backends.llm.limits import Limiters
@@ -39,7 +51,7 @@ from backends.store.leases import LeaseStore
 from backends.store.runstore import RunStore
 from backends.store.schema import Migration, migrate_database
 from backends.store.tables import TableStore
-from backends.vectorstore import ChromaStore, VectorStore, open_chroma
+from backends.vectorstore import BruteForceStore, ChromaStore, VectorStore, open_chroma
 from evaluation import schema as evaluation_schema
 from evaluation.fidelity.store import FidelityStore
 from evaluation.store import EvalStore, PersonaMemStore
@@ -54,6 +66,7 @@ from palset.dataset import Dataset, User, dataset_key
 from palset.loader import load_dataset
 from review import schema as review_schema
 from review.accounts import AccountStore
+from review.sessions import CookieSigner, SessionPolicy, SessionStore, load_key
 from review.store import ReviewStore
 from review.throttle import SignInThrottle
 from sim import schema as sim_schema
@@ -83,6 +96,7 @@ class Workspace:
         self.paths = StatePaths(Path(home) if home is not None else default_home())
         self.read_only = read_only
         self.presented: Any = None  # the manifest of the bundle a presentation shows (studio.presentation)
+        self.made_with: list[Any] = []  # for a presentation: what its records show made them (studio.presentation)
         if not read_only:
             self.paths.home.mkdir(parents=True, exist_ok=True)
         takes_log = not read_only if takes_log is None else takes_log
@@ -97,7 +111,8 @@ class Workspace:
         self.runs = RunStore(self.db, CapabilityStore(self.db))
         self.audit = AuditStore(self.db)
         self.leases = LeaseStore(self.db)
-        self.cache = ResponseCache(Database(self.paths.cache_db))  # no records; unused read-only (no LLM client)
+        # no records; a read-only workspace (a presentation) has no LLM client, so no cache and no cache file
+        self.cache: ResponseCache | None = None if read_only else ResponseCache(Database(self.paths.cache_db))
         self.memory = MemoryStore(self.db)
         self.fidelity = FidelityStore(self.db)
         self.sims = SimStore(self.db, self.leases)
@@ -105,6 +120,7 @@ class Workspace:
         self.personamem = PersonaMemStore(self.db)
         self.reviews = ReviewStore(self.db)
         self.accounts = AccountStore(self.db)
+        self.sessions = SessionStore(self.db, CookieSigner(lambda: load_key(self.paths.session_key)), _session_policy())
         self.synth = SynthStore(self.paths.synth)
         self.servers = servers if servers is not None else LocalServers(self.paths.local_server)
         self.sign_in_throttle = SignInThrottle()  # backoff after failed sign-ins, shared by every browser session
@@ -164,7 +180,7 @@ class Workspace:
         """A client for every role under this workspace's configuration (calls recorded in the run store);
         ``providers`` (role → provider) answer those roles instead of the configured ones (tests' fakes).
         A read-only workspace (a presentation) has none: :class:`ReadOnlyError`."""
-        if self.read_only:
+        if self.read_only or self.cache is None:
             raise ReadOnlyError(f"{self.home} is open for presenting: no LLM calls are made")
         return LLMClient(self.config, store=self.runs, cache=self.cache, providers={**self._providers, **(providers or {})},
                          servers=self.servers, session_id=session_id, limiters=self.limiters)
@@ -185,9 +201,12 @@ class Workspace:
             return embedders[resolved]
 
     def vectors(self, embedder: Embedder) -> VectorStore:
-        """The Chroma collections of this embedder (one Chroma client per workspace)."""
+        """The Chroma collections of this embedder (one Chroma client per workspace); a read-only workspace keeps
+        its vectors in memory (exact search, nothing written: a presentation's builds embed their items there)."""
         stores: dict[str, VectorStore] = self._shared["vectors"]
         with self._lock:
+            if embedder.name not in stores and self.read_only:
+                stores[embedder.name] = BruteForceStore(embedder)
             if embedder.name not in stores:
                 if self._shared["chroma"] is None:
                     self._shared["chroma"] = open_chroma(self.paths.chroma)
@@ -260,18 +279,37 @@ class Workspace:
         self.servers.stop_all()
 
 
-def config_with(base: PlatformConfig, job_config: dict[str, Any]) -> PlatformConfig:
+def _session_policy() -> SessionPolicy:
+    try:
+        return SessionPolicy.from_env()
+    except ValueError:
+        log.exception("sign-in sessions keep their default lifetimes")
+        return SessionPolicy()
+
+
+def config_with(base: PlatformConfig, job_config: dict[str, Any], env: Mapping[str, str] | None = None
+                ) -> PlatformConfig:
     """``base`` with a job's ``roles`` (``default`` and per role: any role field but the key) and ``limits``
-    (endpoint → limits) laid over it; a wrong value raises :class:`ConfigError` naming the role and field."""
+    (endpoint → limits) laid over it; a wrong value raises :class:`ConfigError` naming the role and field.
+
+    As for the Settings page's overrides, a key stays with its endpoint: a role the job points at another provider or
+    base URL gets no configured key (a job carries none), and every endpoint must be in ``PAL_ALLOWED_ENDPOINTS`` when
+    that is set — so an experiment file cannot send the lab's key, or anything, to a server of its choosing."""
     roles = dict(base.roles)
     layers = job_config.get("roles", {})
+    allowed = allowed_endpoints(os.environ if env is None else env)
     for role in ROLES:
-        update = {**layers.get("default", {}), **layers.get(role, {})}
+        update = {k: v for k, v in {**layers.get("default", {}), **layers.get(role, {})}.items() if k != "api_key"}
         if not update:
             continue
+        configured = base.role(role).model_dump()
+        merged = {**configured, **update}
+        if endpoint_changed(configured, merged):
+            merged["api_key"] = None  # the configured key belongs to the configured endpoint only
         try:
-            roles[role] = RoleConfig.model_validate({**base.role(role).model_dump(), **update})
+            roles[role] = RoleConfig.model_validate(merged)
         except ValueError as e:
             raise ConfigError(f"role {role}: {e}") from None
+        check_endpoint(role, roles[role], allowed)
     limits = {**base.limits, **{k: EndpointLimits.model_validate(v) for k, v in job_config.get("limits", {}).items()}}
     return base.model_copy(update={"roles": roles, "limits": limits})

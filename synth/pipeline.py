@@ -28,6 +28,7 @@ from synth.steps.base import OnCall, StepContext, StepFailed, Tolerable
 from synth.store import RunInfo, StepRecord, SynthStore
 
 log = logging.getLogger(__name__)
+MAX_EDIT_CHARS = 2_000_000  # a step's edited output (the largest real ones are a few hundred KB)
 
 Event = Literal["start", "done", "failed", "cancelled"]
 OnStep = Callable[[str, Event, StepRecord | None], None]
@@ -156,14 +157,20 @@ class Pipeline:
         """Parse a person's output for ``step`` (JSON text or object); errors name the field."""
         s = get_step(step)
         if isinstance(data, str):
+            if len(data) > MAX_EDIT_CHARS:
+                return None, [f"the edit is {len(data):,} characters; a step's output is at most {MAX_EDIT_CHARS:,}"]
             try:
                 data = json.loads(data)
             except json.JSONDecodeError as e:
                 return None, [f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}"]
+            except RecursionError:
+                return None, ["not valid here: the JSON is nested too deeply"]
         try:
             value = s.output_model.model_validate(data)
         except ValidationError as e:
             return None, field_errors(e)
+        except RecursionError:
+            return None, ["not valid here: the JSON is nested too deeply"]
         try:
             problems = [p for p in s.check(value, self.inputs_for(step), self.info.config)
                         if not isinstance(p, Tolerable)]  # a person may keep what the pipeline would tolerate

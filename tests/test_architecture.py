@@ -28,7 +28,7 @@ ALLOWED = {  # package → the packages it may import (its own is always allowed
     "bench": DOMAIN | RUNNING | {"studio", "ui", "testkit"},
 }
 CONSTRUCTED_ONLY_BY_THE_ROOT = {"RunStore", "ResponseCache", "MemoryStore", "SimStore", "EvalStore", "PersonaMemStore",
-                                "ReviewStore", "AccountStore", "SynthStore", "ChromaStore", "LocalServers", "Database",
+                                "ReviewStore", "AccountStore", "SessionStore", "SynthStore", "ChromaStore", "LocalServers", "Database",
                                 "LLMClient", "JobStore", "JobEngine", "Limiters"}
 
 

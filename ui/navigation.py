@@ -41,13 +41,21 @@ def visible_pages(role: str | None, presenting: bool = False) -> list[str]:
 
 
 def build_pages(role: str | None, presenting: bool = False) -> dict[str, object]:
-    """Every page as an ``st.Page`` by url path: the role's visible, the rest hidden; the role's landing page
-    is the default."""
+    """Every page as an ``st.Page`` by url path: the role's visible, the rest hidden. Home is the default page for
+    every role (Streamlit serves the default page at ``/`` only, so any other default would make its own link —
+    ``/review?batch=…`` for an annotator — "not found"); a role without Home is sent on by :func:`landing_redirect`."""
     shown = set(visible_pages(role, presenting))
-    default = landing_page(role) if role else "home"
     return {s.url_path: st.Page(s.file, title=s.title, icon=s.icon, url_path=s.url_path,
-                                default=s.url_path == default,
+                                default=s.url_path == "home",
                                 visibility="visible" if s.url_path in shown else "hidden") for s in SPECS.values()}
+
+
+def landing_redirect(pages: dict[str, object], page_path: str, role: str, presenting: bool = False) -> None:
+    """At ``/`` (or ``/home``), a role that may not open Home goes to its first page (an annotator: Review)."""
+    if page_path == "home" and not may_open(role, "home", presenting):
+        target = landing_page(role)
+        if target != "home" and target in pages:
+            st.switch_page(pages[target])
 
 
 def chosen_path(pages: dict[str, object], page) -> str:

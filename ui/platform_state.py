@@ -51,6 +51,7 @@ def _process_workspace(home: str) -> Workspace:
         log.warning("configuration error (records still open with the defaults): %s", e)
         config = load_config(secrets={}, env={})
     ws = Workspace(home=Path(home), config=config)
+    _clean_presentations(ws)
     ws.jobs.start(JOB_WORKERS)  # units of app jobs run in this process whether or not a page is open
     if bundle := os.environ.get("PAL_DEMO_WORKSPACE"):  # make run: the demo's records, once per bundle file
         from palset.names import PROJECT_ROOT, configured_datasets
@@ -59,6 +60,16 @@ def _process_workspace(home: str) -> Workspace:
         path = Path(bundle) if Path(bundle).is_absolute() else PROJECT_ROOT / bundle
         import_once(ws, path, known=configured_datasets())
     return ws
+
+
+def _clean_presentations(ws: Workspace) -> None:
+    """Presentations and uploads unused for a week go (``PAL_PRESENT``'s bundle stays)."""
+    from studio.presentation import bundle_sha256, clean_presentations
+
+    keep = []
+    if (present := os.environ.get("PAL_PRESENT")) and Path(present).is_file():
+        keep.append(bundle_sha256(Path(present)))
+    clean_presentations(ws.home, keep)
 
 
 def session_id() -> str:
@@ -94,8 +105,12 @@ def known_dataset_paths() -> dict[str, Path]:
     return {**configured_datasets(), **st.session_state.get("added_datasets", {})}
 
 
+_REFUSED: dict[tuple[str, int, int], str] = {}  # bundle file (path, size, mtime) → why it was refused
+
+
 def presentation_workspace() -> Workspace | None:
-    """The presented bundle's workspace, or None (a bundle that cannot be opened is reported once and dropped)."""
+    """The presented bundle's workspace, or None (a bundle that cannot be opened is reported once and dropped; a
+    refused upload is deleted; a refused file is not read again until it changes)."""
     bundle = presented_bundle()
     if not bundle:
         return None
@@ -104,13 +119,49 @@ def presentation_workspace() -> Workspace | None:
     path = Path(bundle)
     try:
         stat = path.stat()
+        stamp = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+        if stamp in _REFUSED:
+            raise BundleError(path, _REFUSED[stamp])
         datasets = tuple(sorted((n, str(p)) for n, p in known_dataset_paths().items()))
-        return _presentation(str(default_home()), str(path.resolve()), (stat.st_size, stat.st_mtime_ns), datasets)
+        try:
+            return _presentation(str(default_home()), stamp[0], stamp[1:], datasets)
+        except BundleError as e:
+            _REFUSED[stamp] = e.reason
+            raise
     except (BundleError, OSError) as e:
         log.warning("cannot present %s: %s", bundle, e)
-        st.session_state[PRESENT_ERROR] = f"Cannot present {path.name}: {e}"
+        reason = e.reason if isinstance(e, BundleError) else "the file cannot be read"
+        st.session_state[PRESENT_ERROR] = f"Cannot present {path.name}: refused: {reason}"
         st.session_state.pop(PRESENT_KEY, None)
+        _drop_upload(path)
         return None
+
+
+def _drop_upload(path: Path) -> None:
+    """A refused bundle that was uploaded is deleted at once (nothing of it stays on the server)."""
+    uploads = home_workspace().paths.uploads.resolve()
+    try:
+        if path.resolve().parent == uploads:
+            path.unlink(missing_ok=True)
+            log.info("deleted the refused upload %s", path.name)
+    except OSError:
+        log.warning("cannot delete the refused upload %s", path, exc_info=True)
+
+
+def present_refusal() -> str | None:
+    """Why ``PAL_PRESENT``'s bundle cannot be presented (None: it can, or none is set): every session would
+    otherwise show this home's records instead of the bundle's."""
+    bundle = os.environ.get("PAL_PRESENT")
+    if not bundle or PRESENT_KEY in st.session_state or presentation_workspace() is not None:
+        return None
+    st.session_state.pop(PRESENT_ERROR, None)
+    stamp = None
+    try:
+        stat = Path(bundle).stat()
+        stamp = (str(Path(bundle).resolve()), stat.st_size, stat.st_mtime_ns)
+    except OSError:
+        return f"{Path(bundle).name}: refused: no such file"
+    return f"{Path(bundle).name}: refused: {_REFUSED.get(stamp, 'it cannot be opened')}"
 
 
 def presenting() -> bool:

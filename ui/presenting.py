@@ -15,8 +15,11 @@ from pathlib import Path
 
 import streamlit as st
 
+from backends.config import mask_url
 from backends.roots import OutsideRoots, inside_roots
 from memory.methods import METHODS, get_method_class
+from review.accounts import Account
+from studio.bundle.manifest import MadeWith
 from ui.platform_state import PRESENT_ERROR, PRESENT_KEY, home_workspace, presentation_workspace, presenting
 from ui.text import md_escape
 
@@ -48,26 +51,38 @@ def apply_projector() -> None:
         st.html(PROJECTOR_CSS)
 
 
+def _made_line(w: MadeWith) -> str:
+    where = " · ".join(x for x in (w.provider, mask_url(w.endpoint) or "") if x)
+    what = ", ".join(f"{n} {k}" for k, n in w.records.items())
+    return (f"{md_escape(w.role)}: **{md_escape(w.model)}**" + (f" ({md_escape(where)})" if where else "")
+            + (f" → {md_escape(what)}" if what else ""))
+
+
 def provenance_lines() -> list[str]:
-    """Where the presented records came from: models and endpoints, what they made, when and how."""
+    """Where the presented records came from. What the records themselves show (their LLM calls, the judge and
+    model each judgment names, their memory builds: :func:`studio.presentation.records_made_with`) is stated; what
+    only the bundle's manifest says (export date, version, how it was made, a model no record names) is labelled as
+    the bundle's claim."""
     ws = presentation_workspace()
     m = ws.presented if ws is not None else None
-    if m is None:
+    if ws is None or m is None:
         return []
-    made = []
-    for w in m.made_with:
-        where = " · ".join(x for x in (w.provider, w.endpoint) if x)
-        what = ", ".join(f"{n} {k}" for k, n in w.records.items())
-        made.append(f"{w.role}: **{md_escape(w.model)}**" + (f" ({md_escape(where)})" if where else "")
-                    + (f" → {md_escape(what)}" if what else ""))
-    no_llm = [f"{md_escape(name)} ({n})" for name, n in m.methods.items() if name in METHODS
+    shown = {(w.role, w.model) for w in ws.made_with}
+    claimed = [_made_line(w) for w in m.made_with if (w.role, w.model) not in shown]
+    counts: dict[str, int] = {}
+    for b in ws.tables.select("memory_builds", ["method"]):
+        counts[str(b["method"])] = counts.get(str(b["method"]), 0) + 1
+    no_llm = [f"{md_escape(name)} ({n})" for name, n in sorted(counts.items()) if name in METHODS
               and not get_method_class(name).uses_llm]
-    lines = [f"Dataset **{md_escape(m.dataset.name)}** · exported {md_escape(_date(m.created_at))} by PAL Studio "
-             f"{md_escape(m.pal_studio_version)}" + (" · people pseudonymised" if m.selection.pseudonymised else "")]
-    lines += [f"Made with {line}" for line in made] or ["No LLM calls are recorded with these records."]
+    lines = [f"Dataset **{md_escape(m.dataset.name)}** · the bundle says: exported {md_escape(_date(m.created_at))} "
+             f"by PAL Studio {md_escape(m.pal_studio_version)}" + (" · people pseudonymised" if m.selection.pseudonymised
+                                                                   else "")]
+    lines += [f"Made with {_made_line(w)}" for w in ws.made_with] or ["No LLM calls are recorded with these records."]
+    if claimed:
+        lines.append("The bundle also claims, with no record here to show it: " + "; ".join(claimed))
     if no_llm:
         lines.append("Memories built without an LLM (builds): " + ", ".join(no_llm))
-    lines += [f"How: {md_escape(h)}" for h in m.how[:6]]
+    lines += [f"How (as the bundle says): {md_escape(h)}" for h in m.how[:6]]
     return lines
 
 
@@ -78,13 +93,14 @@ def _date(iso: str) -> str:
         return iso
 
 
-def render_banner() -> None:
-    """At the top of every page while presenting: read-only, and where the records came from."""
+def render_banner(account: Account | None = None) -> None:
+    """At the top of every page while presenting: read-only, and — not for annotators, who are blinded to methods
+    and judges — where the records came from."""
     if error := st.session_state.pop(PRESENT_ERROR, None):
         st.error(md_escape(error))
     if not presenting():
         return
-    lines = provenance_lines()
+    lines = [] if account is not None and account.is_annotator else provenance_lines()
     with st.container(border=True):
         st.markdown(":material/slideshow: **Presentation: read-only.** Records as the bundle brought them; nothing "
                     "here calls an LLM or changes a record.  \n" + (lines[0] if lines else ""))
@@ -93,9 +109,12 @@ def render_banner() -> None:
                 st.markdown("\n".join(f"- {line}" for line in lines[1:]))
 
 
-def _present(path: Path) -> None:
+def _present(path: Path, how: str) -> None:
+    from ui.access import actor_name
+
     st.session_state[PRESENT_KEY] = str(path)
     st.session_state.pop(PRESENT_ERROR, None)
+    home_workspace().audit.record(actor_name(), "bundle.present", path.name, via=how)
 
 
 def _present_path() -> None:
@@ -110,7 +129,7 @@ def _present_path() -> None:
     if not path.is_file():
         st.session_state[PRESENT_ERROR] = f"{raw} is not a file"
         return
-    _present(path)
+    _present(path, "a file on the server")
 
 
 def _present_upload() -> None:
@@ -123,7 +142,7 @@ def _present_upload() -> None:
     path = folder / f"{hashlib.sha256(data).hexdigest()[:20]}.palbundle"
     if not path.is_file():
         path.write_bytes(data)
-    _present(path)
+    _present(path, "an upload")
 
 
 def _stop() -> None:

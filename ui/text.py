@@ -42,14 +42,42 @@ def first_sentence(text: str, limit: int = 110) -> str:
     return clip(m.group(1) if m else text, limit)
 
 
+_SERVER_PATH = re.compile(r"(?<![\w.:/~-])/(?:[^\s/'\"`()\[\]{},;]+/)+([^\s/'\"`()\[\]{},;]*)")
+
+
+def without_paths(text: str) -> str:
+    """``text`` with every absolute server path cut to its last part (``…/runs.sqlite``): where PAL Studio's home,
+    datasets and checkout live is nobody's business on a shared server (the log keeps the full text)."""
+    return _SERVER_PATH.sub(lambda m: "…/" + m.group(1), text)
+
+
 def error_text(e: BaseException) -> str:
     """The one way the app words an error: our typed errors carry a message written for a person (endpoint,
-    file, field); anything else is shown with its type, so a bug never passes for a message."""
+    file, field); anything else is shown with its type, so a bug never passes for a message. Server paths are cut
+    to their last part (:func:`without_paths`)."""
     from backends.config import ConfigError
     from backends.llm.errors import LLMError
     from sim.roles import SimulationError
     from sim.service import SimulationSetupError
 
     if isinstance(e, (LLMError, ConfigError, SimulationError, SimulationSetupError)):
-        return str(e)
-    return f"{type(e).__name__}: {e}"
+        return without_paths(str(e))
+    return without_paths(f"{type(e).__name__}: {e}")
+
+
+_IMAGE = re.compile(r"!\[([^\]\n]*)\]\s*(\([^)\n]*\)|\[[^\]\n]*\])")
+_LINK = re.compile(r"(?<!!)\[([^\]\n]+)\]\s*\(\s*<?([^)\s>]*)>?(?:\s+[\"'][^\"'\n]*[\"'])?\s*\)")
+_REF_LINK = re.compile(r"(?<!!)\[([^\]\n]+)\]\s*\[([^\]\n]*)\]")
+_REF_DEF = re.compile(r"^\s{0,3}\[([^\]\n]+)\]:\s*<?(\S+?)>?(?:\s+[\"'(].*)?$", re.MULTILINE)
+
+
+def plain_links_markdown(text: str) -> str:
+    """Markdown written by a person for others (a batch's guidelines), with nothing that fetches or disguises: an
+    image becomes ``[image: alt]`` (no request leaves the reader's browser), a link shows where it goes —
+    ``text (https://…)`` — including reference-style links; emphasis, lists and headings stay."""
+    refs = {m.group(1).strip().lower(): m.group(2) for m in _REF_DEF.finditer(text)}
+    text = _REF_DEF.sub("", text)
+    text = _IMAGE.sub(lambda m: f"\\[image: {md_inline(m.group(1)) or 'no description'}\\]", text)
+    text = _LINK.sub(lambda m: f"{md_inline(m.group(1))} ({md_inline(m.group(2))})", text)
+    return _REF_LINK.sub(lambda m: f"{md_inline(m.group(1))} "
+                                   f"({md_inline(refs.get((m.group(2) or m.group(1)).strip().lower(), '?'))})", text)

@@ -16,17 +16,35 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from backends.config import mask_url
 from backends.llm.counters import server_root
 
 log = logging.getLogger(__name__)
 
 
+class _NoKeyOnRedirect(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect without the key: the ``Authorization`` header goes only to the URL it was configured for
+    (urllib would copy it to wherever the endpoint points, another host included)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # urllib's signature
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None:
+            for name in [k for k in new.headers if k.lower() == "authorization"]:
+                del new.headers[name]
+            new.unredirected_hdrs.pop("Authorization", None)
+        return new
+
+
+_OPENER = urllib.request.build_opener(_NoKeyOnRedirect())
+MAX_ANSWER_BYTES = 8 * 1024**2  # a /models or /props answer; anything larger is not one
+
+
 def _get(url: str, api_key: str | None, timeout: float) -> Any:
-    headers = {"accept": "application/json"}
+    request = urllib.request.Request(url, headers={"accept": "application/json"})
     if api_key:
-        headers["authorization"] = f"Bearer {api_key}"
-    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as r:
-        return json.load(r)
+        request.add_unredirected_header("Authorization", f"Bearer {api_key}")
+    with _OPENER.open(request, timeout=timeout) as r:
+        return json.loads(r.read(MAX_ANSWER_BYTES))
 
 
 def window_from_models(data: Any, model: str) -> int | None:
@@ -62,8 +80,8 @@ def probe_window(base_url: str, model: str, api_key: str | None = None, timeout:
                               (f"{server_root(base)}/props", window_from_props, "llama.cpp /props")):
         try:
             window = read(_get(url, api_key, timeout))
-        except (OSError, ValueError, urllib.error.HTTPError):
-            log.info("no context window at %s", url, exc_info=True)
+        except (OSError, ValueError, urllib.error.HTTPError) as e:
+            log.info("no context window at %s (%s)", mask_url(url), type(e).__name__)  # no URL credentials logged
             continue
         if window:
             return window, f"endpoint {source}"

@@ -36,6 +36,8 @@ import logging
 import re
 from typing import Any
 
+from backends.config import mask_url
+
 log = logging.getLogger(__name__)
 
 _TAGS = ("think", "thinking", "reasoning")
@@ -207,7 +209,8 @@ def thinking_off_body(model: str, base_url: str | None, switch: str = "auto") ->
         body["reasoning_effort"] = "low"  # the o-series cannot go lower
     if name == "none" and (model, base_url) not in _NO_SWITCH_LOGGED:  # once, not on every request
         _NO_SWITCH_LOGGED.add((model, base_url))
-        log.info("thinking off: no switch known for model %s at %s; its thinking is still kept apart", model, base_url)
+        log.info("thinking off: no switch known for model %s at %s; its thinking is still kept apart", model,
+                 mask_url(base_url))
     return body, name
 
 

@@ -22,8 +22,15 @@ ACTIONS: dict[str, str] = {
     "settings.local_server": "started or stopped the bundled local model server",
     "account.add": "added an account",
     "account.remove": "removed an account",
+    "account.password": "changed an account's password (its sign-ins ended)",
+    "account.role": "changed an account's role (its sign-ins ended)",
+    "account.unbind": "unbound an account from its single sign-on identity",
+    "bundle.import": "imported a workspace bundle into this home",
+    "bundle.present": "opened a workspace bundle for presenting (read-only)",
     "auth.sign_in": "signed in",
-    "auth.refused": "was refused access (an unknown single sign-on identity)",
+    "auth.sign_out": "signed out",
+    "auth.sessions_ended": "ended a person's sign-ins",
+    "auth.refused": "was refused access (an unknown or unverified single sign-on identity)",
 }
 
 

@@ -142,3 +142,11 @@ class RunStore:
         for run_id, role, provider, model, n in rows:
             out[run_id].append((role, provider, model, n))
         return out
+
+    def models_used(self) -> list[tuple[str, str, str, str, int]]:
+        """(role, provider, endpoint, model, calls) over every recorded LLM call, most calls first — what the records
+        themselves say made them (a presentation's banner checks a bundle's claims against it)."""
+        with self.db.read() as conn:
+            rows = conn.execute("SELECT role, provider, endpoint, model, COUNT(*) AS n FROM llm_calls "
+                                "GROUP BY role, provider, endpoint, model ORDER BY n DESC, role, model").fetchall()
+        return [(str(r[0]), str(r[1]), str(r[2]), str(r[3]), int(r[4])) for r in rows]

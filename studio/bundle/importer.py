@@ -14,9 +14,9 @@ progress arrive queued, in the ``cli`` pool: :mod:`studio.bundle.kinds`).
 
 from __future__ import annotations
 
-import io
 import json
 import logging
+import sqlite3
 import time
 import zipfile
 from collections.abc import Mapping
@@ -36,21 +36,27 @@ from studio.bundle.manifest import (
     PROMPTS,
     SUPPORTED_VERSIONS,
     Manifest,
-    sha256,
     table_member,
     user_fingerprint,
 )
+from studio.bundle.reader import (
+    MAX_MANIFEST_BYTES,
+    BundleError,
+    file_sha256,
+    max_bundle_bytes,
+    member_lines,
+    open_archive,
+    parse_json,
+    read_capped,
+)
 from studio.bundle.rewrite import DATASET_TOKEN, Rewriter
+from studio.bundle.validate import validate_rows
 
 if TYPE_CHECKING:
     from studio.workspace import Workspace
 
 log = logging.getLogger(__name__)
-MAX_BUNDLE_BYTES = 4 * 1024**3  # uncompressed; a bundle of PAL-Set's 100 users × 3 methods is well under
-
-
-class BundleError(ValueError):
-    """A bundle that is refused; the message says why and what to do. Nothing was imported."""
+__all__ = ["BundleError", "ImportReport", "LoadedBundle", "import_bundle", "read_bundle"]
 
 
 @dataclass
@@ -75,74 +81,91 @@ class ImportReport(BaseModel):
         return sum(self.added.values())
 
 
+UNFORESEEN = (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError, OverflowError, UnicodeError,
+              sqlite3.Error, zipfile.BadZipFile, NotImplementedError, RuntimeError, EOFError, OSError)
+
+
+def _refusal(path: Path, e: BaseException) -> BundleError:
+    log.exception("bundle %s refused on an error no check foresaw", path)
+    return BundleError(path, f"its records cannot be imported here ({type(e).__name__}: {str(e)[:200]}); nothing was "
+                             "imported")
+
+
 def read_bundle(path: Path) -> LoadedBundle:
-    """Open and check a bundle file (format, members, checksums, row counts); raises :class:`BundleError`."""
-    path = Path(path)
+    """Open and check a bundle file (format, members, sizes, checksums, row counts); raises :class:`BundleError`,
+    whatever is wrong with the file. Reads as :mod:`studio.bundle.reader` says (actual bytes counted, nothing
+    decompressed past what is declared and allowed)."""
     try:
-        data = path.read_bytes()
-        archive = zipfile.ZipFile(io.BytesIO(data))
-    except FileNotFoundError:
-        raise BundleError(f"{path}: no such file") from None
-    except (zipfile.BadZipFile, OSError) as e:
-        raise BundleError(f"{path}: not a PAL Studio bundle (not a zip file: {e})") from None
-    with archive:
+        return _read_bundle(Path(path))
+    except BundleError:
+        raise
+    except UNFORESEEN as e:
+        raise _refusal(Path(path), e) from None
+
+
+def _read_bundle(path: Path) -> LoadedBundle:
+    limit = max_bundle_bytes()
+    with open_archive(path, limit) as archive:
         names = set(archive.namelist())
         if MANIFEST not in names:
-            raise BundleError(f"{path}: not a PAL Studio bundle (no {MANIFEST})")
-        manifest = _manifest(path, archive.read(MANIFEST))
+            raise BundleError(path, f"not a PAL Studio bundle (no {MANIFEST})")
+        if archive.getinfo(MANIFEST).file_size > MAX_MANIFEST_BYTES:
+            raise BundleError(path, f"{MANIFEST} is larger than {MAX_MANIFEST_BYTES >> 20} MiB")
+        manifest = _manifest(path, read_capped(path, archive, MANIFEST, MAX_MANIFEST_BYTES))
         listed = set(manifest.members) | {MANIFEST}
         if names != listed:
             extra, lost = sorted(names - listed), sorted(listed - names)
-            raise BundleError(f"{path}: members differ from the manifest (unlisted: {extra or 'none'}; missing: "
-                              f"{lost or 'none'}); the file was changed after it was made")
-        if sum(i.file_size for i in archive.infolist()) > MAX_BUNDLE_BYTES:
-            raise BundleError(f"{path}: more than {MAX_BUNDLE_BYTES >> 30} GiB uncompressed; refused")
-        blobs = {}
-        for member, info in manifest.members.items():
-            blob = archive.read(member)
-            if len(blob) != info.bytes or sha256(blob) != info.sha256:
-                raise BundleError(f"{path}: {member}: checksum mismatch (the file was changed or damaged after it "
-                                  "was made); nothing was imported")
-            blobs[member] = blob
-    rows = {}
-    for table, table_info in manifest.tables.items():
-        member = table_member(table)
-        if member not in blobs:
-            raise BundleError(f"{path}: the manifest lists table {table} but the bundle has no {member}")
-        rows[table] = _rows(path, member, blobs[member], table_info.columns)
-        if len(rows[table]) != table_info.rows:
-            raise BundleError(f"{path}: {member} holds {len(rows[table])} rows, the manifest says {table_info.rows}")
-    prompts = _rows(path, PROMPTS, blobs[PROMPTS], None) if PROMPTS in blobs else []
-    return LoadedBundle(path, sha256(data), manifest, rows, prompts)
+            raise BundleError(path, f"members differ from the manifest (unlisted: {extra or 'none'}; missing: "
+                                    f"{lost or 'none'}); the file was changed after it was made")
+        declared = sum(m.bytes for m in manifest.members.values())
+        if declared > limit:
+            raise BundleError(path, f"its members hold {declared >> 20} MiB, more than this server accepts "
+                                    f"({limit >> 20} MiB, PAL_MAX_BUNDLE_MB)")
+        for name, info in manifest.members.items():
+            if archive.getinfo(name).file_size != info.bytes:
+                raise BundleError(path, f"{name}: the zip entry says {archive.getinfo(name).file_size} bytes, the "
+                                        f"manifest {info.bytes}; the file was changed after it was made")
+        budget = [limit]
+        rows = {}
+        for table, table_info in manifest.tables.items():
+            member = table_member(table)
+            if member not in manifest.members:
+                raise BundleError(path, f"the manifest lists table {table} but the bundle has no {member}")
+            rows[table] = _rows(path, archive, member, manifest, budget, table_info.columns)
+            if len(rows[table]) != table_info.rows:
+                raise BundleError(path, f"{member} holds {len(rows[table])} rows, the manifest says {table_info.rows}")
+        extra_members = sorted(set(manifest.members) - {table_member(t) for t in manifest.tables} - {PROMPTS})
+        if extra_members:
+            raise BundleError(path, f"members that hold no table: {', '.join(extra_members)}")
+        prompts = _rows(path, archive, PROMPTS, manifest, budget, None) if PROMPTS in manifest.members else []
+    return LoadedBundle(path, file_sha256(path), manifest, rows, prompts)
 
 
 def _manifest(path: Path, raw: bytes) -> Manifest:
-    try:
-        data = json.loads(raw)
-    except ValueError as e:
-        raise BundleError(f"{path}: {MANIFEST} is not JSON ({e})") from None
+    data = parse_json(path, MANIFEST, raw)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise BundleError(f"{path}: not a PAL Studio bundle ({MANIFEST} has no format {FORMAT!r})")
+        raise BundleError(path, f"not a PAL Studio bundle ({MANIFEST} has no format {FORMAT!r})")
     if data.get("format_version") not in SUPPORTED_VERSIONS:
-        raise BundleError(f"{path}: bundle format version {data.get('format_version')!r} is unknown to this PAL Studio "
-                          f"(it reads {', '.join(map(str, SUPPORTED_VERSIONS))}; made by PAL Studio "
-                          f"{data.get('pal_studio_version', '?')}): update PAL Studio to import it")
+        raise BundleError(path, f"bundle format version {repr(data.get('format_version'))[:20]} is unknown to this "
+                                f"PAL Studio (it reads {', '.join(map(str, SUPPORTED_VERSIONS))}; made by PAL Studio "
+                                f"{str(data.get('pal_studio_version', '?'))[:40]}): update PAL Studio to import it")
     try:
         return Manifest.model_validate(data)
     except ValidationError as e:
         first = e.errors()[0]
-        raise BundleError(f"{path}: {MANIFEST}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        raise BundleError(path, f"{MANIFEST}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
 
 
-def _rows(path: Path, member: str, blob: bytes, columns: list[str] | None) -> list[Row]:
+def _rows(path: Path, archive: zipfile.ZipFile, member: str, manifest: Manifest, budget: list[int],
+          columns: list[str] | None) -> list[Row]:
+    info = manifest.members[member]
     out = []
-    for no, line in enumerate(blob.decode("utf-8").splitlines(), start=1):
-        try:
-            row = json.loads(line)
-        except ValueError as e:
-            raise BundleError(f"{path}: {member} line {no}: not JSON ({e})") from None
+    for no, line in enumerate(member_lines(path, archive, member, info.bytes, info.sha256, budget), start=1):
+        if not line.strip():
+            continue
+        row = parse_json(path, f"{member} line {no}", line)
         if not isinstance(row, dict) or (columns is not None and list(row) != columns):
-            raise BundleError(f"{path}: {member} line {no}: the row's columns differ from the manifest's")
+            raise BundleError(path, f"{member} line {no}: the row's columns differ from the manifest's")
         out.append(row)
     return out
 
@@ -153,15 +176,15 @@ def check_schema(bundle: LoadedBundle, tables: TableStore) -> None:
     for table, info in bundle.manifest.tables.items():
         kind = BY_TABLE.get(table)
         if kind is None:
-            raise BundleError(f"{bundle.path}: records of kind {table!r} are unknown to this PAL Studio (made by "
+            raise BundleError(bundle.path, f"records of kind {table!r} are unknown to this PAL Studio (made by "
                               f"{bundle.manifest.pal_studio_version}): update PAL Studio to import this bundle")
         unknown = sorted(set(info.migrations) - have)
         if unknown:
-            raise BundleError(f"{bundle.path}: table {table} needs schema version(s) {unknown}, which this PAL Studio "
+            raise BundleError(bundle.path, f"table {table} needs schema version(s) {unknown}, which this PAL Studio "
                               f"does not have (it has up to {max(have, default=0)}): update PAL Studio to import it")
         ours = [c for c in tables.columns(table) if c not in kind.skip]
         if info.columns != ours:
-            raise BundleError(f"{bundle.path}: table {table}: the bundle's columns {info.columns} differ from this "
+            raise BundleError(bundle.path, f"table {table}: the bundle's columns {info.columns} differ from this "
                               f"install's {ours}")
 
 
@@ -173,15 +196,15 @@ def resolve_dataset(bundle: LoadedBundle, known: Mapping[str, Path], dataset: Da
         root = known.get(info.name)
         if root is None or not Path(root).is_dir():
             names = ", ".join(sorted(known)) or "none"
-            raise BundleError(f"{bundle.path}: made for dataset {info.name!r} ({len(info.users)} users), which is not "
+            raise BundleError(bundle.path, f"made for dataset {info.name!r} ({len(info.users)} users), which is not "
                               f"present here (known datasets: {names}). Name its folder with --dataset PATH, or "
                               f"PAL_DATASETS='{info.name}=/path/to/it'; nothing was imported")
         dataset = load_dataset(root, lazy=True)
     missing = [u for u in info.users if u not in dataset.users]
     differ = [u for u, fp in info.users.items() if u in dataset.users and user_fingerprint(dataset.users[u]) != fp]
     if missing or differ:
-        raise BundleError(f"{bundle.path}: dataset {info.name!r} here ({dataset.root}) is not the one the records were "
-                          f"made on: " + "; ".join(
+        raise BundleError(bundle.path, f"dataset {info.name!r} here is not the one the records were made on: "
+                          + "; ".join(
                               ([f"missing user(s) {', '.join(missing[:10])}"] if missing else [])
                               + ([f"user(s) {', '.join(differ[:10])} have other sessions, logs or turns"] if differ
                                  else [])) + "; nothing was imported")
@@ -213,9 +236,20 @@ def plan_import(bundle: LoadedBundle, target_key: str) -> list[MergeStep]:
 
 def import_bundle(ws: Workspace, path: Path, *, known: Mapping[str, Path], dataset: Dataset | None = None
                   ) -> ImportReport:
-    """Check ``path`` and merge it into ``ws`` (see the module docstring); raises :class:`BundleError`."""
+    """Check ``path`` and merge it into ``ws`` (see the module docstring); raises :class:`BundleError` — for any
+    problem of the file, including one no check foresaw (logged with its traceback; nothing is half-imported)."""
+    try:
+        return _import(ws, Path(path), known, dataset)
+    except BundleError:
+        raise
+    except UNFORESEEN as e:
+        raise _refusal(Path(path), e) from None
+
+
+def _import(ws: Workspace, path: Path, known: Mapping[str, Path], dataset: Dataset | None) -> ImportReport:
     bundle = read_bundle(path)
     check_schema(bundle, ws.tables)
+    validate_rows(bundle.path, bundle.manifest, bundle.rows)
     target = resolve_dataset(bundle, known, dataset)
     key = dataset_key(target.root)
     steps = plan_import(bundle, key)

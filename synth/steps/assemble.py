@@ -126,9 +126,10 @@ class AssembleStep(Step):
         with folder_lock(root, ctx.store.locks):
             taken = existing_uids(root)
             uid = ctx.run.uid or next_uid(taken)  # a run re-assembled replaces its own user
+            if ctx.run.uid != uid:  # the id is the run's before anything is written: resumed after a crash, it
+                ctx.run.uid = uid   # rewrites this user instead of adding another
+                ctx.store.save(ctx.run)
             bundle = build_bundle(uid, ctx.config.lang, ctx.inputs)
             files = write_release(root, [bundle], suffix=release_suffix(root, ctx.config.lang))
-        ctx.run.uid = uid
-        ctx.store.save(ctx.run)
         return Assembled(uid=uid, out=str(root), files=[str(f) for f in files], warnings=warnings[:50],
                          report=build_report(ctx.inputs.get("_records", {})))

@@ -50,6 +50,10 @@ def test_import_twice_adds_nothing_the_second_time(exported, tmp_path):
     assert added["memory_builds"] == 2 and added["memory_items"] == manifest["tables"]["memory_items"]["rows"]
     second = pal(tmp_path, "workspace", "import", str(out))
     assert second.returncode == 0 and "0 rows added" in second.stderr and "nothing new" in second.stderr
+    from testkit.workspace import make_workspace
+
+    imports = make_workspace(tmp_path).audit.entries(action="bundle.import")  # audit finding 19
+    assert [(e.target, e.actor.startswith("cli")) for e in imports] == [(out.name, True)] * 2
     trace = pal(tmp_path, "memory", "trace", "--dataset", str(DEMO), "--user", "1006", "--method", "gold",
                 "--query", "孩子的学习", "--json")
     assert trace.returncode == 0 and json.loads(trace.stdout)["items"]  # the imported build, its vectors rebuilt

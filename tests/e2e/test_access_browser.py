@@ -43,7 +43,7 @@ def nav_links(page) -> list[str]:
 
 
 def sign_in(page, url: str, name: str, path: str = "review", expect: str = "Reviewing as") -> None:
-    """Open ``path`` (a new browser session: password sign-ins last for the session) and sign in there."""
+    """Open ``path`` signed out and sign in there (the form posts to the sign-in route, which sets the cookie)."""
     page.goto(f"{url}/{path}")
     page.get_by_role("textbox", name="Name", exact=True).fill(name)
     page.get_by_role("textbox", name="Password", exact=True).fill(PASSWORD)
@@ -68,10 +68,12 @@ def test_signed_out_pages_show_only_sign_in_and_annotators_cannot_reach_others(l
         assert nav_links(page) == ["Home", "Users", "Memory", "Simulate", "Evaluate", "Generate", "Review",
                                    "Settings", "Audit"]
         page.get_by_role("button", name="Sign out").click()
-        sign_in(page, url, "ann")
-        assert nav_links(page) == []  # Review only: no navigation to anything else
-        for path in FORBIDDEN_FOR_ANNOTATORS:
-            sign_in(page, url, "ann", path, expect="is not available to your role (annotator)")
+        page.get_by_role("button", name="Sign in", exact=True).wait_for(timeout=30_000)
+        sign_in(page, url, "ann", "settings")  # a page the role may not open: the sign-in lands on Review
+        assert nav_links(page) == [] and page.url == f"{url}/review"  # "/" led on to Review; no navigation elsewhere
+        for path in FORBIDDEN_FOR_ANNOTATORS:  # still signed in (the cookie): each says it is not available
+            page.goto(f"{url}/{path}")
+            page.get_by_text("is not available to your role (annotator)").wait_for(timeout=30_000)
             assert page.locator("[data-testid='stMain'] h1").count() == 0, path
             assert nav_links(page) == []
 
@@ -102,8 +104,9 @@ def oidc_provider(users: list[dict]):
 
 def test_single_sign_on_maps_an_identity_to_its_role_and_signs_out(lab_env, tmp_path):
     app_port = free_port()
-    with oidc_provider([{"sub": "ann", "email": "ann@lab.example"},
-                        {"sub": "eve", "email": "eve@elsewhere.example"}]) as issuer:
+    with oidc_provider([{"sub": "ann", "email": "ann@lab.example", "email_verified": True},
+                        {"sub": "eve", "email": "eve@elsewhere.example", "email_verified": True},
+                        {"sub": "mallory", "email": "ann@lab.example", "email_verified": False}]) as issuer:
         secrets = tmp_path / "secrets.toml"
         secrets.write_text(
             "[auth]\n"
@@ -128,9 +131,16 @@ def test_single_sign_on_maps_an_identity_to_its_role_and_signs_out(lab_env, tmp_
             # an identity with no account gets no access
             page.get_by_role("button", name="Sign in with single sign-on").click()
             page.get_by_role("button", name="eve", exact=True).click()
-            page.get_by_text("has no account here").wait_for(timeout=30_000)
+            page.get_by_text("no account has this e-mail address").wait_for(timeout=30_000)
             assert page.get_by_test_id("stTopNavLinkContainer").count() == 0
             assert "Reviewing as" not in main_text(page)
+            # audit finding 2: another identity claiming ann's e-mail, unverified, gets nothing
+            page.get_by_role("button", name="Sign out").click()
+            page.get_by_role("button", name="End session").click()
+            page.get_by_role("button", name="Sign in with single sign-on").click()
+            page.get_by_role("button", name="mallory", exact=True).click()
+            page.get_by_text("the provider has not verified this e-mail address").wait_for(timeout=30_000)
+            assert "Reviewing as" not in main_text(page) and page.get_by_test_id("stTopNavLinkContainer").count() == 0
 
 
 def test_an_annotator_sees_pairwise_items_blinded(lab_env):

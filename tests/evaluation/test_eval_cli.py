@@ -94,6 +94,13 @@ def test_pal_judge_shows_dropped_topics_and_sends_the_uncertain_ones_to_review(e
     (batch,) = ws.reviews.batches()
     assert batch["task"] == "pairwise" and batch["data"]["calibration"]["methods"] == ["h2memory", "vanilla"]
     assert len(ws.reviews.items(batch["batch_id"])) == 1 and batch["overlap"] == 2
+    # audit findings 5 and 19: the batch seed was 0 (A/B order = sha256("0:<topic>"), which an annotator can work out
+    # from the item) and the batch was neither audited nor credited to whoever made it
+    assert batch["seed"] != 0 and batch["created_by"].startswith("cli")
+    entry = ws.audit.entries(action="review.batch_create")[0]
+    assert entry.target == batch["batch_id"] and entry.detail["calibration"] and entry.actor.startswith("cli")
+    assert main([*argv, "--review-uncertain", "1", "--annotators", "ann1,ann2", "--review-seed", "7"]) == 0
+    assert {b["seed"] for b in ws.reviews.batches()} >= {7}
     assert main([*argv, "--review-uncertain", "2"]) == 2  # no annotators named
 
 

@@ -27,3 +27,24 @@ def app_workspace():
     from ui.platform_state import base_workspace
 
     return base_workspace()
+
+
+class CookieJar:
+    """The sign-in cookie the app under test reads (AppTest cannot send cookies): patch with :meth:`install`."""
+
+    def __init__(self) -> None:
+        self.cookie: str | None = None
+
+    def install(self, monkeypatch) -> CookieJar:
+        from ui import access, web_auth
+
+        monkeypatch.setattr(access, "session_cookie", lambda: self.cookie)
+        monkeypatch.setattr(web_auth, "_mounted", True)  # as under serve.py
+        return self
+
+    def sign_in(self, name: str | None) -> str | None:
+        """Sign ``name`` in as the sign-in route would (None: signed out); returns the cookie."""
+        from ui.platform_state import home_workspace
+
+        self.cookie = home_workspace().sessions.issue(name) if name else None
+        return self.cookie

@@ -282,6 +282,8 @@ def test_send_the_most_uncertain_topics_to_review_then_see_calibrated_outcomes(e
     items = store.items(batch["batch_id"])
     assert sorted(i["payload"]["topic_key"] for i in items) == ["topic-1", "topic-3"]
     assert batch["data"]["calibration"]["methods"] == [A, B]
+    assert batch["seed"] != 0 and batch["created_by"] == "local"  # findings 5, 19: a random seed, the real creator
+    assert app_workspace().audit.entries(action="review.batch_create")[0].target == batch["batch_id"]
     for item in items:  # people: A better on both
         letter = "A" if shown_order(item["payload"])[0] == A else "B"
         store.answer(batch["batch_id"], item["item_no"], "local", "requirement", letter)

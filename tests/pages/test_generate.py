@@ -86,6 +86,20 @@ def test_edits_are_validated_naming_the_field_and_drop_downstream_steps(fake, tm
     assert any("Press Resume" in s.value for s in at.success)
 
 
+def test_deeply_nested_json_in_the_editor_is_an_error_not_a_crash(fake, tmp_path):
+    """Audit finding 23: pasting deeply nested JSON into a step's editor crashed the page (RecursionError)."""
+    pipe = seeded_run(tmp_path, fake)
+    assert pipe.run().status == "finished"
+    at = open_page("generate", run="gen-test")
+    key = "gen_edit_gen-test_profile"
+    for text in ("[" * 100_000 + "]" * 100_000, '{"name": ' + "[" * 3_000 + "]" * 3_000 + "}"):
+        at.text_area(key=key).set_value(text).run()
+        at.button(key=f"{key}_save").click().run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert at.error and pipe.output("profile").name != "[]"
+    assert pipe.pending() == []  # nothing was dropped
+
+
 def test_a_failed_run_shows_the_error_and_resumes(fake, tmp_path):
     fake.fail_at["SituationLogsReply"] = 1
     pipe = seeded_run(tmp_path, fake)

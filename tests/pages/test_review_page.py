@@ -7,9 +7,10 @@ from palset.dataset import dataset_key
 from palset.loader import load_dataset
 from review.batches import plan_batch, quality_candidates
 from tests.conftest import DEMO
-from tests.pages.apptest import all_markdown, app_workspace, open_page
+from tests.pages.apptest import CookieJar, all_markdown, app_workspace, open_page
 
 PASSWORD = "correct-horse"
+JAR = CookieJar()
 
 
 @pytest.fixture
@@ -18,6 +19,7 @@ def team(tmp_path, monkeypatch):
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
     monkeypatch.setenv("PAL_EMBEDDER", "hash")
     monkeypatch.setenv("PAL_AUTH", "accounts")
+    JAR.install(monkeypatch)
     accounts = app_workspace().accounts
     accounts.add("boss", "admin", PASSWORD)
     for name in ("ann1", "ann2", "ann3"):
@@ -33,12 +35,9 @@ def team(tmp_path, monkeypatch):
 
 
 def sign_in(name: str, **params: str):
-    at = open_page("review", **params)
-    at.text_input(key="review_login_name").input(name)
-    at.text_input(key="review_login_password").input(PASSWORD)
-    at.button(key="review_login_submit").click().run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    """The Review page with ``name`` signed in (the session cookie the sign-in route would have set)."""
+    JAR.sign_in(name)
+    return open_page("review", **params)
 
 
 def click(at, key: str):
@@ -62,12 +61,10 @@ def test_without_accounts_a_public_server_asks_for_an_account_and_localhost_runs
 
 
 def test_wrong_password_is_refused(team):
-    at = open_page("review")
-    at.text_input(key="review_login_name").input("ann1")
-    at.text_input(key="review_login_password").input("nope-nope")
-    at.button(key="review_login_submit").click().run()
+    JAR.sign_in(None)
+    at = open_page("review", signin="failed")  # where the sign-in route sends a wrong password back to
     assert at.error and "wrong password" in at.error[0].value
-    assert not at.tabs and not at.button(key="review_login_submit").proto.disabled
+    assert not at.tabs and any('name="pal_password"' in h.value for h in at.html)
 
 
 def test_annotator_answers_with_buttons_sees_progress_undoes_and_resumes(team):
@@ -232,3 +229,46 @@ def test_annotators_are_blinded_on_pairwise_items(team, monkeypatch):
     for secret in ("h2memory", "memorybank", "H²Memory", "MemoryBank", "ann2", "judge", "majority"):
         assert secret.lower() not in shown.lower(), secret
     assert not at.dataframe and not at.get("download_button") and not at.metric
+
+
+def test_an_item_that_cannot_be_shown_names_nothing_and_cannot_be_answered(team):
+    """Audit finding 6: an annotator read "no simulation run 'run-1002-vanilla-log-…'" (a method name) and the
+    A/Tie/B buttons stayed active for an item that could not be shown."""
+    from review.batches import pairwise_candidates
+    from sim.types import RunRecord, RunSpec
+
+    store, _ = team
+    sims = app_workspace().sims
+    for method in ("vanilla-log", "gold"):
+        spec = RunSpec(dataset=dataset_key(DEMO), user_id="1001", sample_id="1001_sample7", topic_key="topic-1",
+                       method=method)
+        sims.create(RunRecord(run_id=f"run-1001-{method}-0123456789", spec=spec, status="finished"))
+    pair = store.create_batch(plan_batch("P", "pairwise", dataset_key(DEMO),
+                                         pairwise_candidates(sims.list(), "vanilla-log", "gold"), 1, 3, 1, ["ann1"]),
+                              "boss")
+    with app_workspace().db.write() as conn:  # the runs are gone (another server's batch, a cleaned home)
+        conn.execute("DELETE FROM sim_runs")
+    at = sign_in("ann1", batch=pair)
+    click(at, "review_start")
+    errors = " ".join(e.value for e in at.error)
+    assert "cannot be shown" in errors
+    for secret in ("vanilla", "gold", "run-1001", "no simulation run"):
+        assert secret not in errors + all_markdown(at), secret
+    answers = [b for b in at.button if b.key and b.key.startswith(("review_requirement_", "review_preference_"))]
+    assert answers and all(b.disabled for b in answers)
+    assert store.answers(pair, "ann1") == []
+
+
+def test_guidelines_fetch_no_remote_image_and_show_where_links_go(team):
+    """Audit finding 7: guidelines with a disguised link and an external image rendered (the image was requested
+    from the outside host)."""
+    store, _ = team
+    guidelines = ("Read carefully. ![tracker](https://evil.example/pixel.png) See [the rubric](https://evil.example/"
+                  "phish \"Rubric\") and [the form][f].\n\n[f]: https://evil.example/form")
+    cands = quality_candidates(load_dataset(DEMO))
+    batch = store.create_batch(plan_batch("G", "quality", dataset_key(DEMO), cands, 1, 5, 1, ["ann1"], guidelines),
+                               "boss")
+    at = sign_in("ann1", batch=batch)
+    text = all_markdown(at)
+    assert "Read carefully" in text and "![" not in text and "](" not in text and "]:" not in text
+    assert "image: tracker" in text and "the rubric (https" in text and "the form (https" in text

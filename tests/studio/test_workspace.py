@@ -100,3 +100,43 @@ def test_a_presentations_workspaces_leave_the_log_in_the_app_home(tmp_path):
     staging = Workspace(tmp_path / "staging", ws.config, servers=ws.servers, takes_log=False)
     assert presented.log_file == staging.log_file == ws.log_file == tmp_path / "app" / "logs" / "pal.log"
     assert not (tmp_path / "staging" / "logs").exists()
+
+
+LAB_KEY = "sk-lab-key-0123456789"
+
+
+def _lab(tmp_path, **env):
+    return make_workspace(tmp_path / "pal", env={"PAL_DEFAULT_PROVIDER": "openai", "PAL_DEFAULT_MODEL": "m",
+                                                 "PAL_DEFAULT_BASE_URL": "https://llm.lab.example/v1",
+                                                 "PAL_DEFAULT_API_KEY": LAB_KEY, **env})
+
+
+def test_an_experiment_pointing_a_role_elsewhere_does_not_take_the_labs_key(tmp_path):
+    """Audit finding 4: a role's base_url in an experiment file kept the configured API key."""
+    from testkit.fault_server import FaultServer
+
+    ws = _lab(tmp_path)
+    with FaultServer(default=("ok", "hello")).running() as server:
+        view = ws.configured({"roles": {"default": {"base_url": server.base_url}}})
+        assert view.config.role("judge").api_key is None
+        view.llm().chat("judge", [{"role": "user", "content": "hi"}], use_cache=False)
+    assert server.headers and not any(LAB_KEY in " ".join(h.values()) for h in server.headers)
+    same = ws.configured({"roles": {"judge": {"base_url": "https://llm.lab.example/v1", "temperature": 0.5}}})
+    assert same.config.role("judge").api_key.get_secret_value() == LAB_KEY  # same endpoint: its key stays
+    keyed = ws.configured({"roles": {"judge": {"api_key": "sk-other", "model": "n"}}})  # a key in a job is ignored
+    assert keyed.config.role("judge").api_key.get_secret_value() == LAB_KEY
+
+
+def test_an_experiment_obeys_the_allowed_endpoints(tmp_path, monkeypatch):
+    from backends.config import ConfigError
+    from studio.workspace import config_with
+
+    ws = _lab(tmp_path)
+    env = {"PAL_ALLOWED_ENDPOINTS": "llm.lab.example"}
+    with pytest.raises(ConfigError, match="evil.example is not in PAL_ALLOWED_ENDPOINTS"):
+        config_with(ws.config, {"roles": {"assistant": {"base_url": "https://evil.example/v1"}}}, env=env)
+    assert config_with(ws.config, {"roles": {"assistant": {"model": "other"}}}, env=env).role("assistant").model == \
+        "other"
+    monkeypatch.setenv("PAL_ALLOWED_ENDPOINTS", "llm.lab.example")
+    with pytest.raises(ConfigError, match="PAL_ALLOWED_ENDPOINTS"):
+        ws.configured({"roles": {"default": {"base_url": "http://10.0.0.9:8000/v1"}}})

@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+from pathlib import Path
+
+import pytest
 
 from palset.loader import load_dataset
 from synth.registry import NAMES, downstream
@@ -171,3 +174,28 @@ def test_a_chinese_user_uses_chinese_labels_and_month_keys(make_pipeline, tmp_pa
     types = {lg.type for per in pipe.output("logs").situations.values() for lg in per}
     assert types <= {"网页搜索", "内容发布", "内容浏览", "消息发送", "消息接收", "日程管理", "交易记录", "设备操作"}
     assert (tmp_path / "ds" / "input.json").is_file() and errors_of(tmp_path / "ds") == []
+
+
+def test_a_crash_during_assembly_does_not_make_a_second_user_on_resume(make_pipeline, tmp_path, monkeypatch):
+    """Audit finding 9: killed while writing the release, a resumed generation took the next user id (the half-added
+    one was taken) and never cleaned the first. The run's id is now kept before anything is written."""
+    import synth.steps.assemble as assemble
+
+    real, crashed = assemble.write_release, []
+
+    def crash(root, bundles, suffix=""):
+        files = real(root, bundles, suffix)
+        if Path(root) != tmp_path / "ds":  # the scratch check of the user alone
+            return files
+        crashed.append([b.uid for b in bundles])  # the files are written; the process dies before the step is done
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(assemble, "write_release", crash)
+    pipe = make_pipeline(run_id="a")
+    with pytest.raises(KeyboardInterrupt):
+        pipe.run()
+    assert crashed == [["0000"]] and list(load_dataset(tmp_path / "ds").users) == ["0000"]
+    monkeypatch.setattr(assemble, "write_release", real)
+    info = make_pipeline(run_id="a").run()  # resumed
+    assert info.status == "finished" and info.uid == "0000"
+    assert list(load_dataset(tmp_path / "ds").users) == ["0000"] and errors_of(tmp_path / "ds") == []

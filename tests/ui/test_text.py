@@ -1,6 +1,8 @@
-"""Escaping and clipping of text from data (ui.text)."""
+"""Text from data (ui.text): escaping, clipping, guidelines without images or disguised links, errors without server paths."""
 
-from ui.text import clip, first_sentence, md_escape
+import pytest
+
+from ui.text import clip, first_sentence, md_escape, plain_links_markdown
 
 
 def test_md_escape_neutralises_markdown_and_html():
@@ -15,3 +17,32 @@ def test_clip_and_first_sentence():
     assert clip("one two three four", 9) == "one two…"
     assert first_sentence("The user is a nurse. She works nights.") == "The user is a nurse."
     assert first_sentence("用户是一名护士。她上夜班。") == "用户是一名护士。"
+
+
+@pytest.mark.parametrize(("raw", "shown"), [
+    ("![x](https://e.example/p.png)", "\\[image: x\\]"),
+    ("![](https://e.example/p.png)", "\\[image: no description\\]"),
+    ("![x][img]\n[img]: https://e.example/p.png", "\\[image: x\\]\n"),
+    ("[click](https://e.example/a)", "click (https\\://e.example/a)"),
+    ("[click]( <https://e.example/a> 'title')", "click (https\\://e.example/a)"),
+    ("[form][f] and [f]\n\n[f]: https://e.example/f", "form (https\\://e.example/f) and [f]\n"),
+    ("**Logs (1–3)**: 3 when plausible\n- a list", "**Logs (1–3)**: 3 when plausible\n- a list"),
+])
+def test_images_go_and_links_show_their_target(raw, shown):
+    assert plain_links_markdown(raw) == shown
+
+
+def test_errors_shown_in_the_app_carry_no_server_paths(tmp_path):
+    """Audit finding 24: error texts showed where the server keeps its home and datasets."""
+    from palset.loader import load_dataset
+    from testkit.workspace import make_workspace
+    from tests.conftest import DEMO
+    from ui.text import error_text, without_paths
+
+    ws = make_workspace(tmp_path / "pal")
+    with pytest.raises(KeyError) as caught:
+        ws.open_builder(load_dataset(DEMO, lazy=True), "9999", "gold")
+    shown = error_text(caught.value)
+    assert str(DEMO) not in shown and "…/demo" in shown and "no user '9999'" in shown
+    assert without_paths("https://llm.lab.example/v1/models: 404") == "https://llm.lab.example/v1/models: 404"
+    assert without_paths(f"{tmp_path}/pal/runs.sqlite is locked") == "…/runs.sqlite is locked"

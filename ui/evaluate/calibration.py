@@ -7,6 +7,7 @@ overturned the judge. All text from data goes through :func:`ui.text.md_escape` 
 from __future__ import annotations
 
 import logging
+import secrets
 
 import pandas as pd
 import streamlit as st
@@ -16,9 +17,10 @@ from evaluation.faireval import Judgment
 from evaluation.human_agreement import calibration_votes
 from review.accounts import LOCAL_ADMIN
 from review.store import ReviewStore
+from ui.access import actor_name
 from ui.platform_state import base_workspace, home_workspace
 from ui.presenting import read_only_note, writes_allowed
-from ui.text import md_escape
+from ui.text import error_text, md_escape
 
 log = logging.getLogger(__name__)
 
@@ -86,14 +88,17 @@ def render_send(store: ReviewStore, dkey: str, ranked: list[TopicUncertainty], h
         if st.button(f"Send the {n} most uncertain topics to review", key="eval_cal_send", icon=":material/group:",
                      disabled=not annotators or not ranked):
             try:
-                plan = plan_calibration("", dkey, ranked, n, seed=0, overlap=overlap,
-                                        annotators=annotators)
-                batch_id = store.create_batch(plan, LOCAL_ADMIN)
+                seed = secrets.randbelow(2**31)  # annotators cannot work the A/B order out from a topic's title
+                plan = plan_calibration("", dkey, ranked, n, seed=seed, overlap=overlap, annotators=annotators)
+                batch_id = store.create_batch(plan, actor_name())
             except ValueError as e:
                 log.warning("calibration batch not created for %s vs %s", ranked[0].method_a, ranked[0].method_b,
                             exc_info=True)
-                st.error(md_escape(str(e)))
+                st.error(md_escape(error_text(e)))
                 return
+            home_workspace().audit.record(actor_name(), "review.batch_create", batch_id, title=plan.title,
+                                          task=plan.task, items=len(plan.items), annotators=annotators,
+                                          calibration=True)
             st.success(f"Created review batch {md_escape(batch_id)} with {len(plan.items)} blinded pairwise item(s).")
             st.page_link("pages/review.py", label="Open the Review page", icon=":material/arrow_forward:",
                          query_params={"batch": batch_id})

@@ -61,7 +61,7 @@ def render_retrieval(dataset: Dataset, builder: MemoryBuilder, methods: list[str
             return
         except (ConfigError, ValueError) as e:
             log.warning("cannot open %s for comparison: %s", compare, e)
-            st.error(f"Cannot open {compare}: {md_escape(e)}")
+            st.error(f"Cannot open {compare}: {md_escape(error_text(e))}")
             return
         render_trace(other, query, purpose, current)
 

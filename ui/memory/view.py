@@ -29,7 +29,7 @@ from ui.memory.snapshot import items_frame, render_snapshot
 from ui.methods import FRESH, available_methods, default_method, method_label, open_builder, unavailable_methods
 from ui.platform_state import platform_config
 from ui.presenting import read_only_note, writes_allowed
-from ui.text import md_escape
+from ui.text import error_text, md_escape
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def render_memory(dataset: Dataset) -> None:
         return
     except (ConfigError, ValueError, KeyError) as e:
         log.warning("cannot open the memory of %s with %s: %s", user.uid, method, e)
-        st.error(f"Cannot open the memory of {md_escape(user.uid)} with {method}: {md_escape(e)}")
+        st.error(f"Cannot open the memory of {md_escape(user.uid)} with {method}: {md_escape(error_text(e))}")
         return
     if get_method_class(method).oracle and not builder.store.done_stages(builder.build_id) and writes_allowed():
         run_build(builder)  # the gold memory needs no LLM: built on first use, in seconds

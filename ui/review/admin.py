@@ -17,7 +17,7 @@ from review.export import answer_rows, item_rows, to_csv, to_jsonl
 from review.store import ReviewStore
 from ui.agreement import render_judge_human
 from ui.platform_state import base_workspace, home_workspace
-from ui.text import md_escape
+from ui.text import error_text, md_escape
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ def new_batch(store: ReviewStore, accounts: AccountStore, account: Account, data
             batch_id = store.create_batch(plan, account.name)
         except ValueError as e:
             log.info("batch not created: %s", e)
-            st.error(md_escape(e))
+            st.error(md_escape(error_text(e)))
             return
         home_workspace().audit.record(account.name, "review.batch_create", batch_id, title=plan.title, task=task,
                                       items=len(plan.items), annotators=plan.annotators, seed=seed)

@@ -16,18 +16,28 @@ from ui.text import md_escape
 log = logging.getLogger(__name__)
 
 
-def render_content(batch: dict, item: dict, dataset: Dataset) -> None:
-    p = item["payload"]
+CANNOT_SHOW = ("This item cannot be shown here: what it refers to is not in the active dataset or on this server. "
+               "Skip it, and tell whoever made the batch.")
+
+
+def render_content(batch: dict, item: dict | None, dataset: Dataset, *, blinded: bool = True) -> bool:
+    """The item's content; False when it cannot be shown (then nothing may be answered about it). ``blinded``: the
+    reason stays in the log (it can name a method or a run), the person sees only that the item cannot be shown."""
     try:
+        if item is None:
+            raise KeyError("no such item")
+        p = item["payload"]
         if batch["task"] == "quality":
             quality_content(p, dataset)
         elif batch["task"] == "pairwise":
             pairwise_content(p, dataset)
         else:
             memory_content(p, dataset)
-    except (KeyError, ValueError) as e:
-        log.warning("review item cannot be shown: %s", e)
-        st.error(f"This item cannot be shown: {md_escape(e)}")
+        return True
+    except (KeyError, ValueError, TypeError) as e:
+        log.warning("review item %s/%s cannot be shown: %s", batch.get("batch_id"), (item or {}).get("item_no"), e)
+        st.error(CANNOT_SHOW if blinded else f"This item cannot be shown: {md_escape(e)}")
+        return False
 
 
 def load_user(dataset: Dataset, uid: str):

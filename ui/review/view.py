@@ -23,9 +23,10 @@ from review.store import ReviewStore
 from ui.access import current_identity
 from ui.platform_state import base_workspace, home_workspace
 from ui.presenting import read_only_note, writes_allowed
+from ui.review.accounts import render_accounts
 from ui.review.admin import go_to, new_batch, overview
 from ui.review.content import render_content
-from ui.text import md_escape
+from ui.text import md_escape, plain_links_markdown
 
 
 def manages_batches(account: Account) -> bool:
@@ -46,7 +47,8 @@ def render_review(dataset: Dataset) -> None:
         _render_batch(store, account, batch_id, dataset)
         return
     if manages_batches(account):
-        labels = ["My assignments", "Batches", "New batch"] + (["Accounts"] if account.is_admin else [])
+        accounts_tab = account.is_admin and writes_allowed()  # presenting: this server's people are not shown
+        labels = ["My assignments", "Batches", "New batch"] + (["Accounts"] if accounts_tab else [])
         tabs = st.tabs(labels)
         with tabs[0]:
             _batch_list(store, store.batches(account.name), account)
@@ -57,13 +59,9 @@ def render_review(dataset: Dataset) -> None:
                 new_batch(store, accounts, account, dataset)
             else:
                 read_only_note("no batch is created here")
-        if account.is_admin:
+        if accounts_tab:
             with tabs[3]:
-                people = accounts.list()
-                if people:
-                    st.dataframe(pd.DataFrame([a.model_dump() for a in people]), hide_index=True)
-                st.caption("Add or remove accounts with `pal users add NAME --role admin|researcher|annotator "
-                           "[--email E]` and `pal users remove NAME`.")
+                render_accounts(account)
     else:
         _batch_list(store, store.batches(account.name), account)
 
@@ -75,7 +73,7 @@ def _batch_list(store: ReviewStore, batches: list[dict], account: Account, admin
     for b in batches:
         cols = st.columns([4, 2, 1])
         done, total = store.progress(b["batch_id"], b["task"], account.name)
-        cols[0].markdown(f"**{md_escape(b['title'])}** · {TASKS[b['task']].label} · `{b['batch_id']}`")
+        cols[0].markdown(f"**{md_escape(b['title'])}** · {TASKS[b['task']].label} · {md_escape(b['batch_id'])}")
         if admin:
             cols[1].caption(f"{len(store.items(b['batch_id']))} items · overlap {b['overlap']} · seed {b['seed']}")
         else:
@@ -132,12 +130,12 @@ def _annotate(store: ReviewStore, account: Account, batch: dict, dataset: Datase
     seen_key = f"review_guidelines_seen_{batch_id}"
     if not st.session_state.get(seen_key) and not store.answers(batch_id, account.name):
         st.markdown("#### Guidelines")
-        st.markdown(batch["guidelines"])  # written by the admin for annotators: rendered as markdown
+        st.markdown(plain_links_markdown(batch["guidelines"]))  # an admin's markdown: no images, links show targets
         st.button("Start", key="review_start", type="primary", shortcut="Enter", on_click=_guidelines_seen,
                   args=(batch_id,))
         return
     with st.popover("Guidelines", icon=":material/menu_book:"):
-        st.markdown(batch["guidelines"])
+        st.markdown(plain_links_markdown(batch["guidelines"]))
     if raw is None:
         first = store.first_unanswered(batch_id, batch["task"], account.name)
         if first is None:
@@ -155,12 +153,13 @@ def _annotate(store: ReviewStore, account: Account, batch: dict, dataset: Datase
     st.markdown(f"**Item {pos + 1} of {total}** · {state}")
     if flash := st.session_state.pop("review_flash", None):
         st.toast(flash)
-    render_content(batch, item, dataset)
-    focus = next((q.key for q in task.required if q.key not in given), None)
-    for q in task.questions:
+    shown = render_content(batch, item, dataset, blinded=not manages_batches(account))
+    focus = next((q.key for q in task.required if q.key not in given), None) if shown else None
+    for q in task.questions:  # an item that could not be shown cannot be answered
         if q.free_text:
             st.text_input(q.label, value=given.get(q.key, ""), key=f"review_text_{batch_id}_{item_no}_{q.key}",
-                          on_change=_save_text, args=(store, batch, account.name, item_no, q.key, mine))
+                          on_change=_save_text, args=(store, batch, account.name, item_no, q.key, mine),
+                          disabled=not shown)
             continue
         hint = " · keys 1 2 3" if q.key == focus else ""
         st.markdown(f"**{md_escape(q.label)}**{hint}")
@@ -168,7 +167,7 @@ def _annotate(store: ReviewStore, account: Account, batch: dict, dataset: Datase
         for i, (value, label) in enumerate(q.options):
             cols[i].button(label, key=f"review_{q.key}_{value}", use_container_width=True,
                            type="primary" if given.get(q.key) == value else "secondary",
-                           shortcut=str(i + 1) if q.key == focus else None,
+                           shortcut=str(i + 1) if q.key == focus else None, disabled=not shown,
                            on_click=_answer, args=(store, batch, account.name, item_no, q.key, value, mine))
     nav = st.columns(3)
     nav[0].button("Previous", key="review_prev", shortcut="p", icon=":material/chevron_left:", disabled=pos == 0,
@@ -224,9 +223,9 @@ def _annotator_preview(store: ReviewStore, batch: dict, raw: str | None, dataset
         return
     task = TASKS[batch["task"]]
     with st.popover("Guidelines", icon=":material/menu_book:"):
-        st.markdown(batch["guidelines"])
+        st.markdown(plain_links_markdown(batch["guidelines"]))
     st.markdown(f"**Item {numbers.index(item_no) + 1} of {len(numbers)}**")
-    render_content(batch, store.item(batch["batch_id"], item_no), dataset)
+    render_content(batch, store.item(batch["batch_id"], item_no), dataset, blinded=True)
     for q in task.questions:
         st.markdown(f"**{md_escape(q.label)}**")
         if q.free_text:
@@ -250,7 +249,7 @@ def _preview_go(batch_id: str, item_no: int) -> None:
 
 def _read_only_item(store: ReviewStore, batch: dict, item_no: int, dataset: Dataset) -> None:
     st.caption(f"Item {item_no} (read only: not assigned to you)")
-    render_content(batch, store.item(batch["batch_id"], item_no), dataset)
+    render_content(batch, store.item(batch["batch_id"], item_no), dataset, blinded=False)
     rows = store.answers(batch["batch_id"], item_no=item_no)
     if rows:
         st.dataframe(pd.DataFrame(rows)[["annotator", "question", "value"]], hide_index=True)
