@@ -211,3 +211,20 @@ def routes() -> list[Route]:
 def form_fields(next_path: str, xsrf: str | None) -> dict[str, Any]:
     """The hidden values of the sign-in form."""
     return {FIELDS["next"]: safe_next(next_path), FIELDS["xsrf"]: xsrf or ""}
+
+
+def without_uvicorn_proxy_headers() -> None:
+    """Keep the TCP peer as the request's client. uvicorn wraps the app it loads in ``ProxyHeadersMiddleware``, which
+    (``FORWARDED_ALLOW_IPS`` defaults to 127.0.0.1) replaces a loopback peer by the ``X-Forwarded-For`` it sent — so
+    anyone on the server itself could name any address and escape the address throttle. ``serve.py`` is imported by
+    uvicorn's ``Config.load`` before that wrapping, too late for the environment variable (read in ``Config()``), so
+    the middleware uvicorn would add is replaced by the app itself; the address is decided by
+    :func:`review.clients.client_address` (``tests/e2e/test_session_takeover.py`` checks it on the real server)."""
+    import uvicorn.config
+
+    uvicorn.config.ProxyHeadersMiddleware = _peer_kept  # type: ignore[assignment,misc]  # same call shape, no rewrite
+    log.info("uvicorn's X-Forwarded-For rewriting is off: the client address comes from review.clients")
+
+
+def _peer_kept(app: Any, trusted_hosts: Any = None) -> Any:
+    return app

@@ -48,3 +48,18 @@ def test_the_sign_in_route_refuses_a_cross_site_post_and_a_missing_token(lab_env
         bare = Visitor(url)  # never loaded the page: no XSRF cookie
         assert bare.sign_in("boss", PASSWORD) == (303, "/?signin=expired")
         assert visitor.cookie("pal_session") is None and bare.cookie("pal_session") is None
+
+
+def test_a_visitor_reaching_the_app_directly_cannot_forge_its_address_with_x_forwarded_for(lab_env):
+    """Without PAL_TRUST_PROXY the address is the TCP peer, whatever X-Forwarded-For says: uvicorn (under Streamlit)
+    would otherwise rewrite the peer of a loopback connection from that header (its FORWARDED_ALLOW_IPS default), so
+    someone on the server itself could spread guesses over made-up addresses and never meet the address throttle."""
+    with running_app(env=lab_env) as url:
+        attacker = Visitor(url)
+        attacker.open("/")
+        for n in range(5):  # five free failures per address (each guess at another name: no name throttle)
+            forged = {"X-Forwarded-For": f"203.0.113.{n + 1}"}
+            assert attacker.sign_in(f"guess{n}", "wrong", headers=forged)[1].startswith("/?signin=failed")
+        status, where = attacker.sign_in("boss", PASSWORD, headers={"X-Forwarded-For": "198.51.100.7"})
+        assert where.startswith("/?signin=wait-"), where
+        assert attacker.cookie("pal_session") is None
