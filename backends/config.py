@@ -166,8 +166,8 @@ _ROLE_DEFAULTS: dict[str, dict[str, Any]] = {"judge": {"temperature": 0.0}}
 # analyses), at most a share of the endpoint's window so the prompt keeps the rest.
 ROLE_OUTPUT_TOKENS: dict[str, int] = {"judge": 8192, "synthesizer": 8192, "memory_builder": 4096, "assistant": 1024,
                                       "user_simulator": 512}
-ROLE_WINDOW_SHARE: dict[str, float] = {"judge": 0.5, "synthesizer": 0.5, "memory_builder": 0.5, "assistant": 0.25,
-                                       "user_simulator": 0.125}
+ROLE_WINDOW_SHARE: dict[str, float] = {"judge": 0.5, "synthesizer": 0.5, "memory_builder": 0.5, "assistant": 0.125,
+                                       "user_simulator": 0.0625}
 UNKNOWN_WINDOW_TOKENS = 4096  # most an unset budget asks of an endpoint that reports no window
 MIN_OUTPUT_TOKENS = 256
 

@@ -45,7 +45,7 @@ def register(msub: argparse._SubParsersAction) -> None:
     t = msub.add_parser("fidelity-threshold", help="choose fidelity's match threshold τ for an embedder on a dataset's "
                                                    "held-out pairs (each user a fold), with the ROC AUC")
     t.add_argument("--dataset", required=True, help="dataset folder in PAL-Set layout (input.json needed)")
-    t.add_argument("--embedder", default="auto", help="embedder name (default: by language)")
+    t.add_argument("--embedder", help="embedder name (default: configured, 'auto' by language)")
     t.add_argument("--language", choices=["en", "zh"], help="only the users of this language")
     t.add_argument("--seed", type=int, default=0, help="seed of the unmatched pairs drawn")
     t.add_argument("--json", action="store_true")

@@ -275,10 +275,11 @@ class PersonaMemEval:
         for n in range(cfg.judges):
             salt = "personamem:judge" + (f":{n}" if n else "")  # the first call keeps the single judge's cache
             extra: dict[str, Any] = {"seed": item_seed(self.seed + n, item.item_id)} if n else {}
-            if (model := cfg.model_of(n)) is not None:
-                extra["model"] = model
-            res = self.llm.structured("judge", [{"role": "user", "content": msg}], schema, prompt=prompt,
-                                      cache_salt=salt, **extra)
+            judge = self.llm
+            if (model := cfg.model_of(n)) is not None and model != role_model:  # the role's endpoint, another model
+                judge = self.llm.with_provider("judge", self.llm.provider("judge"), model=model)
+            res = judge.structured("judge", [{"role": "user", "content": msg}], schema, prompt=prompt,
+                                   cache_salt=salt, **extra)
             if isinstance(res, StructuredResult):
                 r.judge_raw.append(res.raw)
                 verdict: Any = res.value  # a JudgeOut or a ScoredJudgeOut: both have score and reason
