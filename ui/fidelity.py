@@ -6,6 +6,7 @@ leaderboards, and a figure that cannot be measured reads "n/a" with its reason â
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pandas as pd
@@ -134,3 +135,10 @@ def figure_help(report: FidelityReport, name: str) -> str:
     head = report.headline
     value = getattr(head, name) if head is not None else None
     return DEFINITIONS[name] + (f" n/a: {na_reason(report, name)}" if value is None else "")
+
+
+def export_json(report: FidelityReport, references: list[FidelityReport]) -> str:
+    """A report for download: the report, the figures it cannot measure and why, and the reference memories'
+    reports of the same user measured alike."""
+    return json.dumps({"report": report.model_dump(mode="json"), "not_measured": not_measured(report),
+                       "references": [r.model_dump(mode="json") for r in references]}, ensure_ascii=False, indent=1)

@@ -271,6 +271,8 @@ def test_send_the_most_uncertain_topics_to_review_then_see_calibrated_outcomes(e
     judge_directly(env[1])
     at = open_page("evaluate", pair=PAIR, aspect="requirement")
     assert at.number_input(key="eval_cal_n").value == 1  # the top 20 % of 3 topics
+    assert at.number_input(key="eval_temp").value == 0.0  # the judge role's temperature, Mem-PAL's
+    assert any("judged at temperature 0" in w.value and "Sampling temperature" in w.value for w in at.warning)
     uncertainty = frame_with(at, "BPDE requirement")
     assert list(uncertainty["topic"]) == ["topic-3", "topic-2", "topic-1"]
     assert list(uncertainty["BPDE requirement"]) == ["1.000", "0.000", "0.000"]

@@ -93,6 +93,11 @@ def test_reference_rows_come_first_and_say_what_they_are(demo_user):
     compare = fc.compare_frame(agentic, refs, ("situation_within", "text_recall"))
     assert list(compare["memory"])[-1] == "agentic" and compare.iloc[0]["text_recall"] == "0.000"
     assert missing_references([gold, agentic]) == [("1000", "hash", 0.99)] and missing_references([gold, *refs]) == []
+    import json
+
+    exported = json.loads(fc.export_json(agentic, refs))
+    assert [r["method"] for r in exported["references"]] == ["ref:empty", "ref:session-groups"]
+    assert "situation_within" in exported["not_measured"] and exported["report"]["method"] == "agentic"
 
 
 def test_a_report_stored_under_the_old_definition_reads_and_is_marked_stale(demo_user):

@@ -82,13 +82,13 @@ def render_fidelity(dataset: Dataset, builder: MemoryBuilder, pos: int, methods:
         st.warning(f"This report is stale — {md_escape(report.stale)}.")
     at = min(pos, len(report.sessions) - 1)
     _render_figures(builder, report, at)
-    _render_references(dataset, builder, report, config, vectors)
+    refs = _render_references(dataset, builder, report, config, vectors)
     _render_misses(report)
-    _render_details(builder, report)
+    _render_details(builder, report, refs)
 
 
 def _render_references(dataset: Dataset, builder: MemoryBuilder, report: FidelityReport, config: FidelityConfig,
-                       vectors: StatementVectors) -> None:
+                       vectors: StatementVectors) -> list[FidelityReport]:
     """The method's headline beside the reference memories' (this user; stored, computed here when missing)."""
     try:
         with st.spinner("Reference memories…"):
@@ -97,7 +97,7 @@ def _render_references(dataset: Dataset, builder: MemoryBuilder, report: Fidelit
     except Exception as e:
         log.exception("reference memories of user %s failed", builder.user.uid)
         st.error(f"Could not measure the reference memories: {md_escape(error_text(e))}")
-        return
+        return []
     head = report.headline
     st.markdown(f"**Beside the reference memories** · headline as of {md_escape(head.sample_id if head else '—')} "
                 "(the last history session)")
@@ -105,6 +105,7 @@ def _render_references(dataset: Dataset, builder: MemoryBuilder, report: Fidelit
         st.caption("This presentation holds no reference rows for this user (`pal memory fidelity` stores them).")
     st.dataframe(fc.compare_frame(report, refs, COMPARE), hide_index=True, width="stretch", key="mem_fid_refs")
     st.caption(fc.REFERENCE_NOTE)
+    return refs
 
 
 def stored_report(builder: MemoryBuilder, config: FidelityConfig) -> FidelityReport | None:
@@ -199,14 +200,14 @@ def _render_misses(report: FidelityReport) -> None:
                f"{report.config.max_misses} at most.")
 
 
-def _render_details(builder: MemoryBuilder, report: FidelityReport) -> None:
+def _render_details(builder: MemoryBuilder, report: FidelityReport, refs: list[FidelityReport]) -> None:
     with st.expander("Per session"):
         st.dataframe(fc.sessions_frame(report), hide_index=True, width="stretch", key="mem_fid_sessions")
     with st.expander("Definitions"):
         st.markdown("\n".join(f"- {md_escape(line)}" for line in fc.definitions_markdown(report)))
     with st.expander("Judge-based variant (judge role)"):
         _render_judge(builder, report)
-    st.download_button("Export this fidelity report (JSON)", report.model_dump_json(indent=1),
+    st.download_button("Export this fidelity report (JSON)", fc.export_json(report, refs),
                        file_name=f"{report.fidelity_key}.json", mime="application/json", icon=":material/download:",
                        key="mem_fid_export", on_click="ignore")
 
