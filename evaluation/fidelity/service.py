@@ -115,15 +115,17 @@ def measure_build(builder: MemoryBuilder, results: FidelityStore, *, config: Fid
 
 def judge_report(report: FidelityReport, builder: MemoryBuilder, llm: LLMClient, results: FidelityStore, *,
                  evidence_k: int = 5, limit: int | None = None, vectors: StatementVectors | None = None) -> FidelityReport:
-    """Add the judge-based variant (last session measured) to ``report`` and store it again."""
+    """Add the judge-based variant (at the report's headline session, the last history session measured) to
+    ``report`` and store it again."""
     from evaluation.fidelity.judge import judge_fidelity
     from memory.methods.gold import gold_stages
 
     snapshots = load_snapshots(builder.store, builder.build_id, builder.user)
-    if not snapshots:
-        raise ValueError(f"{builder.method} for user {builder.user.uid}: no session's dialogue is ingested yet")
-    gold = gold_stages(builder.user)[dialogue_stage(len(snapshots) - 1)]
-    report.judge = judge_fidelity(llm, gold, snapshots[-1], vectors or StatementVectors(builder.embedder),
+    if not snapshots or report.headline is None:
+        raise ValueError(f"{builder.method} for user {builder.user.uid}: no history session's dialogue is ingested yet")
+    at = min(report.headline.position, len(snapshots) - 1)
+    gold = gold_stages(builder.user)[dialogue_stage(at)]
+    report.judge = judge_fidelity(llm, gold, snapshots[at], vectors or StatementVectors(builder.embedder),
                                   evidence_k=evidence_k, limit=limit)
     results.save(report)
     return report

@@ -2,9 +2,9 @@
 
 Pairs come from a dataset's topics (history and query): a topic's gold requirement against each of its own
 implicit needs and its user query is a **matched** pair (the same need, said another way — what a memory
-statement that keeps the requirement looks like); against a need or query of a topic of **another user**, or of
-the same user's topic of **another aspect**, an **unmatched** pair (one of each per matched pair, drawn with a
-seed). A pair matches when its cosine is ≥ τ, and τ is the lowest threshold (a multiple of 0.005) at which at
+statement that keeps the requirement looks like); against a need, query or requirement of a topic of **another
+user**, or of the same user's topic of **another aspect**, an **unmatched** pair (one of each per matched pair,
+drawn with a seed) — the statements another user's memory, or another part of this one, would hold. A pair matches when its cosine is ≥ τ, and τ is the lowest threshold (a multiple of 0.005) at which at
 most ``MAX_FPR`` (1 %) of the unmatched pairs match: fidelity counts a gold statement as kept when *any* of the
 memory's statements reaches τ, so a per-pair false-match rate that looks small (Youden's J would pick one near
 10 %) still lets a large memory of another user "recall" most of gold. What remains at memory level is what the
@@ -103,9 +103,11 @@ def choose_threshold(scores: Sequence[float] | np.ndarray, labels: Sequence[bool
     return float(np.round(s.max() + step, 6))
 
 
-def _texts(topic) -> list[str]:
+def _texts(topic, with_requirement: bool = False) -> list[str]:
+    """A topic's needs and query (the matched side), and its requirement too (the unmatched pool)."""
     t = topic.topic
-    return [x for x in [*t.implicit_needs, t.user_query] if x and x.strip()]
+    return [x for x in [*t.implicit_needs, t.user_query, *([t.requirement] if with_requirement else [])]
+            if x and x.strip()]
 
 
 def _aspect(topic) -> str | None:
@@ -119,10 +121,10 @@ def calibration_pairs(users: Sequence[User], seed: int = 0) -> list[Pair]:
     topics = {u.uid: [t for s in u.sessions for t in s.topics if t.topic.requirement] for u in users}
     out: list[Pair] = []
     for u in users:
-        others = [x for v in users if v.uid != u.uid for t in topics[v.uid] for x in _texts(t)]
+        others = [x for v in users if v.uid != u.uid for t in topics[v.uid] for x in _texts(t, True)]
         for t in topics[u.uid]:
             req, aspect = t.topic.requirement, _aspect(t)
-            away = [x for o in topics[u.uid] if aspect and _aspect(o) not in (None, aspect) for x in _texts(o)]
+            away = [x for o in topics[u.uid] if aspect and _aspect(o) not in (None, aspect) for x in _texts(o, True)]
             for text in _texts(t):
                 out.append(Pair(u.uid, req, text, True, "matched"))
                 if others:
