@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import time
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from backends.llm.client import LLMClient
-from backends.llm.context import Budget
+from backends.llm.context import REQUEST_OVERHEAD, Budget
 from backends.llm.errors import ContextOverflow
 from backends.prompts import Prompt, load_prompt
 from evaluation.versions import METRIC_VERSIONS
@@ -33,6 +34,7 @@ Aspect = Literal["requirement", "preference"]
 ASPECTS: tuple[Aspect, ...] = ("requirement", "preference")
 Decision = Literal["win", "tie", "lose", "invalid"]
 Winner = Literal["A", "B", "tie", "none"]
+MIN_JUDGE_ANSWER = 512  # the least answer budget a judge prompt is sent with when the role's budget is its own
 ORDER_WARNING = ("The two conversations are shown in random order. The order in which they appear must not "
                  "influence your judgement.")
 
@@ -171,10 +173,12 @@ def judge_messages(prompt: Prompt, ctx: TopicContext, aspect: Aspect, first: str
 
 
 def ask_judge(llm: LLMClient, prompt: Prompt, messages: list[dict[str, str]], order: Literal[1, 2], index: int,
-              aspect: str, temperature: float | None = None) -> JudgeSample:
-    """One sample (at ``temperature``, else the judge role's); the client retries invalid outputs, a final failure
-    is kept as an invalid sample."""
+              aspect: str, temperature: float | None = None, max_tokens: int | None = None) -> JudgeSample:
+    """One sample (at ``temperature``, else the judge role's; ``max_tokens`` for this prompt, else the role's); the
+    client retries invalid outputs, a final failure is kept as an invalid sample."""
     extra: dict[str, Any] = {"temperature": temperature} if temperature is not None else {}
+    if max_tokens is not None:
+        extra["max_tokens"] = max_tokens
     try:
         res = llm.structured("judge", messages, JudgeOut, prompt=prompt, shrink_answer=False,
                              cache_salt=f"faireval:{aspect}:o{order}:s{index}", **extra)
@@ -188,6 +192,16 @@ def ask_judge(llm: LLMClient, prompt: Prompt, messages: list[dict[str, str]], or
     return JudgeSample(order=order, index=index, ok=True, slot1=s1, slot2=s2, score_a=a, score_b=b,
                        analysis=res.value.analysis.model_dump(by_alias=True), raw=[res.raw], attempts=res.attempts,
                        reasoning=[res.reasoning] if res.reasoning else [])
+
+
+def answer_budget(budget: Budget, tokens: int, derived: bool) -> Budget:
+    """The budget a judge prompt of ``tokens`` is sent with. A set ``max_tokens`` is kept as it is; the judge role's
+    own budget (unset) takes what the window leaves after the prompt, up to that budget and at least
+    ``MIN_JUDGE_ANSWER`` — so a long pair of dialogues gets a shorter answer rather than no judgment."""
+    if not derived or budget.window is None:
+        return budget
+    room = budget.window - tokens - REQUEST_OVERHEAD - budget.slack - budget.reserved
+    return replace(budget, max_tokens=max(MIN_JUDGE_ANSWER, min(budget.max_tokens, room)))
 
 
 def too_long(budget: Budget, tokens: int) -> str | None:
@@ -252,18 +266,20 @@ def judge_pair(llm: LLMClient, ctx: TopicContext, run_a: RunRecord, run_b: RunRe
     prompt = load_prompt(f"eval/faireval_{aspect}")
     text_a, text_b = render_dialogue(run_a), render_dialogue(run_b)
     budget = llm.budget("judge", structured=JudgeOut)
+    derived = llm.config.role("judge").max_tokens is None
     samples: list[JudgeSample] = []
     tokens: dict[str, int] = {}
     reasons: list[str] = []
     for order, (first, second) in ((1, (text_a, text_b)), (2, (text_b, text_a))):
         msgs = judge_messages(prompt, ctx, aspect, first, second)
         tokens[f"order{order}"] = budget.count_messages(msgs)
-        if reason := too_long(budget, tokens[f"order{order}"]):
+        fitted = answer_budget(budget, tokens[f"order{order}"], derived)
+        if reason := too_long(fitted, tokens[f"order{order}"]):
             reasons.append(reason)
             samples += [JudgeSample(order=order, index=i, ok=False, errors=[reason]) for i in range(k)]
             continue
-        samples += [ask_judge(llm, prompt, msgs, order, i, aspect, temperature)  # type: ignore[arg-type]  # aspect is one of ASPECTS, checked by the caller
-                    for i in range(k)]
+        samples += [ask_judge(llm, prompt, msgs, order, i, aspect, temperature,  # type: ignore[arg-type]  # aspect is one of ASPECTS, checked by the caller
+                              max_tokens=fitted.max_tokens if derived else None) for i in range(k)]
     rc = llm.config.role("judge")
     spec = run_a.spec
     j = Judgment(
