@@ -109,13 +109,13 @@ def compare_frame(report: FidelityReport, references: list[FidelityReport], figu
 def board_frame(rows: list[dict]) -> pd.DataFrame:
     """One row per (method or reference, embedder, τ, version): each headline figure as "mean [CI low, CI high]"
     over users, "n/a" where no user has it — the reasons in "not measured", older definitions marked stale."""
-    out = [{"row": row_label(r["method"]), "kind": r["kind"], "embedder": r["embedder"], "τ": r["threshold"],
-            "τ ROC AUC": r.get("threshold_auc"), "users": len(r["users"]), "as of": ", ".join(r["as_of"][:2])
-            + ("…" if len(r["as_of"]) > 2 else ""), **{name: cell(r[name]) for name in HEADLINE},
-            "not measured": "; ".join(f"{k}: {v}" for k, v in r["not_measured"].items()),
-            "stale": r["stale"] or ""} for r in rows]
-    return pd.DataFrame(out, columns=["row", "kind", "embedder", "τ", "τ ROC AUC", "users", "as of", *HEADLINE,
-                                      "not measured", "stale"])
+    out = [{"row": row_label(r["method"]), "kind": r["kind"], "stale": r["stale"] or "", "embedder": r["embedder"],
+            "τ": r["threshold"], "τ ROC AUC": NA if r.get("threshold_auc") is None else f"{r['threshold_auc']:.3f}",
+            "users": len(r["users"]), "as of": ", ".join(r["as_of"][:2]) + ("…" if len(r["as_of"]) > 2 else ""),
+            **{name: cell(r[name]) for name in HEADLINE},
+            "not measured": "; ".join(f"{k}: {v}" for k, v in r["not_measured"].items())} for r in rows]
+    return pd.DataFrame(out, columns=["row", "kind", "stale", "embedder", "τ", "τ ROC AUC", "users", "as of",
+                                      *HEADLINE, "not measured"])
 
 
 def definitions_markdown(report: FidelityReport) -> list[str]:

@@ -19,6 +19,7 @@ def present(tmp_path, monkeypatch):
 
 def test_the_v1_reports_of_the_shipped_bundle_open_marked_stale():
     at = open_page("evaluate", section="leaderboards", timeout=300)
+    assert any("older definition of fidelity" in w.value for w in at.warning)
     board = next(d.value for d in at.dataframe if "stale" in d.value.columns)
     rows = board[board["row"].str.contains("rag-turn|gold", regex=True)]
     assert len(rows) and all("measure again" in s for s in rows["stale"])

@@ -40,6 +40,10 @@ def render_fidelity_board(dataset: Dataset, dkey: str) -> None:
     reports = base_workspace().fidelity.latest(dkey)
     rows = leaderboard(reports)
     if rows:
+        stale = [r for r in rows if r["stale"]]
+        if stale:
+            st.warning(f"{len(stale)} row(s) were measured under an older definition of fidelity (marked stale): measure "
+                       "them again below, on the Memory page's Fidelity tab or with `pal memory fidelity`.")
         frame = board_frame(rows)
         st.dataframe(frame, hide_index=True, width="stretch", key="eval_fidelity_board")
         st.caption(f"{REFERENCE_NOTE} Each user's last history session (gold holds no query dialogue); mean over users "

@@ -55,7 +55,7 @@ def render_fidelity(dataset: Dataset, builder: MemoryBuilder, pos: int, methods:
                "query session's situation. Each figure compares the memory after a session's dialogue with gold at the "
                "same point; the headline is the last history session; definitions under **Definitions**.")
     default = FidelityConfig().threshold_for(builder.embedder.name)
-    tau = st.number_input("Match threshold τ (cosine)", -1.0, 1.0, value=default, step=0.05,
+    tau = st.number_input("Match threshold τ (cosine)", -1.0, 1.0, value=default, step=0.005, format="%.3f",
                           key=f"mem_fid_tau_{builder.embedder.name}",
                           help=f"Two statements match when the cosine of their {builder.embedder.name} embeddings "
                                f"reaches τ. Default: {FidelityConfig().threshold_source(builder.embedder.name)}.")
