@@ -57,7 +57,8 @@ class RoleConfig(Strict):
     model: str = LOCAL_MODEL_NAME
     api_key: SecretStr | None = None
     temperature: float = Field(0.7, ge=0, le=2)
-    max_tokens: int = Field(512, ge=1, le=32768)
+    # answer budget; None: the role's own, fitted to the endpoint's window (output_tokens below)
+    max_tokens: int | None = Field(None, ge=1, le=32768)
     timeout: float = Field(60.0, gt=0, le=3600)
     max_retries: int = Field(4, ge=0, le=20)
     # the first structured mode tried; an endpoint that rejects it is stepped down (see backends.llm.negotiate)
@@ -85,6 +86,10 @@ class RoleConfig(Strict):
         data["base_url"] = mask_url(self.base_url)
         data["api_key_set"] = self.api_key is not None and bool(self.api_key.get_secret_value())
         return data
+
+    def answer_budget(self, role: str, window: int | None) -> int:
+        """``max_tokens`` when set, else the role's own budget fitted to ``window`` (:func:`output_tokens`)."""
+        return self.max_tokens if self.max_tokens is not None else output_tokens(role, window)
 
 
 class LocalServerConfig(Strict):
@@ -202,6 +207,25 @@ class CostEstimate(BaseModel):
 
 
 _ROLE_DEFAULTS: dict[str, dict[str, Any]] = {"judge": {"temperature": 0.0}}
+
+# Answer budgets per role when max_tokens is not set: what the role's longest answers need (the reference judge
+# and Mem-PAL's synthesis asked for 8,192; a memory rewrite holds the whole memory; a FairEval answer three
+# analyses), at most a share of the endpoint's window so the prompt keeps the rest.
+ROLE_OUTPUT_TOKENS: dict[str, int] = {"judge": 8192, "synthesizer": 8192, "memory_builder": 4096, "assistant": 1024,
+                                      "user_simulator": 512}
+ROLE_WINDOW_SHARE: dict[str, float] = {"judge": 0.5, "synthesizer": 0.5, "memory_builder": 0.5, "assistant": 0.125,
+                                       "user_simulator": 0.0625}
+UNKNOWN_WINDOW_TOKENS = 4096  # most an unset budget asks of an endpoint that reports no window
+MIN_OUTPUT_TOKENS = 256
+
+
+def output_tokens(role: str, window: int | None) -> int:
+    """The answer budget of ``role`` when its ``max_tokens`` is not set: the role's need, at most its share of the
+    endpoint's window (or ``UNKNOWN_WINDOW_TOKENS`` when the window is unknown)."""
+    need = ROLE_OUTPUT_TOKENS.get(role, 512)
+    if window is None:
+        return min(need, UNKNOWN_WINDOW_TOKENS)
+    return max(min(MIN_OUTPUT_TOKENS, need), min(need, int(window * ROLE_WINDOW_SHARE.get(role, 0.25))))
 OPENAI_HOST = "api.openai.com"
 
 

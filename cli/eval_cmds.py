@@ -24,7 +24,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threshold", type=float, default=0.0,
                    help="tie when the mean scores differ by at most this (default 0: exact equality)")
     p.add_argument("--aspects", default="requirement,preference", help="comma-separated: requirement, preference")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--temperature", type=float, default=None,
+                   help="the judge samples' temperature (default: the judge role's, 0 as Mem-PAL's code; with "
+                        "--review-uncertain: 1, as FairEval samples its k evidences — BPDE needs samples that can "
+                        "differ). A new temperature is a new judgment; stored ones are kept")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (and the order of equally uncertain topics)")
     p.add_argument("--review-seed", type=int, help="the review batch's seed (its sample and A/B order; default: "
                                                    "random, so annotators cannot work the order out)")
     p.add_argument("--review-uncertain", type=int, metavar="N",
@@ -65,6 +69,13 @@ def cmd_judge(args: argparse.Namespace) -> int:
     if not aspects or any(a not in ASPECTS for a in aspects) or args.k < 1 or args.threshold < 0:
         print(f"error: --aspects must name {', '.join(ASPECTS)}; --k ≥ 1; --threshold ≥ 0", file=sys.stderr)
         return 2
+    if args.temperature is not None and not 0 <= args.temperature <= 2:
+        print("error: --temperature must lie in 0–2", file=sys.stderr)
+        return 2
+    if args.temperature is None and args.review_uncertain is not None:
+        from evaluation.calibration import FAIREVAL_TEMPERATURE
+
+        args.temperature = FAIREVAL_TEMPERATURE
     if args.review_uncertain is not None and (args.review_uncertain < 1 or not _split(args.annotators)):
         print("error: --review-uncertain needs N ≥ 1 and --annotators", file=sys.stderr)
         return 2
@@ -78,7 +89,8 @@ def cmd_judge(args: argparse.Namespace) -> int:
         print(f"error: no topic has finished runs of both {args.runs} and {args.baseline}"
               + (f" ({len(dropped)} topic(s) dropped: {dropped[0].reason}, …)" if dropped else ""), file=sys.stderr)
         return 2
-    print(f"judging {len(pairs)} topic(s) × {len(aspects)} aspect(s), k={args.k} per order; "
+    temperature = "the judge role's temperature" if args.temperature is None else f"temperature {args.temperature:g}"
+    print(f"judging {len(pairs)} topic(s) × {len(aspects)} aspect(s), k={args.k} per order at {temperature}; "
           f"{len(dropped)} topic(s) dropped (no finished run of both methods)", file=sys.stderr)
     try:
         judgments = _judge(ws, dataset, pairs, aspects, args)
@@ -93,21 +105,26 @@ def cmd_judge(args: argparse.Namespace) -> int:
 
 
 def _send_to_review(args: argparse.Namespace, dkey: str, judgments: list, reviews) -> str:
-    """Create the calibration batch of the N most uncertain judged topics; returns what to tell the user."""
+    """Create the calibration batch of the N most uncertain judged topics — each stored judgment re-decided under
+    the current rules (decision version, tie threshold) first, as the Evaluate page does; returns what to tell."""
     import secrets
 
     from cli.context import cli_actor, open_workspace
-    from evaluation.calibration import plan_calibration, rank_topics
+    from evaluation.calibration import plan_calibration, rank_topics, sampling_note
+    from evaluation.faireval import apply_decision
 
-    ranked = rank_topics(judgments)
+    current = [apply_decision(j, args.threshold) for j in judgments]
+    ranked = rank_topics(current, seed=args.seed)
     seed = args.review_seed if args.review_seed is not None else secrets.randbelow(2**31)
     plan = plan_calibration("", dkey, ranked, args.review_uncertain, seed, min(args.overlap, len(
         _split(args.annotators))), _split(args.annotators))
     batch_id = reviews.create_batch(plan, cli_actor())
     open_workspace().audit.record(cli_actor(), "review.batch_create", batch_id, title=plan.title, task=plan.task,
                                   items=len(plan.items), annotators=plan.annotators, calibration=True)
-    return (f"review batch {batch_id}: the {len(plan.items)} most uncertain of {len(ranked)} topic(s) (BPDE), "
-            "blinded pairwise items; once answered, the Evaluate page shows win/tie/lose as calibrated by people")
+    note = sampling_note(current)
+    return (f"review batch {batch_id}: the {len(plan.items)} most uncertain of {len(ranked)} topic(s) (BPDE; equal "
+            f"ones in a seeded random order, --seed {args.seed}), blinded pairwise items; once answered, the Evaluate "
+            "page shows win/tie/lose as calibrated by people" + (f"\nwarning: {note}" if note else ""))
 
 
 def _judge(ws, dataset, pairs, aspects, args):
@@ -119,7 +136,7 @@ def _judge(ws, dataset, pairs, aspects, args):
     from protocol.units import judge_units
 
     specs = [(ws.sims.load(p.run_a).spec, ws.sims.load(p.run_b).spec) for p in pairs]
-    units = judge_units(dataset, specs, aspects, args.k, args.threshold)
+    units = judge_units(dataset, specs, aspects, args.k, args.threshold, temperature=args.temperature)
     job = JobSpec(job_id=f"judge-{uuid.uuid4().hex[:12]}", kind="judge", title=f"judge {args.runs} vs {args.baseline}",
                   created_by="cli", pool="cli", units=units)
     summary = run_job(ws, job, unit_env(ws, make_llm(), Counter(len(units))), args.concurrency)
@@ -142,6 +159,10 @@ def _judge_table(rows: list[dict], dropped: list) -> str:
                      f"{'–' if longer is None else f'{longer:.2f}':>7} {r['invalid_samples']:>5}")
     lines.append("inv: invalid topics (an order without a valid judge sample); drop: topics without a finished run of "
                  "both methods; longer: win rate of the longer dialogue; inv.s: invalid judge samples")
+    cut = sum(r.get("cut_samples", 0) for r in rows)
+    if cut:
+        lines.append(f"{cut} invalid judge sample(s) were cut at the judge's answer budget (max_tokens): leave "
+                     "max_tokens unset for the role's own budget fitted to the window, or raise it")
     for d in dropped[:20]:
         lines.append(f"dropped {d.user_id} {d.sample_id} {d.topic_key}: {d.reason}")
     if len(dropped) > 20:

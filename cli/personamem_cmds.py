@@ -23,9 +23,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, help="evaluate at most this many items")
     p.add_argument("--exchanges", type=int, default=10, help="user/assistant exchanges per pseudo-session (default 10)")
     p.add_argument("--forms", default="mcq,open", help="comma-separated: mcq, open (default both)")
-    p.add_argument("--judges", type=int, default=1, help="open-ended: independent judge calls per answer "
-                                                          "(default 1; the paper uses 3)")
-    p.add_argument("--judge-aggregate", choices=("mean", "majority"), default="mean",
+    p.add_argument("--judges", type=int, default=None, help="open-ended: independent judge calls per answer "
+                                                             "(default 1, or one per --judge-models; the paper uses 3)")
+    p.add_argument("--judge-models", help="open-ended: comma-separated judge models on the judge role's endpoint, one "
+                                          "call each; with more than one, their mean is the verdict (the paper's "
+                                          "three judges)")
+    p.add_argument("--judge-aggregate", choices=("mean", "majority"), default=None,
                    help="open-ended: combine the judges by mean score or majority vote (default mean)")
     p.add_argument("--judge-scale", choices=("binary", "continuous"), default="binary",
                    help="open-ended: judge scores 0/1 (default) or 0–1 as the released code")
@@ -73,7 +76,7 @@ def _run(args: argparse.Namespace, forms: tuple[str, ...], persona_id: str | Non
     payload = {"persona": str(Path(args.persona).resolve()), "history": str(Path(args.history).resolve()),
                "questions": str(Path(args.questions).resolve()), "method": args.method, "seed": args.seed,
                "limit": args.limit, "exchanges": args.exchanges, "forms": list(forms), "persona_id": persona_id,
-               "judging": {"judges": args.judges, "aggregate": args.judge_aggregate, "scale": args.judge_scale}}
+               "judging": _judging(args).model_dump()}
     job = JobSpec(job_id=f"personamem-{uuid.uuid4().hex[:12]}", kind="personamem", created_by="cli", pool="cli",
                   title=f"PersonaMem-v2 {args.method}", units=[UnitSpec(key="eval", kind="personamem", payload=payload)])
     env = unit_env(ws, make_llm(), open_user_builder=make_builder)
@@ -81,6 +84,14 @@ def _run(args: argparse.Namespace, forms: tuple[str, ...], persona_id: str | Non
     if summary.status != "done":
         raise RuntimeError("; ".join(summary.errors or [summary.status]))
     return env.extra.get("personamem_records", [])
+
+
+def _judging(args: argparse.Namespace):
+    """The open-ended judging the flags ask for (several judge models: their mean, unless told otherwise)."""
+    from evaluation.personamem.evaluate import Judging
+
+    models = [m.strip() for m in (args.judge_models or "").split(",") if m.strip()]
+    return Judging.for_models(models, judges=args.judges, aggregate=args.judge_aggregate, scale=args.judge_scale)
 
 
 def cmd_personamem(args: argparse.Namespace) -> int:
@@ -94,8 +105,13 @@ def cmd_personamem(args: argparse.Namespace) -> int:
         print(f"error: unknown method {args.method!r} (methods: {', '.join(METHODS)})", file=sys.stderr)
         return 2
     if not forms or any(f not in FORMS for f in forms) or args.exchanges < 1 or (args.limit is not None and args.limit < 1) \
-            or not 1 <= args.judges <= 5:
+            or not 1 <= (args.judges or 1) <= 5:
         print("error: --forms must name mcq and/or open; --exchanges ≥ 1; --limit ≥ 1; --judges 1–5", file=sys.stderr)
+        return 2
+    try:
+        _judging(args)
+    except ValueError as e:
+        print(f"error: --judge-models: {e}", file=sys.stderr)
         return 2
     try:
         persona, history, questions = _load(args)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from backends.llm.structured_call import CUT
 from evaluation.bias import length_bias, position_bias
 from evaluation.faireval import Judgment, apply_decision
 from evaluation.tasks import TaskResult, g_report, s_report
@@ -62,8 +63,14 @@ def summarize_pair(judgments: Sequence[Judgment], *, n_boot: int = N_BOOT, seed:
     out.update(position_bias(judgments))
     out["length_bias"] = length_bias(judgments)
     out["invalid_samples"] = sum(j.invalid for j in judgments)
+    out["cut_samples"] = sum(cut_samples(j) for j in judgments)
     out["samples"] = sum(len(j.samples) for j in judgments)
     return out
+
+
+def cut_samples(j: Judgment) -> int:
+    """Invalid samples of ``j`` whose last answer the endpoint stopped at the answer budget (max_tokens)."""
+    return sum(1 for s in j.samples if not s.ok and s.errors and s.errors[-1].startswith(CUT))
 
 
 def aggregate_judgments(judgments: Sequence[Judgment], threshold: float = 0.0, *, n_boot: int = N_BOOT,

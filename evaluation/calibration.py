@@ -6,6 +6,11 @@ each ``A`` / ``tie`` / ``B`` from the sample's scores mapped back to the methods
 diversity entropy* (BPDE) is the Shannon entropy (bits) of the shares of those verdicts: 0 when all 2k
 agree, log2(3) ≈ 1.585 at most. Items whose judgment is invalid (an order without a valid sample)
 are the most uncertain of all and rank first. A topic's uncertainty is the highest of its aspects'.
+Topics of equal uncertainty are ordered by a seeded random draw (never by user id, which would send the lowest
+user ids to review). BPDE only means something when the k samples of an order can differ: FairEval draws them
+at temperature 1 (:data:`FAIREVAL_TEMPERATURE`: the default of ``pal judge --review-uncertain``; the Evaluate
+page's calibration section asks for it), while Mem-PAL's code judges at 0 — where BPDE takes only 0 or 1
+(:func:`sampling_note` says so).
 The N most uncertain topics go to a blinded pairwise review batch (:func:`plan_calibration`);
 the human majority of that batch then replaces the judge's decision on those items
 (:func:`calibrate`), and the page shows win/tie/lose both as judged and as calibrated, with how many
@@ -14,6 +19,7 @@ items people decided and how often they overturned the judge.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -26,6 +32,7 @@ from evaluation.versions import METRIC_VERSIONS
 from review.batches import BatchPlan, plan_batch
 
 MAX_ENTROPY = math.log2(3)
+FAIREVAL_TEMPERATURE = 1.0  # FairEval samples its k evidences at temperature 1
 
 
 def verdicts(j: Judgment) -> list[str]:
@@ -66,15 +73,31 @@ class TopicUncertainty:
         return self.user_id, self.sample_id, self.topic_key
 
 
-def rank_topics(judgments: Iterable[Judgment]) -> list[TopicUncertainty]:
-    """Judged topics, most uncertain first (ties by user, sample, topic), over the aspects present."""
+def tie_break(seed: int, key: tuple[str, str, str]) -> str:
+    """A topic's place among topics of equal uncertainty: a seeded draw, the same in every process."""
+    return hashlib.sha1(f"{seed}|{'|'.join(key)}".encode()).hexdigest()
+
+
+def rank_topics(judgments: Iterable[Judgment], seed: int = 0) -> list[TopicUncertainty]:
+    """Judged topics, most uncertain first over the aspects present; equal uncertainty in a seeded random order."""
     topics: dict[tuple[str, str, str, str, str], TopicUncertainty] = {}
     for j in judgments:
         t = topics.setdefault((j.user_id, j.sample_id, j.topic_key, j.method_a, j.method_b),
                               TopicUncertainty(j.user_id, j.sample_id, j.topic_key, j.method_a, j.method_b,
                                                j.run_a, j.run_b))
         t.entropy[j.aspect] = bpde(j)
-    return sorted(topics.values(), key=lambda t: (-t.score, t.key))
+    return sorted(topics.values(), key=lambda t: (-t.score, tie_break(seed, t.key)))
+
+
+def sampling_note(judgments: Iterable[Judgment]) -> str | None:
+    """Why BPDE cannot rank these judgments well (None when their samples were drawn at a temperature > 0)."""
+    temps = {j.judge_temperature for j in judgments}
+    cold = sorted(t for t in temps if t is not None and t <= 0)
+    if not cold:
+        return None
+    return (f"judged at temperature {cold[0]:g}: the k samples of an order are (nearly) identical, so each topic's "
+            f"BPDE takes only 0 or 1 and most topics tie; FairEval samples at T = {FAIREVAL_TEMPERATURE:g} — judge again "
+            f"at that temperature before sending topics to review")
 
 
 def top_share(n_topics: int, share: float = 0.2) -> int:

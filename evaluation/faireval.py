@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import time
+from dataclasses import replace
 from fractions import Fraction
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from backends.llm.client import LLMClient
-from backends.llm.context import Budget
+from backends.llm.context import REQUEST_OVERHEAD, Budget
 from backends.llm.errors import ContextOverflow
 from backends.prompts import Prompt, load_prompt
 from evaluation.versions import METRIC_VERSIONS
@@ -33,6 +34,7 @@ Aspect = Literal["requirement", "preference"]
 ASPECTS: tuple[Aspect, ...] = ("requirement", "preference")
 Decision = Literal["win", "tie", "lose", "invalid"]
 Winner = Literal["A", "B", "tie", "none"]
+MIN_JUDGE_ANSWER = 512  # the least answer budget a judge prompt is sent with when the role's budget is its own
 ORDER_WARNING = ("The two conversations are shown in random order. The order in which they appear must not "
                  "influence your judgement.")
 
@@ -102,7 +104,8 @@ class Judgment(BaseModel):
     threshold: float = 0.0
     judge_provider: str = ""
     judge_model: str
-    judge_temperature: float | None = None
+    judge_temperature: float | None = None  # the temperature the samples were drawn at
+    sampling_temperature: float | None = None  # set for this judging (part of the key); None: the judge role's
     prompt_name: str
     prompt_version: str
     created_at: float = 0.0
@@ -123,10 +126,14 @@ class Judgment(BaseModel):
     invalid_reason: str | None = None  # why samples were not even asked (a prompt too long for the window)
 
 
-def judgment_key(run_a: str, run_b: str, aspect: str, k: int, judge_model: str, prompt_version: str) -> str:
-    """The resume key: the same pair, aspect, k, judge model and prompt version is judged once."""
-    raw = "|".join([run_a, run_b, aspect, str(k), judge_model, prompt_version])
-    return "jdg-" + hashlib.sha1(raw.encode()).hexdigest()[:16]
+def judgment_key(run_a: str, run_b: str, aspect: str, k: int, judge_model: str, prompt_version: str,
+                 temperature: float | None = None) -> str:
+    """The resume key: the same pair, aspect, k, judge model, prompt version and sampling temperature (when one is
+    set for the judging; None: the judge role's, the key of judgments made before it could be set) is judged once."""
+    parts = [run_a, run_b, aspect, str(k), judge_model, prompt_version]
+    if temperature is not None:
+        parts.append(f"T={temperature:g}")
+    return "jdg-" + hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
 
 
 def render_dialogue(record: RunRecord) -> str:
@@ -166,11 +173,15 @@ def judge_messages(prompt: Prompt, ctx: TopicContext, aspect: Aspect, first: str
 
 
 def ask_judge(llm: LLMClient, prompt: Prompt, messages: list[dict[str, str]], order: Literal[1, 2], index: int,
-              aspect: str) -> JudgeSample:
-    """One sample; the client retries invalid outputs, a final failure is kept as an invalid sample."""
+              aspect: str, temperature: float | None = None, max_tokens: int | None = None) -> JudgeSample:
+    """One sample (at ``temperature``, else the judge role's; ``max_tokens`` for this prompt, else the role's); the
+    client retries invalid outputs, a final failure is kept as an invalid sample."""
+    extra: dict[str, Any] = {"temperature": temperature} if temperature is not None else {}
+    if max_tokens is not None:
+        extra["max_tokens"] = max_tokens
     try:
         res = llm.structured("judge", messages, JudgeOut, prompt=prompt, shrink_answer=False,
-                             cache_salt=f"faireval:{aspect}:o{order}:s{index}")
+                             cache_salt=f"faireval:{aspect}:o{order}:s{index}", **extra)
     except ContextOverflow as e:  # a correction turn made it too long: never cut, recorded as invalid
         return JudgeSample(order=order, index=index, ok=False, errors=[str(e)], attempts=0)
     if not res.ok:
@@ -181,6 +192,16 @@ def ask_judge(llm: LLMClient, prompt: Prompt, messages: list[dict[str, str]], or
     return JudgeSample(order=order, index=index, ok=True, slot1=s1, slot2=s2, score_a=a, score_b=b,
                        analysis=res.value.analysis.model_dump(by_alias=True), raw=[res.raw], attempts=res.attempts,
                        reasoning=[res.reasoning] if res.reasoning else [])
+
+
+def answer_budget(budget: Budget, tokens: int, derived: bool) -> Budget:
+    """The budget a judge prompt of ``tokens`` is sent with. A set ``max_tokens`` is kept as it is; the judge role's
+    own budget (unset) takes what the window leaves after the prompt, up to that budget and at least
+    ``MIN_JUDGE_ANSWER`` — so a long pair of dialogues gets a shorter answer rather than no judgment."""
+    if not derived or budget.window is None:
+        return budget
+    room = budget.window - tokens - REQUEST_OVERHEAD - budget.slack - budget.reserved
+    return replace(budget, max_tokens=max(MIN_JUDGE_ANSWER, min(budget.max_tokens, room)))
 
 
 def too_long(budget: Budget, tokens: int) -> str | None:
@@ -239,29 +260,34 @@ def apply_decision(j: Judgment, threshold: float) -> Judgment:
 
 
 def judge_pair(llm: LLMClient, ctx: TopicContext, run_a: RunRecord, run_b: RunRecord, aspect: Aspect, *,
-               k: int = 3, threshold: float = 0.0) -> Judgment:
-    """Judge run A against run B on one aspect: k samples in each order, then the decision."""
+               k: int = 3, threshold: float = 0.0, temperature: float | None = None) -> Judgment:
+    """Judge run A against run B on one aspect: k samples in each order, then the decision. ``temperature``: the
+    samples' (FairEval samples its k evidences at 1; Mem-PAL's code judges at 0); None: the judge role's."""
     prompt = load_prompt(f"eval/faireval_{aspect}")
     text_a, text_b = render_dialogue(run_a), render_dialogue(run_b)
     budget = llm.budget("judge", structured=JudgeOut)
+    derived = llm.config.role("judge").max_tokens is None
     samples: list[JudgeSample] = []
     tokens: dict[str, int] = {}
     reasons: list[str] = []
     for order, (first, second) in ((1, (text_a, text_b)), (2, (text_b, text_a))):
         msgs = judge_messages(prompt, ctx, aspect, first, second)
         tokens[f"order{order}"] = budget.count_messages(msgs)
-        if reason := too_long(budget, tokens[f"order{order}"]):
+        fitted = answer_budget(budget, tokens[f"order{order}"], derived)
+        if reason := too_long(fitted, tokens[f"order{order}"]):
             reasons.append(reason)
             samples += [JudgeSample(order=order, index=i, ok=False, errors=[reason]) for i in range(k)]
             continue
-        samples += [ask_judge(llm, prompt, msgs, order, i, aspect) for i in range(k)]  # type: ignore[arg-type]  # aspect is one of ASPECTS, checked by the caller
+        samples += [ask_judge(llm, prompt, msgs, order, i, aspect, temperature,  # type: ignore[arg-type]  # aspect is one of ASPECTS, checked by the caller
+                              max_tokens=fitted.max_tokens if derived else None) for i in range(k)]
     rc = llm.config.role("judge")
     spec = run_a.spec
     j = Judgment(
-        judgment_key=judgment_key(run_a.run_id, run_b.run_id, aspect, k, rc.model, prompt.version),
+        judgment_key=judgment_key(run_a.run_id, run_b.run_id, aspect, k, rc.model, prompt.version, temperature),
         dataset=spec.dataset, user_id=spec.user_id, sample_id=spec.sample_id, topic_key=spec.topic_key, aspect=aspect,
         method_a=spec.method, method_b=run_b.spec.method, run_a=run_a.run_id, run_b=run_b.run_id, k=k,
-        judge_provider=rc.provider, judge_model=rc.model, judge_temperature=rc.temperature,
+        judge_provider=rc.provider, judge_model=rc.model,
+        judge_temperature=rc.temperature if temperature is None else temperature, sampling_temperature=temperature,
         prompt_name=prompt.name, prompt_version=prompt.version, created_at=time.time(),
         texts={"order1": OrderTexts(assistant_1=text_a, assistant_2=text_b),
                "order2": OrderTexts(assistant_1=text_b, assistant_2=text_a)},

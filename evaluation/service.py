@@ -111,7 +111,7 @@ def topic_context(dataset: Dataset, user_id: str, sample_id: str, topic_key: str
 
 
 def judge_runs(llm: LLMClient, dataset: Dataset, sims: SimStore, store: EvalStore, pairs: list[RunPair],
-               aspects: Iterable[Aspect], *, k: int = 3, threshold: float = 0.0,
+               aspects: Iterable[Aspect], *, k: int = 3, threshold: float = 0.0, temperature: float | None = None,
                progress: Progress | None = None) -> list[Judgment]:
     """Judge every pair on every aspect; a judgment already stored for the same key is loaded, not redone."""
     from backends.prompts import load_prompt
@@ -121,14 +121,14 @@ def judge_runs(llm: LLMClient, dataset: Dataset, sims: SimStore, store: EvalStor
     out: list[Judgment] = []
     for done, (pair, aspect) in enumerate(jobs, 1):
         version = load_prompt(f"eval/faireval_{aspect}").version
-        key = judgment_key(pair.run_a, pair.run_b, aspect, k, judge_model, version)
+        key = judgment_key(pair.run_a, pair.run_b, aspect, k, judge_model, version, temperature)
         if store.has_judgment(key):
             out.append(store.load_judgment(key))
             what = "stored"
         else:
             ctx = topic_context(dataset, pair.user_id, pair.sample_id, pair.topic_key)
             j = judge_pair(llm.for_run(key), ctx, sims.load(pair.run_a), sims.load(pair.run_b), aspect, k=k,
-                           threshold=threshold)  # the judge's calls, accounted to the judgment
+                           threshold=threshold, temperature=temperature)  # the judge's calls, accounted to the judgment
             store.save_judgment(j)
             out.append(j)
             what = j.decision

@@ -11,8 +11,10 @@ METRIC_VERSIONS: dict[str, str] = {
     # v2: each order's valid samples are averaged, then the two orders (equal weight); a judgment is
     # invalid unless both orders have a valid sample (v1 averaged all valid samples together)
     "faireval_decision": "2",
-    # v1: balanced position diversity entropy over the 2k verdicts; a human majority replaces the judge
-    "faireval_calibration": "1",
+    # v2: topics of equal entropy in a seeded random order (v1: by user id, so ties sent the lowest user ids to
+    # review); judged at FairEval's temperature 1 by default when calibrating. v1: BPDE over the 2k verdicts, a
+    # human majority replaces the judge
+    "faireval_calibration": "2",
     # v1: win rate of the longer dialogue and the mean length difference per verdict (assistant tokens)
     "length_bias": "1",
     # v2: a failed judge call leaves the mean and is counted in its own column (v1 scored it 0)
@@ -21,10 +23,17 @@ METRIC_VERSIONS: dict[str, str] = {
     "s_score": "2",
     # v1: jieba + NLTK method1 for Chinese (the paper); lower-cased word tokens for English (a departure)
     "bleu": "1",
+    # v3: the judge sees the history's last 5 messages and never the wrong options (as the released judge); a judge
+    # failure leaves the accuracy and is counted (v2 counted it wrong); several judge models: their mean by default.
     # v2: breakdown by conversation scenario, optional three judges (mean or majority), 0–1 scale option
-    "personamem": "2",
+    "personamem": "3",
     # v2: Fleiss' κ on non-tie items (Mem-PAL Table 12) next to Cohen's κ against the human majority
     "judge_human_agreement": "2",
+    # v2: situation agreement on log pairs within and across sessions (v1: ARI/NMI pooled over sessions, which a
+    # grouping by session scored 0.70); precision, grounding and F1 for every method; τ calibrated on held-out
+    # pairs; n/a instead of 0 where a figure cannot be measured; headline at the last history session; gold v2
+    # holds nothing of a query session's situation or its topics' aspects
+    "memory_fidelity": "2",
 }
 
 BLEU_TOKENS = {"zh": "jieba accurate mode (as the paper's code)",

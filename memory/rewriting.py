@@ -95,12 +95,15 @@ def view_with(memory: MemoryView, changes: Changes) -> MemoryView:
     return MemoryView(memory.stage, items, memory.forgotten)
 
 
-def ask(ctx: MethodContext, prompt: Prompt, schema: type[BaseModel],
+def ask(ctx: MethodContext, prompt: Prompt, schema: type[BaseModel], max_tokens: int | None = None,
         **values: object) -> StructuredResult[Any] | StructuredFailure:
-    """One structured call as ``memory_builder``; endpoint failures raise (the stage is retried on resume)."""
+    """One structured call as ``memory_builder`` (``max_tokens``: this answer's budget, else the role's); endpoint
+    failures raise (the stage is retried on resume)."""
     if ctx.llm is None:
         raise RuntimeError("this memory method needs an LLM (role memory_builder); none was given")
-    return ctx.llm.structured(ROLE, [{"role": "user", "content": prompt.render(**values)}], schema, prompt=prompt)
+    extra: dict[str, Any] = {"max_tokens": max_tokens} if max_tokens else {}
+    return ctx.llm.structured(ROLE, [{"role": "user", "content": prompt.render(**values)}], schema, prompt=prompt,
+                              **extra)
 
 
 def failure_note(step: str, session: Session, failure: StructuredFailure, kept: str) -> str:

@@ -12,7 +12,7 @@ nothing that was finished, and the records are the same whichever executor ran i
 ``sim.run``         one simulation run, or two compared runs stepped alternately (payload: dataset, specs,
                     pair_id?, method_config?)
 ``eval.judge``      FairEval of run A against run B on one topic and aspect (payload: dataset, run_a, run_b,
-                    user, sample, topic, aspect, k, threshold)
+                    user, sample, topic, aspect, k, threshold, temperature?)
 ``eval.tasks``      the single-turn tasks of one query topic for one method (payload: dataset, user, sample,
                     topic, method, tasks, method_config?)
 ``personamem``      build a method's memory over a PersonaMem-v2 history and answer its items (payload: persona,
@@ -210,7 +210,8 @@ def eval_judge(ctx: UnitContext) -> dict:
     env, p = _env(ctx), ctx.payload
     store = env.ws.evals
     version = load_prompt(f"eval/faireval_{p['aspect']}").version
-    key = judgment_key(p["run_a"], p["run_b"], p["aspect"], p["k"], env.llm.config.role("judge").model, version)
+    key = judgment_key(p["run_a"], p["run_b"], p["aspect"], p["k"], env.llm.config.role("judge").model, version,
+                       p.get("temperature"))
     what = f"{p['user']} {p['sample']} {p['topic']} {p['aspect']}"
     if store.has_judgment(key):
         env.done(f"{what}: stored")
@@ -218,7 +219,8 @@ def eval_judge(ctx: UnitContext) -> dict:
     dataset = env.ws.dataset(p["dataset"])
     ctx_topic = topic_context(dataset, p["user"], p["sample"], p["topic"])
     j = judge_pair(env.llm.for_run(key), ctx_topic, env.ws.sims.load(p["run_a"]), env.ws.sims.load(p["run_b"]),
-                   p["aspect"], k=p["k"], threshold=p.get("threshold", 0.0))  # its calls, accounted to the judgment
+                   p["aspect"], k=p["k"], threshold=p.get("threshold", 0.0),
+                   temperature=p.get("temperature"))  # its calls, accounted to the judgment
     store.save_judgment(j)
     env.done(f"{what}: {j.decision}")
     return {"judgment_key": j.judgment_key, "decision": j.decision, "stored": False}
@@ -246,7 +248,7 @@ def eval_tasks(ctx: UnitContext) -> dict:
 
 def personamem(ctx: UnitContext) -> dict:
     """Build a method's memory over a PersonaMem-v2 history, answer the items, store the records."""
-    from evaluation.personamem.evaluate import Judging, PersonaMemEval
+    from evaluation.personamem.evaluate import Judging, PersonaMemEval, judge_context
     from evaluation.personamem.loader import history_key, history_user, load_history, read_questions
 
     env, p = _env(ctx), ctx.payload
@@ -264,7 +266,8 @@ def personamem(ctx: UnitContext) -> dict:
 
     builder.run(progress=progress, cancel=ctx.cancel)
     judging = Judging.model_validate(p.get("judging") or {})
-    records = PersonaMemEval(env.llm, builder, p["method"], seed=p["seed"], judging=judging).run(
+    context = judge_context([(m.role, m.content) for m in history.chat_history])  # the released judge's context
+    records = PersonaMemEval(env.llm, builder, p["method"], seed=p["seed"], judging=judging, context=context).run(
         items, tuple(p["forms"]), progress)
     stored = env.ws.personamem.save(records, key)
     env.extra.setdefault("personamem_records", []).extend(records)

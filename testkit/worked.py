@@ -19,7 +19,7 @@ from itertools import combinations
 from backends.config import ROLES
 from backends.llm.fake import ScriptedLLM
 from backends.llm.types import ChatRequest
-from evaluation.fidelity.service import measure_build
+from evaluation.fidelity.service import measure_build, reference_reports
 from evaluation.personamem.evaluate import PMRecord
 from evaluation.service import judge_runs, pair_runs
 from evaluation.tasks import TaskResult, result_key_of
@@ -69,6 +69,9 @@ def fill_home(ws: Workspace, dataset: Dataset, users: Sequence[str], methods: Se
             made["builds"] += 1
             if fidelity and method != "vanilla":
                 measure_build(builder, ws.fidelity)
+        if fidelity:  # two of the reference rows (the others cost more and travel the same way)
+            emb = ws.open_builder(dataset, uid, methods[0]).embedder
+            reference_reports(dataset, dkey, dataset.users[uid], emb, ws.fidelity, names=("ref:empty", "ref:gold"))
     first = ws.open_builder(dataset, users[0], methods[-1])
     items = first.store.items_as_of(first.build_id, first.latest_stage())
     if len(items) >= 2:

@@ -1,30 +1,42 @@
 """Figures and tables of memory fidelity (pure: reports and items in, plotly figures and frames out).
 
-Every figure names the threshold it was measured at; the gold memory is drawn as the oracle upper bound
-(1.0 on every fidelity figure, by construction)."""
+Every figure names the threshold it was measured at; the gold memory is drawn as the oracle upper bound (1.0
+by construction), the reference memories (:mod:`evaluation.fidelity.references`) sit above every method on the
+leaderboards, and a figure that cannot be measured reads "n/a" with its reason — never 0."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pandas as pd
 import plotly.graph_objects as go
 
 from evaluation.fidelity import DEFINITIONS, HEADLINE
-from evaluation.fidelity.types import FidelityReport
-from memory.methods import ORACLE_LABEL
+from evaluation.fidelity.board import NA, cell, na_reason, not_measured
+from evaluation.fidelity.references import REFERENCES
+from evaluation.fidelity.types import LOWER_IS_BETTER, FidelityReport
+from memory.methods import ORACLE_LABEL, display_name
 from memory.types import MemoryItem
 
-CURVES = {"situation_ari": "situation ARI", "situation_nmi": "situation NMI", "requirement_recall": "requirement recall",
-          "preference_recall": "preference recall", "preference_precision": "preference precision",
-          "background_coverage": "background coverage", "text_recall": "text recall",
-          "text_precision": "text precision"}
+CURVES = {"situation_within": "situation κ (within sessions)", "requirement_recall": "requirement recall",
+          "requirement_f1": "requirement F1", "preference_f1": "preference F1", "background_f1": "background F1",
+          "text_precision": "text precision", "text_f1": "text F1"}
 MISS_KINDS = {"missed": "not in the memory", "polarity": "remembered with the opposite polarity",
               "split": "its logs split over several groups", "merged": "its logs grouped with another situation's"}
+REFERENCE_NOTE = ("A method's figure means something only above the reference rows: the empty memory, one group per "
+                  "session, the verbatim full history and another user's gold memory, measured by the same code "
+                  f"(gold against itself is the ceiling, the {ORACLE_LABEL}).")
+
+
+def row_label(method: str) -> str:
+    """A leaderboard row's name: the reference's description, or the method (oracles say so)."""
+    return f"{method} ({REFERENCES[method].label})" if method in REFERENCES else display_name(method)
 
 
 def fidelity_figure(report: FidelityReport, selected: str | None = None) -> go.Figure:
-    """Each fidelity figure over the sessions measured, the gold memory's 1.0 as a dashed line."""
+    """Each fidelity figure over the sessions measured, the gold memory's 1.0 as a dashed line, the headline
+    session (the last history session) marked and the query sessions shaded."""
     x = [s.sample_id for s in report.sessions]
     fig = go.Figure()
     for name, label in CURVES.items():
@@ -36,6 +48,12 @@ def fidelity_figure(report: FidelityReport, selected: str | None = None) -> go.F
     if x:
         fig.add_scatter(x=[x[0], x[-1]], y=[1.0, 1.0], mode="lines", name=f"gold ({ORACLE_LABEL})",
                         line={"dash": "dash", "color": "#111827"}, hoverinfo="skip")
+    queries = [i for i, s in enumerate(report.sessions) if s.split == "query"]
+    if queries:
+        fig.add_vrect(x0=queries[0] - 0.5, x1=queries[-1] + 0.5, fillcolor="#f3f4f6", line_width=0, layer="below",
+                      annotation_text="query sessions", annotation_position="top left")
+    if (head := report.headline) is not None:
+        fig.add_vline(x=head.position, line={"color": "#2563eb", "width": 1, "dash": "dot"})
     if selected in x:
         fig.add_vline(x=x.index(selected), line={"color": "#9ca3af", "width": 1})
     fig.update_layout(height=380, margin={"l": 10, "r": 10, "t": 40, "b": 10}, legend={"orientation": "h", "y": -0.25},
@@ -57,14 +75,17 @@ def layer_counts_figure(gold: dict[str, MemoryItem], mine: dict[str, MemoryItem]
     return fig
 
 
-def _fmt(value: float | int | None) -> str:
-    return "–" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+def fmt(value: float | int | None) -> str:
+    """A figure in a table: three decimals, the integer, or "n/a"."""
+    return NA if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
 def sessions_frame(report: FidelityReport) -> pd.DataFrame:
-    """One row per session: every headline figure (– where it is not measurable)."""
-    rows = [{"session": s.sample_id, "split": s.split, **{n: _fmt(getattr(s, n)) for n in HEADLINE},
-             **{f"background_{a}": _fmt(v) for a, v in s.background.items()}} for s in report.sessions]
+    """One row per session: every headline figure ("n/a" where it is not measurable), the headline marked."""
+    head = report.headline
+    rows = [{"session": s.sample_id, "split": s.split, "headline": "◀" if head and s.position == head.position else "",
+             **{n: fmt(getattr(s, n)) for n in HEADLINE},
+             **{f"background_{a}": fmt(v) for a, v in s.background.items()}} for s in report.sessions]
     return pd.DataFrame(rows)
 
 
@@ -76,14 +97,48 @@ def misses_frame(report: FidelityReport, layers: list[str] | None = None) -> pd.
     return pd.DataFrame(rows, columns=["layer", "what", "gold", "polarity", "aspect", "best match", "cosine"])
 
 
+def compare_frame(report: FidelityReport, references: list[FidelityReport], figures: tuple[str, ...]) -> pd.DataFrame:
+    """The method's headline figures under the reference memories' (one user), "n/a" where not measured."""
+    rows = []
+    for r in [*sorted(references, key=lambda x: list(REFERENCES).index(x.method)), report]:
+        head = r.headline
+        rows.append({"memory": row_label(r.method), **{f: fmt(getattr(head, f)) if head else NA for f in figures}})
+    return pd.DataFrame(rows, columns=["memory", *figures])
+
+
+def board_frame(rows: list[dict]) -> pd.DataFrame:
+    """One row per (method or reference, embedder, τ, version): each headline figure as "mean [CI low, CI high]"
+    over users, "n/a" where no user has it — the reasons in "not measured", older definitions marked stale."""
+    out = [{"row": row_label(r["method"]), "kind": r["kind"], "stale": r["stale"] or "", "embedder": r["embedder"],
+            "τ": r["threshold"], "τ ROC AUC": NA if r.get("threshold_auc") is None else f"{r['threshold_auc']:.3f}",
+            "users": len(r["users"]), "as of": ", ".join(r["as_of"][:2]) + ("…" if len(r["as_of"]) > 2 else ""),
+            **{name: cell(r[name]) for name in HEADLINE},
+            "not measured": "; ".join(f"{k}: {v}" for k, v in r["not_measured"].items())} for r in rows]
+    return pd.DataFrame(out, columns=["row", "kind", "stale", "embedder", "τ", "τ ROC AUC", "users", "as of",
+                                      *HEADLINE, "not measured"])
+
+
 def definitions_markdown(report: FidelityReport) -> list[str]:
     """Lines "figure: definition (scope)" for the figures of this report, plus why others are not measured."""
-    scope_of = {"situation": "situation", "requirement": "requirement", "preference": "preference",
-                "background": "background", "text": "text"}
-    lines = []
+    lines = [f"τ = {report.threshold:g} ({report.embedder}): {report.threshold_source or 'set by hand'}"]
     for name in HEADLINE:
-        layer = next((v for k, v in scope_of.items() if name.startswith(k)), "text")
+        layer = name.split("_", 1)[0]
         scope = report.scopes.get(layer, "")
-        lines.append(f"**{name}** — {DEFINITIONS[name]}" + (f" Compared with: {scope}." if scope else ""))
-    lines += [f"**{k}** not measured: {v}" for k, v in report.unavailable.items()]
+        better = " Lower is better." if name in LOWER_IS_BETTER else ""
+        lines.append(f"**{name}** — {DEFINITIONS[name]}{better}" + (f" Compared with: {scope}." if scope else ""))
+    lines += [f"**{k}** n/a: {v}" for k, v in not_measured(report).items()]
     return lines
+
+
+def figure_help(report: FidelityReport, name: str) -> str:
+    """The help text of one figure: its definition, and why it is n/a when it is."""
+    head = report.headline
+    value = getattr(head, name) if head is not None else None
+    return DEFINITIONS[name] + (f" n/a: {na_reason(report, name)}" if value is None else "")
+
+
+def export_json(report: FidelityReport, references: list[FidelityReport]) -> str:
+    """A report for download: the report, the figures it cannot measure and why, and the reference memories'
+    reports of the same user measured alike."""
+    return json.dumps({"report": report.model_dump(mode="json"), "not_measured": not_measured(report),
+                       "references": [r.model_dump(mode="json") for r in references]}, ensure_ascii=False, indent=1)

@@ -121,9 +121,12 @@ class LLMClient:
         return text
 
     def _request(self, role: str, messages: MessagesIn, overrides: dict[str, Any]) -> ChatRequest:
+        """The request as configured. An unset ``max_tokens`` is the role's own budget here (the cache key's);
+        :meth:`_fit` lowers it to the role's share of the window once the window is known."""
         rc = self.config.role(role)
         req = ChatRequest(model=rc.model, messages=_messages(messages), temperature=rc.temperature,
-                          max_tokens=rc.max_tokens, timeout=rc.timeout)
+                          max_tokens=rc.answer_budget(role, None) if rc.max_tokens is None else rc.max_tokens,
+                          timeout=rc.timeout)
         if rc.provider == "local":
             req.extra.setdefault("repeat_penalty", 1.1)  # llama.cpp: keeps tiny models from looping
         if rc.thinking == "off":
@@ -153,9 +156,12 @@ class LLMClient:
             max_tokens=req.max_tokens, **extra,
         ), reasoning=result.reasoning if result and not result.cache_hit else "")
 
-    def _fit(self, role: str, req: ChatRequest, shrink_answer: bool,
-             cuts: list[Cut] | None) -> tuple[ChatRequest, dict[str, Any]]:
-        """The request to send and what fitting it recorded; :class:`ContextOverflow` if it cannot fit."""
+    def _fit(self, role: str, req: ChatRequest, shrink_answer: bool, cuts: list[Cut] | None,
+             derived: bool = False) -> tuple[ChatRequest, dict[str, Any]]:
+        """The request to send and what fitting it recorded; :class:`ContextOverflow` if it cannot fit. ``derived``:
+        the answer budget is the role's own (not set), so it becomes the role's share of the window first."""
+        if derived:
+            req = req.model_copy(update={"max_tokens": self._budgets.answer_tokens(role)})
         budget = self.budget(role, req.max_tokens)
         try:
             sent, counted, note = fit_request(budget, req, shrink_answer)
@@ -209,8 +215,9 @@ class LLMClient:
             return hit
         policy = RetryPolicy(max_retries=self.config.role(role).max_retries)
         fitted: dict[str, Any] = {}
+        derived = self.config.role(role).max_tokens is None and "max_tokens" not in overrides
         try:
-            sent, fitted = self._fit(role, req, shrink_answer, cuts)
+            sent, fitted = self._fit(role, req, shrink_answer, cuts, derived)
             result, attempts = call_with_retries(
                 lambda: self._limited(provider, sent, lambda: provider.complete(sent), cancel), policy, cancel)
         except LLMError as e:
@@ -249,8 +256,9 @@ class LLMClient:
             return self._limited(provider, sent, first_chunk, cancel)
 
         splitter = ReasoningSplitter(hold=likely_headless(self.config.role(role).model))
+        derived = self.config.role(role).max_tokens is None and "max_tokens" not in overrides
         try:
-            sent, fitted = self._fit(role, req, shrink_answer, cuts)
+            sent, fitted = self._fit(role, req, shrink_answer, cuts, derived)
             (it, first), attempts = call_with_retries(limited_first_chunk, policy, cancel)
             chunks = [first] if first is not None else []
             result: ChatResult | None = None

@@ -163,11 +163,16 @@ class BudgetBook:
                                                local_label=provider.endpoint if root else None)
         return self._counters[role]
 
+    def answer_tokens(self, role: str) -> int:
+        """The role's answer budget: its ``max_tokens`` when set, else its own fitted to the window."""
+        rc = self.config.role(role)
+        return rc.max_tokens if rc.max_tokens is not None else rc.answer_budget(role, self.window(role)[0])
+
     def budget(self, role: str, max_tokens: int | None = None, reserved_text: str = "") -> Budget:
         window, source = self.window(role)
         counter = self.counter(role)
         reserved = counter.count(reserved_text) + MESSAGE_OVERHEAD if reserved_text else 0
-        return Budget(role, window, source, max_tokens or self.config.role(role).max_tokens, counter, reserved)
+        return Budget(role, window, source, max_tokens or self.answer_tokens(role), counter, reserved)
 
 
 def fit_request(budget: Budget, req: ChatRequest, shrink_answer: bool = True) -> tuple[ChatRequest, int | None, str | None]:

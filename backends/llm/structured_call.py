@@ -28,6 +28,7 @@ from backends.prompts import Prompt
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
 REJECTED_CHARS = 4000  # a rejected answer fed back is at most this long
+CUT = "cut at the answer budget"  # starts the error of an answer the endpoint stopped at max_tokens
 
 
 class ChatClient(Protocol):
@@ -153,7 +154,8 @@ def ask_structured(client: ChatClient, role: str, messages: Sequence[Message], m
             if check is not None and (problem := check(value)):  # type: ignore[arg-type]  # value is an instance of model, which check was written for
                 raise StructuredError(problem)
         except StructuredError as e:
-            errors.append(str(e))
+            cut = result.finish_reason == "length"
+            errors.append(f"{CUT} (finish_reason=length after {result.tokens_out} tokens): {e}" if cut else str(e))
             if use_cache:
                 client.evict(role, msgs, cache_salt, **call)
             rejected.append((result.text, str(e)))

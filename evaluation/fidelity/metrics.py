@@ -1,12 +1,85 @@
-"""The pure arithmetic of fidelity (no items, no embedder): grouping agreement, best matches above a
-threshold, recall and precision, polarity errors. Each function is small enough to check by hand."""
+"""The pure arithmetic of fidelity (no items, no embedder): grouping agreement on log pairs, best matches above a
+threshold, recall, precision and F1, polarity errors. Each function is small enough to check by hand."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class PairTable:
+    """Log pairs counted by whether gold and the method put the two logs in one group: ``same`` in both, gold
+    ``gold_only``, the method ``method_only``, neither ``apart``."""
+
+    same: int = 0
+    gold_only: int = 0
+    method_only: int = 0
+    apart: int = 0
+
+    @property
+    def pairs(self) -> int:
+        return self.same + self.gold_only + self.method_only + self.apart
+
+    def __add__(self, other: PairTable) -> PairTable:
+        return PairTable(self.same + other.same, self.gold_only + other.gold_only,
+                         self.method_only + other.method_only, self.apart + other.apart)
+
+    def __sub__(self, other: PairTable) -> PairTable:
+        return PairTable(self.same - other.same, self.gold_only - other.gold_only,
+                         self.method_only - other.method_only, self.apart - other.apart)
+
+    def kappa(self) -> float | None:
+        """Cohen's κ of the two "same group?" verdicts over the pairs (= the pairwise adjusted Rand index): 0 for
+        any verdict that ignores the logs (all together, all apart, random), 1 for gold's. None when gold says the
+        same of every pair (nothing to agree on beyond chance) or there are no pairs."""
+        a, b, c, d = self.same, self.gold_only, self.method_only, self.apart
+        if not (a + b) or not (c + d):  # gold never / always joins a pair
+            return None
+        denominator = (a + b) * (b + d) + (a + c) * (c + d)
+        return 2.0 * (a * d - b * c) / denominator if denominator else None
+
+    def merge_rate(self) -> float | None:
+        """Share of the pairs the method joins (the error rate where gold joins none)."""
+        return (self.same + self.method_only) / self.pairs if self.pairs else None
+
+
+def _c2(n: int) -> int:
+    return n * (n - 1) // 2
+
+
+def pair_table(gold: Sequence[str], method: Sequence[str]) -> PairTable:
+    """The pair table of two labelings of the same logs, by counting (no pair is enumerated)."""
+    if len(gold) != len(method):
+        raise ValueError(f"labelings differ in length: {len(gold)} gold, {len(method)} method")
+    same = sum(_c2(n) for n in Counter(zip(gold, method)).values())
+    gold_same = sum(_c2(n) for n in Counter(gold).values())
+    method_same = sum(_c2(n) for n in Counter(method).values())
+    total = _c2(len(gold))
+    return PairTable(same, gold_same - same, method_same - same, total - gold_same - method_same + same)
+
+
+def session_pairs(gold: Sequence[str], method: Sequence[str], sessions: Sequence[str]) -> tuple[PairTable, PairTable]:
+    """(pairs within one session, pairs across sessions) of labelled logs, each with the session it came in."""
+    within = PairTable()
+    for sid in dict.fromkeys(sessions):
+        idx = [i for i, s in enumerate(sessions) if s == sid]
+        within = within + pair_table([gold[i] for i in idx], [method[i] for i in idx])
+    return within, pair_table(gold, method) - within
+
+
+def f1(recall: float | None, precision: float | None) -> float | None:
+    """Harmonic mean; 0 when nothing is recalled, None when recall cannot be measured or precision is missing."""
+    if recall is None:
+        return None
+    if recall == 0.0:
+        return 0.0
+    if precision is None:
+        return None
+    return 0.0 if recall + precision == 0 else 2 * recall * precision / (recall + precision)
 
 
 def grouping_scores(gold: Sequence[str], method: Sequence[str]) -> tuple[float, float] | None:

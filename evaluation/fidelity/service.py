@@ -1,5 +1,6 @@
 """Measure a stored build: read its per-session snapshots, reuse a stored report of exactly this memory or
-compute and store one. Stores and the embedder come in as parameters (the composition root owns them)."""
+compute and store one; and the reference memories' reports of a user (:mod:`evaluation.fidelity.references`),
+stored beside them. Stores and the embedder come in as parameters (the composition root owns them)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import logging
 from backends.embeddings import Embedder
 from backends.llm.client import LLMClient
 from evaluation.fidelity.compute import Snapshot, StatementVectors, compute_fidelity
+from evaluation.fidelity.references import REFERENCES, reference_snapshots
 from evaluation.fidelity.store import FidelityStore
-from evaluation.fidelity.types import GOLD_VERSION, FidelityConfig, FidelityReport
+from evaluation.fidelity.types import GOLD_VERSION, METRIC_VERSION, FidelityConfig, FidelityReport
 from memory.build import MemoryBuilder
 from memory.store import MemoryStore, dialogue_stage
-from palset.dataset import User
+from palset.dataset import Dataset, User
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +38,7 @@ def fidelity_key(build_id: str, snapshots: list[Snapshot], embedder: str, config
     """Names exactly what is measured: the build (the key's prefix), its snapshots (edits and forgets change
     it), embedder, settings. The hash leaves the build id out, so a bundle moved to another home re-keys a
     report by its prefix alone (:func:`rekey_fidelity`)."""
-    h = hashlib.sha1(json.dumps({"e": embedder, "c": config.model_dump(), "g": GOLD_VERSION},
+    h = hashlib.sha1(json.dumps({"e": embedder, "c": config.model_dump(), "g": GOLD_VERSION, "v": METRIC_VERSION},
                                 sort_keys=True).encode())
     for snap in snapshots:
         for item_id in sorted(snap):
@@ -48,6 +50,48 @@ def fidelity_key(build_id: str, snapshots: list[Snapshot], embedder: str, config
 def rekey_fidelity(key: str, build_id: str) -> str:
     """The key of the same measurement of the same memory stored under another build id."""
     return f"fidelity-{build_id}-{key.rsplit('-', 1)[1]}"
+
+
+def reference_key(dataset: str, user_id: str, reference: str, embedder: str, config: FidelityConfig) -> str:
+    """A reference report's key: the dataset's key (a bundle re-keys it from the imported row), user, reference,
+    embedder, settings and versions."""
+    h = hashlib.sha1(json.dumps({"d": dataset, "u": user_id, "r": reference, "e": embedder,
+                                 "c": config.model_dump(), "g": GOLD_VERSION, "v": METRIC_VERSION},
+                                sort_keys=True).encode())
+    return f"fidelity-{reference.replace(':', '-')}-{h.hexdigest()[:16]}"
+
+
+def reference_reports(dataset: Dataset, dkey: str, user: User, embedder: Embedder, results: FidelityStore | None, *,
+                      config: FidelityConfig | None = None, vectors: StatementVectors | None = None,
+                      recompute: bool = False, names: tuple[str, ...] = tuple(REFERENCES),
+                      compute: bool = True, store: bool = True) -> list[FidelityReport]:
+    """The reference memories' reports of ``user``: stored ones reused; missing ones computed (unless ``compute``
+    is False: a read-only presentation shows what its bundle holds) and stored (unless ``store`` is False or
+    ``results`` is None). A reference that cannot be made here (no other user of the language) is left out and
+    logged."""
+    config = config or FidelityConfig()
+    vectors = vectors or StatementVectors(embedder)
+    out = []
+    for name in names:
+        key = reference_key(dkey, user.uid, name, embedder.name, config)
+        if not recompute and results is not None and (stored := results.get(key)) is not None:
+            out.append(stored)
+            continue
+        if not compute:
+            continue
+        snapshots, note = reference_snapshots(name, user, dataset)
+        if not snapshots:
+            log.info("reference %s for user %s not made: %s", name, user.uid, note)
+            continue
+        report = compute_fidelity(user, name, snapshots, embedder, config=config, dataset=dkey, vectors=vectors,
+                                  stages_done=2 * len(snapshots))
+        report.fidelity_key = key
+        if note:
+            report.scopes["reference"] = note
+        if results is not None and store:
+            results.save(report)
+        out.append(report)
+    return out
 
 
 def measure_build(builder: MemoryBuilder, results: FidelityStore, *, config: FidelityConfig | None = None,
@@ -71,15 +115,17 @@ def measure_build(builder: MemoryBuilder, results: FidelityStore, *, config: Fid
 
 def judge_report(report: FidelityReport, builder: MemoryBuilder, llm: LLMClient, results: FidelityStore, *,
                  evidence_k: int = 5, limit: int | None = None, vectors: StatementVectors | None = None) -> FidelityReport:
-    """Add the judge-based variant (last session measured) to ``report`` and store it again."""
+    """Add the judge-based variant (at the report's headline session, the last history session measured) to
+    ``report`` and store it again."""
     from evaluation.fidelity.judge import judge_fidelity
     from memory.methods.gold import gold_stages
 
     snapshots = load_snapshots(builder.store, builder.build_id, builder.user)
-    if not snapshots:
-        raise ValueError(f"{builder.method} for user {builder.user.uid}: no session's dialogue is ingested yet")
-    gold = gold_stages(builder.user)[dialogue_stage(len(snapshots) - 1)]
-    report.judge = judge_fidelity(llm, gold, snapshots[-1], vectors or StatementVectors(builder.embedder),
+    if not snapshots or report.headline is None:
+        raise ValueError(f"{builder.method} for user {builder.user.uid}: no history session's dialogue is ingested yet")
+    at = min(report.headline.position, len(snapshots) - 1)
+    gold = gold_stages(builder.user)[dialogue_stage(at)]
+    report.judge = judge_fidelity(llm, gold, snapshots[at], vectors or StatementVectors(builder.embedder),
                                   evidence_k=evidence_k, limit=limit)
     results.save(report)
     return report

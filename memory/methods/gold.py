@@ -2,36 +2,43 @@
 
 No LLM, seconds per user, the same five layers, item ids, provenance and retrieval as :mod:`h2memory`
 (it subclasses it and replaces only the building), so every view, retrieval and fidelity metric treats
-it like any other memory. It is an **oracle upper bound**: it reads what the dataset's generator knew.
+it like any other memory. It is an **oracle upper bound**: it reads what the dataset's generator knew —
+but never what the test items were made from. At session k it holds only what was known *before* session
+k's dialogue, and at a **query** session nothing of that session's situations: Mem-PAL writes a query
+topic's user query, implicit needs and requirement from its situation paragraph, so the paragraph — and the
+aspects of the topics' requirement types — would hand the answers over.
 
 Logs stage of session k (what the device logs since the last dialogue tell):
 
-- log graph: each log ``follows`` the previous log of its gold situation — a log belongs to the
-  situation whose ``situation.json`` time span contains it (nearest span when none does, with a note);
-- situations: one item per gold situation met in this session's logs, with exactly those logs, the
-  situation paragraph, and the aspects of its requirement ids (the ids themselves are *not* kept: for a
-  query session they would name the requirement types the evaluated topics are about);
-- background: the four aspects from the profile (occupation, health status, family members, hobbies),
-  each extended by the first sentence of the latest situation of that aspect seen so far.
+- log graph: the session's logs, with **no relations** — PAL-Set annotates none between logs (the item says how
+  many logs and gold situations the session has);
+- situations: one item per gold situation met in this session's logs, with exactly those logs (a log belongs to
+  the situation whose ``situation.json`` time span contains it; the nearest span when none does, with a note).
+  At a history session the item holds the situation paragraph and the aspects of its requirement ids (the ids
+  themselves are *not* kept); at a query session it holds the **logs themselves** instead of the paragraph and
+  all four aspects (``meta.withheld`` says so);
+- background: the four aspects from the profile (occupation, health status, family members, hobbies) — the
+  annotation, unchanged from the first session on.
 
 Dialogue stage of a *history* session: a topic outline per topic (the gold requirement; the user query,
-implicit needs, the turn span from the Topic Inquiry acts, the solutions the assistant proposed matched
-to the labelled candidates, with the user's verdict) and, per requirement type met so far, a principle
-(the type's phrase with its pos/neg preference). A *query* session's dialogue adds nothing: query topics
-are the evaluation set and never part of the memory, so a snapshot at session k holds only what a perfect
-builder could know then. Without ``situation/situation.json`` there is no log graph, no situations and no
-principles (topics cannot be linked to requirement types); without ``background/background.json`` the
-background has no profile part. Every build stage says so in its notes.
+implicit needs, the turn span from the Topic Inquiry acts, and the solutions the assistant proposed with the
+user's verdicts) and, per requirement type met so far, a principle (the type's phrase with its pos/neg
+preference). Which candidate a proposal put forward is **derived, not annotated** (token overlap, at least
+``MIN_MATCH``; a proposal below it keeps its own words with an unknown verdict); each solution and the
+outline's liked/disliked line say so (``meta.derived``). A *query* session's dialogue adds nothing: query
+topics are the evaluation set and never enter the gold memory. Without ``situation/situation.json`` there are
+no situations and no principles (topics cannot be linked to requirement types); without
+``background/background.json`` no background. Every build stage says so in its notes.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from memory.base import MemoryView, MethodContext, log_ref, turn_ref
+from memory.base import MemoryView, MethodContext, log_ref, render_log, turn_ref
 from memory.methods.gold_parts import (
-    first_sentence,
-    follows_edges,
+    DERIVED_OUTLINE,
+    PROFILE_FIELDS,
     groups_in_order,
     log_situations,
     profile_texts,
@@ -59,7 +66,8 @@ class GoldMemory(H2Memory):
     index_on_build = False  # building takes well under a second; embedding waits for the first retrieval
     description = ("Oracle upper bound, no LLM: the H²Memory a perfect builder would make from PAL-Set's annotations "
                    "(gold situations and their logs, profile background, gold requirements with the proposed "
-                   "solutions and verdicts, each requirement type's pos/neg preference). Query topics never enter it.")
+                   "solutions and verdicts, each requirement type's pos/neg preference). Query topics never enter it, "
+                   "nor a query session's situation paragraph or its topics' aspects.")
     default_config = {"k_situations": 3, "k_topics": 3}
 
     def principle_id(self, cluster: object) -> str:
@@ -76,51 +84,48 @@ class GoldMemory(H2Memory):
         elif session.logs:
             labels, outside = log_situations(session, user.situations)
             groups = groups_in_order(labels)
-            edges = [e for _, group in groups for e in follows_edges(group)]
             changes.upserts.append(MemoryItem(
                 id=f"{session.sample_id}_log_graph", layer="log_graph", session_id=session.sample_id,
                 session_index=session.index, provenance=[log_ref(session, j) for j in range(len(session.logs))],
-                text=template(user.language, "graph", edges=len(edges), logs=len(session.logs), groups=len(groups)),
-                meta={"edges": [[a, b, kind] for a, b, kind in edges], "oracle": True}))
+                text=template(user.language, "graph", logs=len(session.logs), groups=len(groups)),
+                meta={"edges": [], "oracle": True}))
             situations = [self._situation(session, c, key, group) for c, (key, group) in enumerate(groups)]
             if outside:
                 changes.notes.append(f"{outside} log(s) lay outside every situation span: placed in the nearest one")
+            if session.split == "query":
+                changes.notes.append("query session: its situations hold their logs, not the situation paragraph or "
+                                     "its requirement types' aspects (the query topics are written from them)")
         changes.upserts += situations
         if user.profile is None:
             changes.notes.append("no background/background.json: the gold background has no profile part")
-        changes.upserts += self._gold_background(session, memory, situations)
+        changes.upserts += self._gold_background(session, memory)
         return changes
 
     def _situation(self, session: Session, c: int, key: str, group: list[int]) -> MemoryItem:
         sit = self.ctx.user.situations[key]
-        aspects = list(dict.fromkeys(rid.split("-", 1)[0] for rid in sit.requirement_ids))
+        meta: dict = {"log_ids": group, "gold_situation": key, "oracle": True,
+                      "span": [f"{sit.start_timestamp:%Y-%m-%d %H:%M}", f"{sit.end_timestamp:%Y-%m-%d %H:%M}"]}
+        if session.split == "query":  # what was known before the query dialogue: its logs, not their paragraph
+            text = "\n".join(render_log(session, j) for j in group)
+            meta.update(aspects=list(ASPECTS), withheld=template(self.ctx.user.language, "withheld"))
+        else:
+            text = redact_text(sit.situation)
+            meta["aspects"] = list(dict.fromkeys(rid.split("-", 1)[0] for rid in sit.requirement_ids))
         return MemoryItem(
-            id=f"{session.sample_id}_situation{c}", layer="situation", text=redact_text(sit.situation),
-            session_id=session.sample_id, session_index=session.index,
-            provenance=[log_ref(session, j) for j in group], importance=float(len(group)),
-            meta={"aspects": aspects, "log_ids": group, "gold_situation": key, "oracle": True,
-                  "span": [f"{sit.start_timestamp:%Y-%m-%d %H:%M}", f"{sit.end_timestamp:%Y-%m-%d %H:%M}"]})
+            id=f"{session.sample_id}_situation{c}", layer="situation", text=text, session_id=session.sample_id,
+            session_index=session.index, provenance=[log_ref(session, j) for j in group],
+            importance=float(len(group)), meta=meta)
 
-    def _gold_background(self, session: Session, memory: MemoryView, situations: list[MemoryItem]) -> list[MemoryItem]:
-        """Profile sentence per aspect, extended by the latest situation of that aspect; unchanged aspects are kept."""
+    def _gold_background(self, session: Session, memory: MemoryView) -> list[MemoryItem]:
+        """The profile's sentence per aspect, written once (the annotation does not change over the sessions)."""
         user = self.ctx.user
         profile = profile_texts(user)
-        items = []
-        for aspect in ASPECTS:
-            item_id = f"{user.uid}_background_{aspect}"
-            previous = memory.items.get(item_id)
-            mine = [s for s in situations if aspect in s.meta["aspects"]]
-            if previous is not None and not mine:
-                continue
-            seen = [*(previous.meta.get("situations", []) if previous else []), *(s.id for s in mine)]
-            parts = [redact_text(profile[aspect])] if profile[aspect] else []
-            if mine:
-                parts.append(template(user.language, "recently", text=first_sentence(mine[-1].text)))
-            items.append(MemoryItem(
-                id=item_id, layer="background", text=" ".join(parts), session_id=session.sample_id,
-                session_index=session.index, provenance=[f"item:{i}" for i in seen[-10:]],
-                meta={"aspect": aspect, "profile": redact_text(profile[aspect]), "situations": seen, "oracle": True}))
-        return items
+        return [MemoryItem(id=f"{user.uid}_background_{aspect}", layer="background", text=redact_text(profile[aspect]),
+                           session_id=session.sample_id, session_index=session.index,
+                           provenance=[f"profile:{PROFILE_FIELDS[aspect]}"],
+                           meta={"aspect": aspect, "profile": redact_text(profile[aspect]), "oracle": True})
+                for aspect in ASPECTS
+                if profile[aspect] and f"{user.uid}_background_{aspect}" not in memory.items]
 
     # ------------------------------------------------------------ dialogue stage
 
@@ -155,6 +160,7 @@ class GoldMemory(H2Memory):
         disliked = [p.solution for p in props if p.feedback_type == "neg"]
         none = template(lang, "none")
         preference = template(lang, "preference", pos=" / ".join(liked) or none, neg=" / ".join(disliked) or none)
+        derived = {"solutions": DERIVED_OUTLINE, "preference": DERIVED_OUTLINE} if props else {}
         home = [i.id for i in memory.layer("situation") if i.session_id == session.sample_id
                 and i.meta.get("gold_situation") == session.situation_id]
         a, b = span
@@ -165,10 +171,11 @@ class GoldMemory(H2Memory):
             meta={"turn_span": [a, b], "requirement_original": redact_text(topic.topic.user_query),
                   "implicit_needs": [redact_text(n) for n in topic.topic.implicit_needs],
                   "solutions": [{"solution": redact_text(p.solution), "user_feedback": redact_text(p.user_feedback),
-                                 "feedback_type": p.feedback_type, "turn": p.turn, "match": p.overlap} for p in props],
+                                 "feedback_type": p.feedback_type, "turn": p.turn, "match": p.overlap,
+                                 "derived": p.how} for p in props],
                   "preference": redact_text(preference), "cluster": topic.requirement_type_id,
                   "requirement_id": topic.requirement_type_id, "requirement_type": topic.requirement_type,
-                  "topic_key": topic.key, "oracle": True})
+                  "topic_key": topic.key, "oracle": True, "derived": derived})
 
     def _principle(self, session: Session, rid: str, outline: MemoryItem, previous: MemoryItem | None) -> MemoryItem | None:
         user = self.ctx.user

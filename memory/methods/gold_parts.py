@@ -19,24 +19,23 @@ from palset.vocab import Act
 PROFILE_FIELDS = {"work": "occupation", "health": "health_status", "family": "family_members", "leisure": "hobbies"}
 
 TEMPLATES = {
-    "en": {"recently": "Recently: {text}", "principle": "Accepts: {pos} Rejects: {neg}",
-           "preference": "liked: {pos}; disliked: {neg}", "graph": "{edges} follows relations among {logs} logs "
-           "in {groups} gold situation(s)", "none": "none"},
-    "zh": {"recently": "近况：{text}", "principle": "接受：{pos} 拒绝：{neg}", "preference": "喜欢：{pos}；不喜欢：{neg}",
-           "graph": "{logs} 条日志、{groups} 个真实情境中的 {edges} 条时间先后关系", "none": "无"},
+    "en": {"principle": "Accepts: {pos} Rejects: {neg}", "preference": "liked: {pos}; disliked: {neg}",
+           "graph": "{logs} logs in {groups} gold situation(s); PAL-Set annotates no relations between logs",
+           "none": "none", "withheld": "query session: the situation paragraph and its requirement types' aspects are "
+           "withheld (the query topics are written from them); the item holds the situation's logs"},
+    "zh": {"principle": "接受：{pos} 拒绝：{neg}", "preference": "喜欢：{pos}；不喜欢：{neg}",
+           "graph": "{logs} 条日志，分属 {groups} 个真实情境；PAL-Set 未标注日志之间的关系", "none": "无",
+           "withheld": "查询会话：情境描述及其需求类型的方面不写入（查询话题由它们生成）；此条目只含该情境的日志"},
 }
+
+# What a gold topic outline derives rather than reads (shown wherever the outline's solutions are shown).
+MIN_MATCH = 0.2  # token-set F1 a proposal needs with a candidate to count as proposing it
+DERIVED_OUTLINE = ("derived (not annotation): which candidate each Solution Proposal turn put forward is found by "
+                   f"token overlap (F1 ≥ {MIN_MATCH}); the verdict is that candidate's pos/neg label")
 
 
 def template(language: str, name: str, **values: object) -> str:
     return TEMPLATES["zh" if language == "zh" else "en"][name].format(**values)
-
-
-def first_sentence(text: str, limit: int = 240) -> str:
-    """The first sentence of a paragraph (the splitter fidelity uses), at most ``limit`` characters."""
-    from memory.sentences import split_sentences
-
-    sentences = split_sentences(text)
-    return (sentences[0] if sentences else text.strip())[:limit]
 
 
 # ---------------------------------------------------------------- logs → gold situations
@@ -72,11 +71,6 @@ def groups_in_order(labels: list[str]) -> list[tuple[str, list[int]]]:
     return list(groups.items())
 
 
-def follows_edges(group: list[int]) -> list[tuple[int, int, str]]:
-    """Each log of a gold situation follows the previous log of the same situation (a chain, in time order)."""
-    return [(a, b, "follows") for a, b in zip(group, group[1:])]
-
-
 # ---------------------------------------------------------------- dialogue → topics and proposals
 
 
@@ -104,9 +98,10 @@ class Proposal:
 
     turn: int
     solution: str
-    feedback_type: str  # pos | neg | others (a "neu" candidate)
+    feedback_type: str  # pos | neg | others (a "neu" candidate, or no candidate matched)
     user_feedback: str
-    overlap: float  # token-set F1 between the proposal turn and the matched candidate
+    overlap: float  # token-set F1 between the proposal turn and the best candidate
+    how: str  # how it was derived (a proposal is never annotated with its candidate)
 
 
 _WORD = re.compile(r"[^\W\d_]{2,}|\d+")
@@ -131,9 +126,10 @@ def proposals(session: Session, topic: SessionTopic, span: tuple[int, int], lang
     """Every Solution Proposal turn inside ``span``, matched to the topic's most similar candidate solution.
 
     Matching is by token-set F1 over words (and Chinese character bigrams): deterministic, and the proposal
-    paraphrases its candidate. The verdict is the
-    candidate's label (pos/neg; neu becomes "others", as in H²Memory's topic outlines) and the user's words
-    are the first Solution Feedback turn after the proposal inside the topic.
+    paraphrases its candidate. The verdict is the candidate's label (pos/neg; neu becomes "others", as in
+    H²Memory's topic outlines). A proposal whose best candidate shares less than ``MIN_MATCH`` is matched to
+    none: it keeps the assistant's own words and an unknown verdict ("others"). The user's words are the first
+    Solution Feedback turn after the proposal inside the topic. All of this is derived, not annotated.
     """
     candidates = topic.topic.candidate_solutions
     cand_tokens = [_tokens(c.solution, language) for c in candidates]
@@ -148,10 +144,17 @@ def proposals(session: Session, topic: SessionTopic, span: tuple[int, int], lang
         best = max(range(len(candidates)), key=lambda i: (scores[i], -i))
         verdict = next((session.turns[u - 1].user.content for u in range(t + 1, b + 1)
                         if session.turns[u - 1].user.action is Act.SOLUTION_FEEDBACK), "")
+        overlap = round(scores[best], 4)
+        if overlap < MIN_MATCH:
+            out.append(Proposal(turn=t, solution=turn.assistant.content, feedback_type="others", user_feedback=verdict,
+                                overlap=overlap, how=f"derived (not annotation): no candidate shares F1 ≥ {MIN_MATCH} "
+                                f"with turn {t} (best {overlap:.2f}): the assistant's words, verdict unknown"))
+            continue
         label = candidates[best].feedback
         out.append(Proposal(turn=t, solution=candidates[best].solution,
-                            feedback_type=label if label in ("pos", "neg") else "others",
-                            user_feedback=verdict, overlap=round(scores[best], 4)))
+                            feedback_type=label if label in ("pos", "neg") else "others", user_feedback=verdict,
+                            overlap=overlap, how=f"derived (not annotation): turn {t} matched to this candidate by "
+                            f"token overlap F1 {overlap:.2f}"))
     return out
 
 

@@ -70,7 +70,7 @@ def select_rows(tables: TableStore, dkey: str, users: Sequence[str] | None,
             if scope.user and users is not None:
                 where[scope.user] = list(users)
             for column in scope.methods if methods is not None else ():
-                where[column] = list(methods or [])
+                where[column] = [*(methods or []), *scope.always]
         else:
             where[kind.scope.column] = sorted({str(r[BY_TABLE[t].key[0]]) for t in kind.scope.parents
                                                for r in out.get(t, [])})

@@ -31,7 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evaluation.faireval import judgment_key
-from evaluation.fidelity.service import rekey_fidelity
+from evaluation.fidelity.references import REFERENCES
+from evaluation.fidelity.service import reference_key, rekey_fidelity
+from evaluation.fidelity.types import FidelityConfig
 from evaluation.tasks import result_key_of
 from memory.store import build_id_for
 from palset.dataset import dataset_digest, dataset_key
@@ -46,13 +48,15 @@ IdMap = dict[str, str]
 @dataclass(frozen=True)
 class Own:
     """Rows of the exported dataset (``dataset`` column; None: kinds without one, e.g. PersonaMem records),
-    of the selected users (``user``) and methods (every column in ``methods`` must be a selected method).
+    of the selected users (``user``) and methods (every column in ``methods`` must be a selected method, or one of
+    ``always``: fidelity's reference memories travel with any selection).
     ``also``: (table, column) whose exported values are further dataset keys (PersonaMem histories)."""
 
     dataset: str | None = "dataset"
     user: str | None = "user_id"
     methods: tuple[str, ...] = ("method",)
     also: tuple[tuple[str, str], ...] = ()
+    always: tuple[str, ...] = ()  # values of the method columns exported whatever methods are selected
 
 
 @dataclass(frozen=True)
@@ -136,8 +140,10 @@ def _run_key(row: Row) -> str:
 
 
 def _judgment_key(row: Row) -> str:
+    temperature = json.loads(str(row["data"])).get("sampling_temperature")
     return judgment_key(str(row["run_a"]), str(row["run_b"]), str(row["aspect"]), int(str(row["k"])),
-                        str(row["judge_model"]), str(row["prompt_version"]))
+                        str(row["judge_model"]), str(row["prompt_version"]),
+                        None if temperature is None else float(temperature))
 
 
 def _result_key(row: Row) -> str:
@@ -146,6 +152,10 @@ def _result_key(row: Row) -> str:
 
 
 def _fidelity_key(row: Row) -> str:
+    if str(row["method"]) in REFERENCES:  # a reference memory's report: keyed by the dataset, not a build
+        config = FidelityConfig.model_validate(json.loads(str(row["data"]))["config"])
+        return reference_key(str(row["dataset"]), str(row["user_id"]), str(row["method"]), str(row["embedder"]),
+                             config)
     return rekey_fidelity(str(row["fidelity_key"]), str(row["build_id"]))
 
 
@@ -218,8 +228,8 @@ KINDS: tuple[RecordKind, ...] = (
                json=("data",), rekey=_judgment_key, prompts=_judgment_prompts),
     RecordKind("bench_results", "single-turn results", ("result_key",), Own(), (4,), json=("data",),
                rekey=_result_key, prompts=_result_prompts),
-    RecordKind("memory_fidelity", "fidelity reports", ("fidelity_key",), Own(), (20,), json=("data",),
-               rekey=_fidelity_key),
+    RecordKind("memory_fidelity", "fidelity reports", ("fidelity_key",), Own(always=tuple(REFERENCES)), (20,),
+               json=("data",), rekey=_fidelity_key),
     RecordKind(JOBS, "experiments (their jobs and configuration)", ("job_id",), Configured("experiment"), (30,),
                json=("config",), people=("created_by",), rekey=_job_key, carry=_job_at_rest),
     RecordKind("job_units", "experiment units (what each ran, its result)", ("unit_id",), Child("job_id", (JOBS,)),

@@ -2,6 +2,7 @@
 
 import pytest
 
+from backends.config import output_tokens
 from backends.llm.context import REQUEST_OVERHEAD, Budget, Cut, compress_labels, fit_request
 from backends.llm.counters import EndpointCounter, EstimateCounter, counter_for, estimate_name, load_hf
 from backends.llm.errors import ContextOverflow
@@ -72,7 +73,7 @@ def test_every_call_records_its_count_counter_window_and_max_tokens(pal_home):
     client = make_workspace(pal_home, secrets={"cache": False}).llm(session_id="ctx", providers={"assistant": fake})
     client.chat("assistant", [{"role": "user", "content": "hello there"}])
     row = client.store.calls("ctx")[0]
-    assert row["context_window"] == 4096 and row["max_tokens"] == 512
+    assert row["context_window"] == 4096 and row["max_tokens"] == output_tokens("assistant", 4096) == 512
     assert row["est_counter"] == estimate_name() and row["prompt_tokens_est"] > 0
     assert row["tokens_counter"] == "endpoint"
 
@@ -110,3 +111,49 @@ def test_endpoint_counter_uses_tokenize_and_falls_back_when_it_fails(pal_home):
         assert server.tokenize_calls == 1  # memoised
     assert counter.count("now the server is gone") > 0
     assert counter.name.startswith("estimate:") and "failed" in counter.name
+
+
+def test_unset_answer_budgets_are_each_roles_own_fitted_to_the_window(pal_home, tmp_path):
+    """Issue 26, item 11: 512 tokens for every role cut FairEval's three analyses; an unset max_tokens is now the
+    role's need (the reference judge's 8,192 …) at most its share of the window; a set one, or a call's, wins."""
+    assert output_tokens("judge", 4096) == 2048 and output_tokens("judge", 65536) == 8192
+    assert output_tokens("judge", None) == 4096 and output_tokens("memory_builder", 4096) == 2048
+    assert output_tokens("assistant", 4096) == 512 and output_tokens("user_simulator", 4096) == 256
+    fake = ScriptedLLM(["ok"] * 4, window=4096)
+    client = make_workspace(pal_home, secrets={"cache": False}).llm(session_id="b", providers={"judge": fake})
+    client.chat("judge", [{"role": "user", "content": "hi"}])
+    client.chat("judge", [{"role": "user", "content": "hi"}], max_tokens=100)
+    assert [r.max_tokens for r in fake.requests] == [2048, 100]
+    assert client.budget("judge").max_tokens == 2048
+    fixed = ScriptedLLM(["ok"], window=4096)
+    set_ws = make_workspace(tmp_path / "set", env={"PAL_JUDGE_MAX_TOKENS": "700"}, secrets={"cache": False})
+    set_ws.llm(session_id="b", providers={"judge": fixed}).chat("judge", [{"role": "user", "content": "hi"}])
+    assert fixed.requests[0].max_tokens == 700
+
+
+class Cutting(ScriptedLLM):
+    """An endpoint that stops every answer at max_tokens (finish_reason "length")."""
+
+    def complete(self, req):
+        return super().complete(req).model_copy(update={"finish_reason": "length"})
+
+
+def test_an_answer_cut_at_the_budget_says_so_and_faireval_counts_it(pal_home):
+    from pydantic import BaseModel, Field
+
+    from backends.llm.structured_call import CUT
+    from evaluation.aggregate import cut_samples
+    from evaluation.faireval import JudgeSample
+    from tests.evaluation.test_aggregate import judgment
+
+    class Out(BaseModel):
+        analysis: str = Field(max_length=100)
+
+    fake = Cutting(['{"analysis": "unfinish'] * 3, window=4096)
+    client = make_workspace(pal_home, secrets={"cache": False}).llm(session_id="c", providers={"judge": fake})
+    res = client.structured("judge", [{"role": "user", "content": "judge"}], Out)
+    assert not res.ok and all(e.startswith(CUT + " (finish_reason=length") for e in res.errors)
+    j = judgment("u", "t", [(1, 8, 5), (2, 8, 5)])
+    j.samples.append(JudgeSample(order=2, index=1, ok=False, errors=res.errors))
+    j.samples.append(JudgeSample(order=2, index=2, ok=False, errors=["not JSON"]))
+    assert cut_samples(j) == 1

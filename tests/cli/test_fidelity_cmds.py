@@ -1,5 +1,7 @@
 """`pal memory fidelity` as users run it: gold (oracle upper bound) scores 1.0, a baseline is built and measured,
-several users give a summary with bootstrap CIs, an unbuilt LLM method and unknown users are clear errors."""
+the reference memories come beside it, several users give a summary with bootstrap CIs, a figure that cannot be
+measured is n/a with its reason, an unbuilt LLM method and unknown users are clear errors; `pal memory
+fidelity-threshold` chooses τ on held-out pairs."""
 
 import json
 import os
@@ -21,16 +23,23 @@ def test_gold_and_a_baseline_over_two_users(tmp_path):
     data = json.loads(gold.stdout)
     assert data["label"] == "gold (oracle upper bound)" and data["unavailable_files"] == []
     row = data["users"][0]
-    assert row["oracle"] and row["as_of"] == "1000_sample8" and row["missed"] == []
-    assert row["situation_ari"] == 1.0 and row["requirement_recall"] == 1.0 and row["polarity_errors"] == 0
-    assert set(data["definitions"]) >= {"situation_ari", "text_recall"}
+    assert row["oracle"] and row["as_of"] == "1000_sample6" and row["headline_complete"] and row["missed"] == []
+    assert row["situation_within"] == 1.0 and row["requirement_recall"] == 1.0 and row["polarity_errors"] == 0
+    assert row["situation_across"] is None and "spans two sessions" in row["not_measured"]["situation_across"]
+    assert set(data["definitions"]) >= {"situation_within", "text_precision", "text_noise"}
+    refs = {r["method"]: r for r in data["references"]}
+    assert list(refs) == ["ref:empty", "ref:session-groups", "ref:dump", "ref:other-user", "ref:gold"]
+    assert refs["ref:session-groups"]["situation_within"]["value"] == 0.0
+    assert refs["ref:empty"]["text_precision"]["value"] is None and "states nothing" in refs["ref:empty"]["not_measured"]["text_precision"]
+    assert refs["ref:gold"]["text_f1"]["value"] == 1.0
     base = run(tmp_path, "--dataset", str(DEMO), "--users", "1000,1001", "--method", "rag-turn", "--threshold", "0.7",
                "--json")
     assert base.returncode == 0, base.stderr
     data = json.loads(base.stdout)
     assert "building rag-turn for user 1001" in base.stderr
     assert [r["user"] for r in data["users"]] == ["1000", "1001"]
-    assert all(r["situation_ari"] is None and "situation" in r["unavailable"] for r in data["users"])
+    assert all(r["situation_within"] is None and "situation" in r["unavailable"] for r in data["users"])
+    assert all(r["text_precision"] is not None and r["text_noise"] is not None for r in data["users"])
     summary = data["summary"]
     assert summary["threshold"] == 0.7 and summary["users"] == ["1000", "1001"]
     lo, hi = summary["text_recall"]["ci"]
@@ -48,3 +57,27 @@ def test_clear_errors_and_partial_releases(tmp_path):
     res = run(tmp_path, "--dataset", str(root), "--user", "1000", "--method", "gold")
     assert res.returncode == 0, res.stderr
     assert "not measurable here: situation needs situation/situation.json" in res.stdout
+
+
+def test_the_table_shows_reference_rows_and_na(tmp_path):
+    res = run(tmp_path, "--dataset", str(DEMO), "--user", "1000", "--method", "vanilla-log")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "headline: each user's last history session" in out and "ref:session-groups" in out
+    assert "a method's figure means something only above the reference rows" in out
+    assert "n/a" in out and "n/a text_precision:" in out  # vanilla-log keeps no memory: precision cannot be measured
+    again = run(tmp_path, "--dataset", str(DEMO), "--user", "1000", "--method", "vanilla-log", "--no-references",
+                "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["references"] == []
+
+
+def test_fidelity_threshold_calibrates_on_held_out_pairs(tmp_path):
+    res = subprocess.run([PAL, "memory", "fidelity-threshold", "--dataset", str(DEMO), "--language", "zh", "--json"],
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PAL_HOME": str(tmp_path), "PAL_EMBEDDER": "hash"})
+    assert res.returncode == 0, res.stderr
+    cal = json.loads(res.stdout)
+    assert cal["embedder"] == "hash" and cal["users"] == ["1006", "1007"] and 0 <= cal["auc"] <= 1
+    both = subprocess.run([PAL, "memory", "fidelity-threshold", "--dataset", str(DEMO)], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PAL_HOME": str(tmp_path), "PAL_EMBEDDER": "hash"})
+    assert both.returncode == 2 and "pick one with --language" in both.stderr

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from evaluation.calibration import bpde, calibrate, plan_calibration, rank_topics, top_share, verdicts
+from evaluation.calibration import bpde, calibrate, plan_calibration, rank_topics, sampling_note, top_share, verdicts
 from evaluation.human_agreement import calibration_votes
 from review.batches import shown_order
 from testkit.workspace import make_workspace
@@ -39,6 +39,19 @@ def test_topics_rank_most_uncertain_first_with_invalid_on_top():
     assert top_share(5) == 1 and top_share(10) == 2 and top_share(11) == 3 and top_share(0) == 0
 
 
+def test_equally_uncertain_topics_are_ordered_by_a_seeded_draw_not_by_user():
+    """Issue 26, item 7: at temperature 0 most topics tie (BPDE 0); sorting ties by user sent the lowest user ids to
+    review. Now a seed decides, the same in every process, and different seeds give different orders."""
+    js = [judgment(u, f"t{k}", UNANIMOUS) for u in ("1000", "1001", "1002", "1003") for k in range(5)]
+    orders = {tuple(t.key for t in rank_topics(js, seed=s)) for s in range(6)}
+    assert len(orders) > 1
+    first = rank_topics(js, seed=0)
+    assert first == rank_topics(list(reversed(js)), seed=0)  # not the judgments' order either
+    assert [t.user_id for t in first[:5]] != ["1000"] * 5
+    assert sampling_note(js) is None and "temperature 0" in sampling_note(
+        [j.model_copy(update={"judge_temperature": 0.0}) for j in js])
+
+
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
@@ -53,7 +66,7 @@ def test_the_most_uncertain_topics_become_a_blinded_pairwise_batch_and_calibrate
     keys = sorted(k for k, _ in plan.items)
     assert keys == ["u/s/t2", "u/s/t3", "u/s/t4"]  # t3 (1.585) > t4 (1.25) > t2 (1.0)
     assert plan.task == "pairwise" and all("swap" in p for _, p in plan.items)
-    assert plan.data["calibration"]["methods"] == ["A", "B"] and plan.data["calibration"]["version"] == "1"
+    assert plan.data["calibration"]["methods"] == ["A", "B"] and plan.data["calibration"]["version"] == "2"
     assert plan.data["calibration"]["uncertainty"]["u/s/t3"]["score"] == pytest.approx(math.log2(3))
     batch = store.create_batch(plan, "boss")
     people = {"t2": "A", "t3": "B", "t4": "A"}  # B wins t3 for people; t2's tie becomes A's win; t4 stays a win

@@ -113,3 +113,45 @@ def test_pal_bench_tasks_table_names_the_bleu_tokens_and_judge_failures(env, cli
     assert main(["bench-tasks", "--dataset", str(DEMO), "--methods", "vanilla", "--users", USER, "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert row["g_judge_failed"] == row["s_score"]["n"] > 0 and row["g_score"]["n"] == 0
+
+
+def test_review_uncertain_judges_at_fairevals_temperature_and_redecides_stored_judgments(env, cli_llm, capsys):
+    """Issue 26, items 7 and 13: --review-uncertain samples the judge at T = 1 unless told otherwise (a new
+    judgment, the T = 0 one kept), and ranks stored judgments re-decided under the current rules — a judgment
+    stored with a v1 decision ("win" from pooled samples, one order without a valid sample) is invalid now and
+    ranks first, as on the Evaluate page."""
+    from evaluation.faireval import judgment_key
+
+    _, sims, ws = env
+    use, log = cli_llm
+    for topic in ("topic-1", "topic-2"):
+        store_run(sims, "h2memory", MARKER, topic=topic)
+        store_run(sims, "vanilla", "plain", topic=topic)
+    use(prefers_marker)
+    argv = ["judge", "--dataset", str(DEMO), "--runs", "h2memory", "--baseline", "vanilla", "--k", "1",
+            "--aspects", "requirement"]
+    assert main([*argv, "--json"]) == 0
+    cold = ws.evals.judgments()
+    assert len(cold) == 2 and {j.sampling_temperature for j in cold} == {None} and {j.judge_temperature for j in cold} == {0.0}
+    # make topic-2's stored judgment a v1 record: order 2 failed, decision "win" as v1 pooled it
+    j = next(x for x in cold if x.topic_key == "topic-2")
+    broken = j.model_copy(update={"samples": [s if s.order == 1 else s.model_copy(update={"ok": False, "score_a": None,
+                                                                                        "score_b": None})
+                                              for s in j.samples], "decision": "win", "decision_version": "1"})
+    ws.evals.save_judgment(broken)
+    assert main([*argv, "--temperature", "3"]) == 2
+    capsys.readouterr()
+    assert main([*argv, "--review-uncertain", "1", "--annotators", "ann1,ann2", "--seed", "4"]) == 0
+    out, err = capsys.readouterr()
+    assert "at temperature 1" in err and "seeded random order, --seed 4" in err and len(log[-1].requests) == 4
+    hot = [x for x in ws.evals.judgments() if x.sampling_temperature == 1.0]
+    assert len(hot) == 2 and all(x.judge_temperature == 1.0 for x in hot)
+    assert {x.judgment_key for x in hot} == {judgment_key(x.run_a, x.run_b, x.aspect, 1, x.judge_model,
+                                                          x.prompt_version, 1.0) for x in hot}
+    assert all(r.temperature == 1.0 for r in log[-1].requests)
+    # the same review, over the stored T = 0 judgments, re-decides the broken one and sends it
+    assert main([*argv, "--review-uncertain", "1", "--annotators", "ann1,ann2", "--temperature", "0"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: judged at temperature 0" in err
+    batch = ws.reviews.batches()[0]
+    assert list(batch["data"]["calibration"]["uncertainty"]) == ["1000/1000_sample7/topic-2"]

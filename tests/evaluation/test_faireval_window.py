@@ -41,3 +41,17 @@ def test_reasoning_judges_keep_their_thinking_apart(env, demo):
     assert j.decision == "win" and all(s.ok for s in j.samples)
     assert all(s.reasoning and "assistant-1 is worse" in s.reasoning[0] for s in j.samples)
     assert all("think" not in s.raw[0] for s in j.samples)
+
+
+def test_the_judges_own_budget_takes_what_the_window_leaves(env, demo):
+    """Issue 26, item 11: an unset judge budget (8,192, at most half the window) would refuse a prompt that the old
+    512 let through; it takes what the window leaves after the prompt instead, never less than 512 tokens."""
+    from evaluation.faireval import MIN_JUDGE_ANSWER
+
+    j, fake, llm = judge_with(env, demo, prefers_marker, window=2400)
+    assert len(fake.requests) == 4 and j.decision == "win"
+    budget = llm.budget("judge")
+    assert budget.max_tokens == 1200  # half the window: the prompt alone would not fit with it
+    sent = {r.max_tokens for r in fake.requests}
+    assert all(MIN_JUDGE_ANSWER <= m < 1200 for m in sent)
+    assert all(j.prompt_tokens["order1"] + m <= 2400 for m in sent)

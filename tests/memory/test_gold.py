@@ -1,4 +1,5 @@
-"""The gold memory: deterministic, leak-free, H²Memory's layers and interface, built from the annotations only."""
+"""The gold memory: deterministic, leak-free (nothing of a query session's situation or its topics), H²Memory's layers
+and interface, built from the annotations only; what it derives says so."""
 
 from __future__ import annotations
 
@@ -12,12 +13,15 @@ from backends.vectorstore import BruteForceStore
 from memory.build import MemoryBuilder
 from memory.methods import METHODS, display_name, get_method_class, is_oracle
 from memory.methods.gold import NEEDS_SITUATIONS, GoldMemory, gold_stages
-from memory.methods.gold_parts import log_situations, proposals, topic_spans
+from memory.methods.gold_parts import DERIVED_OUTLINE, MIN_MATCH, log_situations, proposals, topic_spans
 from memory.methods.h2memory import H2Memory
+from memory.sentences import split_sentences
 from memory.store import dialogue_stage, logs_stage
 from palset.loader import load_dataset
+from palset.vocab import ASPECTS
+from testkit.palset_examples import release_from_examples
 from testkit.workspace import make_workspace
-from tests.conftest import DEMO
+from tests.conftest import DEMO, PALSET, require_shared
 
 
 def _topic_texts(session) -> list[str]:
@@ -57,8 +61,13 @@ def test_every_layer_is_built_with_provenance(demo_dataset, uid):
     for t in topics:
         assert all(s["feedback_type"] in ("pos", "neg", "others") for s in t.meta["solutions"])
         assert t.meta["solutions"], t.id  # every demo history topic proposes solutions
-    if user.language == "zh":
-        assert any("近况" in i.text for i in last.values() if i.layer == "background")
+        assert all(s["derived"].startswith("derived (not annotation)") for s in t.meta["solutions"])
+        assert t.meta["derived"] == {"solutions": DERIVED_OUTLINE, "preference": DERIVED_OUTLINE}
+    background = {i.meta["aspect"]: i for i in last.values() if i.layer == "background"}
+    assert set(background) == set(ASPECTS)
+    for item in background.values():  # the profile's sentence, nothing invented from a situation
+        assert item.text == item.meta["profile"] and item.session_index == user.sessions[0].index
+        assert item.provenance[0].startswith("profile:")
 
 
 def test_situations_partition_each_sessions_logs_inside_their_spans(demo_user):
@@ -72,10 +81,8 @@ def test_situations_partition_each_sessions_logs_inside_their_spans(demo_user):
             sit = demo_user.situations[item.meta["gold_situation"]]
             assert all(sit.start_timestamp <= session.logs[j].timestamp <= sit.end_timestamp for j in item.meta["log_ids"])
         graph = snap[f"{session.sample_id}_log_graph"]
-        assert len(graph.meta["edges"]) == len(session.logs) - len(mine)  # a chain per situation
-        for a, b, kind in graph.meta["edges"]:
-            assert a < b and kind == "follows"
-            assert any(a in i.meta["log_ids"] and b in i.meta["log_ids"] for i in mine)
+        assert graph.meta["edges"] == []  # PAL-Set annotates no relation between logs: none is invented
+        assert "annotates no relations" in graph.text or "未标注" in graph.text
 
 
 def test_deterministic_and_the_same_through_the_builder(tmp_path):
@@ -121,6 +128,67 @@ def test_a_snapshot_never_holds_a_later_session_or_the_query_set(demo_dataset, u
         assert principles <= seen
         assert not [i for i in snap.values() if i.layer == "topic_outline"
                     and user.session(i.session_id).split == "query"]
+
+
+def _situation_sentences(user, session) -> list[str]:
+    """The sentences of every gold situation whose span holds one of the session's logs."""
+    labels, _ = log_situations(session, user.situations)
+    return [x for key in set(labels) for x in split_sentences(user.situations[key].situation)]
+
+
+@pytest.mark.parametrize("uid", [str(u) for u in range(1000, 1008)])
+def test_a_query_session_holds_nothing_of_its_situation_text(demo_dataset, uid):
+    """Mem-PAL writes the query topics from the situation paragraph: at a query session gold keeps its logs, never
+    the paragraph (not a sentence of it) nor its requirement types' aspects. A history session does keep it."""
+    user = demo_dataset.users[uid]
+    stages = gold_stages(user)
+    for pos, session in enumerate(user.sessions):
+        sentences = _situation_sentences(user, session)
+        assert sentences
+        for stage in (logs_stage(pos), dialogue_stage(pos)):
+            text = _dump(stages[stage])
+            held = [x for x in sentences if x in text]
+            if session.split == "query":
+                assert held == [], (session.sample_id, held[:2])
+                mine = [i for i in stages[stage].values() if i.layer == "situation" and i.session_id == session.sample_id]
+                assert mine and all(i.meta["aspects"] == list(ASPECTS) and i.meta["withheld"] for i in mine)
+                assert all(session.logs[i.meta["log_ids"][0]].content[:40] in i.text for i in mine)
+            else:
+                assert held, session.sample_id  # the check can fail: history sessions hold their paragraph
+
+
+@pytest.mark.parametrize("split", ["query", "history"])
+def test_real_palset_situation_text_stays_out_of_a_query_session(tmp_path, split):
+    """Real PAL-Set text (Huang et al., Mem-PAL, CC BY-NC 4.0): user 0000's situation of 2024-04-06 – 04-12 with its
+    logs, dialogue and topics, assembled from the authors' released examples into one session."""
+    root = release_from_examples(require_shared(PALSET), tmp_path / "ds", split)
+    user = load_dataset(root).users["0000"]
+    paragraph = user.situations["2024-04-12"].situation
+    sentences = split_sentences(paragraph)
+    assert len(sentences) >= 5 and user.language == "zh"
+    stages = gold_stages(user)
+    text = _dump(stages[-1])
+    held = [x for x in sentences if x in text]
+    topics = _topic_texts(user.sessions[0])
+    if split == "query":
+        assert held == [] and not [t for t in topics if t in text]
+        situation = next(i for i in stages[-1].values() if i.layer == "situation")
+        assert situation.meta["aspects"] == list(ASPECTS) and len(situation.meta["log_ids"]) == 21
+    else:
+        assert held == sentences  # the history session keeps the paragraph: the test can tell the two apart
+
+
+def test_a_proposal_without_a_close_candidate_keeps_its_own_words(demo_user):
+    session = demo_user.history[0]
+    spans, _ = topic_spans(session)
+    t = next(t for t, turn in enumerate(session.turns, 1) if turn.assistant.action.value == "Solution Proposal")
+    turns = list(session.turns)
+    turns[t - 1] = turns[t - 1].model_copy(update={"assistant": turns[t - 1].assistant.model_copy(
+        update={"content": "Zebra quartz xylophone juggling."})})
+    found = proposals(session.model_copy(update={"turns": turns}), session.topics[0], spans[0], "en")
+    odd = next(p for p in found if p.turn == t)
+    assert odd.overlap < MIN_MATCH and odd.solution == "Zebra quartz xylophone juggling."
+    assert odd.feedback_type == "others" and "no candidate" in odd.how and odd.how.startswith("derived")
 
 
 def test_query_dialogues_add_nothing(demo_user):

@@ -1,6 +1,7 @@
-"""AppTest of the Evaluate page's fidelity leaderboard: measured from the page across methods and users, the gold
-memory first and labelled an oracle upper bound, each figure with a 95% bootstrap CI over users; an LLM method
-that is not built is skipped with a message."""
+"""AppTest of the Evaluate page's fidelity leaderboard: measured from the page across methods and users, the reference
+rows first (measured with them), then the gold memory labelled an oracle upper bound, each figure with a 95%
+bootstrap CI over users and "n/a" with its reason where it cannot be measured; an LLM method that is not built is
+skipped with a message."""
 
 import pytest
 
@@ -28,13 +29,15 @@ def test_measure_and_rank_across_methods_and_users():
     assert len(skipped) == 2 and all("h2memory" in w and "build it first" in w for w in skipped)
     at.run()
     frame = board(at)
-    assert list(frame["method"]) == ["gold (oracle upper bound)", "rag-session"]
-    assert list(frame["users"]) == [2, 2]
-    gold = frame.iloc[0]
-    assert gold["text_recall"] == "1.000 [1.000, 1.000]" and gold["situation_ari"] == "1.000 [1.000, 1.000]"
-    rag = frame.iloc[1]
-    assert rag["situation_ari"] == "–"
+    assert list(frame["kind"]) == ["reference"] * 5 + ["oracle", "method"]
+    assert list(frame["row"])[5:] == ["gold (oracle upper bound)", "rag-session"]
+    assert list(frame["row"])[1].startswith("ref:session-groups") and frame.iloc[1]["situation_within"].startswith("0.000")
+    assert list(frame["users"]) == [2] * 7
+    gold = frame.iloc[5]
+    assert gold["text_recall"] == "1.000 [1.000, 1.000]" and gold["situation_within"] == "1.000 [1.000, 1.000]"
+    rag = frame.iloc[6]
+    assert rag["situation_within"] == "n/a" and "situation_within: rag-session does not group logs" in rag["not measured"]
     value, ci = rag["text_recall"].split(" ", 1)
     lo, hi = (float(x) for x in ci.strip("[]").split(", "))
     assert lo <= float(value) <= hi
-    assert any("bootstrap CI over users" in c.value for c in at.caption)
+    assert any("bootstrap CI over users" in c.value and "only above the reference rows" in c.value for c in at.caption)

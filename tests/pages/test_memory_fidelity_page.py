@@ -1,6 +1,7 @@
 """AppTest of the gold memory on the Memory page and its Fidelity tab: the demo opens with gold (built on first
-use, labelled an oracle upper bound), the tab plots fidelity over sessions, puts the method beside gold, lists
-what it missed, measures a baseline from gold's own page, and says which files a partial release lacks."""
+use, labelled an oracle upper bound), the tab plots fidelity over sessions, puts the method beside gold and beside
+the reference memories, shows n/a with its reason, lists what it missed, measures a baseline from gold's own page,
+and says which files a partial release lacks."""
 
 from __future__ import annotations
 
@@ -62,12 +63,18 @@ def test_fidelity_tab_of_a_baseline(memory_env):
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     shown = metrics(at)
-    assert shown["Situation ARI"] == "–" and shown["Text recall"] not in ("–", "")
+    assert shown["Situation κ"] == "n/a" and shown["Text precision"] not in ("n/a", "")
+    assert "does not group logs" in next(m.help for m in at.metric if m.label == "Situation κ")
     assert "How close" in plain(at) and "As of 1000_sample8" in plain(at)
     figures = charts(at)
     curves = {t["name"] for t in figures[0]["data"]}
-    assert {"text recall", "gold (oracle upper bound)"} <= curves and "situation ARI" not in curves
+    assert {"text precision", "gold (oracle upper bound)"} <= curves and "situation κ (within sessions)" not in curves
     assert {t["name"] for t in figures[1]["data"]} == {"gold (oracle upper bound)", "rag-session"}
+    refs = frame_with(at, "memory")
+    assert list(refs["memory"])[:2] == ["ref:empty (empty memory)", "ref:session-groups (one group per session (its "
+                                        "logs verbatim))"] and list(refs["memory"])[-1] == "rag-session"
+    assert refs.iloc[1]["situation_within"] == "0.000" and refs.iloc[0]["text_precision"] == "n/a"
+    assert "means something only above the reference rows" in plain(at)
     misses = frame_with(at, "best match")
     assert len(misses) and set(misses["layer"]) <= {"requirement", "preference", "background"}
     assert "not in the memory" in set(misses["what"])
@@ -75,11 +82,17 @@ def test_fidelity_tab_of_a_baseline(memory_env):
     assert list(sessions["session"]) == [f"1000_sample{i}" for i in range(9)]
     stored = app_workspace().fidelity.reports(str(DEMO.resolve()), user_id="1000", method="rag-session")
     assert len(stored) == 1 and stored[0].final.sample_id == "1000_sample8"
-    # a stricter threshold is a new measurement: recall can only fall
-    before = float(shown["Text recall"])
+    assert stored[0].headline.sample_id == "1000_sample6" and stored[0].metric_version == "2"
+    refs_stored = [r for r in app_workspace().fidelity.reports(str(DEMO.resolve()), user_id="1000")
+                   if r.method.startswith("ref:")]
+    assert {r.method for r in refs_stored} == {"ref:empty", "ref:session-groups", "ref:dump", "ref:other-user",
+                                               "ref:gold"}
+    # a stricter threshold is a new measurement: precision can only fall
+    before = float(shown["Text precision"])
     at.number_input(key="mem_fid_tau_hash").set_value(0.95).run()
-    assert float(metrics(at)["Text recall"]) <= before
-    assert len(app_workspace().fidelity.reports(str(DEMO.resolve()), user_id="1000")) == 2
+    assert float(metrics(at)["Text precision"]) <= before
+    assert len([r for r in app_workspace().fidelity.reports(str(DEMO.resolve()), user_id="1000")
+                if not r.method.startswith("ref:")]) == 2
 
 
 def test_on_golds_page_the_tab_measures_a_baseline_built_there():
@@ -87,7 +100,7 @@ def test_on_golds_page_the_tab_measures_a_baseline_built_there():
     assert not at.exception, [e.value for e in at.exception]
     assert any("scores 1.0 on every figure by construction" in i.value for i in at.info)
     assert at.selectbox(key="mem_fid_method").value == "rag-turn"
-    assert metrics(at)["Requirement recall"] not in ("–", "")
+    assert metrics(at)["Requirement F1"] not in ("n/a", "")
     assert any(t["name"] == "rag-turn" for t in charts(at)[1]["data"])
 
 
@@ -99,8 +112,8 @@ def test_a_partial_release_says_which_files_are_missing(tmp_path, monkeypatch):
     at = open_page("memory", dataset="partial", user="1000", method="gold", tab="Fidelity")
     assert not at.exception, [e.value for e in at.exception]
     shown = metrics(at)
-    assert shown["Situation ARI"] == "–" and shown["Preference recall"] == "–" and shown["Requirement recall"] != "–"
-    help_text = next(m.help for m in at.metric if m.label == "Situation ARI")
+    assert shown["Situation κ"] == "n/a" and shown["Preference F1"] == "n/a" and shown["Requirement F1"] != "n/a"
+    help_text = next(m.help for m in at.metric if m.label == "Situation κ")
     assert "situation/situation.json" in help_text
     assert "situation/situation.json" in plain(at)
 

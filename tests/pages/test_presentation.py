@@ -109,8 +109,8 @@ def _shows_judgment_or_board(at, params):
         headers = [h.value for h in at.header]
         assert headers.index("Memory fidelity against the gold memory") < headers.index(
             "Multi-turn: FairEval pairwise judging")  # the link opens on the leaderboards
-        boards = [d.value for d in at.dataframe if "method" in d.value.columns]
-        assert any(board["method"].astype(str).str.contains("rag-turn").any() for board in boards)
+        boards = [d.value[c] for d in at.dataframe for c in ("method", "row") if c in d.value.columns]
+        assert any(column.astype(str).str.contains("rag-turn").any() for column in boards)
         return
     assert {m.label for m in at.metric} >= {"requirement: win", "requirement: tie", "requirement: lose"}
     text = all_markdown(at)
@@ -131,7 +131,7 @@ def _shows_memory(at, params):
     if params.get("tab") == "Retrieval":
         assert len([d for d in at.dataframe if "score" in d.value.columns]) == 2
     elif params.get("tab") == "Fidelity":
-        assert any(m.label == "Text recall" for m in at.metric)
+        assert any(m.label == "Text precision" for m in at.metric)
     elif params.get("item"):
         assert at.selectbox(key="mem_item").value == params["item"]
         assert any("source" in d.value.columns and len(d.value) for d in at.dataframe)

@@ -122,6 +122,11 @@ def test_a_dataset_in_another_folder_is_rekeyed_and_its_records_open_there(sourc
     assert target.sims.exists(run_id_for(spec))
     judgments = target.evals.judgments(dataset=new)
     assert judgments and all(target.sims.exists(j.run_a) and target.sims.exists(j.run_b) for j in judgments)
+    from evaluation.fidelity.service import reference_key
+    from evaluation.fidelity.types import FidelityConfig
+
+    ref = target.fidelity.get(reference_key(new, USERS[0], "ref:gold", "hash", FidelityConfig()))
+    assert ref is not None and ref.dataset == new and ref.headline.text_f1 == 1.0  # reference rows re-keyed too
     ids = {}  # the same records, up to the new keys
     for kind in KINDS:
         if kind.rekey is not None:

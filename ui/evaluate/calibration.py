@@ -12,7 +12,16 @@ import secrets
 import pandas as pd
 import streamlit as st
 
-from evaluation.calibration import Calibration, TopicUncertainty, calibrate, plan_calibration, rank_topics, top_share
+from evaluation.calibration import (
+    FAIREVAL_TEMPERATURE,
+    Calibration,
+    TopicUncertainty,
+    calibrate,
+    plan_calibration,
+    rank_topics,
+    sampling_note,
+    top_share,
+)
 from evaluation.faireval import Judgment
 from evaluation.human_agreement import calibration_votes
 from review.accounts import LOCAL_ADMIN
@@ -56,7 +65,11 @@ def render_calibration(dkey: str, judgments: list[Judgment], a: str, b: str, asp
     st.subheader("Human-in-the-loop calibration")
     st.caption("FairEval's third calibration: each topic's uncertainty is the entropy (bits) of its 2k judge verdicts "
                "across both orders (balanced position diversity entropy; 0 = all agree, 1.58 = maximal); people decide "
-               "the most uncertain topics, and their majority replaces the judge there.")
+               "the most uncertain topics, and their majority replaces the judge there. Topics of equal entropy are "
+               "ordered by a seeded random draw.")
+    if note := sampling_note(judgments):
+        st.warning(md_escape(note) + f" (set **Sampling temperature** to {FAIREVAL_TEMPERATURE:g} above and press "
+                   "Judge; the new judgments replace these here).")
     store = base_workspace().reviews
     votes = calibration_votes(store, dkey, (a, b))
     if votes:

@@ -1,21 +1,24 @@
 """The Evaluate page's fidelity leaderboard: every stored fidelity report of the dataset, per method across users
-with 95% bootstrap CIs over users, the gold memory (oracle upper bound) first; and a form that measures
-methods for users (building those without an LLM first)."""
+with 95% bootstrap CIs over users at each user's last history session, under the reference memories' rows
+(empty, one group per session, full history, another user, gold itself) measured by the same code; and a form that
+measures methods for users (building those without an LLM first) with their references."""
 
 from __future__ import annotations
 
 import logging
 
-import pandas as pd
 import streamlit as st
 
-from evaluation.fidelity import DEFINITIONS, HEADLINE
+from evaluation.fidelity import DEFINITIONS
 from evaluation.fidelity.board import leaderboard
 from evaluation.fidelity.compute import StatementVectors
-from evaluation.fidelity.service import measure_build
-from memory.methods import ORACLE_LABEL, display_name, get_method_class
+from evaluation.fidelity.references import is_reference
+from evaluation.fidelity.service import measure_build, reference_reports
+from evaluation.fidelity.types import FidelityConfig, FidelityReport
+from memory.methods import ORACLE_LABEL, get_method_class
 from palset.dataset import Dataset
 from ui.evaluate.data import to_csv
+from ui.fidelity import REFERENCE_NOTE, board_frame
 from ui.methods import available_methods, method_label, open_user_builder
 from ui.platform_state import base_workspace
 from ui.presenting import read_only_note, writes_allowed
@@ -23,30 +26,30 @@ from ui.text import error_text, md_escape
 
 log = logging.getLogger(__name__)
 DEFAULT_METHODS = ["gold", "rag-turn", "rag-session", "vanilla-log"]
+__all__ = ["board_frame", "measure_many", "render_fidelity_board"]
 
 
-def _cell(m: dict) -> str:
-    if m["value"] is None:
-        return "–"
-    lo, hi = m["ci"]
-    return f"{m['value']:.3f} [{lo:.3f}, {hi:.3f}]"
-
-
-def board_frame(rows: list[dict]) -> pd.DataFrame:
-    """One row per (method, embedder, τ): each headline figure as "mean [CI low, CI high]" over users."""
-    out = [{"method": display_name(r["method"]), "embedder": r["embedder"], "τ": r["threshold"],
-            "users": len(r["users"]), **{name: _cell(r[name]) for name in HEADLINE}} for r in rows]
-    return pd.DataFrame(out, columns=["method", "embedder", "τ", "users", *HEADLINE])
+def missing_references(reports: list[FidelityReport]) -> list[tuple[str, str, float]]:
+    """(user, embedder, τ) of method reports with no reference row of the same measurement stored."""
+    have = {(r.user_id, r.embedder, r.threshold) for r in reports if is_reference(r.method) and not r.stale}
+    want = {(r.user_id, r.embedder, r.threshold) for r in reports if not is_reference(r.method) and not r.stale}
+    return sorted(want - have)
 
 
 def render_fidelity_board(dataset: Dataset, dkey: str) -> None:
-    rows = leaderboard(base_workspace().fidelity.latest(dkey))
+    reports = base_workspace().fidelity.latest(dkey)
+    rows = leaderboard(reports)
     if rows:
+        stale = [r for r in rows if r["stale"]]
+        if stale:
+            st.warning(f"{len(stale)} row(s) were measured under an older definition of fidelity (marked stale): measure "
+                       "them again below, on the Memory page's Fidelity tab or with `pal memory fidelity`.")
         frame = board_frame(rows)
         st.dataframe(frame, hide_index=True, width="stretch", key="eval_fidelity_board")
-        st.caption(f"Last session of each user's build, mean over users with the 95% bootstrap CI over users; matches "
-                   f"at cosine ≥ τ. gold is the {ORACLE_LABEL} (1.0 by construction). Figures: "
-                   + md_escape(" ".join(f"{k}: {v}" for k, v in DEFINITIONS.items())))
+        st.caption(f"{REFERENCE_NOTE} Each user's last history session (gold holds no query dialogue); mean over users "
+                   "with the 95% bootstrap CI over users; matches at cosine ≥ τ (its ROC AUC on held-out pairs beside "
+                   "it). n/a: not measurable, left out of every mean (reasons under 'not measured'); stale: measured "
+                   "under an older definition. Figures: " + md_escape(" ".join(f"{k}: {v}" for k, v in DEFINITIONS.items())))
         st.download_button("Fidelity leaderboard CSV", to_csv(frame), file_name="fidelity_leaderboard.csv",
                            mime="text/csv", icon=":material/download:", key="eval_fidelity_csv", on_click="ignore")
     else:
@@ -55,12 +58,23 @@ def render_fidelity_board(dataset: Dataset, dkey: str) -> None:
     if not writes_allowed():
         read_only_note("fidelity is not measured here; the table shows the bundle's reports")
         return
+    missing = missing_references(reports)
+    if missing and st.button(f"Measure the reference rows for {len({u for u, _, _ in missing})} user(s)",
+                             key="eval_fid_refs", icon=":material/straighten:",
+                             help="Methods were measured without their reference memories (older reports or "
+                                  "--no-references): measure them for the same users, embedder and τ."):
+        notes = measure_references(dataset, dkey, missing)
+        for note in notes:
+            st.warning(md_escape(note))
+        if not notes:
+            st.rerun()
     with st.expander("Measure fidelity"):
         methods = st.multiselect("Methods", available_methods(), key="eval_fid_methods", format_func=method_label,
                                  default=[m for m in DEFAULT_METHODS if m in available_methods()])
         users = st.multiselect("Users (empty: all)", list(dataset.users), key="eval_fid_users")
-        st.caption("Methods without an LLM are built first (seconds to a minute per user); an LLM method is measured "
-                   "only where it is already built (Memory page or `pal memory build`).")
+        st.caption(f"Methods without an LLM are built first (seconds to a minute per user); an LLM method is measured "
+                   f"only where it is already built (Memory page or `pal memory build`). The reference rows of each "
+                   f"user are measured too; gold is the {ORACLE_LABEL}.")
         if st.button("Measure", key="eval_fid_run", icon=":material/straighten:", disabled=not methods):
             notes = measure_many(dataset, dkey, methods, users or list(dataset.users))
             for note in notes:
@@ -69,8 +83,27 @@ def render_fidelity_board(dataset: Dataset, dkey: str) -> None:
                 st.rerun()
 
 
+def measure_references(dataset: Dataset, dkey: str, missing: list[tuple[str, str, float]]) -> list[str]:
+    """The reference rows of each (user, embedder, τ) that a method report has and they lack."""
+    notes: list[str] = []
+    ws = base_workspace()
+    for uid, embedder, tau in missing:
+        user = dataset.users.get(uid)
+        if user is None:
+            continue
+        try:
+            emb = ws.embedder(embedder, user.language)
+            config = FidelityConfig(threshold=None if tau == FidelityConfig().threshold_for(embedder) else tau)
+            reference_reports(dataset, dkey, user, emb, ws.fidelity, config=config)
+        except Exception as e:
+            log.exception("reference memories of user %s failed", uid)
+            notes.append(f"reference rows for user {uid}: {error_text(e)}")
+    return notes
+
+
 def measure_many(dataset: Dataset, dkey: str, methods: list[str], users: list[str]) -> list[str]:
-    """Measure each method for each user (statement vectors shared per user); returns what was skipped and why."""
+    """Measure each method for each user, then the user's reference memories (statement vectors shared per
+    user); returns what was skipped and why."""
     notes: list[str] = []
     bar = st.progress(0.0, text="Measuring fidelity…")
     total, done = len(methods) * len(users), 0
@@ -95,5 +128,12 @@ def measure_many(dataset: Dataset, dkey: str, methods: list[str], users: list[st
             except Exception as e:
                 log.exception("fidelity of %s for user %s failed", method, uid)
                 notes.append(f"{method} for user {uid}: {error_text(e)}")
+        for name, vectors in shared.items():
+            bar.progress(done / total, text=f"reference memories of user {uid} ({name})")
+            try:
+                reference_reports(dataset, dkey, user, vectors.embedder, base_workspace().fidelity, vectors=vectors)
+            except Exception as e:
+                log.exception("reference memories of user %s failed", uid)
+                notes.append(f"reference rows for user {uid}: {error_text(e)}")
     bar.empty()
     return notes

@@ -68,7 +68,9 @@ def render_bias(rows: list[dict]) -> None:
                   help="topics where the winner changed when the two dialogues were swapped")
         c3.metric("Slot-1 win rate", f"{r['slot1_win_rate']:.0%}",
                   help="share of valid samples where whichever dialogue was shown first scored higher (0.5 = no bias)")
-        c4.metric("Invalid samples", f"{r['invalid_samples']} / {r['samples']}")
+        c4.metric("Invalid samples", f"{r['invalid_samples']} / {r['samples']}",
+                  help=f"{r.get('cut_samples', 0)} of them cut at the judge's answer budget (max_tokens): raise it, "
+                       "or leave it unset for the role's own budget fitted to the window")
         d1, d2, d3, d4 = st.columns(4)
         d1.metric("Longer dialogue wins", _rate(lb["longer_win_rate"]),
                   help=f"over {lb['longer_decided']} decided topic(s) whose dialogues differ in length (assistant "

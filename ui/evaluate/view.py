@@ -26,8 +26,8 @@ import streamlit as st
 from backends.config import ConfigError
 from backends.paths import PROJECT_ROOT
 from evaluation.aggregate import aggregate_judgments
-from evaluation.faireval import ASPECTS, Judgment, apply_decision, judgment_key
-from evaluation.service import RunPair, dropped_topics, pair_runs
+from evaluation.faireval import ASPECTS, Judgment, apply_decision
+from evaluation.service import dropped_topics, pair_runs
 from memory.methods import display_name
 from palset.dataset import Dataset, dataset_key
 from sim.store import SimStore
@@ -38,11 +38,11 @@ from ui.evaluate.data import finished_methods, latest_judgments
 from ui.evaluate.drilldown import render_drilldown
 from ui.evaluate.experiments import render_experiments
 from ui.evaluate.fidelity import render_fidelity_board
+from ui.evaluate.judging import judge_temperature, render_judge_button
 from ui.evaluate.results import render_exports, render_results
-from ui.jobs import active_job, failure_text, follow, submit, watch
 from ui.platform_state import base_workspace
 from ui.presenting import read_only_note, writes_allowed
-from ui.text import error_text, md_escape
+from ui.text import md_escape
 
 log = logging.getLogger(__name__)
 
@@ -173,15 +173,16 @@ def render_pairwise(dataset: Dataset, dkey: str, sims: SimStore,
     """The pairwise section; returns the chosen (A, B, aspects, tie threshold) for the agreement section."""
     a, b, aspects = _pick(methods)
     pairs = pair_runs(sims, dkey, a, b)
-    c1, c2, c3 = st.columns([1, 1, 2])
+    c1, c2, c3, c4 = st.columns([1, 1, 1, 2])
     k = int(c1.number_input("Samples per order (k)", 1, 10, 3, key="eval_k",
                             help="FairEval Multiple Evidence: k judge samples with A shown first, k with B first."))
     threshold = float(c2.number_input("Tie threshold", 0.0, 9.0, 0.0, step=0.25, key="eval_threshold",
                                       help="A tie when the mean scores differ by at most this (0: exact equality, "
                                            "as the paper). Decisions of stored judgments are recomputed with it."))
-    with c3:
+    temperature = judge_temperature(c3)
+    with c4:
         if writes_allowed():
-            render_judge_button(dataset, sims, pairs, aspects, k, threshold)
+            render_judge_button(dataset, sims, pairs, aspects, k, threshold, temperature)
         else:
             read_only_note("judging is not offered; these are the bundle's judgments")
     store = base_workspace().evals
@@ -201,53 +202,3 @@ def render_pairwise(dataset: Dataset, dkey: str, sims: SimStore,
     render_drilldown(dataset, sims, judgments, a, b)
     render_exports(judgments, rows, a, b, dropped)
     return a, b, aspects, threshold
-
-
-def render_judge_button(dataset: Dataset, sims: SimStore, pairs: list[RunPair], aspects: list[str], k: int,
-                        threshold: float) -> None:
-    if not pairs:
-        st.caption("No topic has finished runs of both methods: nothing to judge.")
-        return
-    try:
-        llm = platform_state.llm_client()
-        from backends.prompts import load_prompt
-
-        model = llm.config.role("judge").model
-        versions = {a: load_prompt(f"eval/faireval_{a}").version for a in aspects}
-    except Exception as e:  # configuration problems are a message
-        log.exception("judging cannot start")
-        st.error(f"Cannot judge: {md_escape(error_text(e))}")
-        return
-    store = base_workspace().evals
-    todo = [p for p in pairs if any(not store.has_judgment(judgment_key(p.run_a, p.run_b, a, k, model, versions[a]))
-                                    for a in aspects)]
-    st.caption(f"{len(pairs)} paired topic(s); {len(todo)} not judged yet with k={k} by {md_escape(model)}.")
-    if (running := active_job("judge-", kind="judge")) is not None:  # judging goes on with the page closed
-        watch(running.job_id, "Judging")
-        return
-    if not st.button("Judge", key="eval_judge", type="primary", icon=":material/balance:", disabled=not todo):
-        return
-    try:
-        job_id = submit_judging(dataset, sims, todo, aspects, k, threshold)
-    except Exception as e:  # configuration or store problems: a message, never a traceback
-        log.exception("judging cannot start")
-        st.error(f"Cannot judge: {md_escape(error_text(e))}")
-        return
-    summary = follow(job_id, f"Judging {len(todo)} topic(s)")
-    if summary.status != "done":
-        st.error(f"Judging stopped: {md_escape(failure_text(summary))}. Every finished judgment is stored; press "
-                 "Judge again to continue.")
-        return
-    st.success(f"Judged {len(todo)} topic(s).")
-
-
-def submit_judging(dataset: Dataset, sims: SimStore, pairs: list[RunPair], aspects: list[str], k: int,
-                   threshold: float) -> str:
-    """A job of ``eval.judge`` units, one judgment after the other (a failure stops the rest, which a second
-    press continues); it runs in the app's workers, so closing the page does not stop it."""
-    from protocol.units import judge_units
-
-    specs = [(sims.load(p.run_a).spec, sims.load(p.run_b).spec) for p in pairs]
-    units = judge_units(dataset, specs, aspects, k, threshold)
-    units = [u.model_copy(update={"deps": [units[i - 1].key] if i else []}) for i, u in enumerate(units)]
-    return submit("judge", f"judge {specs[0][0].method} vs {specs[0][1].method}", units)

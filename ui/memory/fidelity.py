@@ -1,9 +1,11 @@
 """The Memory page's Fidelity tab: how close this method's memory is to the gold memory, per layer and per
-session (plots over sessions, the method's layers beside gold's, the gold items it missed).
+session (plots over sessions, the method's layers beside gold's, the reference memories' figures beside its
+own, the gold items it missed).
 
 On the gold memory itself (which scores 1.0 by construction) the tab measures a method picked here,
-building it first when it needs no LLM. Every figure carries its definition and threshold. All text from
-data goes through :func:`ui.text.md_escape` or a dataframe cell.
+building it first when it needs no LLM. Every figure carries its definition and threshold; one that cannot be
+measured reads "n/a" with the reason. All text from data goes through :func:`ui.text.md_escape` or a
+dataframe cell.
 """
 
 from __future__ import annotations
@@ -13,13 +15,15 @@ import logging
 import streamlit as st
 
 from evaluation.fidelity import DEFINITIONS
-from evaluation.fidelity.service import fidelity_key, judge_report, load_snapshots, measure_build
+from evaluation.fidelity.compute import StatementVectors
+from evaluation.fidelity.service import fidelity_key, judge_report, load_snapshots, measure_build, reference_reports
 from evaluation.fidelity.store import FidelityStore
 from evaluation.fidelity.types import FidelityConfig, FidelityReport
 from memory.build import MemoryBuilder
 from memory.methods import ORACLE_LABEL, get_method_class, is_oracle
 from memory.methods.gold import gold_stages
 from memory.store import dialogue_stage
+from palset.dataset import Dataset
 from ui import fidelity as fc
 from ui.memory.common import run_build, snapshot_stage
 from ui.methods import method_label, open_user_builder
@@ -29,9 +33,11 @@ from ui.text import error_text, md_escape
 
 log = logging.getLogger(__name__)
 BASELINE = "rag-turn"
-METRICS = (("situation_ari", "Situation ARI"), ("requirement_recall", "Requirement recall"),
-           ("preference_recall", "Preference recall"), ("polarity_errors", "Polarity errors"),
-           ("background_coverage", "Background coverage"), ("text_recall", "Text recall"))
+METRICS = (("situation_within", "Situation κ"), ("requirement_f1", "Requirement F1"),
+           ("preference_f1", "Preference F1"), ("polarity_errors", "Polarity errors"),
+           ("background_f1", "Background F1"), ("text_precision", "Text precision"), ("text_noise", "Noise"))
+COMPARE = ("situation_within", "requirement_recall", "requirement_f1", "preference_f1", "background_f1",
+           "text_precision", "text_f1", "text_noise")
 
 
 def fidelity_store() -> FidelityStore:
@@ -39,24 +45,26 @@ def fidelity_store() -> FidelityStore:
     return base_workspace().fidelity
 
 
-def render_fidelity(builder: MemoryBuilder, pos: int, methods: list[str]) -> None:
+def render_fidelity(dataset: Dataset, builder: MemoryBuilder, pos: int, methods: list[str]) -> None:
     if is_oracle(builder.method):
         builder = _measured_method(builder, methods)
         if builder is None:
             return
     st.caption(f"How close **{md_escape(method_label(builder.method))}** is to the gold memory: the H²Memory a "
-               f"perfect builder would make from the dataset's own annotations ({ORACLE_LABEL}). Each figure compares "
-               "the memory after a session's dialogue with gold at the same point; definitions under **Definitions**.")
+               f"perfect builder would make from the dataset's own annotations ({ORACLE_LABEL}), holding nothing of a "
+               "query session's situation. Each figure compares the memory after a session's dialogue with gold at the "
+               "same point; the headline is the last history session; definitions under **Definitions**.")
     default = FidelityConfig().threshold_for(builder.embedder.name)
-    tau = st.number_input("Match threshold τ (cosine)", -1.0, 1.0, value=default, step=0.05,
+    tau = st.number_input("Match threshold τ (cosine)", -1.0, 1.0, value=default, step=0.005, format="%.3f",
                           key=f"mem_fid_tau_{builder.embedder.name}",
                           help=f"Two statements match when the cosine of their {builder.embedder.name} embeddings "
-                               f"reaches τ. Default for {builder.embedder.name}: {default:g} (calibrated on the demo users).")
+                               f"reaches τ. Default: {FidelityConfig().threshold_source(builder.embedder.name)}.")
     config = FidelityConfig(threshold=None if tau == default else float(tau))
+    vectors = StatementVectors(builder.embedder)
     try:
         if writes_allowed():
-            with st.spinner("Measuring against the gold memory…"):
-                report = measure_build(builder, fidelity_store(), config=config)
+            with st.spinner("Measuring against the gold memory and the reference memories…"):
+                report = measure_build(builder, fidelity_store(), config=config, vectors=vectors)
         elif (found := stored_report(builder, config)) is not None:
             report = found
         else:
@@ -70,10 +78,34 @@ def render_fidelity(builder: MemoryBuilder, pos: int, methods: list[str]) -> Non
     if not report.sessions:
         st.info("No session's dialogue is ingested yet: build further to measure this memory.")
         return
+    if report.stale:
+        st.warning(f"This report is stale — {md_escape(report.stale)}.")
     at = min(pos, len(report.sessions) - 1)
     _render_figures(builder, report, at)
+    refs = _render_references(dataset, builder, report, config, vectors)
     _render_misses(report)
-    _render_details(builder, report)
+    _render_details(builder, report, refs)
+
+
+def _render_references(dataset: Dataset, builder: MemoryBuilder, report: FidelityReport, config: FidelityConfig,
+                       vectors: StatementVectors) -> list[FidelityReport]:
+    """The method's headline beside the reference memories' (this user; stored, computed here when missing)."""
+    try:
+        with st.spinner("Reference memories…"):
+            refs = reference_reports(dataset, builder.dataset, builder.user, builder.embedder, fidelity_store(),
+                                     config=config, vectors=vectors, compute=writes_allowed())
+    except Exception as e:
+        log.exception("reference memories of user %s failed", builder.user.uid)
+        st.error(f"Could not measure the reference memories: {md_escape(error_text(e))}")
+        return []
+    head = report.headline
+    st.markdown(f"**Beside the reference memories** · headline as of {md_escape(head.sample_id if head else '—')} "
+                "(the last history session)")
+    if not refs:
+        st.caption("This presentation holds no reference rows for this user (`pal memory fidelity` stores them).")
+    st.dataframe(fc.compare_frame(report, refs, COMPARE), hide_index=True, width="stretch", key="mem_fid_refs")
+    st.caption(fc.REFERENCE_NOTE)
+    return refs
 
 
 def stored_report(builder: MemoryBuilder, config: FidelityConfig) -> FidelityReport | None:
@@ -118,7 +150,7 @@ def _measured_method(gold: MemoryBuilder, methods: list[str]) -> MemoryBuilder |
 
 
 def _metric_value(value: float | int | None) -> str:
-    return "–" if value is None else f"{value:.2f}" if isinstance(value, float) else str(value)
+    return "n/a" if value is None else f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
 def _render_figures(builder: MemoryBuilder, report: FidelityReport, at: int) -> None:
@@ -127,15 +159,16 @@ def _render_figures(builder: MemoryBuilder, report: FidelityReport, at: int) -> 
                 f"({md_escape(report.embedder)}) · {row.logs} logs, {row.requirements} gold requirements, "
                 f"{row.preferences} gold preference sentences, {row.gold_statements} gold statements")
     for col, (name, label) in zip(st.columns(len(METRICS)), METRICS):
-        why = report.unavailable.get(name.split("_")[0]) or report.unavailable.get(name)
-        col.metric(label, _metric_value(getattr(row, name)),
-                   help=DEFINITIONS[name] + (f" Not measured: {why}" if why and getattr(row, name) is None else ""))
+        value = getattr(row, name)
+        col.metric(label, _metric_value(value), help=DEFINITIONS[name] + (
+            f" n/a: {fc.na_reason(report, name)}" if value is None else ""))
     if report.unavailable:
-        st.caption("Not measured here: " + "; ".join(f"{md_escape(k)} {md_escape(v)}" for k, v in report.unavailable.items()))
+        st.caption("n/a here: " + "; ".join(f"{md_escape(k)}: {md_escape(v)}" for k, v in report.unavailable.items()))
     st.plotly_chart(fc.fidelity_figure(report, row.sample_id), key="mem_fid_curves", width="stretch")
-    st.caption(f"Dashed: the gold memory ({ORACLE_LABEL}), 1.0 by construction. Recall: share of gold statements "
-               f"matched at τ = {report.threshold:g}; precision: share of the memory's statements matching gold; "
-               "ARI 0 = chance grouping of logs. Figures the method cannot have are left out (see Definitions).")
+    st.caption(f"Dashed: the gold memory ({ORACLE_LABEL}), 1.0 by construction; dotted blue: the headline session (the "
+               f"last history session); shaded: query sessions, where gold holds no query dialogue. Recall: share of "
+               f"gold statements matched at τ = {report.threshold:g}; precision: share of the memory's statements "
+               "matching gold; κ 0 = a log grouping no better than chance (one group per session scores 0).")
     left, right = st.columns([3, 2])
     with left:
         gold = gold_stages(builder.user)[dialogue_stage(at)]
@@ -150,7 +183,7 @@ def _render_figures(builder: MemoryBuilder, report: FidelityReport, at: int) -> 
 
 def _render_misses(report: FidelityReport) -> None:
     st.subheader("What the memory missed")
-    final = report.final
+    final = report.headline or report.final
     layers = list(dict.fromkeys(m.layer for m in report.misses))
     if not layers:
         st.success(f"Nothing: every gold item is matched as of {md_escape(final.sample_id)}.")
@@ -161,20 +194,20 @@ def _render_misses(report: FidelityReport) -> None:
     st.dataframe(fc.misses_frame(report, list(shown or layers)), hide_index=True, width="stretch", key="mem_fid_misses",
                  column_config={"gold": st.column_config.TextColumn("gold", width="large"),
                                 "best match": st.column_config.TextColumn("best match", width="large")})
-    st.caption(f"As of {md_escape(final.sample_id)} (the latest session built): gold items whose best match in the "
+    st.caption(f"As of {md_escape(final.sample_id)} (the headline session): gold items whose best match in the "
                f"memory stays below τ = {report.threshold:g}, preferences remembered with the opposite polarity, and "
                "gold situations whose logs the memory split or merged. Text-level misses: the worst "
                f"{report.config.max_misses} at most.")
 
 
-def _render_details(builder: MemoryBuilder, report: FidelityReport) -> None:
+def _render_details(builder: MemoryBuilder, report: FidelityReport, refs: list[FidelityReport]) -> None:
     with st.expander("Per session"):
         st.dataframe(fc.sessions_frame(report), hide_index=True, width="stretch", key="mem_fid_sessions")
     with st.expander("Definitions"):
         st.markdown("\n".join(f"- {md_escape(line)}" for line in fc.definitions_markdown(report)))
     with st.expander("Judge-based variant (judge role)"):
         _render_judge(builder, report)
-    st.download_button("Export this fidelity report (JSON)", report.model_dump_json(indent=1),
+    st.download_button("Export this fidelity report (JSON)", fc.export_json(report, refs),
                        file_name=f"{report.fidelity_key}.json", mime="application/json", icon=":material/download:",
                        key="mem_fid_export", on_click="ignore")
 

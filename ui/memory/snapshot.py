@@ -94,6 +94,8 @@ def render_detail(builder: MemoryBuilder, items: list[MemoryItem]) -> None:
                 f"· importance {item.importance:g}]")
     with st.container(height=180, border=True):
         st.markdown(md_escape(item.text))
+    for note in origin_notes(item):
+        st.caption(md_escape(note))
     st.markdown("**Provenance**")
     frame = provenance_frame(builder.user, item, by_id)
     if frame.empty:
@@ -107,6 +109,15 @@ def render_detail(builder: MemoryBuilder, items: list[MemoryItem]) -> None:
     _edit_and_forget(builder, item)
 
 
+def origin_notes(item: MemoryItem) -> list[str]:
+    """What a gold item derives rather than reads from the annotations, and what it withholds (shown under it)."""
+    derived = item.meta.get("derived")
+    notes = [f"{part.capitalize()}: {text}" for part, text in derived.items()] if isinstance(derived, dict) else []
+    if isinstance(item.meta.get("withheld"), str):
+        notes.append(f"Withheld: {item.meta['withheld']}")
+    return notes
+
+
 def provenance_frame(user: User, item: MemoryItem, snapshot: dict[str, MemoryItem]) -> pd.DataFrame:
     """One row per source: the log line, the dialogue turn or the remembered item it points to."""
     rows = []
@@ -118,6 +129,8 @@ def provenance_frame(user: User, item: MemoryItem, snapshot: dict[str, MemoryIte
             text = mg.turn_text(user, target, num)
         elif kind == "item":
             text = snapshot[target].text if target in snapshot else "(not in this snapshot)"
+        elif kind == "profile" and user.profile is not None:
+            text = str(getattr(user.profile, target, ""))
         else:
             text = ""
         rows.append({"source": ref, "text": text})

@@ -67,7 +67,7 @@ def render_memory(dataset: Dataset) -> None:
         return
     pos = _pick_session(builder, info)
     names, renderers = TABS, [render_snapshot, render_changes, lambda b, _p: render_retrieval(dataset, b, methods),
-                              lambda b, p: render_fidelity(b, p, methods)]
+                              lambda b, p: render_fidelity(dataset, b, p, methods)]
     if method == "plum":  # PLUM hook: its memory is in the weights (ui/memory/plum.py)
         from ui.memory.plum import render_plum
 

@@ -14,7 +14,7 @@ import time
 import pandas as pd
 import streamlit as st
 
-from backends.config import ROLES, ConfigError, PlatformConfig, mask_url
+from backends.config import ROLE_OUTPUT_TOKENS, ROLES, ConfigError, PlatformConfig, mask_url
 from backends.csvsafe import frame_to_csv
 from backends.embeddings import resolve_name
 from backends.llm.check import check_role
@@ -62,7 +62,8 @@ def roles_frame(cfg: PlatformConfig) -> pd.DataFrame:
     for role in ROLES:
         pub = cfg.role(role).public()
         rows.append({"role": role, "provider": pub["provider"], "endpoint": pub["base_url"] or ("bundled" if pub["provider"] == "local" else "api.openai.com"),
-                     "model": pub["model"], "temperature": pub["temperature"], "max_tokens": pub["max_tokens"],
+                     "model": pub["model"], "temperature": pub["temperature"],
+                     "max_tokens": pub["max_tokens"] or f"auto (≤ {ROLE_OUTPUT_TOKENS.get(role, 512):,})",
                      "timeout_s": pub["timeout"], "api_key": "set" if pub["api_key_set"] else "—",
                      "window": f"{pub['context_window']:,}" if pub["context_window"] else "from endpoint",
                      "structured": pub["structured_mode"], "thinking": pub["thinking"],
@@ -86,7 +87,9 @@ def _render_roles(cfg: PlatformConfig) -> None:
                 model = c3.text_input("Model", value=rc.model, key=f"set_{role}_model")
                 c4, c5, c6, c7 = st.columns(4)
                 temperature = c4.number_input("Temperature", 0.0, 2.0, float(rc.temperature), 0.1)
-                max_tokens = c5.number_input("Max tokens", 1, 32768, int(rc.max_tokens))
+                max_tokens = c5.number_input("Max tokens", 0, 32768, int(rc.max_tokens or 0),
+                                             help=f"0: the role's own budget ({ROLE_OUTPUT_TOKENS.get(role, 512):,} "
+                                                  "tokens), at most its share of the endpoint's window")
                 timeout = c6.number_input("Timeout (s)", 1.0, 3600.0, float(rc.timeout))
                 api_key = c7.text_input("API key", type="password", placeholder="unchanged" if rc.api_key else "none",
                                         key=f"set_{role}_api_key",
@@ -104,7 +107,7 @@ def _render_roles(cfg: PlatformConfig) -> None:
                 if st.form_submit_button("Apply for this session", key=f"set_{role}_apply"):
                     url = rc.base_url if base_url == shown_url else (base_url or None)
                     apply_override(role, {"provider": provider, "base_url": url, "model": model,
-                                          "temperature": temperature, "max_tokens": max_tokens, "timeout": timeout,
+                                          "temperature": temperature, "max_tokens": int(max_tokens) or None, "timeout": timeout,
                                           "context_window": int(window) or None, "structured_mode": mode,
                                           "tokenizer": tokenizer or None, "thinking": thinking},
                                    api_key)

@@ -57,7 +57,7 @@ def picker(choose=lambda text, opts: "GOLD", invalid=False):
         text = _user_text(req)
         if invalid:
             return "not json at all"
-        if "You are grading" in text:
+        if "# The reply to grade" in text:
             graded = text.split("# The reply to grade", 1)[1]
             return json.dumps({"reason": "r", "score": 1 if "GOLD" in graded else 0})
         if "# Candidate replies" in text:
@@ -211,14 +211,17 @@ def test_distractor_picker_fails_on_forget_items(env, builder):
     records, fake = run_eval(env, builder, picker(choose))
     for r in records:
         assert r.correct == (r.item_id != forget_id), r
-    judge_msg = next(_user_text(q) for q in fake.requests if "You are grading" in _user_text(q) and "question 1?" in _user_text(q))
+    judge_msg = next(_user_text(q) for q in fake.requests if "# The reply to grade" in _user_text(q)
+                     and "question 1?" in _user_text(q))
     assert "likes dancing" in judge_msg  # the rubric names what must be avoided
+    assert "WRONG" not in judge_msg.split("# The reply to grade")[0]  # never the wrong options, as the released judge
     rows = {(r["form"], r["group"], r["value"]): r for r in accuracy_report(records)}
     for form in ("mcq", "open"):
         assert rows[(form, "pref_type", "ask_to_forget")]["accuracy"] == 0.0
         assert rows[(form, "overall", "all")]["correct"] == 4 and rows[(form, "overall", "all")]["n"] == 5
         assert rows[(form, "dynamics", "updated")] == {"form": form, "group": "dynamics", "value": "updated",
-                                                            "n": 2, "correct": 1, "invalid": 0, "accuracy": 0.5}
+                                                            "n": 2, "correct": 1, "invalid": 0, "judge_failed": 0,
+                                                            "accuracy": 0.5}
         assert rows[(form, "dynamics", "static")]["accuracy"] == 1.0
         assert rows[(form, "who", "others")]["n"] == 1 and rows[(form, "who", "self")]["correct"] == 3
 
@@ -232,14 +235,51 @@ def test_invalid_outputs_are_recorded_not_raised(env, builder):
     assert "MCQ" in report_table(rows)
 
 
-def test_invalid_judge_counts_wrong_and_invalid(env, builder):
+def test_a_judge_failure_is_kept_out_of_the_accuracy_and_counted(env, builder):
+    """Version 3: the method answered; the judge gave no valid verdict — not the method's fault. The item leaves the
+    open-ended accuracy (and the mean) and is counted in judge_failed; the answer is not invalid."""
     def reply(req):
         text = _user_text(req)
-        return json.dumps({"reason": "r", "score": 0.5}) if "You are grading" in text else picker()(req)
-    records, _ = run_eval(env, builder, reply, items=ITEMS[:1], forms=("open",))
-    (r,) = records
-    assert r.ok and r.judge_ok is False and not r.correct and r.score is None and len(r.judge_raw) == 3
-    assert accuracy_report(records)[0]["invalid"] == 1
+        if "# The reply to grade" in text and "question 0?" in text:
+            return json.dumps({"reason": "r", "score": 0.5})  # not 0/1: invalid every time
+        return picker()(req)
+    records, _ = run_eval(env, builder, reply, items=ITEMS[:2], forms=("open",))
+    failed, judged = records
+    assert failed.ok and failed.judge_ok is False and failed.score is None and len(failed.judge_raw) == 3
+    (row,) = [r for r in accuracy_report(records) if r["group"] == "overall"]
+    assert (row["n"], row["invalid"], row["judge_failed"], row["correct"], row["accuracy"]) == (2, 0, 1, 1, 1.0)
+    (only,) = [r for r in accuracy_report([failed]) if r["group"] == "overall"]
+    assert only["accuracy"] is None and "n/a" in report_table(accuracy_report([failed]))
+    assert "left out of acc" in report_table(accuracy_report(records))
+
+
+def test_the_judge_sees_the_last_five_messages_as_released(env, builder):
+    from evaluation.personamem.evaluate import judge_context
+
+    messages = [("user", f"message {i}") for i in range(8)]
+    context = judge_context(messages)
+    assert context.splitlines() == [f"user: message {i}" for i in range(3, 8)]
+    assert judge_context([]) == "(no history)" and "[PHONE]" in judge_context([("user", "call me on +1 415 555 0100")])
+    make_llm, _, _ = env
+    llm, fake = make_llm(picker())
+    PersonaMemEval(llm, builder, "full-history", context=context).run(ITEMS[:1], ("open",))
+    judge_msg = next(_user_text(q) for q in fake.requests if "# The reply to grade" in _user_text(q))
+    assert "user: message 7" in judge_msg and "message 2" not in judge_msg
+
+
+def test_several_judge_models_average_by_default(env, builder):
+    from evaluation.personamem.evaluate import Judging
+
+    judging = Judging.for_models(["judge-a", "judge-b", "judge-c"], judges=None, aggregate=None, scale="binary")
+    assert (judging.judges, judging.aggregate) == (3, "mean")
+    assert Judging.for_models(["only"], judges=None, aggregate=None).judges == 1
+    assert Judging.for_models(["a", "b"], judges=None, aggregate="majority").aggregate == "majority"
+    make_llm, _, _ = env
+    llm, fake = make_llm(judges_reply([1, 0, 1]))
+    (r,) = PersonaMemEval(llm, builder, "full-history", judging=judging).run(ITEMS[:1], ("open",))
+    judged = [q for q in fake.requests if "# The reply to grade" in _user_text(q)]
+    assert [q.model for q in judged] == ["judge-a", "judge-b", "judge-c"]
+    assert r.judge_models == ["judge-a", "judge-b", "judge-c"] and r.score == pytest.approx(2 / 3) and r.correct
 
 
 # ---------------------------------------------------------------- command
@@ -297,7 +337,7 @@ def judges_reply(scores):
 
     def reply(req):
         text = _user_text(req)
-        if "You are grading" in text:
+        if "# The reply to grade" in text:
             n = calls[text] = calls.get(text, -1) + 1
             return json.dumps({"reason": f"judge {n}", "score": scores[n % len(scores)]})
         return picker()(req)
@@ -316,8 +356,8 @@ def test_three_judges_combine_by_mean_or_majority_on_the_0_1_scale(env, builder,
     (r,) = PersonaMemEval(llm, builder, "full-history", judging=judging).run(ITEMS[:1], ("open",))
     assert r.judge_ok and r.judge_scores == scores and r.score == score and r.correct is correct
     assert (r.judges, r.judge_aggregate, r.scale) == (3, aggregate, "continuous")
-    assert r.judge_prompt_name == "eval/personamem_judge_scored" and r.metric_version == "2"
-    assert sum("You are grading" in _user_text(q) for q in fake.requests) == 3
+    assert r.judge_prompt_name == "eval/personamem_judge_scored" and r.metric_version == "3"
+    assert sum("# The reply to grade" in _user_text(q) for q in fake.requests) == 3
     (row,) = [x for x in accuracy_report([r]) if x["group"] == "overall"]
     assert row["mean_score"] == score and row["correct"] == int(correct)
     assert "mean 0–1 score" in report_table(accuracy_report([r]))

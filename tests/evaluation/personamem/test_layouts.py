@@ -187,7 +187,7 @@ def test_pal_personamem_reads_the_raw_file_for_persona_and_questions(tmp_path, c
     assert "raw persona file, persona 0): 1 question(s)" in err and "skipped 1: 1 × incorrect_answers" in err
     rows = json.loads(out)
     assert next(r for r in rows if r["group"] == "overall")["n"] == 1
-    assert rows[0]["metric_versions"] == {"personamem": "2"}
+    assert rows[0]["metric_versions"] == {"personamem": "3"}
     assert any(r["group"] == "scenario" and r["value"] == "chat_message" for r in rows)
 
 

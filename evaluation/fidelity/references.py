@@ -1,0 +1,146 @@
+"""Reference memories: what fidelity gives memories that know nothing, group logs only by session, copy everything,
+or belong to someone else — and gold against itself. A method's figure means something only above them.
+
+Each reference is a list of snapshots (one per session, after its dialogue) measured by the same code as a
+method's build (:func:`evaluation.fidelity.compute.compute_fidelity` with the reference's :class:`Shape`):
+
+- ``ref:empty`` — remembers nothing (a log-grouping layer with no items: every log alone).
+- ``ref:session-groups`` — each session's logs, verbatim, as one group: the grouping a session boundary gives.
+- ``ref:dump`` — the verbatim full history: every session's logs and dialogue so far (what full history holds).
+- ``ref:other-user`` — another user's gold memory (the next user of the same language, session by session).
+- ``ref:gold`` — the gold memory against itself: the ceiling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memory.base import log_ref, render_dialogue, render_logs, turn_ref
+from memory.methods.gold import gold_stages
+from memory.store import dialogue_stage
+from memory.types import MemoryItem
+from palset.dataset import Dataset, User
+
+Snapshot = dict[str, MemoryItem]
+H2_LAYERS = ("log_graph", "situation", "background", "topic_outline", "principle")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What fidelity needs to know of a memory's layout: its layers and which layer groups logs."""
+
+    name: str
+    layers: tuple[str, ...]
+    groups_logs_in: str | None
+    oracle: bool = False
+
+
+@dataclass(frozen=True)
+class Reference:
+    name: str
+    label: str
+    shape: Shape
+    expect: str  # what it scores, in one line (shown beside the row)
+
+
+REFERENCES: dict[str, Reference] = {r.name: r for r in (
+    Reference("ref:empty", "empty memory", Shape("ref:empty", ("session_logs",), "session_logs"),
+              "0 on every recall, κ and F1; precision n/a (it states nothing)"),
+    Reference("ref:session-groups", "one group per session (its logs verbatim)",
+              Shape("ref:session-groups", ("session_logs",), "session_logs"),
+              "situation κ within sessions 0: grouping by session says nothing about situations"),
+    Reference("ref:dump", "verbatim full history (every log and turn so far)",
+              Shape("ref:dump", ("session_logs", "session_dialogue"), "session_logs"),
+              "high recall but low precision and F1; κ 0; grounded 1, noise 0"),
+    Reference("ref:other-user", "another user's gold memory",
+              Shape("ref:other-user", H2_LAYERS, "situation"),
+              "κ 0; recall, precision and F1 near 0 (what matching alone gives a wrong user)"),
+    Reference("ref:gold", "gold against itself (the ceiling)", Shape("ref:gold", H2_LAYERS, "situation", oracle=True),
+              "1 on every figure gold can have"),
+)}
+
+
+def is_reference(name: str) -> bool:
+    return name in REFERENCES
+
+
+def reference_label(name: str) -> str:
+    return f"{name} — {REFERENCES[name].label}" if name in REFERENCES else name
+
+
+def session_log_items(user: User) -> list[MemoryItem]:
+    """Per session: its logs verbatim as one item citing every one of them."""
+    return [MemoryItem(id=f"{s.sample_id}_logs", layer="session_logs", text=render_logs(s), session_id=s.sample_id,
+                       session_index=s.index, provenance=[log_ref(s, j) for j in range(len(s.logs))])
+            for s in user.sessions]
+
+
+def dump_snapshots(user: User) -> list[Snapshot]:
+    """The verbatim full history after each session's dialogue: all logs and dialogues so far (cached on the user)."""
+    cache = user.derived_cache
+    if "fidelity_dump" not in cache:
+        cache["fidelity_dump"] = _dump(user)
+    return cache["fidelity_dump"]
+
+
+def _dump(user: User) -> list[Snapshot]:
+    out: list[Snapshot] = []
+    items: Snapshot = {}
+    for s, logs in zip(user.sessions, session_log_items(user)):
+        items[logs.id] = logs
+        items[f"{s.sample_id}_dialogue"] = MemoryItem(
+            id=f"{s.sample_id}_dialogue", layer="session_dialogue", text=render_dialogue(s), session_id=s.sample_id,
+            session_index=s.index, provenance=[turn_ref(s, t) for t in range(1, len(s.turns) + 1)])
+        out.append(dict(items))
+    return out
+
+
+def session_group_snapshots(user: User) -> list[Snapshot]:
+    out: list[Snapshot] = []
+    items: Snapshot = {}
+    for logs in session_log_items(user):
+        items[logs.id] = logs
+        out.append(dict(items))
+    return out
+
+
+def gold_snapshots(user: User) -> list[Snapshot]:
+    stages = gold_stages(user)
+    return [dict(stages[dialogue_stage(p)]) for p in range(len(user.sessions))]
+
+
+def other_user(dataset: Dataset, user: User) -> User | None:
+    """The next user of the dataset (in its order, wrapping round) with the same language and sessions."""
+    uids = list(dataset.users)
+    start = uids.index(user.uid) if user.uid in uids else -1
+    for uid in uids[start + 1:] + uids[:max(start, 0)]:
+        other = dataset.users[uid]
+        if uid != user.uid and other.language == user.language and other.sessions:
+            return other
+    return None
+
+
+def reference_snapshots(name: str, user: User, dataset: Dataset | None = None) -> tuple[list[Snapshot], str]:
+    """(snapshots, note) of reference ``name`` for ``user``; no snapshots (and why) when it cannot be made."""
+    n = len(user.sessions)
+    if name == "ref:empty":
+        return [{} for _ in range(n)], ""
+    if name == "ref:session-groups":
+        return session_group_snapshots(user), ""
+    if name == "ref:dump":
+        return dump_snapshots(user), ""
+    if name == "ref:gold":
+        return gold_snapshots(user), ""
+    if name == "ref:other-user":
+        other = other_user(dataset, user) if dataset is not None else None
+        if other is None:
+            return [], f"no other user in {user.language} with sessions in this dataset"
+        theirs = gold_snapshots(other)
+        return [theirs[min(p, len(theirs) - 1)] for p in range(n)], f"user {other.uid}'s gold memory"
+    raise ValueError(f"unknown reference {name!r} (references: {', '.join(REFERENCES)})")
+
+
+def source_snapshots(user: User) -> Sequence[Snapshot]:
+    """What the memory was made from, as of each session: every log and turn so far (for grounding)."""
+    return dump_snapshots(user)

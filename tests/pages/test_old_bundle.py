@@ -1,0 +1,29 @@
+"""The shipped demo bundle (``data/demo/workspace.palbundle``) was recorded under fidelity v1: presented, its fidelity
+reports still open — on the Evaluate leaderboard and the Memory page's Fidelity tab — marked stale, never a crash."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import DEMO
+from tests.pages.apptest import open_page
+
+pytestmark = pytest.mark.slow(seconds=60)
+
+
+@pytest.fixture(autouse=True)
+def present(tmp_path, monkeypatch):
+    monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
+    monkeypatch.setenv("PAL_PRESENT", str(DEMO / "workspace.palbundle"))
+
+
+def test_the_v1_reports_of_the_shipped_bundle_open_marked_stale():
+    at = open_page("evaluate", section="leaderboards", timeout=300)
+    assert any("older definition of fidelity" in w.value for w in at.warning)
+    board = next(d.value for d in at.dataframe if "stale" in d.value.columns)
+    rows = board[board["row"].str.contains("rag-turn|gold", regex=True)]
+    assert len(rows) and all("measure again" in s for s in rows["stale"])
+    assert all(v == "n/a" for v in rows["situation_within"])  # a v2 figure v1 did not have: n/a, never 0
+    at = open_page("memory", user="1000", method="rag-turn", tab="Fidelity", timeout=300)
+    assert any("stale" in w.value and "measure again" in w.value for w in at.warning)
+    assert any(m.label == "Text precision" for m in at.metric)
