@@ -1,7 +1,8 @@
 """Child process: serve a GGUF model with xllamacpp's embedded llama.cpp HTTP server.
 
 Run by :mod:`backends.local_server` (never imported by the app). It listens on 127.0.0.1 only,
-serves ``/v1/chat/completions``, ``/v1/models`` and ``/health``, and exits on SIGTERM/SIGINT or
+serves ``/v1/chat/completions``, ``/v1/models``, ``/health``, ``/slots`` and ``/metrics`` (its own counters: prompt
+tokens computed, tokens predicted, busy slots — what ``bench/model_throughput.py`` reads), and exits on SIGTERM/SIGINT or
 when its parent dies (``PR_SET_PDEATHSIG``), so no server outlives the app.
 """
 
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     params.offline = True
     params.use_jinja = True
     params.warmup = False
+    params.endpoint_metrics = True
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import random
+import sqlite3
 import sys
 import tempfile
 import threading
@@ -77,9 +78,16 @@ class Server:
 
 
 def bundled(home: Path, model: str | None, embedder: str) -> Server:
-    secrets: dict[str, Any] = {"local": {"model_path": model}} if model else {}
-    ws = make_workspace(home, secrets=secrets, env={"PAL_EMBEDDER": embedder, "PAL_DEFAULT_TIMEOUT": "900"})
-    server = ws.servers.get(ws.config.local)
+    """The workspace's own local server for ``model`` (a GGUF file, or the name of an installed model; None: the
+    configured default), reached through a tap."""
+    env = {"PAL_EMBEDDER": embedder, "PAL_DEFAULT_TIMEOUT": "900"}
+    secrets: dict[str, Any] = {}
+    if model and Path(model).is_file():
+        secrets["local"] = {"model_path": model}
+    if model:
+        env["PAL_DEFAULT_MODEL"] = model
+    ws = make_workspace(home, secrets=secrets, env=env)
+    server = ws.llm().provider("memory_builder").server  # the bundled provider's server, as every role uses it
     server.ensure()
     upstream = f"http://127.0.0.1:{server.port}"
     tap = Tap.in_process(upstream, poll_s=0.2)
@@ -217,9 +225,21 @@ def piece_judge(server: Server, dataset: Dataset, args: argparse.Namespace) -> t
     ctx = topic_context(dataset, args.user, run_a.spec.sample_id, run_a.spec.topic_key)
     llm = server.ws.llm().for_run(f"bench-judge-{time.time_ns()}")
 
+    if server.latency is not None:  # one sample alone first: one call's latency on this path (not in the figures)
+        from backends.prompts import load_prompt
+        from evaluation.faireval import ask_judge, judge_messages, render_dialogue
+
+        prompt = load_prompt("eval/faireval_requirement")
+        started = time.perf_counter()
+        ask_judge(llm, prompt, judge_messages(prompt, ctx, "requirement", render_dialogue(run_a), render_dialogue(run_b)),
+                  1, 99, "requirement")
+        server.state["one_call"] = time.perf_counter() - started
+
     def run() -> str:
         j = judge_pair(llm, ctx, run_a, run_b, "requirement", k=3)
-        return f"{j.decision}, {len(j.samples) - j.invalid}/{len(j.samples)} valid samples"
+        one = server.state.get("one_call")
+        return f"{j.decision}, {len(j.samples) - j.invalid}/{len(j.samples)} valid samples" + (
+            f"; one call alone on this path took {one:.2f} s" if one else "")
 
     return run, "FairEval judgment (requirement, k=3, both orders)"
 
@@ -234,6 +254,7 @@ def measure(server: Server, piece: str, dataset: Dataset, args: argparse.Namespa
     run, title = BUILDERS[piece](server, dataset, args)
     rates = calibrate(server) if server.latency is None else None
     before = len(server.get("records"))
+    metrics_before = server_metrics(server)
     started, t0 = time.perf_counter(), time.time()
     try:
         outcome = run()
@@ -252,8 +273,38 @@ def measure(server: Server, piece: str, dataset: Dataset, args: argparse.Namespa
         limit = (total - cached) / rates[0] + out / rates[1]
     else:
         limit = len(records) * (server.latency or 0) / server.slots
+    metrics = {k: v - metrics_before.get(k, 0.0) for k, v in server_metrics(server).items()}
     return {"piece": title, "outcome": outcome, "wall": wall, "calls": len(records), "prompt": total,
-            "cached": cached, "out": out, "busy": busy, "limit": limit, "rates": rates}
+            "cached": cached, "out": out, "busy": busy, "limit": limit, "rates": rates, "metrics": metrics,
+            "client": client_records(server.ws, t0, t1)}
+
+
+def server_metrics(server: Server) -> dict[str, float]:
+    """The server's ``/metrics`` counters (llama.cpp: prompt tokens computed, tokens predicted), {} without them."""
+    try:
+        with urllib.request.urlopen(f"{server.upstream}/metrics", timeout=30) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name.endswith(("prompt_tokens_total", "tokens_predicted_total")) and not line.startswith("#"):
+            out[name.split(":")[-1]] = float(value)
+    return out
+
+
+def client_records(ws: Workspace, t0: float, t1: float) -> str:
+    """What PAL Studio itself recorded of the piece's calls (llm_calls), for comparison with the server's figures."""
+    try:
+        with ws.db.read() as conn:
+            n, tin, cached, reported = conn.execute(
+                "SELECT COUNT(*), SUM(tokens_in), SUM(tokens_cached), SUM(CASE WHEN tokens_cached IS NOT NULL THEN "
+                "tokens_in END) FROM llm_calls WHERE ts BETWEEN ? AND ? AND cache_hit = 0", (t0, t1 + 1)).fetchone()
+    except sqlite3.OperationalError:  # a run store without the cached-token columns
+        return ""
+    return f"recorded by PAL Studio: {n} calls, {tin or 0:,} prompt tokens, {cached or 0:,} of {reported or 0:,} " \
+           "reported as served from the server's cache"
 
 
 def show(server: Server, fig: dict[str, Any]) -> None:
@@ -267,6 +318,10 @@ def show(server: Server, fig: dict[str, Any]) -> None:
           f"(processed {fig['prompt'] - fig['cached']:,}, from cache {fig['cached']:,} = {share:.0%}) · "
           f"output tokens {fig['out']:,}\n"
           f"    slots busy: {busy} · LIMIT {fig['limit']:.1f} s{rates} · wall / limit {ratio:.2f}", flush=True)
+    if fig["metrics"]:
+        print("    server /metrics: " + ", ".join(f"{k} +{v:,.0f}" for k, v in sorted(fig["metrics"].items())))
+    if fig["client"]:
+        print(f"    {fig['client']}")
 
 
 def main() -> None:

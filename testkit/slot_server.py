@@ -27,6 +27,7 @@ from testkit.fake_endpoints import schema_of
 from testkit.schema_fill import schema_answer
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
+SIMILARITY = 0.1  # a slot is chosen for its cached prompt when they share more than this share of the prompt
 PLAIN = "Here is one idea for your week: keep the evenings free and rest."
 
 
@@ -75,16 +76,17 @@ class SlotServer:
     # ------------------------------------------------------------------ slots
 
     def take(self, prompt: list[str]) -> tuple[int, int]:
-        """(slot, cached tokens): the free slot sharing the longest prefix with ``prompt``, else the least
-        recently used; waits while every slot is busy."""
+        """(slot, cached tokens): the free slot sharing the longest prefix with ``prompt`` when that prefix is over a
+        tenth of the prompt (llama.cpp's ``slot_prompt_similarity``), else the least recently used; waits while every
+        slot is busy."""
         with self._cond:
             while all(self._busy):
                 self._cond.wait()
             free = [i for i in range(self.slots) if not self._busy[i]]
             best = max(free, key=lambda i: (common_prefix(self._last[i], prompt), -self._used_at[i]))
-            cached = common_prefix(self._last[best], prompt)
-            if cached == 0:
+            if common_prefix(self._last[best], prompt) <= SIMILARITY * len(prompt):
                 best = min(free, key=lambda i: self._used_at[i])
+            cached = common_prefix(self._last[best], prompt)
             self._busy[best] = True
             return best, min(cached, max(len(prompt) - 1, 0))  # the last token is always computed
 

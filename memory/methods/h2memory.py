@@ -15,6 +15,10 @@ the dialogue touched is updated once, as the reference does: the general require
 cluster's new requirements, then the principle from the general requirement, the principle and the
 new preferences (two calls per touched cluster, not per topic). Every LLM step has a bounded schema and a fallback, so a tiny model
 slows the memory's quality, never the build.
+
+Calls that do not depend on each other go out together (:meth:`memory.base.MemoryMethod.each`): the log-graph
+windows, one summary per situation, the refinement of each topic, the two calls of each cluster's principle; what
+they store, and in which order, is the same as one call after another.
 """
 
 from __future__ import annotations
@@ -73,7 +77,7 @@ class H2Memory(MemoryMethod):
             return None
         prompt = load_prompt(f"memory/{prompt_name}")
         out = self.ctx.llm.structured("memory_builder", [{"role": "user", "content": prompt.render(**values)}], model,
-                                      prompt=prompt)
+                                      prompt=prompt, cancel=self.ctx.cancel)
         if isinstance(out, StructuredResult):
             return out.value
         notes.append(f"{what}: model output invalid after {out.attempts} tries ({out.errors[-1][:120]}); fallback used")
@@ -98,42 +102,46 @@ class H2Memory(MemoryMethod):
     def _log_graph(self, session: Session, notes: list[str]) -> list[tuple[int, int, str]]:
         logs = {f"log_{j}": {"timestamp": f"{lg.timestamp:%Y-%m-%d %H:%M}", "content": redact_text(lg.content)}
                 for j, lg in enumerate(session.logs)}
-        edges: list[tuple[int, int, str]] = []
-        for w, (window, context) in enumerate(windows(len(session.logs))):
-            if len(window) + len(context) < 2:
-                continue
+        jobs = [(w, window, context) for w, (window, context) in enumerate(windows(len(session.logs)))
+                if len(window) + len(context) >= 2]
+
+        def window_edges(job: tuple[int, list[int], list[int]], notes: list[str]) -> list[tuple[int, int, str]]:
+            w, window, context = job
             targets = [f"log_{j}" for j in window]
             allowed = [f"log_{j}" for j in context + window[:-1]]
             out = self._ask("h2_log_graph", log_graph_model(targets, allowed), notes, f"log graph window {w}",
                             targets=json.dumps({t: logs[t] for t in targets}, ensure_ascii=False),
                             context=json.dumps({c: logs[c] for c in [f"log_{j}" for j in context]}, ensure_ascii=False),
                             logs=", ".join(logs))
-            if out is not None:
-                edges += clean_edges([r.model_dump() for r in out.relations], window, context)
-        return sorted(set(edges))
+            return clean_edges([r.model_dump() for r in out.relations], window, context) if out is not None else []
+
+        return sorted({e for found in self.each(window_edges, jobs, notes) for e in found})
 
     def _situations(self, session: Session, edges: list[tuple[int, int, str]], notes: list[str]) -> list[MemoryItem]:
-        items = []
-        for c, group in enumerate(components(len(session.logs), edges)):
-            lines = []
-            for j in group:
-                # each log shows its caused_by list, or its follows list when it has no cause (spec §3.1)
-                caused = [a for a, b, kind in edges if b == j and kind == "caused_by"]
-                follows = [a for a, b, kind in edges if b == j and kind == "follows"]
-                rel = ("caused_by", caused) if caused else ("follows", follows) if follows else None
-                suffix = f" ({rel[0]}: {', '.join(f'log_{a}' for a in rel[1])})" if rel else ""
-                lg = session.logs[j]
-                lines.append(f"log_{j} [{lg.timestamp:%Y-%m-%d %H:%M}] {redact_text(lg.content)}{suffix}")
-            out = self._ask("h2_situation", SituationOut, notes, f"situation {c}", logs="\n".join(lines))
-            text = out.situation.strip() if out else ""
-            if not text:  # no usable reply (or only blanks): the group's own logs stand for the situation
-                text = " ".join(redact_text(session.logs[j].content) for j in group)[:600]
-            aspects = list(dict.fromkeys(out.situation_aspects)) if out else []
-            items.append(MemoryItem(
-                id=f"{session.sample_id}_situation{c}", layer="situation", text=text, session_id=session.sample_id,
-                session_index=session.index, provenance=[log_ref(session, j) for j in group],
-                importance=float(len(group)), meta={"aspects": aspects, "log_ids": group}))
-        return items
+        return self.each(lambda job, own: self._group_situation(session, edges, *job, own),
+                         list(enumerate(components(len(session.logs), edges))), notes)
+
+    def _group_situation(self, session: Session, edges: list[tuple[int, int, str]], c: int, group: list[int],
+                   notes: list[str]) -> MemoryItem:
+        """One connected group of logs → one situation (its summary, or the logs themselves when none came)."""
+        lines = []
+        for j in group:
+            # each log shows its caused_by list, or its follows list when it has no cause (spec §3.1)
+            caused = [a for a, b, kind in edges if b == j and kind == "caused_by"]
+            follows = [a for a, b, kind in edges if b == j and kind == "follows"]
+            rel = ("caused_by", caused) if caused else ("follows", follows) if follows else None
+            suffix = f" ({rel[0]}: {', '.join(f'log_{a}' for a in rel[1])})" if rel else ""
+            lg = session.logs[j]
+            lines.append(f"log_{j} [{lg.timestamp:%Y-%m-%d %H:%M}] {redact_text(lg.content)}{suffix}")
+        out = self._ask("h2_situation", SituationOut, notes, f"situation {c}", logs="\n".join(lines))
+        text = out.situation.strip() if out else ""
+        if not text:  # no usable reply (or only blanks): the group's own logs stand for the situation
+            text = " ".join(redact_text(session.logs[j].content) for j in group)[:600]
+        aspects = list(dict.fromkeys(out.situation_aspects)) if out else []
+        return MemoryItem(
+            id=f"{session.sample_id}_situation{c}", layer="situation", text=text, session_id=session.sample_id,
+            session_index=session.index, provenance=[log_ref(session, j) for j in group],
+            importance=float(len(group)), meta={"aspects": aspects, "log_ids": group})
 
     def _background(self, session: Session, memory: MemoryView, situations: list[MemoryItem],
                     notes: list[str]) -> list[MemoryItem]:
@@ -185,10 +193,13 @@ class H2Memory(MemoryMethod):
                                preference="")]
         else:
             topics = out.topics
-        spans = tile_spans([t.turn_span for t in topics], len(session.turns))
+        spanned = list(zip(topics, tile_spans([t.turn_span for t in topics], len(session.turns))))
+        contexts = [self._refine_context(session, memory, topic.requirement) for topic, _ in spanned]  # in order
+        refinements = self.each(lambda job, own: self._refine(*job, own),
+                                [(topic.requirement, *context) for (topic, _), context in zip(spanned, contexts)], notes)
         items = []
-        for t, (topic, (a, b)) in enumerate(zip(topics, spans)):
-            refined, situation_ids = self._refine(session, memory, topic.requirement, notes)
+        for t, ((topic, (a, b)), refined, (situations, _)) in enumerate(zip(spanned, refinements, contexts)):
+            situation_ids = [s.id for s in situations]
             items.append(MemoryItem(
                 id=f"{session.sample_id}_topic{t}", layer="topic_outline", text=refined,
                 session_id=session.sample_id, session_index=session.index,
@@ -198,16 +209,19 @@ class H2Memory(MemoryMethod):
                       "cluster": None}))
         return items
 
-    def _refine(self, session: Session, memory: MemoryView, requirement: str, notes: list[str]) -> tuple[str, list[str]]:
+    def _refine_context(self, session: Session, memory: MemoryView, requirement: str) -> tuple[list[MemoryItem], str]:
+        """The session's situations nearest to the requirement and the background of their aspects."""
         hits = self.ctx.index.search("situation", requirement, int(self.ctx.config["k_situations"]), memory.stage,
                                      where={"session_index": session.index}, exclude=memory.forgotten)
         situations = [memory.items[i] for i, _ in hits if i in memory.items]
-        background = self._background_lines(memory, situations)
+        return situations, self._background_lines(memory, situations)
+
+    def _refine(self, requirement: str, situations: list[MemoryItem], background: str, notes: list[str]) -> str:
         out = self._ask("h2_refine", RefinedOut, notes, "requirement refinement", requirement=requirement,
                         situations="\n".join(f"- {s.text}" for s in situations) or "(none)",
                         background=background or "(none)")
         refined = out.requirement.strip() if out else ""
-        return (refined or requirement), [s.id for s in situations]  # blanks: the outline's own requirement
+        return refined or requirement  # blanks: the outline's own requirement
 
     def _background_lines(self, memory: MemoryView, situations: list[MemoryItem]) -> str:
         uid = self.ctx.user.uid
@@ -231,21 +245,27 @@ class H2Memory(MemoryMethod):
         rng = random.Random(int(self.ctx.config["seed"]))
         uid = self.ctx.user.uid
         last = topics[-1]
-        for c in sorted(set(int(x) for x in labels)):
+        clusters = []
+        for c in sorted(set(int(x) for x in labels)):  # samples drawn in cluster order, before any call
             members = [t for t, lab in zip(topics, labels) if int(lab) == c]
-            sample = rng.sample(members, min(10, len(members)))
-            general = self._ask("h2_principle_requirement", GeneralRequirementOut, changes.notes, f"cluster {c} requirement",
-                                requirements="\n".join(f"- {t.text}" for t in sample))
-            general_text = general.general_requirement if general else sample[0].meta.get("requirement_original", sample[0].text)[:120]
-            principle = self._ask("h2_principle_preference", PrincipleOut, changes.notes, f"cluster {c} principle",
-                                  general_requirement=general_text,
-                                  preferences="\n".join(f"- {t.meta.get('preference', '')}" for t in sample if t.meta.get("preference")) or "(none)")
-            principle_text = principle.principle if principle else ""
+            clusters.append((c, members, rng.sample(members, min(10, len(members)))))
+        principles = self.each(lambda job, own: self._cluster_principle(job[0], job[2], own), clusters, changes.notes)
+        for (c, members, _), (general_text, principle_text) in zip(clusters, principles):
             changes.upserts.append(self._principle_item(uid, c, general_text, principle_text, members, centers[c],
                                                         len(members), last))
             for t in members:
                 changes.upserts.append(t.model_copy(update={"meta": {**t.meta, "cluster": c}}))
         return changes
+
+    def _cluster_principle(self, c: int, sample: list[MemoryItem], notes: list[str]) -> tuple[str, str]:
+        """(general requirement, principle) of one cluster from its sampled topics: two calls, one after the other."""
+        general = self._ask("h2_principle_requirement", GeneralRequirementOut, notes, f"cluster {c} requirement",
+                            requirements="\n".join(f"- {t.text}" for t in sample))
+        general_text = general.general_requirement if general else sample[0].meta.get("requirement_original", sample[0].text)[:120]
+        principle = self._ask("h2_principle_preference", PrincipleOut, notes, f"cluster {c} principle",
+                              general_requirement=general_text,
+                              preferences="\n".join(f"- {t.meta.get('preference', '')}" for t in sample if t.meta.get("preference")) or "(none)")
+        return general_text, principle.principle if principle else ""
 
     def _principle_item(self, uid: str, c: int, general: str, principle: str, members: list[MemoryItem],
                         centroid: np.ndarray, count: int, at: MemoryItem) -> MemoryItem:
@@ -276,8 +296,8 @@ class H2Memory(MemoryMethod):
             touched.setdefault(pid, []).append(outline)
             out_items.append(outline.model_copy(update={"meta": {**outline.meta,
                                                                  "cluster": int(pid.rsplit("cluster", 1)[1])}}))
-        updated = [self._adjust_cluster(principles[pid], new, centroids[pid], counts[pid], notes)
-                   for pid, new in touched.items()]
+        updated = self.each(lambda job, own: self._adjust_cluster(principles[job[0]], job[1], centroids[job[0]],
+                                                                  counts[job[0]], own), list(touched.items()), notes)
         return out_items, updated
 
     def _adjust_cluster(self, p: MemoryItem, new: list[MemoryItem], centroid: np.ndarray, count: int,
