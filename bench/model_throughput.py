@@ -156,11 +156,14 @@ def piece_build(server: Server, dataset: Dataset, args: argparse.Namespace) -> t
     builder = server.ws.open_builder(dataset, args.user, "h2memory", fresh=True)
     builder.embedder.embed_documents(["warm-up"])  # loading the embedder is not part of the figures
 
+    until = args.sessions - 1 if args.sessions else None
+
     def run() -> str:
-        info = builder.run()
+        info = builder.run(until_session=until)
         return f"{info.stages_done} stages"
 
-    return run, f"H2Memory build of user {args.user}"
+    scope = f", its first {args.sessions} sessions" if args.sessions else ""
+    return run, f"H2Memory build of user {args.user}{scope}"
 
 
 def piece_synth(server: Server, dataset: Dataset, args: argparse.Namespace) -> tuple[Callable[[], str], str]:
@@ -168,14 +171,16 @@ def piece_synth(server: Server, dataset: Dataset, args: argparse.Namespace) -> t
     from synth.pipeline import Pipeline
 
     out = tempfile.mkdtemp(prefix="synth-bench-")
-    pipe = Pipeline.create(SynthConfig(lang="en", months=1, seed=args.seed), out, server.ws.synth,
-                           llm=server.ws.llm())
+    (smin, smax), (lmin, lmax) = (tuple(int(x) for x in r.split("-")) for r in (args.synth_situations, args.synth_logs))
+    config = SynthConfig(lang="en", months=1, seed=args.seed, situations_min=smin, situations_max=smax, min_logs=lmin,
+                         max_logs=lmax)
+    pipe = Pipeline.create(config, out, server.ws.synth, llm=server.ws.llm())
 
     def run() -> str:
         info = pipe.run()
         return f"{info.status}" + (f" ({(info.error or '')[:80]})" if info.error else "")
 
-    return run, "synthesis month (1 month, en)"
+    return run, f"synthesis month (1 month, en, {args.synth_situations} situations, {args.synth_logs} logs each)"
 
 
 def _sim_spec(dataset: Dataset, args: argparse.Namespace):
@@ -332,6 +337,9 @@ def main() -> None:
     ap.add_argument("--user", default="1002", help="demo user (data/demo)")
     ap.add_argument("--slots", type=int, default=8, help="fake server: slots")
     ap.add_argument("--latency", type=float, default=0.2, help="fake server: seconds per call")
+    ap.add_argument("--sessions", type=int, help="build only the user's first N sessions (default: all)")
+    ap.add_argument("--synth-situations", default="4-6", help="synthesis month: situations (min-max; spec: 4-6)")
+    ap.add_argument("--synth-logs", default="15-25", help="synthesis month: logs per situation (min-max; spec 15+)")
     ap.add_argument("--sim-method", default="gold", help="the simulated assistant's memory method")
     ap.add_argument("--embedder", default="auto")
     ap.add_argument("--seed", type=int, default=0)
