@@ -54,12 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    server = xllamacpp.Server(params)  # returns once listening
+    _server = xllamacpp.Server(params)  # returns once listening; kept referenced until the process exits
     print(f"ready on 127.0.0.1:{args.port}", flush=True)
     stop.wait()
-    # a generation in flight can keep the server's shutdown waiting: never outlive the grace period
-    threading.Timer(3.0, lambda: os._exit(0)).start()
-    del server
+    # exit at once: deleting the server waits for a generation in flight without letting other Python threads run,
+    # so a grace-period timer never fired and a busy server outlived its killed parent; the OS frees everything
     os._exit(0)
 
 

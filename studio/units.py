@@ -117,10 +117,10 @@ def memory_session(ctx: UnitContext) -> dict:
     pos = ids.index(p["session"])
     of = p.get("of") or 2 * len(ids)
 
-    stages_done, last = 0, f"building up to {p['session']}"
+    stages_done, last = 0, ""
 
     def report(reading: MeterReading) -> None:  # after every call's start and end: what is in flight, what is cached
-        ctx.progress(stages_done, 2, f"{last} · {reading.line()}")
+        ctx.progress(stages_done, 2, " · ".join(t for t in (last, reading.line()) if t))
 
     def progress(done: int, total: int, what: str) -> None:
         nonlocal stages_done, last
