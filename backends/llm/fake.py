@@ -35,6 +35,14 @@ class ScriptedLLM:
     def slots(self) -> int | None:
         return self._slots
 
+    def __getstate__(self) -> dict:
+        """Picklable (Ray ships fakes to its workers): the lock is made afresh on the other side."""
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def _next(self, req: ChatRequest) -> str:
         with self._lock:
             self.requests.append(req)

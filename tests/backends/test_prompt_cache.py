@@ -20,7 +20,7 @@ STORY = "The user works night shifts at the hospital and sleeps badly in the mor
 
 @pytest.fixture
 def slot_server():
-    server = SlotServer(latency=0.05, slots=2)
+    server = SlotServer(latency=0.2, slots=2)
     with serving(server.httpd):
         yield server
 

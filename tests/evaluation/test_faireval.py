@@ -170,7 +170,7 @@ def test_samples_in_flight_together_give_the_judgment_one_by_one_gives(demo, env
         return prefers_marker(req)
 
     one_by_one, _ = judge(demo, env, runs, reply)
-    fake = ScriptedLLM(reply, slots=8, latency=0.02)
+    fake = ScriptedLLM(reply, slots=8, latency=0.3)  # long enough that every sample is asked before one is answered
     llm = make_workspace(tmp_path / "other").llm(providers=dict.fromkeys(ROLES, fake))  # its own response cache
     together = judge_pair(llm, topic_context(demo, USER, SAMPLE, TOPIC), runs[0], runs[1], "requirement", k=3)
     assert fake.max_in_flight == 6  # both orders × k samples at once on an 8-slot endpoint

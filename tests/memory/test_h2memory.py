@@ -270,7 +270,7 @@ def test_a_build_with_calls_in_flight_together_stores_exactly_what_one_by_one_st
 
     one_by_one = _h2_builder(tmp_path / "a", long_user, ScriptedLLM(_h2_reply_with_slips))
     one_by_one.run()
-    fake = ScriptedLLM(_h2_reply_with_slips, slots=3, latency=0.01)
+    fake = ScriptedLLM(_h2_reply_with_slips, slots=3, latency=0.1)
     together = _h2_builder(tmp_path / "b", long_user, fake)
     together.run()
     assert fake.max_in_flight == 3  # the windows (and the clusters' principles) went out together

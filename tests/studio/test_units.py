@@ -14,7 +14,7 @@ from tests.conftest import DEMO
 
 
 def test_a_memory_build_unit_shows_calls_in_flight_and_cached_tokens(tmp_path):
-    server = SlotServer(latency=0.02, slots=4)
+    server = SlotServer(latency=0.1, slots=4)
     with serving(server.httpd):
         ws = make_workspace(tmp_path / "pal", env={
             "PAL_DEFAULT_PROVIDER": "openai", "PAL_DEFAULT_BASE_URL": server.base_url, "PAL_DEFAULT_MODEL": "slot-model",

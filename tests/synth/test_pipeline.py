@@ -198,7 +198,7 @@ def test_steps_and_calls_in_flight_together_make_exactly_what_one_by_one_makes(m
 
     one_by_one = make_pipeline(run_id="seq", out=tmp_path / "a", llm_fake=ScriptedLLM(_request_only))
     assert one_by_one.run(until="dialogues").status == "new"
-    fake = ScriptedLLM(_request_only, slots=4, latency=0.01)
+    fake = ScriptedLLM(_request_only, slots=4, latency=0.1)
     together = make_pipeline(run_id="par", out=tmp_path / "b", llm_fake=fake)
     assert together.run(until="dialogues").status == "new"
     assert fake.max_in_flight == 4  # per-situation calls (and independent steps) went out together
