@@ -17,8 +17,10 @@ new preferences (two calls per touched cluster, not per topic). Every LLM step h
 slows the memory's quality, never the build.
 
 Calls that do not depend on each other go out together (:meth:`memory.base.MemoryMethod.each`): the log-graph
-windows, one summary per situation, the refinement of each topic, the two calls of each cluster's principle; what
-they store, and in which order, is the same as one call after another.
+windows, one summary per situation, the refinement of each topic, the two calls of each cluster's principle; and a
+session's topic outline, which reads its dialogue only, is asked beside its logs stage and kept for the dialogue
+stage (asked again only if the build stopped in between). What they store, and in which order, is the same as one
+call after another.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from pydantic import BaseModel
 
 from backends.llm.types import StructuredResult
 from backends.prompts import load_prompt
-from memory.base import MemoryMethod, MemoryView, dialogue_turns, log_ref, scored_part, turn_ref
+from memory.base import MemoryMethod, MemoryView, MethodContext, dialogue_turns, log_ref, scored_part, turn_ref
 from memory.methods.h2_parts import (
     BackgroundOut,
     GeneralRequirementOut,
@@ -43,11 +45,13 @@ from memory.methods.h2_parts import (
     RequirementAdjustOut,
     SituationOut,
     TopicOut,
+    background_text,
     clean_edges,
     components,
     constrained_kmeans,
     log_graph_model,
     tile_spans,
+    topic_with_feedback,
     windows,
 )
 from memory.privacy import redact_text
@@ -68,6 +72,10 @@ class H2Memory(MemoryMethod):
                    "Principles from clustered history topics (Mem-PAL).")
     default_config = {"k_situations": 3, "k_topics": 3, "clusters": 8, "seed": 0}
 
+    def __init__(self, ctx: MethodContext):
+        super().__init__(ctx)
+        self._outlined: dict[str, tuple[list[TopicOut], list[str]]] = {}  # session → its topics, asked early
+
     # ------------------------------------------------------------ LLM plumbing
 
     def _ask(self, prompt_name: str, model: type[BaseModel], notes: list[str], what: str, **values: Any):
@@ -86,6 +94,20 @@ class H2Memory(MemoryMethod):
     # ------------------------------------------------------------ logs stage
 
     def ingest_logs(self, session: Session, memory: MemoryView) -> Changes:
+        llm = self.ctx.llm
+        if llm is None or not session.turns or session.sample_id in self._outlined or llm.width("memory_builder") < 2:
+            return self._logs(session, memory)
+        # the session's topic outline reads the dialogue only: asked now, beside the logs, for the dialogue stage
+        notes: list[str] = []
+
+        def part(which: str) -> tuple[list[TopicOut], Changes]:
+            return (self._topics(session, notes), Changes()) if which == "outline" else ([], self._logs(session, memory))
+
+        (topics, _), (_, changes) = llm.fan_out("memory_builder", part, ["outline", "logs"], self.ctx.cancel)
+        self._outlined[session.sample_id] = (topics, notes)
+        return changes
+
+    def _logs(self, session: Session, memory: MemoryView) -> Changes:
         changes = Changes()
         edges = self._log_graph(session, changes.notes)
         if session.logs:
@@ -153,7 +175,7 @@ class H2Memory(MemoryMethod):
                     if session.logs else f"{session.dialogue_timestamp:%Y-%m-%d}")
         out = self._ask("h2_background", BackgroundOut, notes, "background update",
                         old_span=old_span, new_span=new_span,
-                        background="\n".join(f"- {a}: {_text(current[a])}" for a in ASPECTS),
+                        background="\n".join(f"- {a}: {background_text(current[a])}" for a in ASPECTS),
                         situations="\n".join(f"- {s.text}" for s in situations) or "(none)")
         items = []
         for a in ASPECTS:
@@ -181,18 +203,26 @@ class H2Memory(MemoryMethod):
         self.honour_forget_requests(session, memory, changes)
         return changes
 
-    def _outlines(self, session: Session, memory: MemoryView, notes: list[str]) -> list[MemoryItem]:
+    def _topics(self, session: Session, notes: list[str]) -> list[TopicOut]:
+        """The dialogue's topics (the outline call, or the whole dialogue as one topic when it never answers)."""
         turns = dialogue_turns(session)
         if not turns:
             return []
         numbered = "\n".join(f"turn_{t}:\n{text}" for t, text in turns)
         out = self._ask("h2_topic_outline", OutlineOut, notes, "topic outline", dialogue=numbered)
-        if out is None:
-            first_user = turns[0][1].split("\n")[0].removeprefix("user: ")
-            topics = [TopicOut(turn_span=[1, len(session.turns)], requirement=first_user[:400], solution_list=[],
-                               preference="")]
-        else:
-            topics = out.topics
+        if out is not None:
+            return out.topics
+        first_user = turns[0][1].split("\n")[0].removeprefix("user: ")
+        return [TopicOut(turn_span=[1, len(session.turns)], requirement=first_user[:400], solution_list=[],
+                         preference="")]
+
+    def _outlines(self, session: Session, memory: MemoryView, notes: list[str]) -> list[MemoryItem]:
+        early = self._outlined.pop(session.sample_id, None)  # asked beside this session's logs
+        if early is not None:
+            notes.extend(early[1])
+        topics = early[0] if early is not None else self._topics(session, notes)
+        if not topics:
+            return []
         spanned = list(zip(topics, tile_spans([t.turn_span for t in topics], len(session.turns))))
         contexts = [self._refine_context(session, memory, topic.requirement) for topic, _ in spanned]  # in order
         refinements = self.each(lambda job, own: self._refine(*job, own),
@@ -360,7 +390,7 @@ class H2Memory(MemoryMethod):
                 unscored(p, f"- {p.meta['general_requirement']}: {p.meta['principle']}") for p in principles],
                 "lowest_score", "items"))
             blocks.append(PromptBlock.of_parts("Past requirements and how the user received solutions",
-                                               [scored_part(r, self._topic_with_feedback(r.item)) for r in topics],
+                                               [scored_part(r, topic_with_feedback(r.item)) for r in topics],
                                                "lowest_score", "items", sep="\n\n"))
         retrieved = situations + topics + [RetrievedItem(item=b) for b in background] + [RetrievedItem(item=p) for p in principles]
         return self.trace(query, purpose, current, retrieved, blocks)
@@ -368,21 +398,3 @@ class H2Memory(MemoryMethod):
     def principle_id(self, cluster: object) -> str:
         """The id of the principle a topic's ``meta["cluster"]`` points to (the gold memory keys them otherwise)."""
         return f"{self.ctx.user.uid}_cluster{cluster}"
-
-    @staticmethod
-    def _topic_with_feedback(item: MemoryItem) -> str:
-        groups: dict[str, list[str]] = {"pos": [], "neg": [], "others": []}
-        for s in item.meta.get("solutions", []):
-            groups.get(s.get("feedback_type", "others"), groups["others"]).append(
-                f"  - {s.get('solution', '')} (user: {s.get('user_feedback', '')})")
-        lines = [f"- requirement: {item.text}"]
-        for kind, title in (("pos", "accepted"), ("neg", "rejected"), ("others", "other")):
-            if groups[kind]:
-                lines.append(f"  {title}:")
-                lines += groups[kind]
-        return "\n".join(lines)
-
-
-def _text(item: MemoryItem | None) -> str:
-    """An aspect's current background text (empty when the aspect has none yet)."""
-    return item.text if item is not None else ""

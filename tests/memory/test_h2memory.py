@@ -275,6 +275,10 @@ def test_a_build_with_calls_in_flight_together_stores_exactly_what_one_by_one_st
     together.run()
     assert fake.max_in_flight == 3  # the windows (and the clusters' principles) went out together
     assert _stored(together) == _stored(one_by_one)
+    calls = together.llm.store.by_prompt(together.build_id)  # every call of the build, response-cache hits included
+    assert calls["memory/h2_topic_outline"][0] == len(long_user.sessions)  # each outline asked once (beside its logs)
+    assert {k: v[:3] for k, v in calls.items()} == {k: v[:3] for k, v in
+                                                    one_by_one.llm.store.by_prompt(one_by_one.build_id).items()}
     assert any("situation 1: model output invalid" in n for _, notes in _stored(together)[1] for n in notes)
 
 
@@ -298,7 +302,8 @@ def test_a_concurrent_build_cancelled_inside_a_stage_resumes_without_asking_agai
     sent_before = len(fake.requests)
     from testkit.requests import schema_name
 
-    assert {schema_name(r) for r in fake.requests} == {"LogGraphOut"}  # no situation was asked after the cancel
+    # no situation was asked after the cancel (the session's outline is asked beside its logs)
+    assert {schema_name(r) for r in fake.requests} <= {"LogGraphOut", "OutlineOut"}
     stopped.run()
     assert _stored(stopped)[0] == _stored(one_by_one)[0]
     assert len(fake.requests) == len(fake_a.requests)  # the calls answered before the cancel came from the cache
