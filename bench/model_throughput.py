@@ -267,6 +267,9 @@ def measure(server: Server, piece: str, dataset: Dataset, args: argparse.Namespa
         log.exception("%s on %s failed", piece, server.label)
         outcome = f"error: {type(e).__name__}: {str(e)[:100]}"
     wall, t1 = time.perf_counter() - started, time.time()
+    if rates is not None:  # the load of a shared machine drifts: the rates before and after the piece, averaged
+        after = calibrate(server)
+        rates = ((rates[0] + after[0]) / 2, (rates[1] + after[1]) / 2, rates, after)
     records = [r for r in server.get("records")[before:] if r["status"] == 200]
     samples = [s for t, s in server.get("slots") if t0 <= t <= t1]
     total = sum((r.get("prompt_n") or 0) + (r.get("cache_n") or 0) if "prompt_n" in r else (r.get("prompt_tokens") or 0)
@@ -279,9 +282,11 @@ def measure(server: Server, piece: str, dataset: Dataset, args: argparse.Namespa
     else:
         limit = len(records) * (server.latency or 0) / server.slots
     metrics = {k: v - metrics_before.get(k, 0.0) for k, v in server_metrics(server).items()}
+    timed = [r for r in records if r.get("predicted_ms")]
+    per_request = sum(r["predicted_n"] for r in timed) / (sum(r["predicted_ms"] for r in timed) / 1000) if timed else None
     return {"piece": title, "outcome": outcome, "wall": wall, "calls": len(records), "prompt": total,
             "cached": cached, "out": out, "busy": busy, "limit": limit, "rates": rates, "metrics": metrics,
-            "client": client_records(server.ws, t0, t1)}
+            "client": client_records(server.ws, t0, t1), "decode_per_request": per_request}
 
 
 def server_metrics(server: Server) -> dict[str, float]:
@@ -314,7 +319,8 @@ def client_records(ws: Workspace, t0: float, t1: float) -> str:
 
 def show(server: Server, fig: dict[str, Any]) -> None:
     share = fig["cached"] / fig["prompt"] if fig["prompt"] else 0.0
-    rates = f" at {fig['rates'][0]:.0f} prompt tok/s, {fig['rates'][1]:.1f} output tok/s (all slots busy)" \
+    rates = f" at {fig['rates'][0]:.0f} prompt tok/s, {fig['rates'][1]:.1f} output tok/s (all slots busy; before " \
+            f"{fig['rates'][2][0]:.0f}/{fig['rates'][2][1]:.1f}, after {fig['rates'][3][0]:.0f}/{fig['rates'][3][1]:.1f})" \
         if fig["rates"] else f" = calls x {server.latency:.3f} s / {server.slots} slots"
     busy = " ".join(f"{b:.0%}" for b in fig["busy"]) or "n/a"
     ratio = fig["wall"] / fig["limit"] if fig["limit"] else float("nan")
@@ -323,6 +329,9 @@ def show(server: Server, fig: dict[str, Any]) -> None:
           f"(processed {fig['prompt'] - fig['cached']:,}, from cache {fig['cached']:,} = {share:.0%}) · "
           f"output tokens {fig['out']:,}\n"
           f"    slots busy: {busy} · LIMIT {fig['limit']:.1f} s{rates} · wall / limit {ratio:.2f}", flush=True)
+    if fig["rates"] and fig["decode_per_request"]:
+        print(f"    output tok/s per request: {fig['decode_per_request']:.1f} in the piece (the server's timings), "
+              f"{fig['rates'][1] / server.slots:.1f} in the calibration (plain text, short context)")
     if fig["metrics"]:
         print("    server /metrics: " + ", ".join(f"{k} +{v:,.0f}" for k, v in sorted(fig["metrics"].items())))
     if fig["client"]:
