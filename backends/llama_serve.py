@@ -1,7 +1,8 @@
 """Child process: serve a GGUF model with xllamacpp's embedded llama.cpp HTTP server.
 
 Run by :mod:`backends.local_server` (never imported by the app). It listens on 127.0.0.1 only,
-serves ``/v1/chat/completions``, ``/v1/models`` and ``/health``, and exits on SIGTERM/SIGINT or
+serves ``/v1/chat/completions``, ``/v1/models``, ``/health``, ``/slots`` and ``/metrics`` (its own counters: prompt
+tokens computed, tokens predicted, busy slots — what ``bench/model_throughput.py`` reads), and exits on SIGTERM/SIGINT or
 when its parent dies (``PR_SET_PDEATHSIG``), so no server outlives the app.
 """
 
@@ -49,15 +50,15 @@ def main(argv: list[str] | None = None) -> int:
     params.offline = True
     params.use_jinja = True
     params.warmup = False
+    params.endpoint_metrics = True
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    server = xllamacpp.Server(params)  # returns once listening
+    _server = xllamacpp.Server(params)  # returns once listening; kept referenced until the process exits
     print(f"ready on 127.0.0.1:{args.port}", flush=True)
     stop.wait()
-    # a generation in flight can keep the server's shutdown waiting: never outlive the grace period
-    threading.Timer(3.0, lambda: os._exit(0)).start()
-    del server
+    # exit at once: deleting the server waits for a generation in flight without letting other Python threads run,
+    # so a grace-period timer never fired and a busy server outlived its killed parent; the OS frees everything
     os._exit(0)
 
 

@@ -36,7 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "a blinded pairwise review batch for --annotators")
     p.add_argument("--annotators", help="comma-separated reviewer names for --review-uncertain")
     p.add_argument("--overlap", type=int, default=2, help="annotators per item of the review batch (default 2)")
-    p.add_argument("--concurrency", type=int, default=1, help="judgments in parallel (default 1)")
+    p.add_argument("--concurrency", type=int, help="judgments in parallel (default: as many as keep the judge's "
+                                                   "endpoint busy — its slots or limits ÷ the 2×k samples a judgment "
+                                                   "sends at once)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_judge)
 
@@ -45,7 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--methods", required=True, help="comma-separated memory methods")
     b.add_argument("--users", help="comma-separated user ids (default: every user)")
     b.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    b.add_argument("--concurrency", type=int, default=1, help="topics in parallel (default 1)")
+    b.add_argument("--concurrency", type=int, help="topics in parallel (default: the assistant endpoint's slots or "
+                                                   "limits; 1 for an endpoint nobody configured)")
     b.add_argument("--json", action="store_true", help="print JSON")
     b.set_defaults(func=cmd_bench)
 
@@ -53,6 +56,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def make_llm():
     """The LLM client for a command (tests replace this)."""
     return open_workspace().llm(session_id="cli-eval")
+
+
+def units_at_once(llm, role: str, calls_per_unit: int = 1) -> int:
+    """How many units keep ``role``'s endpoint busy: its width (slots or limits) ÷ the calls one unit sends at once."""
+    return max(1, -(-llm.width(role) // calls_per_unit))
 
 
 def _split(text: str | None) -> list[str]:
@@ -139,7 +147,9 @@ def _judge(ws, dataset, pairs, aspects, args):
     units = judge_units(dataset, specs, aspects, args.k, args.threshold, temperature=args.temperature)
     job = JobSpec(job_id=f"judge-{uuid.uuid4().hex[:12]}", kind="judge", title=f"judge {args.runs} vs {args.baseline}",
                   created_by="cli", pool="cli", units=units)
-    summary = run_job(ws, job, unit_env(ws, make_llm(), Counter(len(units))), args.concurrency)
+    llm = make_llm()
+    concurrency = args.concurrency or units_at_once(llm, "judge", 2 * args.k)
+    summary = run_job(ws, job, unit_env(ws, llm, Counter(len(units))), concurrency)
     if summary.status != "done":
         raise SystemExit("error: " + "; ".join(summary.errors or [summary.status]))
     return [ws.evals.load_judgment(u.result["judgment_key"]) for u in ws.jobs.store.units(job.job_id)]
@@ -199,7 +209,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench(ws, dataset, methods, users, concurrency: int):
+def _bench(ws, dataset, methods, users, concurrency: int | None):
     """Build units for the memories, then one ``eval.tasks`` unit per (method, query topic), run here."""
     import uuid
 
@@ -213,7 +223,8 @@ def _bench(ws, dataset, methods, users, concurrency: int):
     tasks = [u for u in units if u.kind == "eval.tasks"]
     job = JobSpec(job_id=f"bench-{uuid.uuid4().hex[:12]}", kind="bench-tasks", title=f"tasks {', '.join(methods)}",
                   created_by="cli", pool="cli", units=units)
-    summary = run_job(ws, job, unit_env(ws, make_llm(), Counter(len(tasks))), concurrency)
+    llm = make_llm()
+    summary = run_job(ws, job, unit_env(ws, llm, Counter(len(tasks))), concurrency or units_at_once(llm, "assistant"))
     if summary.status != "done":
         raise SystemExit("error: " + "; ".join(summary.errors or [summary.status]))
     keys = [k for u in ws.jobs.store.units(job.job_id) if u.kind == "eval.tasks" for k in u.result["results"]]

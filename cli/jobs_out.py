@@ -44,18 +44,22 @@ def unit_env(ws: Workspace, llm: LLMClient, counter: Counter | None = None, **kw
 
 
 def run_job(ws: Workspace, spec: JobSpec, env: UnitEnv, concurrency: int = 1, executor: Any = None,
-            bar: bool = False, estimates: dict[str, float] | None = None) -> JobSummary:
-    """Submit and run ``spec`` here until it ends; ``bar`` prints a progress line with an ETA as it goes
-    (``estimates``: a plan's seconds per unit of each kind, for the ETA before a kind's first unit finished)."""
+            bar: bool = False, estimates: dict[str, float] | None = None, details: bool = False,
+            every: float = 2.0) -> JobSummary:
+    """Submit and run ``spec`` here until it ends; ``bar`` prints a progress line with an ETA every ``every`` seconds
+    (``estimates``: a plan's seconds per unit of each kind, for the ETA before a kind's first unit finished;
+    ``details``: with what the running units report, e.g. a memory build's calls in flight and cached tokens)."""
     job_id = ws.jobs.submit(spec, env=env)
     started = time.perf_counter()
     last = [0.0]
 
     def show(summary: JobSummary) -> None:
-        if bar and (time.perf_counter() - last[0] > 2 or summary.finished):
+        if bar and (time.perf_counter() - last[0] > every or summary.finished):
             last[0] = time.perf_counter()
+            running = [u.progress_text for u in ws.jobs.store.units(job_id, "running") if u.progress_text] \
+                if details and not summary.finished else []
             err(f"{progress_bar(summary.progress)} {summary.line(concurrency, estimates)} · "
-                f"{time.perf_counter() - started:.0f} s")
+                f"{time.perf_counter() - started:.0f} s" + "".join(f" — {text}" for text in running[:2]))
 
     return ws.jobs.run(job_id, concurrency, executor=executor, on_progress=show)
 

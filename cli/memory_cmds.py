@@ -78,7 +78,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     ws = open_workspace()
     spec = build_job(dataset, builder, until, args.embedder)
     try:
-        summary = run_job(ws, spec, unit_env(ws, builder.llm or ws.llm()))
+        summary = run_job(ws, spec, unit_env(ws, builder.llm or ws.llm()), bar=builder.llm is not None, details=True,
+                          every=5.0)  # a method that calls an LLM: its calls in flight and cached tokens as it goes
     except KeyboardInterrupt:
         print("interrupted: run the same command again to resume", file=sys.stderr)
         return 130
@@ -89,8 +90,10 @@ def cmd_build(args: argparse.Namespace) -> int:
         print("finished stages are saved: run the same command again to resume", file=sys.stderr)
         return 1
     info = builder.store.info(builder.build_id)
+    calls = ws.runs.totals(run_id=builder.build_id)
     print(json.dumps({"build_id": info.build_id, "stages_done": info.stages_done, "sessions_done": len(info.sessions_done),
                       "llm_calls": info.llm_calls, "tokens_in": info.tokens_in, "tokens_out": info.tokens_out,
+                      "tokens_cached": calls.tokens_cached if calls.tokens_reported else None,
                       "seconds": round(info.seconds, 1)}))
     return 0
 

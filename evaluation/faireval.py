@@ -6,6 +6,9 @@ Evidence + Balanced Position Calibration). The decision averages each method's v
 each order, then the two orders with equal weight, so a failed judge call can never tilt the result
 towards one position; a judgment needs a valid sample in both orders (otherwise it is invalid).
 
+The 2 × k samples are independent calls and go out together as the judge's endpoint allows
+(:meth:`backends.llm.client.LLMClient.fan_out`); the judgment is the same as asked one by one.
+
 A judge prompt is never cut to fit the judge's context window: one that does not fit (two long
 transcripts, a small window) is not sent, and its samples are recorded as invalid with the reason
 (tokens, counter, window), so the judgment says why it has no verdict.
@@ -267,19 +270,34 @@ def judge_pair(llm: LLMClient, ctx: TopicContext, run_a: RunRecord, run_b: RunRe
     text_a, text_b = render_dialogue(run_a), render_dialogue(run_b)
     budget = llm.budget("judge", structured=JudgeOut)
     derived = llm.config.role("judge").max_tokens is None
-    samples: list[JudgeSample] = []
     tokens: dict[str, int] = {}
     reasons: list[str] = []
+    messages: dict[int, list[dict[str, str]]] = {}
+    refused: dict[int, str] = {}
+    fitted: dict[int, Any] = {}
     for order, (first, second) in ((1, (text_a, text_b)), (2, (text_b, text_a))):
-        msgs = judge_messages(prompt, ctx, aspect, first, second)
-        tokens[f"order{order}"] = budget.count_messages(msgs)
-        fitted = answer_budget(budget, tokens[f"order{order}"], derived)
-        if reason := too_long(fitted, tokens[f"order{order}"]):
+        messages[order] = judge_messages(prompt, ctx, aspect, first, second)
+        tokens[f"order{order}"] = budget.count_messages(messages[order])
+        fitted[order] = answer_budget(budget, tokens[f"order{order}"], derived)
+        if reason := too_long(fitted[order], tokens[f"order{order}"]):
             reasons.append(reason)
-            samples += [JudgeSample(order=order, index=i, ok=False, errors=[reason]) for i in range(k)]
-            continue
-        samples += [ask_judge(llm, prompt, msgs, order, i, aspect, temperature,  # type: ignore[arg-type]  # aspect is one of ASPECTS, checked by the caller
-                              max_tokens=fitted.max_tokens if derived else None) for i in range(k)]
+            refused[order] = reason
+    # every sample at once as the judge's endpoint allows, the two orders alternating (with two slots each then holds
+    # one order's prompt in its cache for that order's later samples; one at a time: an order's samples one after
+    # another, the same prompt again); stored in the order of a one-by-one judgment
+    orders: tuple[Literal[1, 2], ...] = (1, 2)
+    asks = [(order, i) for order in orders for i in range(k) if order not in refused]
+    if llm.width("judge") > 1:
+        asks.sort(key=lambda a: (a[1], a[0]))
+
+    def sample(ask: tuple[Literal[1, 2], int]) -> JudgeSample:
+        order, index = ask
+        return ask_judge(llm, prompt, messages[order], order, index, aspect, temperature,
+                         max_tokens=fitted[order].max_tokens if derived else None)
+
+    answered = dict(zip(asks, llm.fan_out("judge", sample, asks)))
+    samples = [answered.get((order, i)) or JudgeSample(order=order, index=i, ok=False, errors=[refused[order]])
+               for order in orders for i in range(k)]
     rc = llm.config.role("judge")
     spec = run_a.spec
     j = Judgment(

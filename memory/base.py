@@ -10,10 +10,12 @@ vector index, so methods stay small.
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from backends.embeddings import Embedder
 from backends.llm.client import LLMClient
@@ -45,6 +47,7 @@ class MethodContext:
     index: VectorIndex
     config: dict[str, Any] = field(default_factory=dict)
     files: Path | None = None  # a folder for this build's files (PLUM's adapters); None: the method may keep none
+    cancel: threading.Event | None = None  # set by the builder while it runs: stops starting calls inside a stage
 
     @property
     def language(self) -> str:
@@ -147,6 +150,9 @@ def scored_part(r: RetrievedItem, text: str) -> BlockPart:
     return BlockPart(text=text, label=r.item.id, refs=[r.item.id], score=r.score, order=r.item.session_index)
 
 
+T = TypeVar("T")
+R = TypeVar("R")
+
 # ---------------------------------------------------------------- the interface
 
 
@@ -192,6 +198,22 @@ class MemoryMethod(ABC):
         return None
 
     # helpers shared by methods -----------------------------------------------------------
+
+    def each(self, fn: Callable[[T, list[str]], R], items: Sequence[T], notes: list[str]) -> list[R]:
+        """``fn(item, notes)`` for every item, as many in flight together as the builder's endpoint allows
+        (:meth:`backends.llm.client.LLMClient.fan_out`); results, and the notes each call adds, in item order —
+        the same stage whether its calls ran together or one after another."""
+        def one(item: T) -> tuple[R, list[str]]:
+            own: list[str] = []
+            return fn(item, own), own
+
+        if self.ctx.llm is None:
+            results = [one(item) for item in items]
+        else:
+            results = self.ctx.llm.fan_out("memory_builder", one, items, self.ctx.cancel)
+        for _, own in results:
+            notes.extend(own)
+        return [value for value, _ in results]
 
     def honour_forget_requests(self, session: Session, memory: MemoryView, changes: Changes) -> None:
         """Delete every remembered item that carries what the user asked to forget in this session."""

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from backends.embeddings import Embedder
 from backends.llm.client import LLMClient
 from backends.llm.errors import Cancelled
+from backends.llm.meter import CallMeter
 from backends.vectorstore import VectorStore
 from memory.base import MemoryMethod, MemoryView, MethodContext
 from memory.index import VectorIndex
@@ -48,6 +49,7 @@ class MemoryBuilder:
     config: dict[str, Any] = field(default_factory=dict)
     files_root: Path | None = None  # where methods that keep files (PLUM) keep them: <root>/<method>/<dataset>/<user>/<build>
     build_id: str = ""
+    meter: CallMeter = field(default_factory=CallMeter)  # this builder's calls: in flight, cached prompt tokens
     _indexed: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -56,7 +58,7 @@ class MemoryBuilder:
         self.build_id = self.store.open_build(self.dataset, self.user.uid, self.method, self.config)
         self.index = VectorIndex(self.vectors, self.dataset, self.user.uid, self.build_id)
         if self.llm is not None:
-            self.llm = self.llm.for_run(self.build_id)  # this build's calls, accounted to this build only
+            self.llm = self.llm.for_run(self.build_id).metered(self.meter)  # accounted to this build only
         self.impl: MemoryMethod = cls(MethodContext(self.dataset, self.user, self.build_id, self.llm, self.embedder,
                                                     self.index, self.config, self._files()))
 
@@ -83,6 +85,7 @@ class MemoryBuilder:
         last = len(sessions) - 1 if until_session is None else min(until_session, len(sessions) - 1)
         done = set(self.store.done_stages(self.build_id))
         total = 2 * (last + 1)
+        self.impl.ctx.cancel = cancel  # a cancel also stops starting calls inside a stage (left unfinished, resumable)
         for pos in range(last + 1):
             session = sessions[pos]
             for stage, step in ((logs_stage(pos), "logs"), (dialogue_stage(pos), "dialogue")):

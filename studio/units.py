@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from backends.llm.client import LLMClient
 from backends.llm.errors import Cancelled
+from backends.llm.meter import MeterReading
 from backends.store.leases import process_holder
 from evaluation.store import EvalStore, PersonaMemStore
 from jobs.engine import Registry, UnitContext
@@ -116,10 +117,18 @@ def memory_session(ctx: UnitContext) -> dict:
     pos = ids.index(p["session"])
     of = p.get("of") or 2 * len(ids)
 
-    def progress(done: int, total: int, what: str) -> None:
-        ctx.progress(done - logs_stage(pos), 2, what)
-        env.say(f"[{done}/{of}] {what}")
+    stages_done, last = 0, ""
 
+    def report(reading: MeterReading) -> None:  # after every call's start and end: what is in flight, what is cached
+        ctx.progress(stages_done, 2, " · ".join(t for t in (last, reading.line()) if t))
+
+    def progress(done: int, total: int, what: str) -> None:
+        nonlocal stages_done, last
+        stages_done, last = done - logs_stage(pos), f"{what} done"
+        report(builder.meter.reading())
+        env.say(f"[{done}/{of}] {what} · {builder.meter.reading().line()}")
+
+    builder.meter.watch(report)
     with env.ws.build_lock(builder.build_id):
         before = len(builder.store.done_stages(builder.build_id))
         builder.run(until_session=pos, progress=progress, cancel=ctx.cancel)

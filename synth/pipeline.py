@@ -1,7 +1,9 @@
 """Run one user's synthesis, step by step, resumably; inspect, edit and re-run any step.
 
-Each finished step is stored at once (and each finished LLM call inside a running step), so a run
-stopped anywhere — cancel, closed browser, killed process, endpoint failure — continues at its next
+Steps run in the order of :data:`synth.registry.STEPS`, those that do not depend on each other together when the
+synthesizer's endpoint serves several calls at once (and the independent calls inside a step too:
+:meth:`synth.steps.base.StepContext.fan_out`); every output is the same either way. Each finished step is stored at
+once (and each finished LLM call inside a running step), so a run stopped anywhere — cancel, closed browser, killed process, endpoint failure — continues at its next
 missing call. Editing a step's output validates it against the step's schema and rules, then drops
 exactly the steps downstream of it (:func:`synth.registry.downstream`); the next run regenerates them.
 """
@@ -13,6 +15,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
@@ -106,12 +109,7 @@ class Pipeline:
         self.store.save(info)
         last = NAMES.index(until) if until else len(NAMES) - 1
         try:
-            for step in STEPS[: last + 1]:
-                if self.record(step.name) is not None:
-                    continue
-                if self.cancel is not None and self.cancel.is_set():
-                    raise Cancelled(f"stopped before {step.name}")
-                self._run_step(step.name)
+            self._run_steps([s.name for s in STEPS[: last + 1] if self.record(s.name) is None])
         except Cancelled as e:
             log.info("generation %s cancelled: %s", self.run_id, e)
             return self._end("cancelled", str(e))
@@ -119,6 +117,37 @@ class Pipeline:
             log.warning("generation %s failed: %s", self.run_id, e)
             return self._end("failed", str(e))
         return self._end("finished" if not self.pending() else "new", None)
+
+    def _run_steps(self, names: list[str]) -> None:
+        """Run ``names`` (in run order), each once the steps it depends on are stored; steps that do not depend on
+        each other run together when the synthesizer's endpoint serves several calls at once (the preferences beside
+        the situations, the logs beside the requirement framework). A failure or cancel starts no further step; the
+        steps running then finish and are stored, and the first failure in run order is raised."""
+        width = self.llm.width("synthesizer") if self.llm is not None else 1
+        pending, done = list(names), set(self.store.done_steps(self.run_id))
+        running: dict[Future[StepRecord], str] = {}
+        failures: dict[str, BaseException] = {}
+        with ThreadPoolExecutor(max_workers=max(1, min(width, len(names))), thread_name_prefix="synth-step") as pool:
+            while pending or running:
+                for name in [n for n in pending if all(d in done for d in get_step(n).deps)]:
+                    if failures or len(running) >= width:
+                        break
+                    if self.cancel is not None and self.cancel.is_set():
+                        failures[name] = Cancelled(f"stopped before {name}")
+                        break
+                    pending.remove(name)
+                    running[pool.submit(self._run_step, name)] = name
+                if not running:
+                    break  # nothing can start: a failure, a cancel
+                finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                for future in finished:
+                    name = running.pop(future)
+                    if (error := future.exception()) is not None:
+                        failures[name] = error
+                    else:
+                        done.add(name)
+        if failures:
+            raise failures[min(failures, key=NAMES.index)]
 
     def _run_step(self, name: str) -> StepRecord:
         step = get_step(name)

@@ -67,7 +67,7 @@ def follow(job_id: str, label: str, on_tick: Callable[[JobSummary], None] | None
 def progress_text(label: str, summary: JobSummary) -> str:
     text = f"{label}: {summary.line(WORKERS)}"
     running = [u for u in base_workspace().jobs.store.units(summary.job_id, "running")][:2]
-    details = "; ".join(f"{u.label} {u.progress_text}".strip() for u in running)
+    details = "; ".join(f"{u.label}: {u.progress_text}" if u.progress_text else u.label for u in running)
     return md_escape(text + (f" — {details}" if details else ""))
 
 

@@ -3,8 +3,9 @@
 Every call goes through the same steps — resolve the role's provider, look up the response cache,
 check the prompt against the role's context window (:mod:`backends.llm.context`), call with bounded
 retries, keep a reasoning model's thinking apart from the answer (:mod:`backends.llm.reasoning`),
-record the call in the run store (role, model, prompt name+version, tokens and who counted them,
-reasoning tokens, latency, cache hit, error), and redact configured keys from anything that leaves.
+record the call in the run store (role, model, prompt name+version, tokens and who counted them, the prompt tokens
+the endpoint served from its prompt cache, reasoning tokens, latency, cache hit, error), and redact configured keys
+from anything that leaves.
 Structured calls negotiate the endpoint's structured mode (:mod:`backends.llm.negotiate`,
 :mod:`backends.llm.structured_call`).
 
@@ -13,6 +14,10 @@ Clients are built by the composition root (:meth:`studio.workspace.Workspace.llm
 (a memory build, a simulation, a generation) takes its own view with :meth:`LLMClient.for_run`, which
 shares providers, connections, store and cache with its parent — so two builders and a simulation in
 one browser session each record their calls under their own run id.
+
+Independent calls go out together through :meth:`LLMClient.fan_out` (up to :meth:`LLMClient.width`, what the
+endpoint's limiter allows: :mod:`backends.llm.fanout`); a view made with :meth:`LLMClient.metered` counts its calls
+into a :class:`~backends.llm.meter.CallMeter` for a live progress display.
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ from pydantic import BaseModel
 from backends.config import PlatformConfig
 from backends.llm.context import Budget, BudgetBook, Cut, describe_cuts, fit_request
 from backends.llm.errors import ContextOverflow, LLMError, RateLimited
+from backends.llm.fanout import fan_out
 from backends.llm.limits import Limiters
+from backends.llm.meter import CallMeter
 from backends.llm.negotiate import StructuredModes
 from backends.llm.reasoning import ReasoningSplitter, likely_headless, merge_body, separate, thinking_off_body
 from backends.llm.registry import ChatProvider, build_provider
@@ -42,6 +49,8 @@ if TYPE_CHECKING:
     from backends.llm.local_server import LocalServers
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+R = TypeVar("R")
 MessagesIn = Sequence[Message | dict[str, str]]
 
 
@@ -77,6 +86,7 @@ class LLMClient:
                          if r.api_key and len(r.api_key.get_secret_value()) >= 4]
         self.modes = StructuredModes(self.store.capabilities)
         self._budgets = BudgetBook(self.config, self.provider, self.store.capabilities)
+        self.meter: CallMeter | None = None
 
     @property
     def session_id(self) -> str | None:
@@ -99,6 +109,28 @@ class LLMClient:
         view = copy.copy(self)
         view._session_id = session_id
         return view
+
+    def metered(self, meter: CallMeter) -> LLMClient:
+        """A view whose calls are also counted into ``meter`` (in flight, sent, cached prompt tokens)."""
+        view = copy.copy(self)
+        view.meter = meter
+        return view
+
+    # ------------------------------------------------------------------ concurrency
+
+    def width(self, role: str) -> int:
+        """How many independent calls of ``role`` may be in flight together (:mod:`backends.llm.fanout`)."""
+        provider = self.provider(role)
+        slots = _slots(provider)
+        if self.limiters is None:
+            return slots or 1
+        return self.limiters.width(provider.endpoint, slots)
+
+    def fan_out(self, role: str, fn: Callable[[T], R], items: Sequence[T],
+                cancel: threading.Event | None = None) -> list[R]:
+        """``[fn(item) for item in items]`` with up to :meth:`width` items in flight; results in item order
+        (see :func:`backends.llm.fanout.fan_out` for failures and cancels)."""
+        return fan_out(fn, items, self.width(role), cancel, name=role)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -142,6 +174,7 @@ class LLMClient:
     def _record(self, role: str, provider: ChatProvider, req: ChatRequest, prompt: Prompt | None,
                 result: ChatResult | None, error: str | None, structured_ok: bool | None = None,
                 **extra: Any) -> None:
+        sent = result is not None and not result.cache_hit
         self.store.record_call(CallRecord(
             session_id=self.session_id, run_id=self.run_id, role=role, provider=provider.name,
             endpoint=provider.endpoint, model=result.model if result else req.model,
@@ -153,6 +186,9 @@ class LLMClient:
             reasoning_tokens=result.reasoning_tokens if result else 0,
             reasoning_counter=result.reasoning_counted_by if result and result.reasoning else None,
             tokens_counter="endpoint" if result and (result.tokens_in or result.tokens_out) else None,
+            tokens_cached=result.tokens_cached if result is not None and sent else None,
+            tokens_processed=result.tokens_in - result.tokens_cached
+            if result is not None and sent and result.tokens_cached is not None else None,
             max_tokens=req.max_tokens, **extra,
         ), reasoning=result.reasoning if result and not result.cache_hit else "")
 
@@ -181,7 +217,7 @@ class LLMClient:
         if self.limiters is None:
             return call()
         estimate = sum(len(m.content) for m in req.messages) // 3 + 64
-        with self.limiters.slot(provider.endpoint, estimate, cancel) as slot:
+        with self.limiters.slot(provider.endpoint, estimate, cancel, _slots(provider)) as slot:
             try:
                 result = call()
             except RateLimited as e:
@@ -190,6 +226,14 @@ class LLMClient:
             if isinstance(result, ChatResult) and (result.tokens_in or result.tokens_out):
                 slot.used_tokens = result.tokens_in + result.tokens_out
             return result
+
+    def _started(self) -> None:
+        if self.meter is not None:
+            self.meter.started()
+
+    def _ended(self, result: ChatResult | None) -> None:
+        if self.meter is not None:
+            self.meter.ended(result.tokens_in, result.tokens_cached, result.tokens_out) if result else self.meter.ended()
 
     def evict(self, role: str, messages: MessagesIn, cache_salt: str = "", **overrides: Any) -> None:
         """Drop a cached answer the caller rejected (unparsable, empty), so asking again really asks again."""
@@ -212,18 +256,25 @@ class LLMClient:
         key = cache_key(provider.endpoint, req, cache_salt) if self.cache is not None and use_cache else None
         if key and (hit := self.cache.get(key)) is not None:  # type: ignore[union-attr]  # key is set only when there is a cache
             self._record(role, provider, req, prompt, hit, None, structured_mode=structured_mode)
+            if self.meter is not None:
+                self.meter.hit()
             return hit
         policy = RetryPolicy(max_retries=self.config.role(role).max_retries)
         fitted: dict[str, Any] = {}
         derived = self.config.role(role).max_tokens is None and "max_tokens" not in overrides
+        answered: ChatResult | None = None
+        self._started()
         try:
             sent, fitted = self._fit(role, req, shrink_answer, cuts, derived)
             result, attempts = call_with_retries(
                 lambda: self._limited(provider, sent, lambda: provider.complete(sent), cancel), policy, cancel)
+            answered = result
         except LLMError as e:
             self._record(role, provider, req, prompt, None, f"{type(e).__name__}: {e}", structured_mode=structured_mode,
                          **fitted)
             self._raise_redacted(e)
+        finally:
+            self._ended(answered)
         result = separate(result, self._budgets.counter(role)).model_copy(update={"attempts": attempts})
         if key:
             self.cache.put(key, provider.endpoint, result)  # type: ignore[union-attr]  # key is set only when there is a cache
@@ -241,6 +292,8 @@ class LLMClient:
         key = cache_key(provider.endpoint, req, cache_salt) if self.cache is not None and use_cache else None
         if key and (hit := self.cache.get(key)) is not None:  # type: ignore[union-attr]  # key is set only when there is a cache
             self._record(role, provider, req, prompt, hit, None)
+            if self.meter is not None:
+                self.meter.hit()
             yield hit.text
             yield hit
             return
@@ -257,11 +310,12 @@ class LLMClient:
 
         splitter = ReasoningSplitter(hold=likely_headless(self.config.role(role).model))
         derived = self.config.role(role).max_tokens is None and "max_tokens" not in overrides
+        result: ChatResult | None = None
+        self._started()
         try:
             sent, fitted = self._fit(role, req, shrink_answer, cuts, derived)
             (it, first), attempts = call_with_retries(limited_first_chunk, policy, cancel)
             chunks = [first] if first is not None else []
-            result: ChatResult | None = None
             for chunk in [*chunks, *it]:
                 if cancel is not None and cancel.is_set():
                     break
@@ -274,6 +328,8 @@ class LLMClient:
         except LLMError as e:
             self._record(role, provider, req, prompt, None, f"{type(e).__name__}: {e}", **fitted)
             self._raise_redacted(e)
+        finally:
+            self._ended(result)
         if result is None:
             return
         result = separate(result, self._budgets.counter(role))
@@ -301,6 +357,12 @@ class LLMClient:
                               shrink_answer=shrink_answer, cuts=cuts, **overrides)
 
 
+def _slots(provider: ChatProvider) -> int | None:
+    """Requests the provider's server serves at once, when it says (the bundled server, a llama.cpp server)."""
+    slots = getattr(provider, "slots", None)
+    return slots() if callable(slots) else None
+
+
 class _RoleOverride(LLMClient):
     """See :meth:`LLMClient.with_provider`; the ids are the parent's at the time of the override."""
 
@@ -308,7 +370,7 @@ class _RoleOverride(LLMClient):
         self._parent, self._role, self._override = parent, role, provider
         super().__init__(config, store=parent.store, cache=parent.cache, servers=parent.servers,
                          session_id=parent.session_id, run_id=parent.run_id, limiters=parent.limiters)
-        self.cache = parent.cache
+        self.cache, self.meter = parent.cache, parent.meter
 
     def provider(self, role: str) -> ChatProvider:
         return self._override if role == self._role else self._parent.provider(role)

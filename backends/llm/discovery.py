@@ -1,4 +1,5 @@
-"""What an OpenAI-compatible endpoint says about itself: the context window per request.
+"""What an OpenAI-compatible endpoint says about itself: the context window per request, and how many requests it
+serves at once (llama.cpp's ``/props`` ``total_slots``; vLLM and hosted APIs do not say: configure their limits).
 
 * ``GET {base}/models`` — vLLM and SGLang give ``max_model_len`` per model; llama.cpp ``meta.n_ctx``
   (per slot); OpenRouter-like services ``context_length``;
@@ -86,3 +87,15 @@ def probe_window(base_url: str, model: str, api_key: str | None = None, timeout:
         if window:
             return window, f"endpoint {source}"
     return None, "not reported"
+
+
+def probe_slots(base_url: str, api_key: str | None = None, timeout: float = 5.0) -> int | None:
+    """Requests the server serves at once — llama.cpp's ``GET {root}/props`` ``total_slots`` — or None."""
+    url = f"{server_root(base_url.rstrip('/'))}/props"
+    try:
+        data = _get(url, api_key, timeout)
+    except (OSError, ValueError, urllib.error.HTTPError):
+        log.info("no slot count at %s", url, exc_info=True)
+        return None
+    value = data.get("total_slots") if isinstance(data, dict) else None
+    return value if isinstance(value, int) and value > 0 else None

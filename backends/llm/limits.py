@@ -7,6 +7,11 @@ one-minute windows (a request is admitted when the window has room; tokens are r
 corrected with the usage the endpoint reported). On a 429 the endpoint's concurrency is halved (down to one)
 and every request waits out the server's Retry-After (or a backoff that doubles per consecutive 429); each
 success then adds one back, up to the configured limit (additive increase, multiplicative decrease).
+
+An endpoint nobody configured gets a limiter only when its server says how many requests it serves at once (the
+bundled server's ``parallel``, a llama.cpp server's slots): concurrency that many, so requests wait here rather
+than in the server's queue, where their HTTP timeout would run. :meth:`Limiters.width` is how many independent calls
+a piece of work may have in flight together (:mod:`backends.llm.fanout`).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from backends.llm.errors import Cancelled
 log = logging.getLogger(__name__)
 
 WINDOW = 60.0
+UNBOUNDED_WIDTH = 8  # calls in flight together where limits are configured without a concurrency and no slots known
 
 
 class EndpointLimiter:
@@ -105,6 +111,10 @@ class EndpointLimiter:
     def allowed(self) -> int:
         return self._allowed
 
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
 
 class Slot:
     """One admitted request; tell it the tokens the endpoint reported, or that it was rate limited."""
@@ -137,20 +147,33 @@ class Limiters:
                     self._by_endpoint[key].limits = lim
                     self._by_endpoint[key]._allowed = lim.concurrency
 
-    def limiter(self, endpoint: str) -> EndpointLimiter | None:
+    def limiter(self, endpoint: str, slots: int | None = None) -> EndpointLimiter | None:
+        """The endpoint's limiter: its configured limits, else ``slots`` at once when its server says (None: none)."""
         key = endpoint.rstrip("/")
         with self._lock:
             if key not in self._by_endpoint:
-                if key not in self._limits:
+                limits = self._limits.get(key)
+                if limits is None and slots:
+                    limits = EndpointLimits(concurrency=slots)
+                if limits is None:
                     return None
-                self._by_endpoint[key] = EndpointLimiter(key, self._limits[key], window=self.window)
+                self._by_endpoint[key] = EndpointLimiter(key, limits, window=self.window)
             return self._by_endpoint[key]
 
+    def width(self, endpoint: str, slots: int | None = None) -> int:
+        """How many calls to ``endpoint`` may be in flight together now: its concurrency as the limiter allows it
+        (configured, halved after a 429), else the server's ``slots``, else 1 (an endpoint nobody configured)."""
+        limiter = self.limiter(endpoint, slots)
+        if limiter is None:
+            return 1
+        return limiter.allowed or slots or UNBOUNDED_WIDTH
+
     @contextmanager
-    def slot(self, endpoint: str, tokens: int, cancel: threading.Event | None = None) -> Iterator[Slot]:
-        """Hold one request slot of ``endpoint`` (no-op when it has no limits)."""
+    def slot(self, endpoint: str, tokens: int, cancel: threading.Event | None = None,
+             slots: int | None = None) -> Iterator[Slot]:
+        """Hold one request slot of ``endpoint`` (no-op when it has no limits and its server no slot count)."""
         slot = Slot()
-        limiter = self.limiter(endpoint)
+        limiter = self.limiter(endpoint, slots)
         if limiter is None:
             yield slot
             return

@@ -1,5 +1,9 @@
 """Provider ``local``: a local model (the role's ``model``: a catalog model or the ``[local] model_path`` GGUF)
-behind the same OpenAI-compatible code path as remote endpoints."""
+behind the same OpenAI-compatible code path as remote endpoints.
+
+Every request asks llama.cpp to keep and reuse its prompt (``cache_prompt``): a prompt that starts like one a slot
+(or the server's host-memory prompt cache) holds is only computed from where they differ. The server serves
+``parallel`` requests at once (:meth:`LocalProvider.slots`: the width of :mod:`backends.llm.fanout`)."""
 
 from __future__ import annotations
 
@@ -41,11 +45,18 @@ class LocalProvider:
     def endpoint(self) -> str:
         return f"local:{self.server.alias}"
 
+    def slots(self) -> int:
+        """Requests the server serves at once (its configuration's ``parallel``)."""
+        return self.server.cfg.parallel
+
+    def _sent(self, req: ChatRequest) -> ChatRequest:
+        """``req`` as the server gets it: under the served model's name, asking to keep and reuse its prompt."""
+        return req.model_copy(update={"model": self.server.alias, "extra": {**req.extra, "cache_prompt": True}})
+
     def complete(self, req: ChatRequest) -> ChatResult:
-        req = req.model_copy(update={"model": self.server.alias})
-        return self._provider().complete(req).model_copy(update={"model": self.server.alias})
+        return self._provider().complete(self._sent(req)).model_copy(update={"model": self.server.alias})
 
     def stream(self, req: ChatRequest) -> Iterator[str | ChatResult]:
-        req = req.model_copy(update={"model": self.server.alias})
+        req = self._sent(req)
         for chunk in self._provider().stream(req):
             yield chunk.model_copy(update={"model": self.server.alias}) if isinstance(chunk, ChatResult) else chunk

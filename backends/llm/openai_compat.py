@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Iterator
 from email.utils import parsedate_to_datetime
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlparse
 
@@ -74,6 +75,11 @@ class OpenAICompatProvider:
         key = self._api_key if self._api_key != "not-needed" else None
         return probe_window(self.base_url, model, key, timeout=min(self._timeout, 10.0))
 
+    def slots(self) -> int | None:
+        """Requests the server serves at once when it says (llama.cpp's ``/props``; asked once per process)."""
+        return _slots(self.base_url, self._api_key if self._api_key != "not-needed" else None,
+                      min(self._timeout, 5.0))
+
     def _sdk(self) -> Any:
         if self._client is None:
             import openai
@@ -129,8 +135,8 @@ class OpenAICompatProvider:
             text=text,
             reasoning=reasoning,
             **_reasoning_usage(usage),
+            **prompt_usage(usage, resp.get("timings")),
             model=resp.get("model") or req.model,
-            tokens_in=usage.get("prompt_tokens") or 0,
             tokens_out=usage.get("completion_tokens") or 0,
             latency_ms=(time.perf_counter() - started) * 1000,
             finish_reason=choice.get("finish_reason"),
@@ -142,6 +148,7 @@ class OpenAICompatProvider:
         parts: list[str] = []
         thoughts: list[str] = []
         usage: dict = {}
+        timings: dict | None = None
         finish = None
         model = req.model
         try:
@@ -150,6 +157,7 @@ class OpenAICompatProvider:
                     raise BadResponse(f"{self.endpoint}: unreadable stream chunk")
                 model = chunk.get("model") or model
                 usage = chunk.get("usage") or usage
+                timings = chunk.get("timings") or timings  # llama.cpp: with the last chunk
                 for choice in chunk.get("choices") or []:
                     thoughts.append(_reasoning_field(choice.get("delta") or {}))
                     delta = (choice.get("delta") or {}).get("content")
@@ -164,7 +172,7 @@ class OpenAICompatProvider:
             raise self._translate(e) from None
         yield ChatResult(
             text="".join(parts), model=model, reasoning="".join(thoughts), **_reasoning_usage(usage),
-            tokens_in=usage.get("prompt_tokens") or 0,
+            **prompt_usage(usage, timings),
             tokens_out=usage.get("completion_tokens") or len(parts),
             latency_ms=(time.perf_counter() - started) * 1000, finish_reason=finish,
         )
@@ -224,6 +232,13 @@ def _draining_stream_class() -> Any:
     return _DRAINING_STREAM
 
 
+@lru_cache(maxsize=64)
+def _slots(base_url: str, api_key: str | None, timeout: float) -> int | None:
+    from backends.llm.discovery import probe_slots
+
+    return probe_slots(base_url, api_key, timeout)
+
+
 def _reasoning_field(message: dict) -> str:
     """Thinking sent apart from the content: ``reasoning_content`` (DeepSeek, vLLM, SGLang) or ``reasoning``."""
     value = message.get("reasoning_content") or message.get("reasoning") or ""
@@ -235,6 +250,23 @@ def _reasoning_usage(usage: dict) -> dict[str, Any]:
     details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
     n = details.get("reasoning_tokens") if isinstance(details, dict) else None
     return {"reasoning_tokens": n, "reasoning_counted_by": "endpoint"} if isinstance(n, int) and n > 0 else {}
+
+
+def prompt_usage(usage: dict, timings: object = None) -> dict[str, Any]:
+    """``tokens_in`` and, where the endpoint says, ``tokens_cached`` (the prompt tokens its prompt cache served):
+    ``usage.prompt_tokens_details.cached_tokens`` (OpenAI, vLLM, SGLang, llama.cpp), ``usage.prompt_cache_hit_tokens``
+    (DeepSeek) or llama.cpp's ``timings.cache_n``; without ``usage``, llama.cpp's ``timings`` give both."""
+    out: dict[str, Any] = {"tokens_in": usage.get("prompt_tokens") or 0}
+    details = usage.get("prompt_tokens_details")
+    timed = timings if isinstance(timings, dict) else {}
+    for cached in (details.get("cached_tokens") if isinstance(details, dict) else None,
+                   usage.get("prompt_cache_hit_tokens"), timed.get("cache_n")):
+        if isinstance(cached, int) and cached >= 0:
+            out["tokens_cached"] = cached
+            break
+    if not out["tokens_in"] and isinstance(timed.get("prompt_n"), int):
+        out["tokens_in"] = timed["prompt_n"] + out.get("tokens_cached", 0)
+    return out
 
 
 def _short_detail(e: Exception) -> str:

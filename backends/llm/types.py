@@ -43,6 +43,7 @@ class ChatResult(BaseModel):
     reasoning_counted_by: str | None = None  # "endpoint" (usage details) or the counter's name
     tokens_in: int = 0
     tokens_out: int = 0
+    tokens_cached: int | None = None  # of tokens_in, served from the endpoint's prompt cache (None: it did not say)
     latency_ms: float = 0.0
     finish_reason: str | None = None
     cache_hit: bool = False

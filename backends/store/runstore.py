@@ -25,6 +25,8 @@ class CallRecord(BaseModel):
     prompt_version: str | None = None
     tokens_in: int = 0
     tokens_out: int = 0
+    tokens_cached: int | None = None  # of tokens_in, served from the endpoint's prompt cache (None: it did not say)
+    tokens_processed: int | None = None  # of tokens_in, computed by the endpoint (tokens_in − tokens_cached)
     latency_ms: float = 0.0
     cache_hit: bool = False
     attempts: int = 1
@@ -47,7 +49,14 @@ class Totals(BaseModel):
     cache_hits: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
+    tokens_cached: int = 0  # prompt tokens the endpoints served from their prompt cache (where they said)
+    tokens_reported: int = 0  # prompt tokens of the calls whose endpoint said what its cache served
     by_model: dict[str, tuple[int, int]] = {}
+
+    @property
+    def cached_share(self) -> float | None:
+        """Share of prompt tokens served from the endpoints' caches, over the calls that said; None if none did."""
+        return self.tokens_cached / self.tokens_reported if self.tokens_reported else None
 
 
 class RunStore:
@@ -117,15 +126,18 @@ class RunStore:
         where = (" WHERE " + " AND ".join(conds)) if conds else ""
         with self.db.read() as conn:
             rows = conn.execute(
-                "SELECT model, COUNT(*), SUM(error IS NOT NULL), SUM(cache_hit), SUM(tokens_in), SUM(tokens_out) "
+                "SELECT model, COUNT(*), SUM(error IS NOT NULL), SUM(cache_hit), SUM(tokens_in), SUM(tokens_out), "
+                "SUM(tokens_cached), SUM(CASE WHEN tokens_cached IS NOT NULL THEN tokens_in ELSE 0 END) "
                 f"FROM llm_calls{where} GROUP BY model", args).fetchall()
         t = Totals()
-        for model, n, errors, hits, tin, tout in rows:
+        for model, n, errors, hits, tin, tout, cached, reported in rows:
             t.calls += n
             t.errors += errors or 0
             t.cache_hits += hits or 0
             t.tokens_in += tin or 0
             t.tokens_out += tout or 0
+            t.tokens_cached += cached or 0
+            t.tokens_reported += reported or 0
             t.by_model[model] = (tin or 0, tout or 0)
         return t
 

@@ -72,6 +72,14 @@ MIGRATIONS: list[Migration] = [
         """,
     ),
     (
+        28,
+        "llm calls: prompt tokens the endpoint served from its prompt cache and computed, where it says",
+        """
+        ALTER TABLE llm_calls ADD COLUMN tokens_cached INTEGER;
+        ALTER TABLE llm_calls ADD COLUMN tokens_processed INTEGER
+        """,
+    ),
+    (
         40,
         "what each endpoint + model can do (structured modes, window, streaming, seed, reasoning)",
         """

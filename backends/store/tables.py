@@ -60,6 +60,11 @@ class TableStore:
         with self.db.read() as conn:
             return [r[1] for r in conn.execute(f"PRAGMA table_info({_quote(table)})")]
 
+    def optional_columns(self, table: str) -> set[str]:
+        """Columns an insert may leave out: nullable, or with a default."""
+        with self.db.read() as conn:
+            return {r[1] for r in conn.execute(f"PRAGMA table_info({_quote(table)})") if not r[3] or r[4] is not None}
+
     def migrations(self) -> list[int]:
         """Numbers of every schema migration applied to this database."""
         with self.db.read() as conn:

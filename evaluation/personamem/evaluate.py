@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
@@ -298,15 +299,23 @@ class PersonaMemEval:
 
     def run(self, items: Iterable[QuestionItem], forms: tuple[Form, ...] = FORMS,
             progress: Callable[[int, int, str], None] | None = None) -> list[PMRecord]:
+        """Every evaluable item in every form; the memory is searched item by item, then the items' calls go out
+        together as the assistant's endpoint allows (:meth:`backends.llm.client.LLMClient.fan_out`). Records in
+        item order; ``progress`` after each item (in the order they finish)."""
         todo = [i for i in items if i.evaluable]
-        out: list[PMRecord] = []
-        for n, item in enumerate(todo, 1):
-            trace = self.memory(item.user_query or "")
-            for form in forms:
-                out.append(self.mcq(item, trace) if form == "mcq" else self.open(item, trace))
+        traces = [self.memory(item.user_query or "") for item in todo]
+        lock, finished = threading.Lock(), [0]
+
+        def answer(job: tuple[QuestionItem, RetrievalTrace | None]) -> list[PMRecord]:
+            item, trace = job
+            records = [self.mcq(item, trace) if form == "mcq" else self.open(item, trace) for form in forms]
             if progress:
-                progress(n, len(todo), item.item_id)
-        return out
+                with lock:
+                    finished[0] += 1
+                    progress(finished[0], len(todo), item.item_id)
+            return records
+
+        return [r for records in self.llm.fan_out("assistant", answer, list(zip(todo, traces))) for r in records]
 
 
 def _key(r: PMRecord, group: str) -> str:

@@ -10,6 +10,7 @@ import numpy as np
 from pydantic import BaseModel, Field, create_model
 
 from backends.llm.dynamic import field, list_of, one_of
+from memory.types import MemoryItem
 
 AspectName = Literal["work", "health", "family", "leisure"]
 WINDOW = 10
@@ -168,3 +169,20 @@ def tile_spans(spans: list[list[int]], n_turns: int) -> list[tuple[int, int]]:
     return [(start, (starts[i + 1] - 1) if i + 1 < len(starts) else n_turns) for i, start in enumerate(starts)]
 
 
+def topic_with_feedback(item: MemoryItem) -> str:
+    """A topic outline as retrieval shows it: the requirement, then the solutions the user accepted and rejected."""
+    groups: dict[str, list[str]] = {"pos": [], "neg": [], "others": []}
+    for s in item.meta.get("solutions", []):
+        groups.get(s.get("feedback_type", "others"), groups["others"]).append(
+            f"  - {s.get('solution', '')} (user: {s.get('user_feedback', '')})")
+    lines = [f"- requirement: {item.text}"]
+    for kind, title in (("pos", "accepted"), ("neg", "rejected"), ("others", "other")):
+        if groups[kind]:
+            lines.append(f"  {title}:")
+            lines += groups[kind]
+    return "\n".join(lines)
+
+
+def background_text(item: MemoryItem | None) -> str:
+    """An aspect's current background text (empty when the aspect has none yet)."""
+    return item.text if item is not None else ""

@@ -15,6 +15,12 @@ the dialogue touched is updated once, as the reference does: the general require
 cluster's new requirements, then the principle from the general requirement, the principle and the
 new preferences (two calls per touched cluster, not per topic). Every LLM step has a bounded schema and a fallback, so a tiny model
 slows the memory's quality, never the build.
+
+Calls that do not depend on each other go out together (:meth:`memory.base.MemoryMethod.each`): the log-graph
+windows, one summary per situation, the refinement of each topic, the two calls of each cluster's principle; and a
+session's topic outline, which reads its dialogue only, is asked beside its logs stage and kept for the dialogue
+stage (asked again only if the build stopped in between). What they store, and in which order, is the same as one
+call after another.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from pydantic import BaseModel
 
 from backends.llm.types import StructuredResult
 from backends.prompts import load_prompt
-from memory.base import MemoryMethod, MemoryView, dialogue_turns, log_ref, scored_part, turn_ref
+from memory.base import MemoryMethod, MemoryView, MethodContext, dialogue_turns, log_ref, scored_part, turn_ref
 from memory.methods.h2_parts import (
     BackgroundOut,
     GeneralRequirementOut,
@@ -39,11 +45,13 @@ from memory.methods.h2_parts import (
     RequirementAdjustOut,
     SituationOut,
     TopicOut,
+    background_text,
     clean_edges,
     components,
     constrained_kmeans,
     log_graph_model,
     tile_spans,
+    topic_with_feedback,
     windows,
 )
 from memory.privacy import redact_text
@@ -64,6 +72,10 @@ class H2Memory(MemoryMethod):
                    "Principles from clustered history topics (Mem-PAL).")
     default_config = {"k_situations": 3, "k_topics": 3, "clusters": 8, "seed": 0}
 
+    def __init__(self, ctx: MethodContext):
+        super().__init__(ctx)
+        self._outlined: dict[str, tuple[list[TopicOut], list[str]]] = {}  # session → its topics, asked early
+
     # ------------------------------------------------------------ LLM plumbing
 
     def _ask(self, prompt_name: str, model: type[BaseModel], notes: list[str], what: str, **values: Any):
@@ -73,7 +85,7 @@ class H2Memory(MemoryMethod):
             return None
         prompt = load_prompt(f"memory/{prompt_name}")
         out = self.ctx.llm.structured("memory_builder", [{"role": "user", "content": prompt.render(**values)}], model,
-                                      prompt=prompt)
+                                      prompt=prompt, cancel=self.ctx.cancel)
         if isinstance(out, StructuredResult):
             return out.value
         notes.append(f"{what}: model output invalid after {out.attempts} tries ({out.errors[-1][:120]}); fallback used")
@@ -82,6 +94,20 @@ class H2Memory(MemoryMethod):
     # ------------------------------------------------------------ logs stage
 
     def ingest_logs(self, session: Session, memory: MemoryView) -> Changes:
+        llm = self.ctx.llm
+        if llm is None or not session.turns or session.sample_id in self._outlined or llm.width("memory_builder") < 2:
+            return self._logs(session, memory)
+        # the session's topic outline reads the dialogue only: asked now, beside the logs, for the dialogue stage
+        notes: list[str] = []
+
+        def part(which: str) -> tuple[list[TopicOut], Changes]:
+            return (self._topics(session, notes), Changes()) if which == "outline" else ([], self._logs(session, memory))
+
+        (topics, _), (_, changes) = llm.fan_out("memory_builder", part, ["outline", "logs"], self.ctx.cancel)
+        self._outlined[session.sample_id] = (topics, notes)
+        return changes
+
+    def _logs(self, session: Session, memory: MemoryView) -> Changes:
         changes = Changes()
         edges = self._log_graph(session, changes.notes)
         if session.logs:
@@ -98,42 +124,46 @@ class H2Memory(MemoryMethod):
     def _log_graph(self, session: Session, notes: list[str]) -> list[tuple[int, int, str]]:
         logs = {f"log_{j}": {"timestamp": f"{lg.timestamp:%Y-%m-%d %H:%M}", "content": redact_text(lg.content)}
                 for j, lg in enumerate(session.logs)}
-        edges: list[tuple[int, int, str]] = []
-        for w, (window, context) in enumerate(windows(len(session.logs))):
-            if len(window) + len(context) < 2:
-                continue
+        jobs = [(w, window, context) for w, (window, context) in enumerate(windows(len(session.logs)))
+                if len(window) + len(context) >= 2]
+
+        def window_edges(job: tuple[int, list[int], list[int]], notes: list[str]) -> list[tuple[int, int, str]]:
+            w, window, context = job
             targets = [f"log_{j}" for j in window]
             allowed = [f"log_{j}" for j in context + window[:-1]]
             out = self._ask("h2_log_graph", log_graph_model(targets, allowed), notes, f"log graph window {w}",
                             targets=json.dumps({t: logs[t] for t in targets}, ensure_ascii=False),
                             context=json.dumps({c: logs[c] for c in [f"log_{j}" for j in context]}, ensure_ascii=False),
                             logs=", ".join(logs))
-            if out is not None:
-                edges += clean_edges([r.model_dump() for r in out.relations], window, context)
-        return sorted(set(edges))
+            return clean_edges([r.model_dump() for r in out.relations], window, context) if out is not None else []
+
+        return sorted({e for found in self.each(window_edges, jobs, notes) for e in found})
 
     def _situations(self, session: Session, edges: list[tuple[int, int, str]], notes: list[str]) -> list[MemoryItem]:
-        items = []
-        for c, group in enumerate(components(len(session.logs), edges)):
-            lines = []
-            for j in group:
-                # each log shows its caused_by list, or its follows list when it has no cause (spec §3.1)
-                caused = [a for a, b, kind in edges if b == j and kind == "caused_by"]
-                follows = [a for a, b, kind in edges if b == j and kind == "follows"]
-                rel = ("caused_by", caused) if caused else ("follows", follows) if follows else None
-                suffix = f" ({rel[0]}: {', '.join(f'log_{a}' for a in rel[1])})" if rel else ""
-                lg = session.logs[j]
-                lines.append(f"log_{j} [{lg.timestamp:%Y-%m-%d %H:%M}] {redact_text(lg.content)}{suffix}")
-            out = self._ask("h2_situation", SituationOut, notes, f"situation {c}", logs="\n".join(lines))
-            text = out.situation.strip() if out else ""
-            if not text:  # no usable reply (or only blanks): the group's own logs stand for the situation
-                text = " ".join(redact_text(session.logs[j].content) for j in group)[:600]
-            aspects = list(dict.fromkeys(out.situation_aspects)) if out else []
-            items.append(MemoryItem(
-                id=f"{session.sample_id}_situation{c}", layer="situation", text=text, session_id=session.sample_id,
-                session_index=session.index, provenance=[log_ref(session, j) for j in group],
-                importance=float(len(group)), meta={"aspects": aspects, "log_ids": group}))
-        return items
+        return self.each(lambda job, own: self._group_situation(session, edges, *job, own),
+                         list(enumerate(components(len(session.logs), edges))), notes)
+
+    def _group_situation(self, session: Session, edges: list[tuple[int, int, str]], c: int, group: list[int],
+                   notes: list[str]) -> MemoryItem:
+        """One connected group of logs → one situation (its summary, or the logs themselves when none came)."""
+        lines = []
+        for j in group:
+            # each log shows its caused_by list, or its follows list when it has no cause (spec §3.1)
+            caused = [a for a, b, kind in edges if b == j and kind == "caused_by"]
+            follows = [a for a, b, kind in edges if b == j and kind == "follows"]
+            rel = ("caused_by", caused) if caused else ("follows", follows) if follows else None
+            suffix = f" ({rel[0]}: {', '.join(f'log_{a}' for a in rel[1])})" if rel else ""
+            lg = session.logs[j]
+            lines.append(f"log_{j} [{lg.timestamp:%Y-%m-%d %H:%M}] {redact_text(lg.content)}{suffix}")
+        out = self._ask("h2_situation", SituationOut, notes, f"situation {c}", logs="\n".join(lines))
+        text = out.situation.strip() if out else ""
+        if not text:  # no usable reply (or only blanks): the group's own logs stand for the situation
+            text = " ".join(redact_text(session.logs[j].content) for j in group)[:600]
+        aspects = list(dict.fromkeys(out.situation_aspects)) if out else []
+        return MemoryItem(
+            id=f"{session.sample_id}_situation{c}", layer="situation", text=text, session_id=session.sample_id,
+            session_index=session.index, provenance=[log_ref(session, j) for j in group],
+            importance=float(len(group)), meta={"aspects": aspects, "log_ids": group})
 
     def _background(self, session: Session, memory: MemoryView, situations: list[MemoryItem],
                     notes: list[str]) -> list[MemoryItem]:
@@ -145,7 +175,7 @@ class H2Memory(MemoryMethod):
                     if session.logs else f"{session.dialogue_timestamp:%Y-%m-%d}")
         out = self._ask("h2_background", BackgroundOut, notes, "background update",
                         old_span=old_span, new_span=new_span,
-                        background="\n".join(f"- {a}: {_text(current[a])}" for a in ASPECTS),
+                        background="\n".join(f"- {a}: {background_text(current[a])}" for a in ASPECTS),
                         situations="\n".join(f"- {s.text}" for s in situations) or "(none)")
         items = []
         for a in ASPECTS:
@@ -173,22 +203,33 @@ class H2Memory(MemoryMethod):
         self.honour_forget_requests(session, memory, changes)
         return changes
 
-    def _outlines(self, session: Session, memory: MemoryView, notes: list[str]) -> list[MemoryItem]:
+    def _topics(self, session: Session, notes: list[str]) -> list[TopicOut]:
+        """The dialogue's topics (the outline call, or the whole dialogue as one topic when it never answers)."""
         turns = dialogue_turns(session)
         if not turns:
             return []
         numbered = "\n".join(f"turn_{t}:\n{text}" for t, text in turns)
         out = self._ask("h2_topic_outline", OutlineOut, notes, "topic outline", dialogue=numbered)
-        if out is None:
-            first_user = turns[0][1].split("\n")[0].removeprefix("user: ")
-            topics = [TopicOut(turn_span=[1, len(session.turns)], requirement=first_user[:400], solution_list=[],
-                               preference="")]
-        else:
-            topics = out.topics
-        spans = tile_spans([t.turn_span for t in topics], len(session.turns))
+        if out is not None:
+            return out.topics
+        first_user = turns[0][1].split("\n")[0].removeprefix("user: ")
+        return [TopicOut(turn_span=[1, len(session.turns)], requirement=first_user[:400], solution_list=[],
+                         preference="")]
+
+    def _outlines(self, session: Session, memory: MemoryView, notes: list[str]) -> list[MemoryItem]:
+        early = self._outlined.pop(session.sample_id, None)  # asked beside this session's logs
+        if early is not None:
+            notes.extend(early[1])
+        topics = early[0] if early is not None else self._topics(session, notes)
+        if not topics:
+            return []
+        spanned = list(zip(topics, tile_spans([t.turn_span for t in topics], len(session.turns))))
+        contexts = [self._refine_context(session, memory, topic.requirement) for topic, _ in spanned]  # in order
+        refinements = self.each(lambda job, own: self._refine(*job, own),
+                                [(topic.requirement, *context) for (topic, _), context in zip(spanned, contexts)], notes)
         items = []
-        for t, (topic, (a, b)) in enumerate(zip(topics, spans)):
-            refined, situation_ids = self._refine(session, memory, topic.requirement, notes)
+        for t, ((topic, (a, b)), refined, (situations, _)) in enumerate(zip(spanned, refinements, contexts)):
+            situation_ids = [s.id for s in situations]
             items.append(MemoryItem(
                 id=f"{session.sample_id}_topic{t}", layer="topic_outline", text=refined,
                 session_id=session.sample_id, session_index=session.index,
@@ -198,16 +239,19 @@ class H2Memory(MemoryMethod):
                       "cluster": None}))
         return items
 
-    def _refine(self, session: Session, memory: MemoryView, requirement: str, notes: list[str]) -> tuple[str, list[str]]:
+    def _refine_context(self, session: Session, memory: MemoryView, requirement: str) -> tuple[list[MemoryItem], str]:
+        """The session's situations nearest to the requirement and the background of their aspects."""
         hits = self.ctx.index.search("situation", requirement, int(self.ctx.config["k_situations"]), memory.stage,
                                      where={"session_index": session.index}, exclude=memory.forgotten)
         situations = [memory.items[i] for i, _ in hits if i in memory.items]
-        background = self._background_lines(memory, situations)
+        return situations, self._background_lines(memory, situations)
+
+    def _refine(self, requirement: str, situations: list[MemoryItem], background: str, notes: list[str]) -> str:
         out = self._ask("h2_refine", RefinedOut, notes, "requirement refinement", requirement=requirement,
                         situations="\n".join(f"- {s.text}" for s in situations) or "(none)",
                         background=background or "(none)")
         refined = out.requirement.strip() if out else ""
-        return (refined or requirement), [s.id for s in situations]  # blanks: the outline's own requirement
+        return refined or requirement  # blanks: the outline's own requirement
 
     def _background_lines(self, memory: MemoryView, situations: list[MemoryItem]) -> str:
         uid = self.ctx.user.uid
@@ -231,21 +275,27 @@ class H2Memory(MemoryMethod):
         rng = random.Random(int(self.ctx.config["seed"]))
         uid = self.ctx.user.uid
         last = topics[-1]
-        for c in sorted(set(int(x) for x in labels)):
+        clusters = []
+        for c in sorted(set(int(x) for x in labels)):  # samples drawn in cluster order, before any call
             members = [t for t, lab in zip(topics, labels) if int(lab) == c]
-            sample = rng.sample(members, min(10, len(members)))
-            general = self._ask("h2_principle_requirement", GeneralRequirementOut, changes.notes, f"cluster {c} requirement",
-                                requirements="\n".join(f"- {t.text}" for t in sample))
-            general_text = general.general_requirement if general else sample[0].meta.get("requirement_original", sample[0].text)[:120]
-            principle = self._ask("h2_principle_preference", PrincipleOut, changes.notes, f"cluster {c} principle",
-                                  general_requirement=general_text,
-                                  preferences="\n".join(f"- {t.meta.get('preference', '')}" for t in sample if t.meta.get("preference")) or "(none)")
-            principle_text = principle.principle if principle else ""
+            clusters.append((c, members, rng.sample(members, min(10, len(members)))))
+        principles = self.each(lambda job, own: self._cluster_principle(job[0], job[2], own), clusters, changes.notes)
+        for (c, members, _), (general_text, principle_text) in zip(clusters, principles):
             changes.upserts.append(self._principle_item(uid, c, general_text, principle_text, members, centers[c],
                                                         len(members), last))
             for t in members:
                 changes.upserts.append(t.model_copy(update={"meta": {**t.meta, "cluster": c}}))
         return changes
+
+    def _cluster_principle(self, c: int, sample: list[MemoryItem], notes: list[str]) -> tuple[str, str]:
+        """(general requirement, principle) of one cluster from its sampled topics: two calls, one after the other."""
+        general = self._ask("h2_principle_requirement", GeneralRequirementOut, notes, f"cluster {c} requirement",
+                            requirements="\n".join(f"- {t.text}" for t in sample))
+        general_text = general.general_requirement if general else sample[0].meta.get("requirement_original", sample[0].text)[:120]
+        principle = self._ask("h2_principle_preference", PrincipleOut, notes, f"cluster {c} principle",
+                              general_requirement=general_text,
+                              preferences="\n".join(f"- {t.meta.get('preference', '')}" for t in sample if t.meta.get("preference")) or "(none)")
+        return general_text, principle.principle if principle else ""
 
     def _principle_item(self, uid: str, c: int, general: str, principle: str, members: list[MemoryItem],
                         centroid: np.ndarray, count: int, at: MemoryItem) -> MemoryItem:
@@ -276,8 +326,8 @@ class H2Memory(MemoryMethod):
             touched.setdefault(pid, []).append(outline)
             out_items.append(outline.model_copy(update={"meta": {**outline.meta,
                                                                  "cluster": int(pid.rsplit("cluster", 1)[1])}}))
-        updated = [self._adjust_cluster(principles[pid], new, centroids[pid], counts[pid], notes)
-                   for pid, new in touched.items()]
+        updated = self.each(lambda job, own: self._adjust_cluster(principles[job[0]], job[1], centroids[job[0]],
+                                                                  counts[job[0]], own), list(touched.items()), notes)
         return out_items, updated
 
     def _adjust_cluster(self, p: MemoryItem, new: list[MemoryItem], centroid: np.ndarray, count: int,
@@ -340,7 +390,7 @@ class H2Memory(MemoryMethod):
                 unscored(p, f"- {p.meta['general_requirement']}: {p.meta['principle']}") for p in principles],
                 "lowest_score", "items"))
             blocks.append(PromptBlock.of_parts("Past requirements and how the user received solutions",
-                                               [scored_part(r, self._topic_with_feedback(r.item)) for r in topics],
+                                               [scored_part(r, topic_with_feedback(r.item)) for r in topics],
                                                "lowest_score", "items", sep="\n\n"))
         retrieved = situations + topics + [RetrievedItem(item=b) for b in background] + [RetrievedItem(item=p) for p in principles]
         return self.trace(query, purpose, current, retrieved, blocks)
@@ -348,21 +398,3 @@ class H2Memory(MemoryMethod):
     def principle_id(self, cluster: object) -> str:
         """The id of the principle a topic's ``meta["cluster"]`` points to (the gold memory keys them otherwise)."""
         return f"{self.ctx.user.uid}_cluster{cluster}"
-
-    @staticmethod
-    def _topic_with_feedback(item: MemoryItem) -> str:
-        groups: dict[str, list[str]] = {"pos": [], "neg": [], "others": []}
-        for s in item.meta.get("solutions", []):
-            groups.get(s.get("feedback_type", "others"), groups["others"]).append(
-                f"  - {s.get('solution', '')} (user: {s.get('user_feedback', '')})")
-        lines = [f"- requirement: {item.text}"]
-        for kind, title in (("pos", "accepted"), ("neg", "rejected"), ("others", "other")):
-            if groups[kind]:
-                lines.append(f"  {title}:")
-                lines += groups[kind]
-        return "\n".join(lines)
-
-
-def _text(item: MemoryItem | None) -> str:
-    """An aspect's current background text (empty when the aspect has none yet)."""
-    return item.text if item is not None else ""

@@ -171,7 +171,8 @@ def _rows(path: Path, archive: zipfile.ZipFile, member: str, manifest: Manifest,
 
 
 def check_schema(bundle: LoadedBundle, tables: TableStore) -> None:
-    """Every table a known record kind, made under migrations this install has, with the same columns."""
+    """Every table a known record kind, made under migrations this install has, with the same columns — or fewer: a
+    bundle made before a migration added optional columns imports with those columns at their defaults."""
     have = set(tables.migrations())
     for table, info in bundle.manifest.tables.items():
         kind = BY_TABLE.get(table)
@@ -183,7 +184,9 @@ def check_schema(bundle: LoadedBundle, tables: TableStore) -> None:
             raise BundleError(bundle.path, f"table {table} needs schema version(s) {unknown}, which this PAL Studio "
                               f"does not have (it has up to {max(have, default=0)}): update PAL Studio to import it")
         ours = [c for c in tables.columns(table) if c not in kind.skip]
-        if info.columns != ours:
+        later = [c for c in ours if c not in info.columns]  # added since the bundle was made: left to their defaults
+        if info.columns != ours and not ([c for c in ours if c in info.columns] == info.columns
+                                         and set(later) <= tables.optional_columns(table)):
             raise BundleError(bundle.path, f"table {table}: the bundle's columns {info.columns} differ from this "
                               f"install's {ours}")
 

@@ -238,7 +238,7 @@ KINDS: tuple[RecordKind, ...] = (
                (30,), paths=("unit_id", "dep_id")),
     RecordKind("llm_calls", "LLM calls of the builds, runs and judgments",
                ("run_id", "ts", "role", "model", "prompt_name"), Child("run_id", (BUILDS, "sim_runs", "judgments")),
-               (1, 41), skip=("id",), prompts=_call_prompts),
+               (1, 28, 41), skip=("id",), prompts=_call_prompts),
     RecordKind("review_batches", "review batches", ("batch_id",), Own(user=None, methods=()), (5,),
                json=("annotators", "data"), people=("created_by",), people_lists=("annotators",)),
     RecordKind("review_items", "review items", ("batch_id", "item_no"), OF_BATCH, (5,), json=("payload",)),

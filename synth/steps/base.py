@@ -12,6 +12,11 @@ Prompts fit the synthesizer's context window by the client's policy (:mod:`backe
 oldest first, then the last rejected answer shortened), and ``max_tokens`` is lowered to what the window
 leaves (never below a quarter of it). A prompt that still cannot fit fails the step with the numbers before
 anything is sent. A reasoning model's thinking is kept apart and stored with the step (``reasoning``).
+
+A step whose calls do not depend on each other (one per situation, per topic, per aspect) maps them with
+:meth:`StepContext.fan_out`: they go out together as the endpoint allows, each stored the moment it is answered,
+and the step's record (calls, retries, errors, repairs, thinking) is written in the calls' order — the same record
+whether they ran together or one after another.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import random
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
@@ -29,11 +34,14 @@ from pydantic import BaseModel
 
 from backends.llm.client import LLMClient
 from backends.llm.errors import Cancelled
+from backends.llm.types import StructuredFailure
 from backends.prompts import load_prompt
 from synth.config import SynthConfig
 from synth.store import RunInfo, StepRecord, SynthStore, UnitRecord
 
 R = TypeVar("R", bound=BaseModel)
+T = TypeVar("T")
+V = TypeVar("V")
 ROLE = "synthesizer"
 OnCall = Callable[[str, str], None]  # (step, what the call is about)
 
@@ -75,6 +83,7 @@ class StepContext:
     def __post_init__(self) -> None:
         self.record = StepRecord(step=self.step, output=None)
         self._started = time.perf_counter()
+        self._deferred = threading.local()  # inside fan_out: this thread's item's accounting, applied in item order
 
     @property
     def config(self) -> SynthConfig:
@@ -86,8 +95,38 @@ class StepContext:
 
     def fix(self, kind: str, n: int = 1) -> None:
         """Count a tolerable error that was repaired (shown in the quality report)."""
-        if n:
+        def change() -> None:
             self.record.fixes[kind] = self.record.fixes.get(kind, 0) + n
+
+        if n:
+            self._note(change)
+
+    def _note(self, change: Callable[[], None]) -> None:
+        """Apply a change to the step's record now, or after the fan-out item it belongs to (in item order)."""
+        pending: list[Callable[[], None]] | None = getattr(self._deferred, "changes", None)
+        if pending is None:
+            change()
+        else:
+            pending.append(change)
+
+    def fan_out(self, fn: Callable[[T], V], items: Sequence[T]) -> list[V]:
+        """``[fn(item) for item in items]`` with independent calls in flight together (as many as the synthesizer's
+        endpoint allows, :meth:`backends.llm.client.LLMClient.fan_out`); results and the record in item order."""
+        changes: list[list[Callable[[], None]]] = [[] for _ in items]
+
+        def one(job: tuple[int, T]) -> V:
+            self._deferred.changes = changes[job[0]]
+            try:
+                return fn(job[1])
+            finally:
+                self._deferred.changes = None
+
+        jobs = list(enumerate(items))
+        results = self.llm.fan_out(ROLE, one, jobs, self.cancel) if self.llm is not None else [one(j) for j in jobs]
+        for item_changes in changes:
+            for change in item_changes:
+                change()
+        return results
 
     def ask(self, unit: str, prompt_name: str, values: dict[str, object], reply: type[R],
             check: Callable[[R], str | None] | None = None, max_tokens: int | None = None,
@@ -128,8 +167,13 @@ class StepContext:
                                      cache_salt=f"{self.run.run_id}/{self.step}/{unit}/{self.run.generations.get(self.step, 0)}", cancel=self.cancel,
                                      **overrides)
         if not result.ok:
-            self.record.retries += result.attempts
-            self.record.errors += result.errors
+            failed: StructuredFailure = result
+
+            def change() -> None:
+                self.record.retries += failed.attempts
+                self.record.errors += failed.errors
+
+            self._note(change)
             last = result.errors[-1] if result.errors else "no answer"
             raise StepFailed(f"{self.step} {unit}: no valid answer after {result.attempts} attempt(s): {last}".replace("  ", " "))
         rec = UnitRecord(value=result.value.model_dump(mode="json"), prompt=prompt.label, attempts=result.attempts,
@@ -139,13 +183,16 @@ class StepContext:
         return result.value
 
     def _account(self, label: str, done: UnitRecord) -> None:
-        self.record.calls += 1
-        self.record.retries += done.attempts - 1
-        self.record.errors += done.errors
-        if done.reasoning:
-            self.record.reasoning.append(done.reasoning)
-        if label not in self.record.prompts:
-            self.record.prompts.append(label)
+        def change() -> None:
+            self.record.calls += 1
+            self.record.retries += done.attempts - 1
+            self.record.errors += done.errors
+            if done.reasoning:
+                self.record.reasoning.append(done.reasoning)
+            if label not in self.record.prompts:
+                self.record.prompts.append(label)
+
+        self._note(change)
 
     def finish(self, output: BaseModel) -> StepRecord:
         self.record.output = output.model_dump(mode="json", by_alias=True, exclude_none=True)

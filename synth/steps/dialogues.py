@@ -100,16 +100,22 @@ class DialoguesStep(Step):
         sits = situation_by_date(ctx.inputs)
         out: dict[str, list[DialogueTurn]] = {}
         frameworks: dict[str, dict[str, Any]] = {}
+        jobs = []
         for end, topics in sorted(ctx.inputs["requirement_framework"].situations.items()):
             split = "query" if end in choice.query else "history"
             prefs = ctx.inputs["solution_preference"].situations[end]
             out[end], frameworks[end] = [], {}
-            for k, (topic, pref) in enumerate(zip(topics, prefs), start=1):
-                out[end] += self._topic(ctx, end, split, k, topic, pref, sits[end].situation, frameworks[end])
+            jobs += [(end, split, k, topic, pref) for k, (topic, pref) in enumerate(zip(topics, prefs), start=1)]
+        # every topic's dialogue at once; each topic's sampled framework is merged in topic order, as one after another
+        done = ctx.fan_out(lambda job: self._topic(ctx, *job, sits[job[0]].situation), jobs)
+        for (end, *_), (turns, framework) in zip(jobs, done):
+            out[end] += turns
+            frameworks[end].update(framework)
         return Dialogues(situations=out, frameworks=frameworks)
 
-    def _topic(self, ctx: StepContext, end: str, split: str, k: int, topic: Any, pref: Any, situation: str,
-               sampled: dict[str, Any]) -> list[DialogueTurn]:
+    def _topic(self, ctx: StepContext, end: str, split: str, k: int, topic: Any, pref: Any,
+               situation: str) -> tuple[list[DialogueTurn], dict[str, Any]]:
+        """One topic's turns and the part of the framework sampled for it."""
         rng = ctx.rng(f"{end}/topic-{k}")
         reasons = {x.solution: x.feedback_reason for x in pref.pos_list + pref.neg_list}
         needs, chosen = sample_framework(len(topic.implicit_needs), [x.solution for x in pref.pos_list],
@@ -120,7 +126,6 @@ class DialoguesStep(Step):
                      **{f"{t}_N{j}": n.need for j, n in enumerate(topic.implicit_needs[:needs], start=1)},
                      **{f"{t}_S{j}": {"solution": s, "feedback": fb, "reason": reasons.get(s, "")}
                         for j, (s, fb) in enumerate(chosen, start=1)}}
-        sampled.update(framework)
         lang = ctx.config.lang
         plan = "\n".join(f"turn {i}: user [{ua.value}] about {ur}; assistant [{aa.value}] about {ar}"
                          for i, (ua, ur, aa, ar) in enumerate(slots, start=1))
@@ -134,7 +139,7 @@ class DialoguesStep(Step):
             max_tokens=100 + 180 * len(slots))
         return [DialogueTurn(user=Said(action=act_label(ua, lang), reference=ur, content=x.user.strip()),
                              assistant=Said(action=act_label(aa, lang), reference=ar, content=x.assistant.strip()))
-                for (ua, ur, aa, ar), x in zip(slots, reply.turns)]
+                for (ua, ur, aa, ar), x in zip(slots, reply.turns)], framework
 
     def check(self, output: Any, inputs: dict[str, Any], config: SynthConfig) -> list[str]:
         problems = []

@@ -83,25 +83,26 @@ class RequirementFrameworkStep(Step):
         types = {rid: p for per in ctx.inputs["requirement_types"].types.values() for rid, p in per.items()}
         sits = situation_by_date(ctx.inputs)
         profile = profile_text(ctx.inputs["profile"].model_dump(by_alias=True, exclude_none=True))
-        out: dict[str, list[FrameworkTopic]] = {}
-        for end in kept_dates(ctx.inputs):
+
+        def check(r: Any) -> str | None:
+            return first_problem([check_topic(t, f"topic-{k}") for k, t in enumerate(r.topics, start=1)])
+
+        def topics(end: str) -> list[FrameworkTopic]:
             s = sits[end]
             phrases = [types[r] for r in s.requirement_ids]
-
-            def check(r: Any) -> str | None:
-                return first_problem([check_topic(t, f"topic-{k}") for k, t in enumerate(r.topics, start=1)])
-
             reply = ctx.ask(end, self.prompt, {
                 "language": language_name(ctx.config.lang), "profile": profile, "situation": s.situation,
                 "experience": ctx.inputs["experience"].experiences.get(end, ""),
                 "topics": "\n".join(f"topic-{k}: {p}" for k, p in enumerate(phrases, start=1)),
                 "count": len(phrases)}, framework_reply(len(phrases)), check=check,
                 max_tokens=100 + 600 * len(phrases))
-            out[end] = [FrameworkTopic(requirement_id=rid, requirement_type=types[rid], user_query=t.user_query.strip(),
-                                       implicit_needs=[ImplicitNeed(need=n.need.strip(), evidences=[e.strip() for e in n.evidences])
-                                                       for n in t.implicit_needs], requirement=t.requirement.strip())
-                        for rid, t in zip(s.requirement_ids, reply.topics)]  # type: ignore[attr-defined]  # reply is a run-time model with these fields
-        return Framework(situations=out)
+            return [FrameworkTopic(requirement_id=rid, requirement_type=types[rid], user_query=t.user_query.strip(),
+                                   implicit_needs=[ImplicitNeed(need=n.need.strip(), evidences=[e.strip() for e in n.evidences])
+                                                   for n in t.implicit_needs], requirement=t.requirement.strip())
+                    for rid, t in zip(s.requirement_ids, reply.topics)]  # type: ignore[attr-defined]  # reply is a run-time model with these fields
+
+        ends = kept_dates(ctx.inputs)
+        return Framework(situations=dict(zip(ends, ctx.fan_out(topics, ends))))
 
     def check(self, output: Any, inputs: dict[str, Any], config: SynthConfig) -> list[str]:
         types = {rid: p for per in inputs["requirement_types"].types.values() for rid, p in per.items()}
@@ -154,22 +155,24 @@ class CandidateSolutionsStep(Step):
     prompt = "synth/candidate_solutions"
 
     def run(self, ctx: StepContext) -> CandidateSolutions:
-        out = {}
-        for end, topics in ctx.inputs["requirement_framework"].situations.items():
+
+        def check(r: Any) -> str | None:
+            return first_problem([check_candidates([s.strip() for s in t.solutions], f"topic-{k}")
+                                  for k, t in enumerate(r.topics, start=1)])
+
+        def candidates(job: tuple[str, list[FrameworkTopic]]) -> list[list[str]]:
+            end, topics = job
             parts = {f"topic-{k}": {"user_query": t.user_query, "implicit_needs": [n.model_dump() for n in t.implicit_needs],
                                     "requirement": t.requirement} for k, t in enumerate(topics, start=1)}
-
-            def check(r: Any) -> str | None:
-                return first_problem([check_candidates([s.strip() for s in t.solutions], f"topic-{k}")
-                                      for k, t in enumerate(r.topics, start=1)])
-
             reply_model = create_model("CandidatesReply", topics=(list[CandidateTopicReply],
                                                                   Field(min_length=len(topics), max_length=len(topics))))
             reply = ctx.ask(end, self.prompt, {"language": language_name(ctx.config.lang), "requirements": dumps(parts),
                                                "count": len(topics)}, reply_model, check=check,
                             max_tokens=100 + 500 * len(topics))
-            out[end] = [[s.strip() for s in t.solutions] for t in reply.topics]  # type: ignore[attr-defined]  # reply is a run-time model with these fields
-        return CandidateSolutions(situations=out)
+            return [[s.strip() for s in t.solutions] for t in reply.topics]  # type: ignore[attr-defined]  # reply is a run-time model with these fields
+
+        jobs = list(ctx.inputs["requirement_framework"].situations.items())
+        return CandidateSolutions(situations={end: got for (end, _), got in zip(jobs, ctx.fan_out(candidates, jobs))})
 
     def check(self, output: Any, inputs: dict[str, Any], config: SynthConfig) -> list[str]:
         framework = inputs["requirement_framework"].situations
@@ -249,40 +252,44 @@ class SolutionPreferenceStep(Step):
         profile = ctx.inputs["profile"]
         prefs = {rid: e for per in ctx.inputs["preferences"].preferences.values() for rid, e in per.items()}
         sits = situation_by_date(ctx.inputs)
-        out: dict[str, list[TopicPreference]] = {}
-        for end, topics in ctx.inputs["requirement_framework"].situations.items():
-            out[end] = []
-            for k, (t, cands) in enumerate(zip(topics, ctx.inputs["candidate_solutions"].situations[end]), start=1):
-                pref = prefs.get(t.requirement_id)
-                rejected = [0]
 
-                def check(r: SolutionPreferenceReply, rejected: list[int] = rejected) -> str | None:
-                    """A candidate chosen twice is asked again ``tolerable_retries`` times, then repaired below."""
-                    ids = [c.candidate for c in r.pos_list + r.neg_list]
-                    if len(set(ids)) != len(ids) and rejected[0] < ctx.config.tolerable_retries:
-                        rejected[0] += 1
-                        return "a candidate is chosen twice; pos_list and neg_list must name 4 different candidates"
-                    return None
+        def preference(job: tuple[str, int, FrameworkTopic, list[str]]) -> TopicPreference:
+            end, k, t, cands = job
+            pref = prefs.get(t.requirement_id)
+            rejected = [0]
 
-                reply = ctx.ask(f"{end}/topic-{k}", self.prompt, {
-                    "language": language_name(ctx.config.lang),
-                    "profile": profile_text(profile.model_dump(by_alias=True, exclude_none=True), with_personality=True),
-                    "situation": sits[end].situation,
-                    "requirement": dumps({"user_query": t.user_query, "requirement": t.requirement,
-                                          "implicit_needs": [n.need for n in t.implicit_needs]}),
-                    "pos": pref.pos if pref else "", "neg": pref.neg if pref else "",
-                    "candidates": "\n".join(f"{sid}: {c}" for sid, c in zip(SOLUTION_IDS, cands))},
-                    SolutionPreferenceReply, check=check, max_tokens=600)
+            def check(r: SolutionPreferenceReply) -> str | None:
+                """A candidate chosen twice is asked again ``tolerable_retries`` times, then repaired below."""
+                ids = [c.candidate for c in r.pos_list + r.neg_list]
+                if len(set(ids)) != len(ids) and rejected[0] < ctx.config.tolerable_retries:
+                    rejected[0] += 1
+                    return "a candidate is chosen twice; pos_list and neg_list must name 4 different candidates"
+                return None
 
-                chosen = distinct_choices([c.candidate for c in reply.pos_list + reply.neg_list], cands,
-                                          ctx.rng(f"{end}/topic-{k}"))
-                ctx.fix("candidates chosen twice replaced by an unused one",
-                        sum(a != b for a, b in zip(chosen, [c.candidate for c in reply.pos_list + reply.neg_list])))
-                reasons = [c.feedback_reason.strip() for c in reply.pos_list + reply.neg_list]
-                picked = [FeedbackReason(solution=cands[SOLUTION_IDS.index(sid)], feedback_reason=why)
-                          for sid, why in zip(chosen, reasons)]
-                out[end].append(TopicPreference(analysis=reply.analysis.strip(), pos_list=picked[:2],
-                                                neg_list=picked[2:]))
+            reply = ctx.ask(f"{end}/topic-{k}", self.prompt, {
+                "language": language_name(ctx.config.lang),
+                "profile": profile_text(profile.model_dump(by_alias=True, exclude_none=True), with_personality=True),
+                "situation": sits[end].situation,
+                "requirement": dumps({"user_query": t.user_query, "requirement": t.requirement,
+                                      "implicit_needs": [n.need for n in t.implicit_needs]}),
+                "pos": pref.pos if pref else "", "neg": pref.neg if pref else "",
+                "candidates": "\n".join(f"{sid}: {c}" for sid, c in zip(SOLUTION_IDS, cands))},
+                SolutionPreferenceReply, check=check, max_tokens=600)
+
+            chosen = distinct_choices([c.candidate for c in reply.pos_list + reply.neg_list], cands,
+                                      ctx.rng(f"{end}/topic-{k}"))
+            ctx.fix("candidates chosen twice replaced by an unused one",
+                    sum(a != b for a, b in zip(chosen, [c.candidate for c in reply.pos_list + reply.neg_list])))
+            reasons = [c.feedback_reason.strip() for c in reply.pos_list + reply.neg_list]
+            picked = [FeedbackReason(solution=cands[SOLUTION_IDS.index(sid)], feedback_reason=why)
+                      for sid, why in zip(chosen, reasons)]
+            return TopicPreference(analysis=reply.analysis.strip(), pos_list=picked[:2], neg_list=picked[2:])
+
+        jobs = [(end, k, t, cands) for end, topics in ctx.inputs["requirement_framework"].situations.items()
+                for k, (t, cands) in enumerate(zip(topics, ctx.inputs["candidate_solutions"].situations[end]), start=1)]
+        out: dict[str, list[TopicPreference]] = {end: [] for end in ctx.inputs["requirement_framework"].situations}
+        for (end, *_), got in zip(jobs, ctx.fan_out(preference, jobs)):  # every topic of every situation at once
+            out[end].append(got)
         return SolutionPreferences(situations=out)
 
     def check(self, output: Any, inputs: dict[str, Any], config: SynthConfig) -> list[str]:

@@ -104,12 +104,12 @@ class LogsStep(Step):
         cfg = ctx.config
         profile = profile_text(ctx.inputs["profile"].model_dump(by_alias=True, exclude_none=True))
         reply_model = logs_reply(cfg.lang, cfg.min_logs, cfg.max_logs)
-        out: dict[str, list[LogRecord]] = {}
-        for s in ctx.inputs["situations"].situations:
+
+        def situation_logs(s: SituationRecord) -> list[LogRecord]:
             start, end = span_bounds(s)
             rejected = [0]
 
-            def check(r: Any, start: datetime = start, end: datetime = end, rejected: list[int] = rejected) -> str | None:
+            def check(r: Any) -> str | None:
                 problem = time_problem([lg.timestamp for lg in r.logs], start, end)
                 if problem and rejected[0] < cfg.tolerable_retries:
                     rejected[0] += 1
@@ -121,8 +121,10 @@ class LogsStep(Step):
                 "experience": ctx.inputs["experience"].experiences.get(s.end_date, s.situation),
                 "types": ", ".join(log_type_labels(cfg.lang)), "min_logs": cfg.min_logs, "max_logs": cfg.max_logs},
                 reply_model, check=check, max_tokens=100 + 120 * cfg.max_logs)
-            out[s.end_date] = self._repaired(ctx, reply.logs, start, end, s.end_date)  # type: ignore[attr-defined]  # reply is the run-time model built by logs_reply
-        return Logs(situations=out)
+            return self._repaired(ctx, reply.logs, start, end, s.end_date)  # type: ignore[attr-defined]  # reply is the run-time model built by logs_reply
+
+        sits = ctx.inputs["situations"].situations
+        return Logs(situations={s.end_date: logs for s, logs in zip(sits, ctx.fan_out(situation_logs, sits))})
 
     def _repaired(self, ctx: StepContext, logs: list[Any], start: datetime, end: datetime, unit: str) -> list[LogRecord]:
         times, redrawn, disorder = repair_times([lg.timestamp for lg in logs], start, end, ctx.rng(unit))

@@ -110,8 +110,8 @@ class PreferencesStep(Step):
     def run(self, ctx: StepContext) -> Preferences:
         profile = ctx.inputs["profile"]
         types = ctx.inputs["requirement_types"].types
-        out: dict[str, dict[str, PreferenceEntry]] = {}
-        for aspect in ASPECTS:
+
+        def aspect_preferences(aspect: str) -> dict[str, PreferenceEntry]:
             phrases = types[aspect]
             reply_model = preference_reply(len(phrases))
 
@@ -128,10 +128,11 @@ class PreferencesStep(Step):
                 "timeline": dumps(ctx.inputs["timeline"].months),
                 "requirement_types": "\n".join(f"{n}. {p}" for n, p in enumerate(phrases.values(), start=1)),
                 "count": len(phrases)}, reply_model, check=check, max_tokens=100 + 300 * len(phrases))
-            out[aspect] = {rid: PreferenceEntry(requirement=phrase, analysis=item.analysis.strip(), pos=item.pos.strip(),
-                                                neg=item.neg.strip())
-                           for (rid, phrase), item in zip(phrases.items(), reply.items)}  # type: ignore[attr-defined]  # reply is the run-time model built by preference_reply
-        return Preferences(preferences=out)
+            return {rid: PreferenceEntry(requirement=phrase, analysis=item.analysis.strip(), pos=item.pos.strip(),
+                                         neg=item.neg.strip())
+                    for (rid, phrase), item in zip(phrases.items(), reply.items)}  # type: ignore[attr-defined]  # reply is the run-time model built by preference_reply
+
+        return Preferences(preferences=dict(zip(ASPECTS, ctx.fan_out(aspect_preferences, ASPECTS))))
 
     def check(self, output: Any, inputs: dict[str, Any], config: SynthConfig) -> list[str]:
         problems = []

@@ -190,15 +190,17 @@ class ExperienceStep(Step):
     def run(self, ctx: StepContext) -> Experiences:
         sits = ctx.inputs["situations"].situations
         profile = profile_text(ctx.inputs["profile"].model_dump(by_alias=True, exclude_none=True))
-        out = {}
-        for i, s in enumerate(sits):
-            prev = sits[i - 1] if i else None
+
+        def experience(i: int) -> str:
+            s, prev = sits[i], sits[i - 1] if i else None
             reply = ctx.ask(s.end_date, self.prompt, {
                 "language": language_name(ctx.config.lang), "profile": profile,
                 "previous": f"{span_text(prev)}: {prev.situation}" if prev else "(none)",
                 "span": span_text(s), "situation": s.situation}, ExperienceReply, max_tokens=400)
-            out[s.end_date] = reply.experience.strip()
-        return Experiences(experiences=out)
+            return reply.experience.strip()
+
+        texts = ctx.fan_out(experience, range(len(sits)))  # each situation's account is independent of the others'
+        return Experiences(experiences={s.end_date: text for s, text in zip(sits, texts)})
 
     def check(self, output: Any, inputs: dict[str, Any], config: SynthConfig) -> list[str]:
         problems = []

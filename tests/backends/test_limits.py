@@ -124,3 +124,34 @@ def test_configuring_the_same_limits_again_keeps_the_adaptive_state():
     assert lim.allowed == 4
     limiters.configure({"http://e/v1": EndpointLimits(concurrency=2)})  # changed: adopted
     assert lim.allowed == 2 and lim.limits.concurrency == 2
+
+
+def test_width_follows_the_limits_the_slots_or_stays_one():
+    limiters = Limiters({"http://conf/v1": EndpointLimits(concurrency=8), "http://rpm/v1": EndpointLimits(
+        requests_per_minute=60)})
+    assert limiters.width("http://nobody/v1") == 1  # an endpoint nobody configured that says nothing: as before
+    assert limiters.limiter("http://nobody/v1") is None
+    assert limiters.width("local:model", slots=2) == 2  # the bundled server's parallel
+    assert limiters.limiter("local:model").limits.concurrency == 2  # requests beyond its slots wait here
+    assert limiters.width("http://conf/v1", slots=2) == 8  # configured limits win over what the server says
+    assert limiters.width("http://rpm/v1") == 8 and limiters.width("http://rpm/v1", slots=3) == 3
+    lim = limiters.limiter("http://conf/v1")
+    lim.release(lim.acquire(10), 10, rate_limited=True, retry_after=0.0)
+    assert limiters.width("http://conf/v1") == 4  # a 429 halves what goes out together
+
+
+def test_slots_a_server_reports_cap_its_requests_in_flight(tmp_path):
+    rec = Recorder(latency=0.1)
+
+    def respond(body):
+        return rec(body)
+
+    with FaultServer(default=respond).running() as server:
+        ws = make_workspace(tmp_path / "pal", env={"PAL_DEFAULT_PROVIDER": "openai", "PAL_DEFAULT_MODEL": "m",
+                                                   "PAL_DEFAULT_BASE_URL": server.base_url}, secrets={"cache": False})
+        llm = ws.llm()
+        provider = llm.provider("assistant")
+        provider.slots = lambda: 2  # as a llama.cpp server's /props says
+        assert llm.width("assistant") == 2
+        llm.fan_out("assistant", lambda i: llm.chat("assistant", [{"role": "user", "content": f"q{i}"}]), range(6))
+    assert rec.most == 2 and len(rec.arrivals) == 6

@@ -45,3 +45,47 @@ def test_streamed_and_plain_calls_reuse_one_connection(server):
         list(provider.stream(_request()))
         provider.complete(_request())
     assert len(server.peers) == 1
+
+
+def _answering(payload: dict, stream: bool = False):
+    """A FaultServer behaviour answering every chat request with ``payload`` (as SSE chunks when ``stream``)."""
+    import json
+
+    def respond(body):
+        if not stream:
+            return 200, {"content-type": "application/json"}, json.dumps(payload).encode()
+        chunks = [{"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]},
+                  {"choices": [], **{k: v for k, v in payload.items() if k in ("usage", "timings")}}]
+        data = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+        return 200, {"content-type": "text/event-stream"}, data.encode()
+
+    return respond
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("usage, timings, expected", [
+    ({"prompt_tokens": 194, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 181}}, None, (194, 181)),
+    ({"prompt_tokens": 50, "completion_tokens": 3, "prompt_cache_hit_tokens": 32}, None, (50, 32)),  # DeepSeek
+    (None, {"prompt_n": 13, "cache_n": 181, "predicted_n": 3}, (194, 181)),  # llama.cpp timings only
+    ({"prompt_tokens": 50, "completion_tokens": 3}, None, (50, None)),  # the endpoint does not say
+])
+def test_prompt_tokens_served_from_the_endpoints_cache_are_read(usage, timings, expected, stream):
+    from testkit.fault_server import FaultServer
+
+    payload = {"id": "x", "object": "chat.completion", "model": "m",
+               "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}],
+               **({"usage": usage} if usage else {}), **({"timings": timings} if timings else {})}
+    with FaultServer(default=_answering(payload, stream)).running() as srv:
+        provider = OpenAICompatProvider(srv.base_url, None)
+        result = list(provider.stream(_request()))[-1] if stream else provider.complete(_request())
+    assert (result.tokens_in, result.tokens_cached) == expected
+
+
+def test_slots_are_read_from_a_llama_cpp_servers_props():
+    from testkit.fake_endpoints import FakeEndpoint
+    from testkit.fault_server import FaultServer
+
+    with FakeEndpoint(window=4096, props=True).running() as fake:
+        assert OpenAICompatProvider(fake.base_url, None).slots() == 2
+    with FaultServer().running() as srv:  # no /props: the server does not say
+        assert OpenAICompatProvider(srv.base_url, None).slots() is None

@@ -3,11 +3,12 @@
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 
 from tests.cli.test_dataset_cmds import PAL
-from tests.conftest import DEMO
+from tests.conftest import DEMO, ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -42,3 +43,22 @@ def test_clear_errors(tmp_path):
     res = run(tmp_path, "trace", "--dataset", str(DEMO), "--user", "1000", "--method", "vanilla", "--query", "x",
               "--session", "nope")
     assert res.returncode == 2 and "no session 'nope'" in res.stderr
+
+
+def test_build_with_an_llm_shows_calls_in_flight_and_cached_tokens(tmp_path):
+    from testkit.fault_server import serving
+    from testkit.slot_server import SlotServer
+
+    server = SlotServer(latency=0.01, slots=2)
+    with serving(server.httpd):
+        res = subprocess.run([sys.executable, "-m", "cli", "memory", "build", "--dataset", str(DEMO), "--user", "1000",
+                              "--method", "h2memory", "--until", "1000_sample0"], capture_output=True, text=True,
+                             timeout=300, cwd=ROOT,  # this checkout's code
+                             env={**os.environ, "PAL_HOME": str(tmp_path), "PAL_EMBEDDER": "hash",
+                                  "PAL_DEFAULT_PROVIDER": "openai", "PAL_DEFAULT_MODEL": "slot-model",
+                                  "PAL_DEFAULT_BASE_URL": server.base_url})
+    assert res.returncode == 0, res.stderr
+    assert "[2/2] 1000_sample0: dialogue · 0 calls in flight ·" in res.stderr
+    assert "prompt tokens from the server's cache" in res.stderr
+    out = json.loads(res.stdout)
+    assert out["stages_done"] == 2 and 0 < out["tokens_cached"] < out["tokens_in"]

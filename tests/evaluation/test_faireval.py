@@ -159,3 +159,21 @@ def test_invalid_items_are_counted_next_to_win_tie_lose():
     (row,) = rows
     assert (row["win"], row["tie"], row["lose"], row["invalid"], row["n"]) == (1, 1, 0, 1, 2)
     assert row["decision_version"] == "2"
+
+
+def test_samples_in_flight_together_give_the_judgment_one_by_one_gives(demo, env, runs, tmp_path):
+    from backends.config import ROLES
+    from backends.llm.fake import ScriptedLLM
+    from testkit.workspace import make_workspace
+
+    def reply(req):  # depends on the request alone: which dialogue comes first
+        return prefers_marker(req)
+
+    one_by_one, _ = judge(demo, env, runs, reply)
+    fake = ScriptedLLM(reply, slots=8, latency=0.3)  # long enough that every sample is asked before one is answered
+    llm = make_workspace(tmp_path / "other").llm(providers=dict.fromkeys(ROLES, fake))  # its own response cache
+    together = judge_pair(llm, topic_context(demo, USER, SAMPLE, TOPIC), runs[0], runs[1], "requirement", k=3)
+    assert fake.max_in_flight == 6  # both orders × k samples at once on an 8-slot endpoint
+    keep = {"created_at"}
+    assert together.model_dump(exclude=keep) == one_by_one.model_dump(exclude=keep)
+    assert [(s.order, s.index) for s in together.samples] == [(1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2)]

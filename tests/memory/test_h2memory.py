@@ -222,3 +222,89 @@ def test_a_blank_refinement_keeps_the_outlines_requirement(build_memory, tiny_us
     builder.run(until_session=0)
     outlines = [i for i in builder.store.items_as_of(builder.build_id, dialogue_stage(0)) if i.layer == "topic_outline"]
     assert outlines and all(i.text and i.text == i.meta["requirement_original"] for i in outlines)
+
+
+def _h2_builder(home, user, fake):
+    """A build over its own workspace (its own response cache), answered by ``fake``."""
+    from backends.config import ROLES
+    from backends.embeddings import HashEmbedder
+    from backends.vectorstore import BruteForceStore
+    from memory.build import MemoryBuilder
+    from testkit.workspace import make_workspace
+
+    ws = make_workspace(home)
+    embedder = HashEmbedder()
+    return MemoryBuilder("ds", user, "h2memory", ws.memory, BruteForceStore(embedder), embedder,
+                         llm=ws.llm(session_id="t", providers=dict.fromkeys(ROLES, fake)))
+
+
+def _h2_reply_with_slips(req):
+    """h2_reply, except the situations starting at an odd log never get a valid answer (notes and fallbacks)."""
+    from testkit.requests import prompt_text, schema_name
+
+    if schema_name(req) == "SituationOut" and prompt_text(req).split("\n")[1].startswith(("log_1 ", "log_3 ")):
+        return "not json"
+    return h2_reply(req)
+
+
+def _stored(builder):
+    """Every stored version with the stages it lived in, every stage's notes and cost, in stored order."""
+    stages = [(s, n) for s, n in sorted(builder.store.notes(builder.build_id).items())]
+    info = builder.store.info(builder.build_id)
+    return ([(item.model_dump(), opened, closed) for item, opened, closed in builder.store.versions(builder.build_id)],
+            stages, (info.stages_done, info.llm_calls, info.tokens_in, info.tokens_out))
+
+
+@pytest.fixture
+def long_user(tmp_path):
+    """One filler user whose sessions have 25 logs (three log-graph windows each)."""
+    from palset.loader import load_dataset
+    from testkit.release import make_release
+
+    root = make_release(tmp_path / "ds", users=1, sessions=4, logs_per_session=25, turns=8, query_sessions=1)
+    return next(iter(load_dataset(root).users.values()))
+
+
+def test_a_build_with_calls_in_flight_together_stores_exactly_what_one_by_one_stores(long_user, tmp_path):
+    from backends.llm.fake import ScriptedLLM
+
+    one_by_one = _h2_builder(tmp_path / "a", long_user, ScriptedLLM(_h2_reply_with_slips))
+    one_by_one.run()
+    fake = ScriptedLLM(_h2_reply_with_slips, slots=3, latency=0.1)
+    together = _h2_builder(tmp_path / "b", long_user, fake)
+    together.run()
+    assert fake.max_in_flight == 3  # the windows (and the clusters' principles) went out together
+    assert _stored(together) == _stored(one_by_one)
+    calls = together.llm.store.by_prompt(together.build_id)  # every call of the build, response-cache hits included
+    assert calls["memory/h2_topic_outline"][0] == len(long_user.sessions)  # each outline asked once (beside its logs)
+    assert {k: v[:3] for k, v in calls.items()} == {k: v[:3] for k, v in
+                                                    one_by_one.llm.store.by_prompt(one_by_one.build_id).items()}
+    assert any("situation 1: model output invalid" in n for _, notes in _stored(together)[1] for n in notes)
+
+
+def test_a_concurrent_build_cancelled_inside_a_stage_resumes_without_asking_again(long_user, tmp_path):
+    from backends.llm.fake import ScriptedLLM
+
+    one_by_one = _h2_builder(tmp_path / "a", long_user, fake_a := ScriptedLLM(h2_reply))
+    one_by_one.run()
+    cancel = threading.Event()
+
+    def reply(req):
+        if len(fake.requests) >= 2:  # inside the first stage's log-graph windows
+            cancel.set()
+        return h2_reply(req)
+
+    fake = ScriptedLLM(reply, slots=3, latency=0.01)
+    stopped = _h2_builder(tmp_path / "b", long_user, fake)
+    with pytest.raises(Cancelled):
+        stopped.run(cancel=cancel)
+    assert stopped.store.done_stages(stopped.build_id) == []  # the stage was left unfinished, nothing half-stored
+    sent_before = len(fake.requests)
+    from testkit.requests import schema_name
+
+    # no situation was asked after the cancel (the session's outline is asked beside its logs)
+    assert {schema_name(r) for r in fake.requests} <= {"LogGraphOut", "OutlineOut"}
+    stopped.run()
+    assert _stored(stopped)[0] == _stored(one_by_one)[0]
+    assert len(fake.requests) == len(fake_a.requests)  # the calls answered before the cancel came from the cache
+    assert sent_before < len(fake_a.requests)

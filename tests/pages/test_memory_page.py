@@ -207,3 +207,22 @@ def test_edits_keep_every_previous_text_and_edits_and_forgets_are_audited():
     assert [e.action for e in log] == ["memory.forget", "memory.edit", "memory.edit"]
     assert all(e.actor == "local" and e.target == f"{builder.build_id}/{item_id}" for e in log)
     assert item_id in log[0].detail["forgotten"]
+
+
+def test_the_build_panel_says_how_much_of_the_prompt_the_servers_cache_served():
+    from backends.config import load_config
+    from testkit.fault_server import serving
+    from testkit.slot_server import SlotServer
+
+    server = SlotServer(latency=0.0, slots=2)
+    with serving(server.httpd):
+        config = load_config(secrets={}, env={"PAL_DEFAULT_PROVIDER": "openai", "PAL_DEFAULT_MODEL": "slot-model",
+                                              "PAL_DEFAULT_BASE_URL": server.base_url})
+        ws = app_workspace()
+        builder = ws.open_builder(load_dataset(DEMO), "1000", "h2memory", llm=ws.with_config(config).llm())
+        builder.run(until_session=0)
+    totals = ws.runs.totals(run_id=builder.build_id)
+    at = open_page("memory", user="1000", method="h2memory")
+    assert not at.exception, [e.value for e in at.exception]
+    line = next(c.value for c in at.caption if "served from the server's cache" in c.value)
+    assert f"{totals.tokens_cached / totals.tokens_reported:.0%} of {totals.tokens_reported:,}" in line

@@ -357,3 +357,31 @@ def test_an_experiment_of_every_user_needs_every_user_and_its_folder_is_hidden_h
     assert not scope.covers(row, dkey, None, ["gold"], every)
     assert not scope.covers(row, dataset_key(DEMO.parent), None, None, every)
     assert dataset_spellings({"jobs": [row]}, dkey) == {folder}
+
+
+def _without_columns(members, drop=("tokens_cached", "tokens_processed"), add=None):
+    """The llm_calls table as a bundle made before those columns existed (or, with ``add``, one with a column this
+    install does not have), checksums redone."""
+    manifest = json.loads(members[MANIFEST])
+    info, name = manifest["tables"]["llm_calls"], table_member("llm_calls")
+    info["columns"] = [c for c in info["columns"] if c not in drop] + ([add] if add else [])
+    info["migrations"] = [m for m in info["migrations"] if m != 28]
+    rows = [json.loads(line) for line in members[name].decode().splitlines() if line]
+    members[name] = "".join(json.dumps({**{c: v for c, v in r.items() if c not in drop}, **({add: 1} if add else {})},
+                                       ensure_ascii=False) + "\n" for r in rows).encode()
+    manifest["members"][name] = {**manifest["members"][name], "sha256": hashlib.sha256(members[name]).hexdigest(),
+                                 "bytes": len(members[name])}
+    members[MANIFEST] = json.dumps(manifest).encode()
+
+
+def test_a_bundle_made_before_the_cached_token_columns_imports_with_them_empty(source, tmp_path):
+    ws, _, out, _ = source
+    older = _rewrite(out, tmp_path / "older.palbundle", _without_columns)
+    target = make_workspace(tmp_path / "target", env={"PAL_EMBEDDER": "hash"})
+    import_bundle(target, older, known={"demo": DEMO})
+    calls = target.tables.select("llm_calls", ["run_id", "tokens_in", "tokens_cached", "tokens_processed"])
+    assert calls and all(c["tokens_cached"] is None and c["tokens_processed"] is None for c in calls)
+    assert len(calls) == len([r for r in ws.tables.select("llm_calls", ["run_id"]) if r["run_id"] is not None])
+    foreign = _rewrite(out, tmp_path / "foreign.palbundle", lambda m: _without_columns(m, drop=(), add="mystery"))
+    with pytest.raises(BundleError, match="columns .* differ from this install's"):
+        import_bundle(make_workspace(tmp_path / "t2", env={"PAL_EMBEDDER": "hash"}), foreign, known={"demo": DEMO})

@@ -10,52 +10,21 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
-from datetime import datetime, timedelta
 from typing import Any
 
 from backends.config import ROLES
 from backends.llm.client import LLMClient
 from backends.llm.fake import ScriptedLLM
+from testkit.schema_fill import schema_answer
 from testkit.workspace import make_workspace
 
-_SPAN = re.compile(r"(\d{4}-\d{2}-\d{2} \d{2}:\d{2}) ~ (\d{4}-\d{2}-\d{2} \d{2}:\d{2})")
 _serial = itertools.count(1)
 
 
-def fill(schema: dict[str, Any], name: str, enums: dict[str, int]) -> Any:
-    if "enum" in schema:
-        key = json.dumps(schema["enum"])
-        i = enums.get(key, 0)
-        enums[key] = i + 1
-        return schema["enum"][i % len(schema["enum"])]
-    if "const" in schema:
-        return schema["const"]
-    kind = schema.get("type")
-    if kind == "object":
-        return {k: fill(v, k, enums) for k, v in schema.get("properties", {}).items()}
-    if kind == "array":
-        return [fill(schema["items"], name, enums) for _ in range(max(1, schema.get("minItems", 1)))]
-    if kind == "integer":
-        return max(schema.get("minimum", 1), 30)
-    if kind == "string":
-        text = f"{name} text {next(_serial)}."
-        while len(text) < schema.get("minLength", 0):
-            text += " More detail follows here."
-        return text[: schema.get("maxLength", 10_000)]
-    if "anyOf" in schema:
-        return fill(schema["anyOf"][0], name, enums)
-    return None
-
-
 def answer(req) -> dict[str, Any]:
+    """A valid answer to ``req`` (strings numbered by one counter over every request of the test session)."""
     fmt = req.response_format["json_schema"]
-    value = fill(fmt["schema"], "root", {})
-    if fmt["name"] == "SituationLogsReply":
-        start = datetime.strptime(_SPAN.search(req.messages[1].content).group(1), "%Y-%m-%d %H:%M")
-        for j, log in enumerate(value["logs"], start=1):
-            log["timestamp"] = (start + timedelta(minutes=37 * j)).strftime("%Y-%m-%d %H:%M")
-    return value
+    return schema_answer(fmt["name"], fmt["schema"], req.messages[1].content, _serial)
 
 
 class SchemaLLM(ScriptedLLM):

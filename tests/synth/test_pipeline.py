@@ -199,3 +199,63 @@ def test_a_crash_during_assembly_does_not_make_a_second_user_on_resume(make_pipe
     info = make_pipeline(run_id="a").run()  # resumed
     assert info.status == "finished" and info.uid == "0000"
     assert list(load_dataset(tmp_path / "ds").users) == ["0000"] and errors_of(tmp_path / "ds") == []
+
+
+def _request_only(req) -> str:
+    """A valid answer that depends on the request alone (not on which call came first), except that every solution
+    preference names one candidate twice (re-asked, then repaired: retries, errors and fixes in the records)."""
+    from testkit.schema_fill import schema_answer
+
+    fmt = req.response_format["json_schema"]
+    value = schema_answer(fmt["name"], fmt["schema"], req.messages[1].content)
+    if fmt["name"] == "SolutionPreferenceReply":
+        for choice in value["pos_list"] + value["neg_list"]:
+            choice["candidate"] = "S1"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _made(pipe) -> tuple[dict, dict]:
+    """Every step's record (but its timings) and every stored call, by step and unit."""
+    root = pipe.store._dir(pipe.run_id) / "units"
+    units = {str(p.relative_to(root)): json.loads(p.read_text()) for p in sorted(root.rglob("*.json"))}
+    return {n: r.model_dump(exclude={"seconds", "finished_at"}) for n, r in pipe.records().items()}, units
+
+
+def test_steps_and_calls_in_flight_together_make_exactly_what_one_by_one_makes(make_pipeline, tmp_path):
+    from backends.llm.fake import ScriptedLLM
+
+    one_by_one = make_pipeline(run_id="seq", out=tmp_path / "a", llm_fake=ScriptedLLM(_request_only))
+    assert one_by_one.run(until="dialogues").status == "new"
+    fake = ScriptedLLM(_request_only, slots=4, latency=0.1)
+    together = make_pipeline(run_id="par", out=tmp_path / "b", llm_fake=fake)
+    assert together.run(until="dialogues").status == "new"
+    assert fake.max_in_flight == 4  # per-situation calls (and independent steps) went out together
+    steps_a, units_a = _made(one_by_one)
+    steps_b, units_b = _made(together)
+    assert steps_b == steps_a and units_b == units_a
+    assert steps_b["solution_preference"]["fixes"] and steps_b["solution_preference"]["errors"]
+
+
+def test_a_concurrent_step_that_fails_keeps_its_finished_calls_for_the_resume(make_pipeline, tmp_path):
+    from backends.llm.errors import BadRequest
+    from backends.llm.fake import ScriptedLLM
+
+    failing = {"on": True}
+
+    def reply(req):
+        if failing["on"] and req.response_format["json_schema"]["name"] == "ExperienceReply" and "2024-12-1" in \
+                req.messages[1].content:
+            raise BadRequest("scripted failure")
+        return _request_only(req)
+
+    fake = ScriptedLLM(reply, slots=3, latency=0.01)
+    pipe = make_pipeline(run_id="fail", out=tmp_path / "a", llm_fake=fake)
+    info = pipe.run(until="experience")
+    assert info.status == "failed" and "scripted failure" in (info.error or "")
+    kept = len(list((pipe.store._dir("fail") / "units" / "experience").glob("*.json")))
+    assert kept >= 1  # the situations answered before (or beside) the failure are stored
+    failing["on"] = False
+    sent = len(fake.requests)
+    assert pipe.run(until="experience").status == "new"
+    asked_again = [r for r in fake.requests[sent:] if r.response_format["json_schema"]["name"] == "ExperienceReply"]
+    assert len(asked_again) == len(pipe.output("situations").situations) - kept

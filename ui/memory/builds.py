@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from backends.config import ConfigError
+from backends.store.runstore import Totals
 from memory.methods import get_method_class
 from memory.store import BuildInfo
 from ui.platform_state import base_workspace, platform_config
@@ -63,3 +64,13 @@ def pick_build(dkey: str, uid: str, method: str) -> str | None:
 
 def render_made_by(build_id: str, method: str) -> None:
     st.caption(f"Made by: {md_escape(made_by(build_id, method))}")
+
+
+def cached_line(totals: Totals) -> str | None:
+    """"Prompt tokens served from the server's cache: 41% of 12,345 (as the endpoint reported them)", or None when
+    no call of the build reached an endpoint that says."""
+    share = totals.cached_share
+    if share is None:
+        return None
+    return (f"Prompt tokens served from the server's cache: {share:.0%} of {totals.tokens_reported:,} "
+            f"(as the endpoint reported them; {totals.tokens_reported - totals.tokens_cached:,} computed)")

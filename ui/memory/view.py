@@ -21,7 +21,7 @@ from memory.methods import ORACLE_LABEL, get_method_class, is_oracle
 from memory.store import BuildInfo, SessionDiff, dialogue_stage, logs_stage
 from palset.dataset import Dataset, User, dataset_key
 from ui.datasets import is_bundled_demo
-from ui.memory.builds import pick_build, render_made_by
+from ui.memory.builds import cached_line, pick_build, render_made_by
 from ui.memory.common import KEYS, URL, run_build, snapshot_stage
 from ui.memory.fidelity import render_fidelity
 from ui.memory.retrieval import render_retrieval
@@ -118,6 +118,8 @@ def render_build_panel(builder: MemoryBuilder) -> BuildInfo:
     c4.metric("Seconds", f"{info.seconds:.1f}")
     st.caption(f"Build {md_escape(info.build_id)} · embedder {md_escape(info.config.get('embedder', '?'))} · "
                f"{len(info.sessions_done)} of {len(builder.user.sessions)} sessions ingested")
+    if builder.llm is not None and (line := cached_line(builder.llm.store.totals(run_id=builder.build_id))):
+        st.caption(line)
     if builder.llm is not None:
         render_build_reasoning(builder.llm.store.reasoning(run_id=builder.build_id, limit=50))
     render_made_by(info.build_id, builder.method)

@@ -1,0 +1,191 @@
+"""A fake OpenAI-compatible server with N slots, a fixed latency per call and a per-slot prompt cache — a small
+stand-in for a lab's llama.cpp or vLLM server, for the throughput bench and the concurrency tests.
+
+At most ``slots`` requests are served at once (the rest wait for a free slot, as on a real server); each takes
+``latency`` seconds. A request goes to the free slot whose last prompt shares the longest prefix with its own
+(llama.cpp's slot choice), and the tokens of that prefix are reported as served from the cache, in both forms
+real servers use: ``usage.prompt_tokens_details.cached_tokens`` (OpenAI, vLLM, llama.cpp) and ``timings``
+(``cache_n`` / ``prompt_n`` / ``predicted_n``, llama.cpp). A token is a word or a punctuation mark of the
+request's messages. Structured requests get a valid answer made up from their schema
+(:mod:`testkit.schema_fill`, a function of the request alone); plain ones a short sentence, streamed when asked.
+
+``GET /slots`` (each slot's ``is_processing``), ``/props`` (``total_slots``, ``n_ctx``), ``/v1/models`` and
+``/metrics`` (prompt tokens processed, predicted, requests) answer like llama.cpp's.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from testkit.fake_endpoints import schema_of
+from testkit.schema_fill import schema_answer
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+SIMILARITY = 0.1  # a slot is chosen for its cached prompt when they share more than this share of the prompt
+PLAIN = "Here is one idea for your week: keep the evenings free and rest."
+
+
+def tokens(body: dict[str, Any]) -> list[str]:
+    """The request's prompt as the fake counts it: role and content of every message, word by word."""
+    return [t for m in body.get("messages", []) for t in [m.get("role", ""), *_TOKEN.findall(m.get("content", ""))]]
+
+
+def common_prefix(a: list[str], b: list[str]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class SlotServer:
+    """See the module docstring. ``window``: the context window ``/props`` and ``/v1/models`` report."""
+
+    def __init__(self, latency: float, slots: int, window: int = 32768, model: str = "slot-model"):
+        self.latency, self.slots, self.window, self.model = latency, slots, window, model
+        self._cond = threading.Condition()
+        self._busy = [False] * slots
+        self._last: list[list[str]] = [[] for _ in range(slots)]
+        self._used_at = [0.0] * slots
+        self.counters = {"requests": 0, "prompt_tokens": 0, "cached_tokens": 0, "predicted_tokens": 0}
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.httpd.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    @classmethod
+    def in_process(cls, latency: float, slots: int, **kw: Any) -> str:
+        """Serve from a process of its own (its work is not the client's) and return its base URL."""
+        parent, child = multiprocessing.Pipe()
+        multiprocessing.get_context("fork").Process(target=cls._serve, args=(latency, slots, kw, child),
+                                                    daemon=True).start()
+        return parent.recv()
+
+    @classmethod
+    def _serve(cls, latency: float, slots: int, kw: dict[str, Any], conn: Any) -> None:
+        server = cls(latency, slots, **kw)
+        conn.send(server.base_url)
+        server.httpd.serve_forever()
+
+    # ------------------------------------------------------------------ slots
+
+    def take(self, prompt: list[str]) -> tuple[int, int]:
+        """(slot, cached tokens): the free slot sharing the longest prefix with ``prompt`` when that prefix is over a
+        tenth of the prompt (llama.cpp's ``slot_prompt_similarity``), else the least recently used; waits while every
+        slot is busy."""
+        with self._cond:
+            while all(self._busy):
+                self._cond.wait()
+            free = [i for i in range(self.slots) if not self._busy[i]]
+            best = max(free, key=lambda i: (common_prefix(self._last[i], prompt), -self._used_at[i]))
+            if common_prefix(self._last[best], prompt) <= SIMILARITY * len(prompt):
+                best = min(free, key=lambda i: self._used_at[i])
+            cached = common_prefix(self._last[best], prompt)
+            self._busy[best] = True
+            return best, min(cached, max(len(prompt) - 1, 0))  # the last token is always computed
+
+    def give_back(self, slot: int, prompt: list[str], predicted: int, cached: int) -> None:
+        with self._cond:
+            self._busy[slot], self._last[slot], self._used_at[slot] = False, prompt, time.monotonic()
+            self.counters["requests"] += 1
+            self.counters["prompt_tokens"] += len(prompt) - cached
+            self.counters["cached_tokens"] += cached
+            self.counters["predicted_tokens"] += predicted
+            self._cond.notify_all()
+
+    def slot_states(self) -> list[dict[str, Any]]:
+        with self._cond:
+            return [{"id": i, "is_processing": busy, "n_ctx": self.window} for i, busy in enumerate(self._busy)]
+
+    def metrics(self) -> str:
+        c = self.counters
+        return (f"llamacpp:prompt_tokens_total {c['prompt_tokens']}\n"
+                f"llamacpp:tokens_predicted_total {c['predicted_tokens']}\n"
+                f"llamacpp:requests_total {c['requests']}\n")
+
+    # ------------------------------------------------------------------ answers
+
+    def answer_text(self, body: dict[str, Any]) -> str:
+        schema = schema_of(body)
+        if schema is None:
+            return PLAIN
+        fmt = body.get("response_format") or {}
+        name = (fmt.get("json_schema") or {}).get("name", "")
+        prompt = next((m["content"] for m in body.get("messages", []) if m.get("role") == "user"), "")
+        return json.dumps(schema_answer(name, schema, prompt), ensure_ascii=False)
+
+    def complete(self, body: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """(text, usage, timings) of one chat request, after it held a slot for ``latency`` seconds."""
+        prompt = tokens(body)
+        slot, cached = self.take(prompt)
+        text = self.answer_text(body)
+        predicted = len(_TOKEN.findall(text))
+        try:
+            time.sleep(self.latency)
+        finally:
+            self.give_back(slot, prompt, predicted, cached)
+        usage = {"prompt_tokens": len(prompt), "completion_tokens": predicted,
+                 "total_tokens": len(prompt) + predicted, "prompt_tokens_details": {"cached_tokens": cached}}
+        timings = {"cache_n": cached, "prompt_n": len(prompt) - cached, "predicted_n": predicted,
+                   "prompt_ms": 0.0, "predicted_ms": self.latency * 1000}
+        return text, usage, timings
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, status: int, payload: Any, ctype: str = "application/json") -> None:
+                data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", ctype)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                if self.path == "/slots":
+                    return self._send(200, server.slot_states())
+                if self.path == "/props":
+                    return self._send(200, {"total_slots": server.slots,
+                                            "default_generation_settings": {"n_ctx": server.window}})
+                if self.path == "/v1/models":
+                    return self._send(200, {"object": "list", "data": [
+                        {"id": server.model, "object": "model", "max_model_len": server.window}]})
+                if self.path == "/metrics":
+                    return self._send(200, server.metrics(), "text/plain")
+                if self.path == "/health":
+                    return self._send(200, {"status": "ok"})
+                return self._send(404, {"error": {"message": "not found"}})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+                if self.path == "/tokenize":
+                    return self._send(200, {"tokens": list(range(len(_TOKEN.findall(body.get("content", "")))))})
+                text, usage, timings = server.complete(body)
+                model = body.get("model") or server.model
+                if not body.get("stream"):
+                    return self._send(200, {
+                        "id": "s", "object": "chat.completion", "created": 0, "model": model,
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                                     "message": {"role": "assistant", "content": text}}],
+                        "usage": usage, "timings": timings})
+                chunks = [{"choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]}
+                          for w in re.findall(r"\S+\s*", text)]
+                chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+                chunks.append({"choices": [], "usage": usage, "timings": timings})
+                events = "".join(f"data: {json.dumps({'id': 's', 'object': 'chat.completion.chunk', 'model': model, **c})}\n\n"
+                                 for c in chunks) + "data: [DONE]\n\n"
+                self._send(200, events, "text/event-stream")
+
+        return Handler
