@@ -100,7 +100,7 @@ def ask(ctx: MethodContext, prompt: Prompt, schema: type[BaseModel],
     """One structured call as ``memory_builder``; endpoint failures raise (the stage is retried on resume)."""
     if ctx.llm is None:
         raise RuntimeError("this memory method needs an LLM (role memory_builder); none was given")
-    return ctx.llm.structured(ROLE, [{"role": "user", "content": prompt.render(**values)}], schema, prompt=prompt)
+    return ctx.llm.structured(ROLE, prompt.messages(**values), schema, prompt=prompt)
 
 
 def failure_note(step: str, session: Session, failure: StructuredFailure, kept: str) -> str:

@@ -73,7 +73,7 @@ def test_structured_feeds_validation_errors_back_then_succeeds(make_client):
     retry_msgs = fake.requests[1].messages
     assert "less than or equal to 10" in retry_msgs[-1].content
     assert fake.requests[0].response_format["json_schema"]["schema"]["properties"]["score"]["maximum"] == 10
-    assert "fields: score, reason" in fake.requests[0].messages[0].content  # grammar-enforced: short hint
+    assert "fields: score, reason" in fake.requests[0].messages[-1].content  # grammar-enforced: short hint, last
 
 
 def test_structured_failure_keeps_every_raw_text(make_client):
@@ -88,7 +88,7 @@ def test_structured_json_object_mode_for_endpoints_without_schemas(make_client):
     client = make_client(every_role(fake), env={"PAL_JUDGE_STRUCTURED_MODE": "json_object"})
     assert client.structured("judge", MSG, Verdict).ok
     assert fake.requests[0].response_format == {"type": "json_object"}
-    assert '"maximum":10' in fake.requests[0].messages[0].content  # no grammar: the full schema is in the prompt
+    assert '"maximum":10' in fake.requests[0].messages[-1].content  # no grammar: the full schema is in the prompt
 
 
 def test_stream_yields_deltas_then_result_and_caches(make_client):
