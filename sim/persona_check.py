@@ -7,7 +7,8 @@ A turn passes when all of these hold:
    the assistant's part;
 2. **no narration of "the user"** — "The user asks about…", "用户想要…" (a summary, not the user speaking);
 3. **first person** — "I", "my", "we" / "我", "咱"; a short reaction (at most 8 words, or 15 Chinese characters:
-   "Yes, exactly.", "不对。") passes without one;
+   "Yes, exactly.", "不对。") or a question (Chinese drops the pronoun: "这话怎么开口？") passes without one, unless the
+   question guesses at the other side's needs the way the assistant does ("Are you looking for…?", "你是想…吗？");
 4. **the user's language** — Chinese: at least half of the letters are Chinese characters; English: at most a
    tenth are;
 5. **no echo** — most of the turn (60 % of its 6-character pieces) is not copied from a given text: the
@@ -62,6 +63,9 @@ OFFER_ZH = re.compile("|".join([
     r"(?:抱歉|对不起)[，,]?\s*我(?:无法|不能)(?:回答|提供|协助|帮助)",
 ]), re.I)
 NARRATION_ZH = re.compile(r"^\W*用户|用户(?:想|需要|希望|正在|是|在|询问|表示)")
+QUESTION = re.compile(r"[?？]\s*$|[吗呢吧]\W*$")
+GUESS = re.compile(r"^\W*(?:are|do|did|would|were) you\b|^\W*is it\b|你是(?:不是|否)?(?:想|在|要|需要|担心|希望)|你(?:想要|需要|是否)",
+                   re.I)
 FIRST_PERSON_ZH = re.compile(r"[我咱俺]|本人")
 
 SHORT_WORDS = 8
@@ -126,7 +130,8 @@ def speaks_as_user(text: str, language: str, sources: Sequence[str] = ()) -> Per
         reasons.append("assistant-style greeting or offer")
     if NARRATION_EN.search(text) or NARRATION_ZH.search(text):
         reasons.append('narrates "the user"')
-    if not (FIRST_PERSON_EN.search(text) or FIRST_PERSON_ZH.search(text) or _short(text)):
+    own_question = bool(QUESTION.search(text)) and not GUESS.search(text)
+    if not (FIRST_PERSON_EN.search(text) or FIRST_PERSON_ZH.search(text) or _short(text) or own_question):
         reasons.append("not in the first person")
     if not in_language(text, language):
         reasons.append(f"not in the user's language ({language}; written: {found or 'no letters'})")

@@ -129,11 +129,12 @@ def simulator_messages(prompt: Prompt, ctx: Any, act: Act, history: Sequence[Utt
 
 
 def echo_sources(messages: Sequence[dict[str, str]], history: Sequence[Utterance]) -> list[str]:
-    """What a user turn must not copy: whatever the assistant said, the worked example, the turn's cue."""
+    """What a user turn must not copy: whatever the assistant said, the worked example, the turn's message (the chat
+    so far and the cue)."""
     said = [u.content for u in history if u.side == "assistant"]
-    cue = messages[-1]["content"].rsplit("\n\n", 1)[-1] if messages else ""
+    turn = messages[-1]["content"] if messages else ""
     example = [m["content"] for m in messages[1:3]]
-    return [t for t in (*said, cue, *example) if t]
+    return [t for t in (*said, turn, *example) if t]
 
 
 # ---------------------------------------------------------------- the assistant

@@ -205,3 +205,19 @@ def test_each_turn_is_sampled_with_its_own_seed_from_the_run(demo, sim_env):
     turns = len(sim.record.utterances)
     assert len(seeds) == turns and len(set(seeds)) == turns  # one per utterance, all different
     assert seeds[0] == sampling_seed(f"{sim.record.run_id}/1/user/1")
+
+
+def test_both_sides_stream_their_text_in_fixed_mode_and_free_mode_user_turns_are_structured(demo, sim_env):
+    """The Simulate page draws a turn as it streams (``on_token``): the User-LLM's fixed-mode turn is plain streamed
+    text, like the assistant's; a free-mode user turn is one structured answer (it also decides whether to end)."""
+    make_llm, store = sim_env
+    sim, fake = sim_for(demo, make_llm, store)
+    for side in ("user", "assistant"):
+        tokens: list[str] = []
+        utt = sim.step(on_token=tokens.append)
+        assert utt.side == side and len(tokens) > 1 and "".join(tokens).strip() == utt.content
+    assert fake.requests[0].response_format is None and "Topic Inquiry" in fake.requests[0].messages[-1].content
+    free, fake = sim_for(demo, make_llm, store, mode="free", seed="free")
+    tokens = []
+    utt = free.step(on_token=tokens.append)
+    assert utt.side == "user" and tokens == [] and fake.requests[0].response_format is not None

@@ -36,7 +36,7 @@ class WeightsProvider(ScriptedLLM):
 
     @staticmethod
     def answer(req) -> str:
-        schema = req.messages[0].content if req.messages[0].role == "system" else ""
+        schema = "\n".join(m.content for m in req.messages)  # prompt mode: the schema ends the last user message
         if '"choices"' in schema:
             return json.dumps({"analysis": "S1 and S8 fit the weights best.", "choices": ["S1", "S8"]})
         if '"requirement"' in schema:
@@ -123,5 +123,5 @@ def test_single_turn_tasks_use_the_methods_provider(tmp_path, monkeypatch, demo_
     assert results["selection"].picks == ["S1", "S8"] and results["selection"].s_score == 2
     assert {r.model for r in results.values()} == {"weights/tiny"}
     assert all(r.ok for r in results.values())
-    assert all("must match this JSON schema" in r.messages[0].content for r in SEEN[-1].requests)  # no grammar: full schema
+    assert all("must match this JSON schema" in r.messages[-1].content for r in SEEN[-1].requests)  # no grammar: full schema
     assert len(judge.requests) == 1  # only the G-score judge went to the configured LLM
