@@ -121,11 +121,34 @@ def simulator_messages(prompt: Prompt, ctx: Any, act: Act, history: Sequence[Utt
         text = prompt.part("chat", transcript=transcript_lines(prompt, ctx.name(), history, dropped),
                            reply=redact_text(last or ""), **values)
     else:
-        text = prompt.part("opening", **values)
+        text = prompt.part("opening", query=redact_text(ctx.free_query or ctx.topic.topic.user_query), **values)
     if free_mode and prompt.has_part("free_ending"):
         text = f"{text}\n{prompt.part('free_ending', name=ctx.name())}"
     return [{"role": "system", "content": simulator_system(prompt, ctx, act, fragment)},
             *example_exchange(prompt, ctx.user.language), {"role": "user", "content": text}]
+
+
+def with_retry_notes(prompt: Prompt, ctx: Any, messages: list[dict[str, str]],
+                     rejected: Sequence[tuple[str, Sequence[str]]]) -> list[dict[str, str]]:
+    """``messages`` with a note per rejected draft (what it was and why) at the end of the last message: the next
+    try is told what not to write; everything before stays as it was (the prompt cache keeps it)."""
+    if not rejected:
+        return messages
+    notes = [prompt.part("retry", draft=redact_text(draft[:160]), reasons="; ".join(reasons), name=ctx.name(),
+                         language=language_name(prompt, ctx.user.language)) for draft, reasons in rejected]
+    return [*messages[:-1], {"role": messages[-1]["role"], "content": "\n".join([messages[-1]["content"], *notes])}]
+
+
+def cut_at_speaker(text: str, name: str) -> str:
+    """``text`` up to a line where the model went on to write the next speaker's line ("Assistant: …", "助手：",
+    "<name>: …") or the prompt's own cue (a small model continuing the transcript)."""
+    labels = ("Assistant:", "Assistant：", "助手：", "助手:", "助手刚才说", "The assistant just wrote", f"{name}:", f"{name}：",
+              "Write ", "写出")
+    lines = text.splitlines()
+    for i, line in enumerate(lines[1:], start=1):
+        if line.strip().startswith(labels):
+            return "\n".join(lines[:i]).strip()
+    return text.strip()
 
 
 def echo_sources(messages: Sequence[dict[str, str]], history: Sequence[Utterance]) -> list[str]:

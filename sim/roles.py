@@ -36,11 +36,13 @@ from sim.prompting import (
     LANGUAGE,
     assistant_messages,
     assistant_note,
+    cut_at_speaker,
     echo_sources,
     load_role_prompt,
     render_messages,
     simulator_messages,
     summary_note,
+    with_retry_notes,
 )
 from sim.types import Utterance
 
@@ -181,26 +183,29 @@ class UserSimulator:
         fitted = self.fitted(act, history)
         msgs = fitted.messages
         sources = echo_sources(msgs, history)
+        rejected: list[tuple[str, tuple[str, ...]]] = []  # drafts that did not speak as the user, and why
         ended, reasoning = False, ""
         started = time.perf_counter()
 
         def attempt_free(n: int) -> str | None:
             nonlocal ended, reasoning
-            out = self.llm.structured("user_simulator", msgs, FreeUserTurn, prompt=self.prompt,
+            out = self.llm.structured("user_simulator", with_retry_notes(self.prompt, self.ctx, msgs, rejected),
+                                      FreeUserTurn, prompt=self.prompt,
                                       cache_salt=f"{salt}/{n}", seed=sampling_seed(f"{salt}/{n}"), cuts=fitted.cuts,
                                       check=lambda v: None if usable(clean(v.content)) else
                                       "content is empty or a placeholder: write the user's actual words")
             if isinstance(out, StructuredResult):
                 ended, reasoning = bool(out.value.end), out.reasoning
-                return self._in_persona(clean(out.value.content), n, sources)
+                return self._in_persona(self._words(out.value.content), n, sources, rejected)
             return None
 
         def attempt_plain(n: int) -> str | None:
             nonlocal reasoning
-            text, reasoning = _streamed(self.llm, "user_simulator", msgs, self.prompt, f"{salt}/{n}", fitted.cuts,
+            text, reasoning = _streamed(self.llm, "user_simulator", with_retry_notes(self.prompt, self.ctx, msgs, rejected),
+                                        self.prompt, f"{salt}/{n}", fitted.cuts,
                                         on_token if n == 1 else None,
                                         max_tokens=min(USER_TURN_TOKENS, self.llm.config.role("user_simulator").max_tokens))
-            return self._in_persona(clean(text), n, sources) if text is not None else None
+            return self._in_persona(self._words(text), n, sources, rejected) if text is not None else None
 
         content, tries = _retrying(f"user simulator, turn {turn_no} ({act.value})",
                                    attempt_free if self.free_mode else attempt_plain)
@@ -211,13 +216,20 @@ class UserSimulator:
                          latency_ms=(time.perf_counter() - started) * 1000, created_at=time.time()), ended
 
 
-    def _in_persona(self, text: str, attempt: int, sources: list[str]) -> str | None:
-        """``text``, or None (ask again) when it does not speak as the user (:mod:`sim.persona_check`) and this
-        is not the last attempt — the last one is kept rather than failing the run."""
+    def _words(self, text: str) -> str:
+        """The user's words of a reply: role prefixes and quotes stripped, cut where the model went on to write
+        the assistant's line or the prompt's cue."""
+        return clean(cut_at_speaker(text, self.ctx.name()))
+
+    def _in_persona(self, text: str, attempt: int, sources: list[str],
+                    rejected: list[tuple[str, tuple[str, ...]]]) -> str | None:
+        """``text``, or None (ask again, telling the model what was wrong) when it does not speak as the user
+        (:mod:`sim.persona_check`) and this is not the last attempt — the last one is kept rather than failing."""
         verdict = speaks_as_user(text, self.ctx.user.language, sources)
-        if verdict.ok or attempt >= MAX_TRIES:
+        if verdict.ok or attempt >= MAX_TRIES or not usable(text):
             return text
         log.info("user simulator turn rejected (%s): %.80s", "; ".join(verdict.reasons), text)
+        rejected.append((text, verdict.reasons))
         return None
 
 

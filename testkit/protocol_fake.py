@@ -14,7 +14,7 @@ import json
 import time
 
 from backends.llm.types import ChatRequest
-from testkit.requests import act_code, act_of, all_text, role_of, wants_json
+from testkit.requests import act_of, all_text, role_of, user_line, wants_json
 
 RESTATEMENT = "I need a plan for the week"
 PROPOSAL = "Try a short walk after dinner"
@@ -32,7 +32,7 @@ def _slots(text: str) -> tuple[str, str]:
 def protocol_reply(req: ChatRequest) -> str:
     text, role = all_text(req), role_of(req)
     if role == "simulator":
-        words = f"I say my piece ({act_code(act_of(req))})"
+        words = user_line(req)
         return json.dumps({"content": words}) if wants_json(req) else words
     if role == "summary":
         return json.dumps({"query": "help with the week"})

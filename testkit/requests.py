@@ -69,3 +69,17 @@ def wants_json(req: ChatRequest) -> bool:
 def act_code(act: str) -> str:
     """An act's initials ("Topic Inquiry" → "TI"): what a fake puts in its answer (the full name would echo the cue)."""
     return "".join(word[0] for word in act.split()) if act != "?" else "?"
+
+
+USER_LINES = ("I need some help sorting this out", "Yes, that is exactly what worries me",
+              "Right, and my time is really short", "But how would I fit that into a busy weekday",
+              "That works for me, thanks", "No, that does not suit me at all", "Fine, I can live with that plan",
+              "Okay, let me think about it")
+
+
+def user_line(req: ChatRequest) -> str:
+    """A fake User-LLM's words for this turn: a different sentence each turn (a user repeating a line is asked
+    again, see sim.persona_check), ending with the act's initials."""
+    chat = next((m.content for m in reversed(req.messages) if m.role == "user"), "")
+    turn = sum(line.startswith(("Assistant:", "助手：")) for line in chat.splitlines())
+    return f"{USER_LINES[turn % len(USER_LINES)]} ({act_code(act_of(req))})."

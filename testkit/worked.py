@@ -31,7 +31,7 @@ from review.batches import pairwise_candidates, plan_batch
 from sim.batch import plan_runs
 from studio.workspace import Workspace
 from testkit.protocol_fake import protocol_reply
-from testkit.requests import all_text, role_of, wants_json
+from testkit.requests import all_text, role_of, user_line, wants_json
 
 JUDGE_MODEL = "scripted-judge"
 ANNOTATORS = ("alice.annotator", "bo.annotator")
@@ -41,7 +41,7 @@ def scripted_reply(req: ChatRequest) -> str:
     """Answers for the user simulator (JSON), the query summary, the FairEval judge and the assistant."""
     first, role = all_text(req), role_of(req)
     if role == "simulator":
-        words = "I could use some help with that."
+        words = user_line(req)
         return json.dumps({"content": words}) if wants_json(req) else words
     if role == "summary":
         return json.dumps({"query": "help with the week"})

@@ -9,7 +9,7 @@ import pytest
 from backends.config import ROLES
 from backends.llm.fake import ScriptedLLM
 from backends.llm.types import ChatRequest
-from testkit.requests import act_code, act_of, role_of, wants_json
+from testkit.requests import act_of, role_of, user_line, wants_json
 from testkit.workspace import make_workspace
 
 
@@ -31,7 +31,7 @@ def user_says(req: ChatRequest, text: str) -> str:
 def default_reply(req: ChatRequest) -> str:
     side = side_of(req)
     if side == "user":
-        return user_says(req, f"I say my piece ({act_code(act_of(req))})")
+        return user_says(req, user_line(req))
     if side == "summary":
         return json.dumps({"query": "help with sleep"})
     return f"assistant answers ({act_of(req)})"

@@ -9,8 +9,8 @@ from palset.vocab import Act
 from sim.roles import SimulationError, sampling_seed
 from sim.schedule import derived_schedule
 from sim.service import SimulationSetupError, make_spec
-from tests.conftest import DEMO
 from testkit.requests import act_of
+from tests.conftest import DEMO
 from tests.sim.conftest import default_reply, side_of
 
 
