@@ -9,10 +9,22 @@ A file starts with a front matter block::
     Text with $placeholders (string.Template syntax, so JSON braces need no escaping).
 
 The version is recorded with every LLM call and shown in the UI next to the output it produced.
+
+A body may be split into named sections by lines ``[[name]]``. Sections named ``system``, ``user`` or
+``assistant`` become chat messages in file order (:meth:`Prompt.messages`): what is the same for every call of
+the prompt (instructions, the user's context) goes first, so a server's prompt cache serves it, and the call's own
+part last. Other names are parts the caller places itself (:meth:`Prompt.part`: e.g. the per-turn cue of a
+dialogue role, whose messages are the growing transcript). A body without section lines is one ``user`` message.
+
+A prompt may have language variants: ``<name>.<lang>.md`` (e.g. ``sim/user_simulator.zh.md``), written in that
+language, with the same sections and placeholders; :func:`load_prompt` with ``language`` picks it when it exists
+(and ``PAL_PROMPT_WORDING=english`` keeps the English file, with its "answer in …" instruction, for comparing).
 """
 
 from __future__ import annotations
 
+import os
+import re
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +32,9 @@ from pathlib import Path
 from backends.paths import PROJECT_ROOT
 
 PROMPTS_DIR = PROJECT_ROOT / "prompts"
+MESSAGE_ROLES = ("system", "user", "assistant")
+_SECTION = re.compile(r"^\[\[([a-z][a-z0-9_]*)\]\][ \t]*$", re.M)
+WORDING_ENV = "PAL_PROMPT_WORDING"  # "native" (default): a language variant when there is one; "english": never
 
 
 class PromptError(ValueError):
@@ -36,19 +51,54 @@ class Prompt:
 
     @property
     def placeholders(self) -> set[str]:
-        return {m.group("named") or m.group("braced") for m in string.Template.pattern.finditer(self.text)
-                if m.group("named") or m.group("braced")}
+        return _placeholders(self.text)
 
     def render(self, **values: object) -> str:
-        """Fill every placeholder; a missing one is an error naming the prompt and the variable."""
-        missing = self.placeholders - set(values)
+        """Fill every placeholder; a missing one is an error naming the prompt and the variable. A prompt with
+        sections renders as their texts one after another (what a model would read in one message)."""
+        return "\n\n".join(self._fill(text, values) for _, text in self.sections)
+
+    def _fill(self, text: str, values: dict[str, object]) -> str:
+        missing = _placeholders(text) - set(values)
         if missing:
             raise PromptError(f"prompt {self.name} v{self.version}: no value for {', '.join(sorted(missing))}")
-        return string.Template(self.text).substitute({k: str(v) for k, v in values.items()})
+        return string.Template(text).substitute({k: str(v) for k, v in values.items()})
+
+    @property
+    def sections(self) -> list[tuple[str, str]]:
+        """(name, text) in file order; one ``user`` section for a body without section lines."""
+        marks = list(_SECTION.finditer(self.text))
+        if not marks:
+            return [("user", self.text)]
+        return [(m.group(1), self.text[m.end():marks[i + 1].start() if i + 1 < len(marks) else len(self.text)].strip("\n"))
+                for i, m in enumerate(marks)]
+
+    def part(self, section: str, /, **values: object) -> str:
+        """One section filled (only its own placeholders are needed)."""
+        for name, text in self.sections:
+            if name == section:
+                return self._fill(text, values)
+        raise PromptError(f"prompt {self.name} v{self.version}: no section [[{section}]]")
+
+    def has_part(self, section: str, /) -> bool:
+        return any(name == section for name, _ in self.sections)
+
+    def messages(self, **values: object) -> list[dict[str, str]]:
+        """The chat messages of the prompt: its ``system``/``user``/``assistant`` sections filled, in order."""
+        out = [{"role": name, "content": self._fill(text, values)} for name, text in self.sections
+               if name in MESSAGE_ROLES]
+        if not out:
+            raise PromptError(f"prompt {self.name} v{self.version}: no system, user or assistant section")
+        return out
 
     @property
     def label(self) -> str:
         return f"{self.name}@v{self.version}"
+
+
+def _placeholders(text: str) -> set[str]:
+    return {m.group("named") or m.group("braced") for m in string.Template.pattern.finditer(text)
+            if m.group("named") or m.group("braced")}
 
 
 def parse_prompt(name: str, raw: str, path: Path | None = None) -> Prompt:
@@ -69,11 +119,40 @@ def parse_prompt(name: str, raw: str, path: Path | None = None) -> Prompt:
     unknown = set(meta) - {"version", "description"}
     if unknown:
         raise PromptError(f"prompt {name}: unknown front matter field {sorted(unknown)[0]!r}")
-    return Prompt(name=name, version=meta["version"], text=body, description=meta.get("description", ""), path=path)
+    prompt = Prompt(name=name, version=meta["version"], text=body, description=meta.get("description", ""), path=path)
+    names = [n for n, _ in prompt.sections]
+    if len(set(names)) != len(names):
+        raise PromptError(f"prompt {name}: a section name appears twice ({', '.join(names)})")
+    return prompt
 
 
-def load_prompt(name: str, directory: Path = PROMPTS_DIR) -> Prompt:
-    """Load ``<directory>/<name>.md`` (names may contain ``/`` for grouped prompts)."""
+# a language as a prompt names it, in the prompt's own wording (English, or a ``.zh`` variant's Chinese)
+LANGUAGE_LABELS = {"en": {"en": "English", "zh": "Chinese (简体中文)"}, "zh": {"en": "英文", "zh": "简体中文"}}
+
+
+def prompt_language(prompt: Prompt) -> str:
+    """The language a prompt is worded in: ``zh`` for a ``.zh`` variant, else English."""
+    return "zh" if prompt.name.endswith(".zh") else "en"
+
+
+def language_label(prompt: Prompt, code: str) -> str:
+    """The language ``code`` (``en``, ``zh``…) named in ``prompt``'s wording (e.g. "Chinese (简体中文)" or "简体中文")."""
+    labels = LANGUAGE_LABELS[prompt_language(prompt)]
+    return labels.get(code, code)
+
+
+def wording() -> str:
+    """``native`` (language variants are used) or ``english`` (``PAL_PROMPT_WORDING``; anything else is native)."""
+    return "english" if os.environ.get(WORDING_ENV, "").strip().lower() == "english" else "native"
+
+
+def load_prompt(name: str, directory: Path = PROMPTS_DIR, language: str | None = None) -> Prompt:
+    """Load ``<directory>/<name>.md`` (names may contain ``/`` for grouped prompts); with ``language`` (``zh``…)
+    its variant ``<name>.<language>.md`` when there is one and the wording is native (:func:`wording`)."""
+    if language and language != "en" and wording() == "native":
+        variant = directory / f"{name}.{language}.md"
+        if variant.is_file():
+            return load_prompt(f"{name}.{language}", directory)
     path = (directory / f"{name}.md").resolve()
     if directory.resolve() not in path.parents:
         raise PromptError(f"prompt name {name!r} leaves the prompts folder")

@@ -46,9 +46,11 @@ class SlotTexts(BaseModel):
     """Free-text analysis per assistant slot, as the judge wrote it."""
 
     model_config = ConfigDict(populate_by_name=True)
-    assistant_1: str = Field(alias="assistant-1", max_length=2000)
-    assistant_2: str = Field(alias="assistant-2", max_length=2000)
-    overall: str = Field(max_length=2000)
+    # bounded so the three analyses and the scores fit a 512-token answer (Chinese included): a judge that rambles
+    # is cut by the grammar, never by max_tokens
+    assistant_1: str = Field(alias="assistant-1", max_length=400)
+    assistant_2: str = Field(alias="assistant-2", max_length=400)
+    overall: str = Field(max_length=400)
 
 
 class SlotScores(BaseModel):
@@ -169,10 +171,10 @@ def render_pair(first: str, second: str) -> str:
 
 
 def judge_messages(prompt: Prompt, ctx: TopicContext, aspect: Aspect, first: str, second: str) -> list[dict[str, str]]:
-    """The judge input per §4.4: profile (no personality), personality, situation, ground truth, dialogues."""
-    text = prompt.render(persona=ctx.persona(), personality=ctx.personality(), situation=ctx.situation(),
-                         truth=ground_truth(ctx, aspect), dialogues=render_pair(first, second))
-    return [{"role": "user", "content": text}]
+    """The judge input per §4.4: profile (no personality), personality, situation, ground truth, dialogues — the
+    profile in the system message, shared by every call of the topic (both aspects, orders and samples)."""
+    return prompt.messages(persona=ctx.persona(), personality=ctx.personality(), situation=ctx.situation(),
+                           truth=ground_truth(ctx, aspect), dialogues=render_pair(first, second))
 
 
 def ask_judge(llm: LLMClient, prompt: Prompt, messages: list[dict[str, str]], order: Literal[1, 2], index: int,

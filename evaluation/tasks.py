@@ -168,11 +168,13 @@ class TopicTasks:
     def _ask(self, r: TaskResult, prompt: Prompt, schema: type[BaseModel], trace: RetrievalTrace | None,
              **values: object):
         """One answer; the memory is fitted into the assistant's window (:mod:`memory.fit`), its cuts recorded."""
-        text, fitted = fit_memory_prompt(self.llm.budget("assistant", structured=schema),
+        _text, fitted = fit_memory_prompt(self.llm.budget("assistant", structured=schema),
                                          lambda memory: prompt.render(memory=memory, **values), trace, NO_MEMORY)
         r.memory_tokens, r.memory_cuts = (fitted.tokens, fitted.cuts) if fitted else (0, [])
         r.memory_token_counter = fitted.token_counter if fitted else ""
-        res = self.llm.structured("assistant", [{"role": "user", "content": text}], schema,
+        # the same text as messages: the prompt's system part (the role) first, shared by every topic's call
+        messages = prompt.messages(memory=(fitted.context if fitted else "") or NO_MEMORY, **values)
+        res = self.llm.structured("assistant", messages, schema,
                                   prompt=prompt, cache_salt=f"bench:{self.method}:{r.task}", cuts=r.memory_cuts)
         r.raw, r.ok = ([res.raw], True) if res.ok else (res.raw, False)
         r.errors = [] if res.ok else res.errors
@@ -198,8 +200,8 @@ class TopicTasks:
             return
         prompt = load_prompt("eval/gscore")
         needs = "\n".join(f"- {n}" for n in t.implicit_needs)
-        msg = prompt.render(query=t.user_query, requirement=t.requirement, needs=needs, prediction=r.prediction)
-        res = self.llm.structured("judge", [{"role": "user", "content": msg}], GScoreOut, prompt=prompt,
+        messages = prompt.messages(query=t.user_query, requirement=t.requirement, needs=needs, prediction=r.prediction)
+        res = self.llm.structured("judge", messages, GScoreOut, prompt=prompt,
                                   cache_salt="bench:gscore")
         r.judge_model, r.g_prompt_version = self.llm.config.role("judge").model, prompt.version
         r.g_ok, r.g_raw = res.ok, ([res.raw] if res.ok else res.raw)

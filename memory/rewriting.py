@@ -102,8 +102,7 @@ def ask(ctx: MethodContext, prompt: Prompt, schema: type[BaseModel], max_tokens:
     if ctx.llm is None:
         raise RuntimeError("this memory method needs an LLM (role memory_builder); none was given")
     extra: dict[str, Any] = {"max_tokens": max_tokens} if max_tokens else {}
-    return ctx.llm.structured(ROLE, [{"role": "user", "content": prompt.render(**values)}], schema, prompt=prompt,
-                              **extra)
+    return ctx.llm.structured(ROLE, prompt.messages(**values), schema, prompt=prompt, **extra)
 
 
 def failure_note(step: str, session: Session, failure: StructuredFailure, kept: str) -> str:

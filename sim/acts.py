@@ -1,26 +1,67 @@
-"""Dialogue-act definitions given to both sides (Mem-PAL §1.9), and which memory purpose each assistant act needs."""
+"""Dialogue-act definitions given to both sides (Mem-PAL §1.9), per side and language, and which memory purpose
+each assistant act needs.
+
+The definitions are part of the dialogue roles' prompts (``prompts/sim/user_simulator*.md`` and
+``prompts/sim/assistant*.md`` name them ``$definition``): a change here is a change of those prompts, so bump
+their versions. Each side gets only its own definition (Solution Discussion is an act of both sides).
+"""
 
 from __future__ import annotations
+
+from typing import Literal
 
 from memory.types import Purpose
 from palset.vocab import Act
 
-DEFINITIONS: dict[Act, str] = {
-    Act.TOPIC_INQUIRY: "Open the topic with a short, vague question. Do not reveal your hidden needs or background details.",
-    Act.REQUIREMENT_CONFIRMATION: ("React to the assistant's guess about your hidden need: confirm it if it is right; if it "
-                                   "is wrong, say so bluntly and correct only that point, without volunteering other needs."),
-    Act.SOLUTION_DISCUSSION: ("User: ask about or object to details of the proposed solution, without an overall verdict "
-                              "and without revealing your preferences. Assistant: answer the questions or objections about "
-                              "the current solution using what you know of the user, and try to persuade."),
-    Act.SOLUTION_FEEDBACK: ("Give a clear verdict on the current solution: approve it if it fits your preferences, reject it "
-                            "bluntly (even annoyed) if it does not — never 'sounds good, but…'. Do not explain your preferences in detail."),
-    Act.REQUIREMENT_PREDICTION: ("Proactively guess ONE hidden need behind the user's question from their situation and "
-                                 "background, and ask them to confirm it. Do not propose solutions."),
-    Act.SOLUTION_PROPOSAL: ("Propose ONE concrete solution (a new one if others were discussed), without explaining your "
-                            "reasoning about the user."),
-    Act.FEEDBACK_RESPONSE: ("Reply briefly to the user's verdict. Never offer another solution; after a rejection only "
-                            "acknowledge or apologise."),
+SideName = Literal["user", "assistant"]
+
+_EN: dict[tuple[SideName, Act], str] = {
+    ("user", Act.TOPIC_INQUIRY): "the question on the mind, short and vague, in one's own words, without the hidden "
+                                 "needs or background details.",
+    ("user", Act.REQUIREMENT_CONFIRMATION): "if the guess matches one of the hidden needs, agree in a few words of your "
+                                            "own; if not, say bluntly that it is wrong and correct only that point, "
+                                            "without volunteering other needs.",
+    ("user", Act.SOLUTION_DISCUSSION): "ask about or object to one detail of the suggestion, without a verdict and "
+                                       "without revealing preferences.",
+    ("user", Act.SOLUTION_FEEDBACK): "a clear verdict on the suggestion: accept it if it is a kind of solution you "
+                                     "accept, reject it bluntly, even annoyed, if it is a kind you reject; never "
+                                     "'sounds good, but…', and no detailed reasons.",
+    ("assistant", Act.REQUIREMENT_PREDICTION): "Guess ONE hidden need behind the user's question from their situation "
+                                               "and background, and ask them to confirm it. Do not propose solutions.",
+    ("assistant", Act.SOLUTION_PROPOSAL): "Propose ONE concrete solution (a new one if others were discussed), without "
+                                          "explaining your reasoning about the user.",
+    ("assistant", Act.SOLUTION_DISCUSSION): "Answer the user's question or objection about the current solution, using "
+                                            "what you know of the user, and try to persuade them.",
+    ("assistant", Act.FEEDBACK_RESPONSE): "Reply briefly to the user's verdict. Never offer another solution; after a "
+                                          "rejection only acknowledge or apologise.",
 }
+
+_ZH: dict[tuple[SideName, Act], str] = {
+    ("user", Act.TOPIC_INQUIRY): "用自己的话问出心里的问题，简短、笼统，不透露隐藏的需求和背景细节。",
+    ("user", Act.REQUIREMENT_CONFIRMATION): "如果猜中了某个隐藏需求，就用自己的话简短确认；如果没猜中，就直接说不对，只纠正这一点，"
+                                            "不主动说出别的需求。",
+    ("user", Act.SOLUTION_DISCUSSION): "针对建议里的一个细节追问或质疑，不表态，也不透露偏好。",
+    ("user", Act.SOLUTION_FEEDBACK): "对建议明确表态：是愿意接受的那类方案就认可；是会拒绝的那类就直接拒绝，可以不耐烦；"
+                                     "绝不说“听起来不错，但是……”，也不详细解释理由。",
+    ("assistant", Act.REQUIREMENT_PREDICTION): "根据用户的近况和背景，主动猜测用户问题背后的一个隐藏需求，并请用户确认。不要提出方案。",
+    ("assistant", Act.SOLUTION_PROPOSAL): "提出一个具体的方案（如果之前讨论过别的方案，就提一个新的），不要解释你对用户的推断。",
+    ("assistant", Act.SOLUTION_DISCUSSION): "结合你对用户的了解，回答用户对当前方案的疑问或质疑，并尽量说服用户。",
+    ("assistant", Act.FEEDBACK_RESPONSE): "简短回应用户的表态。不要再提出新方案；如果用户拒绝了，只表示理解或歉意。",
+}
+
+DEFINITIONS_BY_LANGUAGE = {"en": _EN, "zh": _ZH}
+
+
+def definition(side: SideName, act: Act, language: str = "en") -> str:
+    """The definition of ``act`` for ``side`` in the prompt's language (``zh`` or English)."""
+    table = DEFINITIONS_BY_LANGUAGE.get(language, _EN)
+    return table.get((side, act)) or _EN[(side, act)]
+
+
+def act_name(act: Act, language: str = "en") -> str:
+    """The act as the prompt names it: the English name, or the dataset's Chinese label."""
+    return act.zh if language == "zh" else act.value
+
 
 PURPOSE: dict[Act, Purpose] = {
     Act.REQUIREMENT_PREDICTION: "requirement",

@@ -9,6 +9,9 @@ Policy, in order, until the prompt takes at most the role's budget (window − m
 
 Every cut is returned (and stored on the utterance and with the LLM call); the fixed part of the prompt
 (instructions, persona, knowledge) is never cut — if it alone does not fit, the client refuses to send.
+
+The dialogue roles send chat messages (:mod:`sim.prompting`): :func:`fit_messages` applies the same policy to a
+message builder, dropping whole utterances from the start of the transcript.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from memory.types import RetrievalTrace
 from sim.types import Utterance
 
 Render = Callable[[str, str], str]  # (memory text, dialogue text) → prompt
+# (memory text, the utterances kept, how many older ones were left out) → messages
+BuildMessages = Callable[[str, list[Utterance], int], list[dict[str, str]]]
 KEEP_LAST = 2
 
 
@@ -72,12 +77,48 @@ def fit_prompt(budget: Budget, render: Render, history: list[Utterance], trace: 
     return Fitted(text, trace, [cut])
 
 
+@dataclass
+class FittedMessages:
+    messages: list[dict[str, str]]
+    trace: RetrievalTrace | None = None
+    cuts: list[Cut] = field(default_factory=list)  # the dialogue's; the trace keeps its own
+
+    @property
+    def all_cuts(self) -> list[Cut]:
+        return [*(self.trace.cuts if self.trace else []), *self.cuts]
+
+
+def fit_messages(budget: Budget, build: BuildMessages, history: list[Utterance], trace: RetrievalTrace | None = None,
+                 memory_of: Callable[[RetrievalTrace | None], str] = lambda t: "") -> FittedMessages:
+    """``build(memory, kept, dropped)`` fitted into ``budget``: the memory by its blocks' policies first, then the
+    oldest utterances (the last two always kept)."""
+    limit = budget.limit
+    if limit is None:
+        return FittedMessages(build(memory_of(trace), list(history), 0), trace)
+    if trace is not None:
+        room = limit - budget.count_messages(build("", list(history), 0))
+        trace = fit_trace(trace, room, budget.count, budget.counter_name)
+    memory = memory_of(trace)
+    msgs = build(memory, list(history), 0)
+    before = budget.count_messages(msgs)
+    if before <= limit or len(history) <= KEEP_LAST:
+        return FittedMessages(msgs, trace)
+    dropped = 0
+    while budget.count_messages(msgs) > limit and len(history) - dropped > KEEP_LAST:
+        dropped += 1
+        msgs = build(memory, list(history[dropped:]), dropped)
+    cut = Cut(what="dialogue so far", unit="utterances", removed=[str(i + 1) for i in range(dropped)],
+              tokens=before - budget.count_messages(msgs), limit=limit, counter=budget.counter_name)
+    return FittedMessages(msgs, trace, [cut])
+
+
 def first_turn_room(budget: Budget, language: str = "English") -> int | None:
     """Tokens the assistant's window leaves for the memory on a first turn (the Memory page's "fit" preview)."""
     from backends.prompts import load_prompt
 
     if budget.limit is None:
         return None
-    empty = load_prompt("sim/assistant").render(memory_note="", memory="", dialogue="(nothing yet)", act="",
-                                                definition="", language=language)
-    return budget.limit - _tokens(budget, empty)
+    prompt = load_prompt("sim/assistant")
+    empty = [{"role": "system", "content": prompt.part("system", language=language, static_memory="")},
+             {"role": "user", "content": prompt.part("turn", memory="", act="", definition="", language=language)}]
+    return budget.limit - budget.count_messages(empty)

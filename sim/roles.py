@@ -10,31 +10,47 @@ reasons — no implicit needs. Both sides' texts are PII-redacted before they re
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from backends.llm.client import LLMClient
 from backends.llm.context import Cut
 from backends.llm.types import ChatResult, StructuredResult
-from backends.prompts import Prompt, load_prompt
+from backends.prompts import Prompt
 from memory.base import assistant_client
 from memory.build import MemoryBuilder
 from memory.privacy import redact_text
 from memory.types import RetrievalTrace
 from palset.dataset import Session, SessionTopic, User
 from palset.vocab import Act
-from sim.acts import DEFINITIONS, PURPOSE, REQUIREMENT_PHASE
-from sim.fit import Fitted, fit_prompt, render_transcript
+from sim.acts import PURPOSE
+from sim.fit import FittedMessages, fit_messages, render_transcript
+from sim.persona_check import speaks_as_user
+from sim.prompting import (
+    LANGUAGE,
+    assistant_messages,
+    assistant_note,
+    cut_at_speaker,
+    echo_sources,
+    load_role_prompt,
+    render_messages,
+    simulator_messages,
+    summary_note,
+    with_retry_notes,
+)
 from sim.types import Utterance
 
-__all__ = ["Assistant", "SimulationError", "TopicContext", "UserSimulator", "render_transcript"]
+__all__ = ["LANGUAGE", "Assistant", "SimulationError", "TopicContext", "UserSimulator", "render_transcript"]
 
-LANGUAGE = {"en": "English", "zh": "Chinese (简体中文)"}
 MAX_TRIES = 3
+log = logging.getLogger(__name__)
+USER_TURN_TOKENS = 160  # one short sentence (a Chinese one included); more is a model rambling on
 
 
 class SimulationError(RuntimeError):
@@ -54,7 +70,7 @@ class QueryOut(BaseModel):
 
 
 _PLACEHOLDER = re.compile(r"^\W*$|^<[^>]*>$|^\.\.\.$|^…$")
-_PREFIX = re.compile(r"^\s*(assistant|user|用户|助手)\s*[:：]\s*", re.I)
+_PREFIX = re.compile(r"^\s*(assistant|user|you|用户|助手|你)\s*[:：]\s*", re.I)
 
 
 def clean(text: str) -> str:
@@ -80,10 +96,19 @@ class TopicContext:
     def language(self) -> str:
         return LANGUAGE.get(self.user.language, "English")
 
-    def persona(self) -> str:
+    def name(self) -> str:
+        """The user's name as the User-LLM plays it (the profile's, else "the user")."""
+        p = self.user.profile
+        return p.name.strip() if p is not None and p.name.strip() else ("用户" if self.user.language == "zh" else "the user")
+
+    def persona(self, zh: bool = False) -> str:
+        """The profile in one paragraph (labels in Chinese for a Chinese-worded prompt)."""
         p = self.user.profile
         if p is None:
-            return "(no profile)"
+            return "（无资料）" if zh else "(no profile)"
+        if zh:
+            return redact_text(f"{p.name}，{p.age}岁，{p.gender}。职业：{p.occupation} 健康：{p.health_status} "
+                               f"家庭：{p.family_members} 爱好：{p.hobbies}")
         return redact_text(f"{p.name}, {p.age}, {p.gender}. Occupation: {p.occupation} Health: {p.health_status} "
                            f"Family: {p.family_members} Hobbies: {p.hobbies}")
 
@@ -113,24 +138,6 @@ class TopicContext:
                     [(r.solution, r.feedback_reason) for r in sp.neg_list])
         return [(s, "") for s in t.solution.pos], [(s, "") for s in t.solution.neg]
 
-    def knowledge(self, act: Act) -> str:
-        t = self.topic.topic
-        if act in REQUIREMENT_PHASE:
-            lines = [f"Your opening question (paraphrase it lightly): {self.free_query or t.user_query}",
-                     "Your hidden needs (never volunteer them; confirm or correct only what the assistant guesses):"]
-            for i, (need, ev) in enumerate(self.needs_with_evidence()):
-                lines.append(f"{i + 1}. {need}" + (f" (because: {'; '.join(ev)})" if ev else ""))
-            lines.append(f"What you really need overall: {t.requirement}")
-            return redact_text("\n".join(lines))
-        lines = [f"What you need: {t.requirement}"]
-        if pref := self.preference():
-            lines += [f"Kinds of solutions you accept: {pref.preference.pos}",
-                      f"Kinds of solutions you reject: {pref.preference.neg}"]
-        liked, disliked = self.liked_and_disliked()
-        lines.append("Solutions you would like: " + "; ".join(f"{s} ({r})" if r else s for s, r in liked))
-        lines.append("Solutions you would dislike: " + "; ".join(f"{s} ({r})" if r else s for s, r in disliked))
-        return redact_text("\n".join(lines))
-
 
 def sampling_seed(salt: str) -> int:
     """A sampling seed from a call's cache salt (run, turn, side, attempt): endpoints that honour seeds (the local
@@ -148,74 +155,140 @@ def _retrying(what: str, attempt_fn: Callable[[int], str | None]) -> tuple[str, 
 
 
 class UserSimulator:
-    """Role ``user_simulator``: one user utterance in the scheduled act."""
+    """Role ``user_simulator``: one user utterance in the scheduled act.
 
-    def __init__(self, llm: LLMClient, ctx: TopicContext, free_mode: bool = False):
-        self.llm, self.ctx, self.free_mode = llm, ctx, free_mode
-        self.prompt: Prompt = load_prompt("sim/user_simulator")
+    Fixed mode knows the act from the schedule, so the turn is plain text, streamed (``on_token``); free mode asks
+    for ``{"content", "end"}`` (the user decides when to stop). Both send the same messages
+    (:func:`sim.prompting.simulator_messages`) and store the same utterance."""
 
-    def fitted(self, act: Act, history: list[Utterance]) -> Fitted:
-        """The prompt fitted into the simulator's window (:mod:`sim.fit`: the oldest utterances go first)."""
-        def render(_memory: str, dialogue: str) -> str:
-            return self.prompt.render(
-                language=self.ctx.language, persona=self.ctx.persona(), personality=self.ctx.personality(),
-                situation=self.ctx.situation(), knowledge=self.ctx.knowledge(act), dialogue=dialogue,
-                act=act.value, definition=DEFINITIONS[act],
-                ending=" Set end to true when your need is settled and you want to stop." if self.free_mode else "")
-        model = FreeUserTurn if self.free_mode else UserTurn
-        return fit_prompt(self.llm.budget("user_simulator", structured=model), render, history)
+    def __init__(self, llm: LLMClient, ctx: TopicContext, free_mode: bool = False, style: str | None = None):
+        """``style``: a fragment for the system message (e.g. the ``user_style`` conditioning), or None."""
+        self.llm, self.ctx, self.free_mode, self.style = llm, ctx, free_mode, style
+        self.prompt: Prompt = load_role_prompt("sim/user_simulator", ctx.user.language)
+
+    def fitted(self, act: Act, history: list[Utterance]) -> FittedMessages:
+        """The messages fitted into the simulator's window (:mod:`sim.fit`: the oldest utterances go first)."""
+        def build(_memory: str, kept: list[Utterance], dropped: int) -> list[dict[str, str]]:
+            return simulator_messages(self.prompt, self.ctx, act, kept, free_mode=self.free_mode,
+                                      fragment=self.style, dropped=dropped)
+        budget = self.llm.budget("user_simulator", structured=FreeUserTurn if self.free_mode else None)
+        return fit_messages(budget, build, history)
 
     def messages(self, act: Act, history: list[Utterance]) -> list[dict[str, str]]:
-        return [{"role": "user", "content": self.fitted(act, history).text}]
+        return self.fitted(act, history).messages
 
-    def say(self, turn_no: int, act: Act, history: list[Utterance], salt: str) -> tuple[Utterance, bool]:
+    def say(self, turn_no: int, act: Act, history: list[Utterance], salt: str,
+            on_token: Callable[[str], None] | None = None) -> tuple[Utterance, bool]:
         """(utterance, wants_to_end)."""
         fitted = self.fitted(act, history)
-        msgs = [{"role": "user", "content": fitted.text}]
-        model = FreeUserTurn if self.free_mode else UserTurn
+        msgs = fitted.messages
+        sources = echo_sources(msgs, history)
+        rejected: list[tuple[str, tuple[str, ...]]] = []  # drafts that did not speak as the user, and why
         ended, reasoning = False, ""
         started = time.perf_counter()
 
-        def attempt(n: int) -> str | None:
+        def attempt_free(n: int) -> str | None:
             nonlocal ended, reasoning
-            out = self.llm.structured("user_simulator", msgs, model, prompt=self.prompt, cache_salt=f"{salt}/{n}",
-                                      seed=sampling_seed(f"{salt}/{n}"),
+            out = self.llm.structured("user_simulator", with_retry_notes(self.prompt, self.ctx, msgs, rejected),
+                                      FreeUserTurn, prompt=self.prompt,
+                                      cache_salt=f"{salt}/{n}", seed=sampling_seed(f"{salt}/{n}"), cuts=fitted.cuts,
                                       check=lambda v: None if usable(clean(v.content)) else
                                       "content is empty or a placeholder: write the user's actual words")
             if isinstance(out, StructuredResult):
-                ended, reasoning = bool(getattr(out.value, "end", False)), out.reasoning
-                return clean(out.value.content)
+                ended, reasoning = bool(out.value.end), out.reasoning
+                return self._in_persona(self._words(out.value.content), n, sources, rejected)
             return None
 
-        content, tries = _retrying(f"user simulator, turn {turn_no} ({act.value})", attempt)
+        def attempt_plain(n: int) -> str | None:
+            nonlocal reasoning
+            text, reasoning = _streamed(self.llm, "user_simulator", with_retry_notes(self.prompt, self.ctx, msgs, rejected),
+                                        self.prompt, f"{salt}/{n}", fitted.cuts,
+                                        on_token if n == 1 else None,
+                                        max_tokens=min(USER_TURN_TOKENS, self.llm.config.role("user_simulator").max_tokens
+                                                       or USER_TURN_TOKENS))
+            return self._in_persona(self._words(text), n, sources, rejected) if text is not None else None
+
+        content, tries = _retrying(f"user simulator, turn {turn_no} ({act.value})",
+                                   attempt_free if self.free_mode else attempt_plain)
         return Utterance(turn_no=turn_no, side="user", actor="simulator", act=act, content=content,
-                         prompt_name=self.prompt.name, prompt_version=self.prompt.version, prompt=msgs[0]["content"],
+                         prompt_name=self.prompt.name, prompt_version=self.prompt.version, prompt=render_messages(msgs),
                          cuts=fitted.cuts, reasoning=reasoning, attempts=tries,
                          model=self.llm.config.role("user_simulator").model,
                          latency_ms=(time.perf_counter() - started) * 1000, created_at=time.time()), ended
 
 
+    def _words(self, text: str) -> str:
+        """The user's words of a reply: role prefixes and quotes stripped, cut where the model went on to write
+        the assistant's line or the prompt's cue."""
+        return clean(cut_at_speaker(text, self.ctx.name()))
+
+    def _in_persona(self, text: str, attempt: int, sources: list[str],
+                    rejected: list[tuple[str, tuple[str, ...]]]) -> str | None:
+        """``text``, or None (ask again, telling the model what was wrong) when it does not speak as the user
+        (:mod:`sim.persona_check`) and this is not the last attempt — the last one is kept rather than failing."""
+        verdict = speaks_as_user(text, self.ctx.user.language, sources)
+        if verdict.ok or attempt >= MAX_TRIES or not usable(text):
+            return text
+        log.info("user simulator turn rejected (%s): %.80s", "; ".join(verdict.reasons), text)
+        rejected.append((text, verdict.reasons))
+        return None
+
+
+def _streamed(llm: LLMClient, role: str, msgs: list[dict[str, str]], prompt: Prompt, salt: str, cuts: list[Cut],
+              on_token: Callable[[str], None] | None, **overrides: Any) -> tuple[str | None, str]:
+    """(text, reasoning) of one streamed call; deltas go to ``on_token``. A retry (no ``on_token``) asks once more
+    with its own seed."""
+    final: ChatResult | None = None
+    chunks = llm.stream(role, msgs, prompt=prompt, use_cache=True, cuts=cuts, cache_salt=salt,
+                        seed=sampling_seed(salt), **overrides)
+    for chunk in chunks:
+        if isinstance(chunk, ChatResult):
+            final = chunk
+        elif on_token:
+            on_token(chunk)
+    return (final.text, final.reasoning) if final else (None, "")
+
+
 class Assistant:
-    """Role ``assistant``: summarise the need into a retrieval query, retrieve from memory, answer in the act."""
+    """Role ``assistant``: summarise the need into a retrieval query, retrieve from memory, answer in the act.
+
+    A method whose memory does not depend on the dialogue (``uses_query`` false) has it in the system message,
+    so it is read once per run; a retrieved memory goes into the turn's note, after the user's words."""
 
     def __init__(self, llm: LLMClient, ctx: TopicContext, builder: MemoryBuilder | None, method_label: str):
         self.ctx, self.builder, self.method_label = ctx, builder, method_label
         # a method with its own model (PLUM) answers the assistant role itself
         self.llm = assistant_client(llm, builder.impl if builder else None, ctx.session)
-        self.prompt = load_prompt("sim/assistant")
-        self.summary_prompt = load_prompt("sim/query_summary")
+        self.prompt = load_role_prompt("sim/assistant", ctx.user.language)
+        self.summary_prompt = load_role_prompt("sim/query_summary", ctx.user.language)
+
+    @property
+    def static_memory(self) -> bool:
+        """Whether the memory is the same whatever the dialogue says (it then sits in the system message)."""
+        return self.builder is None or not getattr(self.builder.impl, "uses_query", True)
 
     def _query(self, history: list[Utterance], salt: str) -> str:
-        if self.builder is None or not getattr(self.builder.impl, "uses_query", True):
+        if self.static_memory:
             return ""
-        fitted = fit_prompt(self.llm.budget("assistant", structured=QueryOut),
-                            lambda _m, dialogue: self.summary_prompt.render(dialogue=dialogue, language=self.ctx.language),
-                            history)
-        msgs = [{"role": "user", "content": fitted.text}]
-        out = self.llm.structured("assistant", msgs, QueryOut, prompt=self.summary_prompt, cache_salt=salt)
+        note = summary_note(self.summary_prompt, self.ctx)
+        fitted = fit_messages(self.llm.budget("assistant", structured=QueryOut),
+                              lambda _m, kept, dropped: assistant_messages(self.prompt, self.ctx, kept, note,
+                                                                           dropped=dropped), history)
+        out = self.llm.structured("assistant", fitted.messages, QueryOut, prompt=self.summary_prompt, cache_salt=salt,
+                                  cuts=fitted.cuts)
         if isinstance(out, StructuredResult) and out.value.query.strip():
             return out.value.query.strip()
         return next((u.content for u in reversed(history) if u.side == "user"), "")
+
+    def fitted(self, act: Act, history: list[Utterance], trace: RetrievalTrace | None) -> FittedMessages:
+        static = self.static_memory
+
+        def build(memory: str, kept: list[Utterance], dropped: int) -> list[dict[str, str]]:
+            note = assistant_note(self.prompt, self.ctx, act, None if static else memory)
+            return assistant_messages(self.prompt, self.ctx, kept, note, static_memory=memory if static else None,
+                                      dropped=dropped)
+
+        return fit_messages(self.llm.budget("assistant"), build, history, trace, memory_of=self._memory_text)
 
     def say(self, turn_no: int, act: Act, history: list[Utterance], salt: str,
             on_token: Callable[[str], None] | None = None) -> Utterance:
@@ -224,32 +297,19 @@ class Assistant:
         trace = None
         if self.builder is not None:
             trace = self.builder.retrieve(query or self.ctx.topic.topic.user_query, PURPOSE[act], self.ctx.session)
-
-        def render(memory: str, dialogue: str) -> str:
-            return self.prompt.render(memory_note=f"Memory method: {self.method_label}.", memory=memory,
-                                      dialogue=dialogue, act=act.value, definition=DEFINITIONS[act],
-                                      language=self.ctx.language)
-
-        fitted = fit_prompt(self.llm.budget("assistant"), render, history, trace, memory_of=self._memory_text)
-        msgs = [{"role": "user", "content": fitted.text}]
+        fitted = self.fitted(act, history, trace)
+        msgs = fitted.messages
         reasoning = ""
 
         def attempt(n: int) -> str | None:
             nonlocal reasoning
-            final: ChatResult | None = None
-            for chunk in self.llm.stream("assistant", msgs, prompt=self.prompt, use_cache=True, cuts=fitted.all_cuts,
-                                         cache_salt=f"{salt}/{n}", seed=sampling_seed(f"{salt}/{n}")) \
-                    if n == 1 else self._plain(msgs, f"{salt}/{n}", fitted.all_cuts):
-                if isinstance(chunk, ChatResult):
-                    final = chunk
-                elif on_token:
-                    on_token(chunk)
-            reasoning = final.reasoning if final else ""
-            return clean(final.text) if final else None
+            text, reasoning = _streamed(self.llm, "assistant", msgs, self.prompt, f"{salt}/{n}", fitted.all_cuts,
+                                        on_token if n == 1 else None)
+            return clean(text) if text is not None else None
 
         content, tries = _retrying(f"assistant, turn {turn_no} ({act.value})", attempt)
         return Utterance(turn_no=turn_no, side="assistant", actor="assistant", act=act, content=content,
-                         prompt_name=self.prompt.name, prompt_version=self.prompt.version, prompt=msgs[0]["content"],
+                         prompt_name=self.prompt.name, prompt_version=self.prompt.version, prompt=render_messages(msgs),
                          retrieval_query=query or None, trace=fitted.trace.summary() if fitted.trace else None,
                          cuts=fitted.cuts, reasoning=reasoning, attempts=tries,
                          model=self.llm.config.role("assistant").model,
@@ -259,8 +319,3 @@ class Assistant:
         if self.builder is None:
             return "(nothing: this assistant has no memory of the user)"
         return (trace.context if trace else "") or "(nothing relevant)"
-
-    def _plain(self, msgs: list[dict[str, str]], salt: str, cuts: list[Cut]):
-        result = self.llm.chat("assistant", msgs, prompt=self.prompt, cache_salt=salt, seed=sampling_seed(salt),
-                               cuts=cuts)
-        yield result

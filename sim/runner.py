@@ -87,7 +87,8 @@ class Simulation:
     # ------------------------------------------------------------------ doing it
 
     def step(self, human_text: str | None = None, on_token: Callable[[str], None] | None = None) -> Utterance | None:
-        """Produce and save the next utterance (a person's words when ``human_text`` is given)."""
+        """Produce and save the next utterance (a person's words when ``human_text`` is given); ``on_token`` gets
+        the text as it streams (either side: the simulator streams in fixed mode)."""
         with self._lock:
             self._hold()
             self._sync()
@@ -104,7 +105,7 @@ class Simulation:
                     raise SimulationError("the typed message is empty")
                 utt = Utterance(turn_no=turn, side=side, actor="human", act=act, content=text)
             elif side == "user":
-                utt, ended = self.simulator.say(turn, act, history, salt)
+                utt, ended = self.simulator.say(turn, act, history, salt, on_token=on_token)
                 self.ended_by_user = self.ended_by_user or (ended and self.record.spec.mode == "free")
             else:
                 utt = self.assistant.say(turn, act, history, salt, on_token=on_token)

@@ -6,12 +6,12 @@ import json
 import re
 
 from backends.llm.types import ChatRequest
-from testkit.requests import prompt_text, schema_name
+from testkit.requests import schema_name
 
 
 def h2_reply(req: ChatRequest) -> str:
     name = schema_name(req)
-    prompt = prompt_text(req)
+    prompt = next(m.content for m in req.messages if m.role == "user")  # the step's own part (the system: rules)
     if name == "LogGraphOut":
         schema = req.response_format["json_schema"]["schema"]
         rel = schema["properties"]["relations"]["items"]["properties"]
@@ -29,7 +29,7 @@ def h2_reply(req: ChatRequest) -> str:
         return json.dumps({"situation": f"situation starting at log {first}: " + prompt.splitlines()[2][:80],
                            "situation_aspects": [aspect]})
     if name == "BackgroundOut":
-        span = re.search(r"New situations of the user \((.*?)\)", prompt).group(1)
+        span = re.search(r"New situations \((.*?)\)", prompt).group(1)
         return json.dumps({"updating_aspects": ["work"], "updating_content": {"work": f"works hard ({span})"}})
     if name == "OutlineOut":
         turns = [int(n) for n in re.findall(r"turn_(\d+):", prompt)]
@@ -42,7 +42,7 @@ def h2_reply(req: ChatRequest) -> str:
             {"turn_span": [mid + 1, max(turns)], "requirement": "wants to support her brother",
              "solution_list": [], "preference": "prefers listening"}]})
     if name == "RefinedOut":
-        req_text = re.search(r"A user's requirement from a conversation: (.*)", prompt).group(1)
+        req_text = re.search(r"The requirement from the conversation: (.*)", prompt).group(1)
         return json.dumps({"requirement": f"refined: {req_text}"})
     if name == "GeneralRequirementOut":
         return json.dumps({"general_requirement": "general need"})

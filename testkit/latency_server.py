@@ -59,8 +59,10 @@ class LatencyServer:
     def answer(body: dict) -> tuple[str, bytes]:
         model = body.get("model", "bench")
         if body.get("stream"):
-            chunks = [{"choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]}
-                      for w in ("Here is ", "one idea ", "for your week.")]
+            system = body["messages"][0]["content"] if body["messages"][0]["role"] == "system" else ""
+            user_side = "chat messages that" in system  # the User-LLM (fixed mode streams its turn too)
+            words = ("I could ", "use some help ", "with this.") if user_side else ("Here is ", "one idea ", "for your week.")
+            chunks = [{"choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]} for w in words]
             chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
             text = "".join(f"data: {json.dumps({'id': 'b', 'object': 'chat.completion.chunk', 'created': 0, 'model': model, **c})}\n\n"
                            for c in chunks) + "data: [DONE]\n\n"

@@ -11,10 +11,10 @@ G-score judge always gives 1.5.
 from __future__ import annotations
 
 import json
-import re
 import time
 
 from backends.llm.types import ChatRequest
+from testkit.requests import act_of, all_text, role_of, user_line, wants_json
 
 RESTATEMENT = "I need a plan for the week"
 PROPOSAL = "Try a short walk after dinner"
@@ -22,13 +22,6 @@ PICKS = ["S1", "S2"]
 G_SCORE = 1.5
 
 
-def _first_user(req: ChatRequest) -> str:
-    return next((m.content for m in req.messages if m.role == "user"), "")
-
-
-def _act(text: str) -> str:
-    found = re.search(r"Act: ([^.\n]+)\.", text)
-    return found.group(1) if found else "?"
 
 
 def _slots(text: str) -> tuple[str, str]:
@@ -37,12 +30,13 @@ def _slots(text: str) -> tuple[str, str]:
 
 
 def protocol_reply(req: ChatRequest) -> str:
-    text = _first_user(req)
-    if "You are simulating a real person" in text:
-        return json.dumps({"content": f"user says ({_act(text)})"})
-    if "what does the user need" in text:
+    text, role = all_text(req), role_of(req)
+    if role == "simulator":
+        words = user_line(req)
+        return json.dumps({"content": words}) if wants_json(req) else words
+    if role == "summary":
         return json.dumps({"query": "help with the week"})
-    if "You are a fair judge" in text:
+    if role == "judge":
         first, second = _slots(text)
         if "Ground truth: what the user really needed" in text:
             s1 = s2 = 7
@@ -50,7 +44,7 @@ def protocol_reply(req: ChatRequest) -> str:
             s1, s2 = (8 if "remembered" in first else 5), (8 if "remembered" in second else 5)
         return json.dumps({"analysis": {"assistant-1": "ok", "assistant-2": "ok", "overall": "ok"},
                            "scores": {"assistant-1": s1, "assistant-2": s2}})
-    if "You are grading how well an assistant understood" in text:
+    if "You grade how well an assistant understood" in text:
         return json.dumps({"analysis": "half of each need", "score": G_SCORE})
     if "# The user's request" in text:
         return json.dumps({"requirement": RESTATEMENT})
@@ -58,9 +52,9 @@ def protocol_reply(req: ChatRequest) -> str:
         return json.dumps({"analysis": "S1 and S2 fit best", "choices": PICKS})
     if "# The user's requirement" in text:
         return json.dumps({"solution": PROPOSAL})
-    if "You are a personal assistant" in text:
+    if role == "assistant":
         plain = "(nothing: this assistant has no memory of the user)" in text
-        return f"{'plain' if plain else 'remembered'} answer ({_act(text)})"
+        return f"{'plain' if plain else 'remembered'} answer ({act_of(req)})"
     return json.dumps({"content": "ok"})
 
 

@@ -31,6 +31,7 @@ from review.batches import pairwise_candidates, plan_batch
 from sim.batch import plan_runs
 from studio.workspace import Workspace
 from testkit.protocol_fake import protocol_reply
+from testkit.requests import all_text, role_of, user_line, wants_json
 
 JUDGE_MODEL = "scripted-judge"
 ANNOTATORS = ("alice.annotator", "bo.annotator")
@@ -38,10 +39,11 @@ ANNOTATORS = ("alice.annotator", "bo.annotator")
 
 def scripted_reply(req: ChatRequest) -> str:
     """Answers for the user simulator (JSON), the query summary, the FairEval judge and the assistant."""
-    first = next((m.content for m in req.messages if m.role == "user"), "")
-    if "You are simulating a real person" in first:
-        return json.dumps({"content": "I could use some help with that."})
-    if "what does the user need" in first:
+    first, role = all_text(req), role_of(req)
+    if role == "simulator":
+        words = user_line(req)
+        return json.dumps({"content": words}) if wants_json(req) else words
+    if role == "summary":
         return json.dumps({"query": "help with the week"})
     if "## assistant-1" in first:
         longer = first.split("## assistant-2")[0].count("\n") >= first.split("## assistant-2")[-1].count("\n")

@@ -56,13 +56,16 @@ def format_instructions(schema: dict[str, Any], mode: str, provider: str) -> str
 
 
 def with_instructions(messages: Sequence[Message], schema: dict[str, Any], mode: str, provider: str) -> list[Message]:
-    """The messages with the format instructions (:func:`format_instructions`) in the system message."""
+    """The messages with the format instructions (:func:`format_instructions`) at the end of the last user message
+    (a user message of their own when there is none): what every call of a prompt shares stays first, so a
+    server's prompt cache serves it, and the format — the call's own — comes last, where a small model heeds it."""
     msgs = list(messages)
     instructions = format_instructions(schema, mode, provider)
-    if msgs and msgs[0].role == "system":
-        msgs[0] = Message(role="system", content=f"{msgs[0].content}\n\n{instructions}")
+    last = next((i for i in range(len(msgs) - 1, -1, -1) if msgs[i].role == "user"), None)
+    if last is not None and last == len(msgs) - 1:
+        msgs[last] = Message(role="user", content=f"{msgs[last].content}\n\n{instructions}")
     else:
-        msgs.insert(0, Message(role="system", content=instructions))
+        msgs.append(Message(role="user", content=instructions))
     return msgs
 
 

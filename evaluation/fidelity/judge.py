@@ -44,9 +44,9 @@ def judge_fidelity(llm: LLMClient, gold: Snapshot, mine: Snapshot, vectors: Stat
     for g, st in enumerate(statements):
         order = sim[g].argsort()[::-1][:evidence_k] if candidates else []
         evidence = [candidates[int(i)].text for i in order]
-        text = prompt.render(kind=_kind(st), statement=st.text,
-                             evidence="\n".join(f"- {e}" for e in evidence) or "(the memory holds nothing)")
-        out = llm.structured("judge", [{"role": "user", "content": text}], VerdictOut, prompt=prompt,
+        messages = prompt.messages(kind=_kind(st), statement=st.text,
+                                   evidence="\n".join(f"- {e}" for e in evidence) or "(the memory holds nothing)")
+        out = llm.structured("judge", messages, VerdictOut, prompt=prompt,
                              cache_salt="memory-fidelity")
         verdict = out.value.verdict if out.ok else "invalid"
         if not out.ok:

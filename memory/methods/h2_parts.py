@@ -21,15 +21,16 @@ WINDOW = 10
 
 
 class SituationOut(BaseModel):
-    situation: str = Field(min_length=1, max_length=600)  # an empty description would be stored as an empty item
+    # a condensed description (at most 3 sentences), never a copy of the logs; an empty one would be stored empty
+    situation: str = Field(min_length=1, max_length=400)
     situation_aspects: list[AspectName] = Field(min_length=1, max_length=4)
 
 
 class BackgroundContent(BaseModel):
-    work: str | None = Field(None, max_length=300)
-    health: str | None = Field(None, max_length=300)
-    family: str | None = Field(None, max_length=300)
-    leisure: str | None = Field(None, max_length=300)
+    work: str | None = Field(None, max_length=200)  # one short sentence per aspect
+    health: str | None = Field(None, max_length=200)
+    family: str | None = Field(None, max_length=200)
+    leisure: str | None = Field(None, max_length=200)
 
 
 class BackgroundOut(BaseModel):
@@ -38,16 +39,16 @@ class BackgroundOut(BaseModel):
 
 
 class SolutionOut(BaseModel):
-    solution: str = Field(max_length=300)
-    user_feedback: str = Field(max_length=300)
+    solution: str = Field(max_length=160)  # a one-sentence summary
+    user_feedback: str = Field(max_length=100)  # the user's attitude in a few words
     feedback_type: Literal["pos", "neg", "others"]
 
 
 class TopicOut(BaseModel):
     turn_span: list[int] = Field(min_length=2, max_length=2)
-    requirement: str = Field(min_length=1, max_length=400)
-    solution_list: list[SolutionOut] = Field(max_length=4)
-    preference: str = Field(max_length=400)
+    requirement: str = Field(min_length=1, max_length=200)
+    solution_list: list[SolutionOut] = Field(max_length=3)  # the fixed schedule proposes two; three leaves room
+    preference: str = Field(max_length=200)
 
 
 class OutlineOut(BaseModel):
@@ -55,7 +56,7 @@ class OutlineOut(BaseModel):
 
 
 class RefinedOut(BaseModel):
-    requirement: str = Field(min_length=1, max_length=500)
+    requirement: str = Field(min_length=1, max_length=300)
 
 
 class GeneralRequirementOut(BaseModel):
@@ -63,7 +64,7 @@ class GeneralRequirementOut(BaseModel):
 
 
 class PrincipleOut(BaseModel):
-    principle: str = Field(max_length=400)
+    principle: str = Field(max_length=300)
 
 
 class RequirementAdjustOut(BaseModel):
@@ -77,7 +78,7 @@ class PrincipleAdjustOut(BaseModel):
     """The reference's reply: ``{"adjust": "No"}`` or ``{"adjust": "Yes", "principle": …}``."""
 
     adjust: Literal["Yes", "No"]
-    principle: str | None = Field(None, max_length=400)
+    principle: str | None = Field(None, max_length=300)
 
 
 def log_graph_model(targets: list[str], allowed: list[str]) -> type[BaseModel]:

@@ -33,7 +33,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from backends.llm.types import StructuredResult
-from backends.prompts import load_prompt
+from backends.prompts import language_label, load_prompt
 from memory.base import MemoryMethod, MemoryView, MethodContext, dialogue_turns, log_ref, scored_part, turn_ref
 from memory.methods.h2_parts import (
     BackgroundOut,
@@ -83,9 +83,10 @@ class H2Memory(MemoryMethod):
         if self.ctx.llm is None:
             notes.append(f"{what}: no LLM configured")
             return None
-        prompt = load_prompt(f"memory/{prompt_name}")
-        out = self.ctx.llm.structured("memory_builder", [{"role": "user", "content": prompt.render(**values)}], model,
-                                      prompt=prompt, cancel=self.ctx.cancel)
+        prompt = load_prompt(f"memory/{prompt_name}", language=self.ctx.user.language)
+        values.setdefault("language", language_label(prompt, self.ctx.user.language))
+        out = self.ctx.llm.structured("memory_builder", prompt.messages(**values), model, prompt=prompt,
+                                      cancel=self.ctx.cancel)
         if isinstance(out, StructuredResult):
             return out.value
         notes.append(f"{what}: model output invalid after {out.attempts} tries ({out.errors[-1][:120]}); fallback used")

@@ -155,7 +155,7 @@ class StepContext:
                 rejected.append(problem)
             return problem
 
-        messages = [{"role": "user", "content": prompt.render(**values)}]
+        messages = prompt.messages(**values)  # shared context first (system), the step's own part last
         overrides: dict[str, Any] = {"max_tokens": max_tokens} if max_tokens else {}
         # the run's seed also seeds sampling (endpoints that honour it, e.g. the local server, repeat themselves);
         # a re-run of the step (a new generation) samples afresh

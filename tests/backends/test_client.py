@@ -1,5 +1,7 @@
 """LLMClient with the scripted fake: cache, retries, accounting, structured output, redaction."""
 
+from typing import Annotated
+
 import pytest
 from pydantic import BaseModel, Field
 
@@ -73,7 +75,7 @@ def test_structured_feeds_validation_errors_back_then_succeeds(make_client):
     retry_msgs = fake.requests[1].messages
     assert "less than or equal to 10" in retry_msgs[-1].content
     assert fake.requests[0].response_format["json_schema"]["schema"]["properties"]["score"]["maximum"] == 10
-    assert "fields: score, reason" in fake.requests[0].messages[0].content  # grammar-enforced: short hint
+    assert "fields: score, reason" in fake.requests[0].messages[-1].content  # grammar-enforced: short hint, last
 
 
 def test_structured_failure_keeps_every_raw_text(make_client):
@@ -88,7 +90,30 @@ def test_structured_json_object_mode_for_endpoints_without_schemas(make_client):
     client = make_client(every_role(fake), env={"PAL_JUDGE_STRUCTURED_MODE": "json_object"})
     assert client.structured("judge", MSG, Verdict).ok
     assert fake.requests[0].response_format == {"type": "json_object"}
-    assert '"maximum":10' in fake.requests[0].messages[0].content  # no grammar: the full schema is in the prompt
+    assert '"maximum":10' in fake.requests[0].messages[-1].content  # no grammar: the full schema is in the prompt
+
+
+class Bounded(BaseModel):
+    note: str = Field(max_length=20)
+    tags: list[Annotated[str, Field(max_length=10)]] = Field(max_length=2)  # bounded_schema refuses unbounded ones
+
+
+@pytest.mark.parametrize("mode", ["json_schema_strict", "json_object", "prompt"])
+def test_bounds_are_kept_in_every_fallback_mode(make_client, mode):
+    """Where the endpoint does not enforce maxLength/maxItems (strict servers drop them, json_object and prompt
+    have no grammar) the bounds are still in the prompt, last, and an answer over them is sent back, not kept."""
+    fake = ScriptedLLM(['{"note": "' + "x" * 40 + '", "tags": ["a"]}', '{"note": "short", "tags": ["a", "b"]}'])
+    client = make_client(every_role(fake), env={"PAL_MEMORY_BUILDER_STRUCTURED_MODE": mode})
+    system = {"role": "system", "content": "shared context"}
+    out = client.structured("memory_builder", [system, {"role": "user", "content": "step"}], Bounded)
+    assert out.ok and out.value.note == "short" and out.attempts == 2
+    first = fake.requests[0]
+    assert first.messages[0].content == "shared context"  # the shared part stays first, untouched
+    last = first.messages[-1].content
+    assert last.startswith("step") and '"maxLength":20' in last and '"maxItems":2' in last
+    if mode == "json_schema_strict":
+        assert "maxLength" not in str(first.response_format)  # what the server is sent loses it; the prompt keeps it
+    assert "at most 20 characters" in fake.requests[1].messages[-1].content
 
 
 def test_stream_yields_deltas_then_result_and_caches(make_client):

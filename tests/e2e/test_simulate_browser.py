@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
@@ -13,6 +12,7 @@ from sim.service import make_spec
 from sim.store import run_id_for
 from testkit.browser import browser_page, chromium_available, running_app
 from testkit.fault_server import FaultServer, completion
+from testkit.requests import USER_LINES
 from tests.conftest import DEMO
 from tests.pages.apptest import app_workspace
 
@@ -26,9 +26,12 @@ CHAT = "[data-testid='stChatMessage']"
 
 
 def _act(body: dict) -> str:
-    text = "\n".join(m["content"] for m in body["messages"])
-    found = re.search(r"Act: ([^.\n]+)\.", text)
-    return found.group(1) if found else "?"
+    """The act a request asks for: the one its last user message names last (as testkit.requests.act_of)."""
+    from palset.vocab import Act
+
+    last = next((m["content"] for m in reversed(body["messages"]) if m["role"] == "user"), "")
+    position, name = max((max(last.rfind(a.value), last.rfind(a.zh)), a.value) for a in Act)
+    return name if position >= 0 else "?"
 
 
 def _sse(text: str, model: str) -> bytes:
@@ -43,12 +46,14 @@ def _sse(text: str, model: str) -> bytes:
 
 
 def fake_llm(body: dict) -> tuple[int, dict, bytes]:
-    """JSON for a structured request (the user simulator), a streamed sentence for the assistant."""
+    """The User-LLM's words (plain, streamed in fixed mode), a streamed sentence for the assistant."""
     model = body.get("model", "fake")
-    structured = body.get("response_format") or any("JSON" in m["content"] for m in body["messages"]
-                                                   if m["role"] == "system")
-    if structured:
-        text = json.dumps({"content": f"user says ({_act(body)})"})
+    system = body["messages"][0]["content"] if body["messages"][0]["role"] == "system" else ""
+    if "chat messages that" in system:  # the User-LLM: plain text in fixed mode, JSON when it is a structured call
+        chat = body["messages"][-1]["content"]
+        turn = sum(line.startswith("Assistant:") for line in chat.splitlines())  # a new line each turn (no echo)
+        words = f"{USER_LINES[turn % len(USER_LINES)]} (" + "".join(w[0] for w in _act(body).split()) + ")"
+        text = json.dumps({"content": words}) if body.get("response_format") else words
     else:
         text = f"assistant answers ({_act(body)}) politely"
     if body.get("stream"):

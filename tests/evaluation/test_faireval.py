@@ -67,10 +67,11 @@ def test_record_keeps_both_orders_and_every_sample(demo, env, runs):
 
 def test_judge_prompt_has_the_ground_truth_and_order_warning(demo, env, runs):
     _, fake = judge(demo, env, runs, prefers_first, k=1)
-    text = next(m.content for m in fake.requests[0].messages if m.role == "user")
+    system, text = fake.requests[0].messages[0].content, fake.requests[0].messages[-1].content
     topic = topic_context(demo, USER, SAMPLE, TOPIC).topic.topic
-    assert topic.implicit_needs[0] in text and topic.requirement in text
-    assert "random order" in text and "Personality" in text
+    assert topic.implicit_needs[0] in text and topic.requirement in text and "random order" in text
+    assert "Personality" in system  # the user's profile: shared by every call of the topic, so it comes first
+    assert text.index(topic.requirement) < text.index("assistant-1") < text.index("How to judge")
 
 
 def test_malformed_outputs_are_retried_then_recorded_invalid(demo, env, runs):

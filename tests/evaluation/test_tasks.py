@@ -45,7 +45,7 @@ def test_selection_prompt_asks_to_analyse_every_candidate_first(demo, env):
     text = next(t for t in texts if "# Candidate solutions" in t)
     n = len(ctx.topic.topic.candidate_solutions)
     assert f"all {n} candidates" in text and text.index('"analysis"') < text.index('"choices"')
-    assert sel.analysis == "S1 and S8 fit this user" and sel.prompt_version == "2"
+    assert sel.analysis == "S1 and S8 fit this user" and sel.prompt_version == "3"
 
 
 def test_g_score_values_and_report():
@@ -59,8 +59,8 @@ def test_g_score_values_and_report():
 def scripted(picks=("S1", "S8"), g=1.5, restated=None, proposed=None):
     """Replies by prompt: the G-score judge, restatement, proposal, selection."""
     def reply(req):
-        text = next(m.content for m in req.messages if m.role == "user")
-        if "grading how well" in text:
+        text = "\n".join(m.content for m in req.messages)
+        if "grade how well" in text:
             return json.dumps({"analysis": "matches one need", "score": g})
         if "Candidate solutions" in text:
             return json.dumps({"analysis": " and ".join(picks) + " fit this user", "choices": list(picks)})

@@ -65,7 +65,7 @@ def test_llm_sees_the_previous_summary(build_memory, tiny_user):
     assert all(r.messages[-1].content for r in fake.requests)
     rows = builder.llm.store.calls("test")
     assert {(r["role"], r["prompt_name"], r["prompt_version"]) for r in rows} == {
-        ("memory_builder", "memory/recursum_log_summary", "1"), ("memory_builder", "memory/recursum_dialogue_summary", "1")}
+        ("memory_builder", "memory/recursum_log_summary", "2"), ("memory_builder", "memory/recursum_dialogue_summary", "2")}
 
 
 def test_invalid_output_keeps_the_previous_summary_and_notes_it(build_memory, tiny_user):

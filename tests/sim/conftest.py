@@ -9,32 +9,32 @@ import pytest
 from backends.config import ROLES
 from backends.llm.fake import ScriptedLLM
 from backends.llm.types import ChatRequest
+from testkit.requests import act_of, role_of, user_line, wants_json
 from testkit.workspace import make_workspace
 
 
 def side_of(req: ChatRequest) -> str:
-    text = req.messages[-1].content if req.messages else ""
-    first = next((m.content for m in req.messages if m.role == "user"), "")
-    if "You are simulating a real person" in first:
+    """``user`` (the User-LLM), ``summary``, ``assistant``, or the last message's text for anything else."""
+    role = role_of(req)
+    if role in ("summary", "assistant"):
+        return role
+    if role == "simulator":
         return "user"
-    if "what does the user need" in first:
-        return "summary"
-    return "assistant" if "You are a personal assistant" in first else text
+    return req.messages[-1].content if req.messages else ""
+
+
+def user_says(req: ChatRequest, text: str) -> str:
+    """What a fake User-LLM answers: ``text`` as JSON in free mode (a structured call), plain in fixed mode."""
+    return json.dumps({"content": text}) if wants_json(req) else text
 
 
 def default_reply(req: ChatRequest) -> str:
     side = side_of(req)
     if side == "user":
-        act = first_line_after(req, "Act: ")
-        return json.dumps({"content": f"user says ({act})"})
+        return user_says(req, user_line(req))
     if side == "summary":
         return json.dumps({"query": "help with sleep"})
-    return f"assistant answers ({first_line_after(req, 'Act: ')})"
-
-
-def first_line_after(req: ChatRequest, marker: str) -> str:
-    text = next((m.content for m in req.messages if m.role == "user"), "")
-    return text.split(marker, 1)[1].split(".", 1)[0] if marker in text else "?"
+    return f"assistant answers ({act_of(req)})"
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from palset.vocab import Act
 from sim.roles import SimulationError, sampling_seed
 from sim.schedule import derived_schedule
 from sim.service import SimulationSetupError, make_spec
+from testkit.requests import act_of
 from tests.conftest import DEMO
 from tests.sim.conftest import default_reply, side_of
 
@@ -58,10 +59,8 @@ def test_simulator_knowledge_depends_on_the_phase(demo, sim_env):
     pref = sim.ctx.user.preferences[topic.requirement_type_id].preference
     user_prompts = {}
     for req in fake.requests:
-        if side_of(req) == "user":
-            text = next(m.content for m in req.messages if m.role == "user")
-            act = text.split("Act: ", 1)[1].split(".", 1)[0]
-            user_prompts.setdefault(act, text)
+        if side_of(req) == "user":  # the phase's knowledge is in the system message, the act in the last message
+            user_prompts.setdefault(act_of(req), req.messages[0].content + req.messages[-1].content)
     need = topic.topic.implicit_needs[0]
     liked = topic.solution_preference.pos_list[0].solution
     req_phase = user_prompts["Topic Inquiry"]
@@ -112,19 +111,29 @@ def test_empty_or_broken_turns_are_retried_never_accepted(demo, sim_env):
     make_llm, store = sim_env
     calls = {"user": 0}
 
-    def flaky(req):
+    def flaky(req):  # fixed mode: the simulator's turn is plain text
         if side_of(req) == "user":
             calls["user"] += 1
-            return ['{"content": ""}', "not json", '{"content": "<Topic Inquiry>"}',
-                    '{"content": "real words"}'][min(calls["user"] - 1, 3)]
+            return ["", "<Topic Inquiry>", "real words"][min(calls["user"] - 1, 2)]
         return default_reply(req)
 
     sim, _ = sim_for(demo, make_llm, store, reply=flaky)
     utt = sim.step()
+    assert utt.content == "real words" and utt.attempts == 3
+
+    def flaky_json(req):  # free mode: a structured call, whose own retries see the broken JSON first
+        if side_of(req) == "user":
+            calls["json"] = calls.get("json", 0) + 1
+            return ['{"content": ""}', "not json", '{"content": "<Topic Inquiry>"}',
+                    '{"content": "real words"}'][min(calls["json"] - 1, 3)]
+        return default_reply(req)
+
+    sim, _ = sim_for(demo, make_llm, store, reply=flaky_json, mode="free", seed="json")
+    utt = sim.step()
     assert utt.content == "real words" and utt.attempts == 2  # 3 rejected answers inside the first attempt
 
     def hopeless(req):
-        return '{"content": "..."}' if side_of(req) == "user" else default_reply(req)
+        return "..." if side_of(req) == "user" else default_reply(req)
 
     sim2, _ = sim_for(demo, make_llm, store, reply=hopeless, seed="other")
     record = sim2.run()
@@ -156,7 +165,7 @@ def test_resume_after_interruption_without_duplicates(demo, sim_env):
 
 def test_failed_runs_resume(demo, sim_env):
     make_llm, store = sim_env
-    sim, _ = sim_for(demo, make_llm, store, reply=lambda r: '{"content": ""}' if side_of(r) == "user" else "x")
+    sim, _ = sim_for(demo, make_llm, store, reply=lambda r: "" if side_of(r) == "user" else "x")
     assert sim.run().status == "failed"
     again, _ = sim_for(demo, make_llm, store)
     again.resume()
@@ -168,8 +177,8 @@ def test_free_mode_ends_on_the_simulators_marker_or_max_turns(demo, sim_env):
 
     def ends_at_turn_3(req):
         if side_of(req) == "user":
-            text = next(m.content for m in req.messages if m.role == "user")
-            return json.dumps({"content": "ok", "end": text.count("- assistant:") >= 2})
+            lines = req.messages[-1].content.splitlines()
+            return json.dumps({"content": "ok", "end": sum(line.startswith("Assistant: ") for line in lines) >= 2})
         return default_reply(req)
 
     sim, _ = sim_for(demo, make_llm, store, reply=ends_at_turn_3, mode="free", max_turns=8)
@@ -196,3 +205,19 @@ def test_each_turn_is_sampled_with_its_own_seed_from_the_run(demo, sim_env):
     turns = len(sim.record.utterances)
     assert len(seeds) == turns and len(set(seeds)) == turns  # one per utterance, all different
     assert seeds[0] == sampling_seed(f"{sim.record.run_id}/1/user/1")
+
+
+def test_both_sides_stream_their_text_in_fixed_mode_and_free_mode_user_turns_are_structured(demo, sim_env):
+    """The Simulate page draws a turn as it streams (``on_token``): the User-LLM's fixed-mode turn is plain streamed
+    text, like the assistant's; a free-mode user turn is one structured answer (it also decides whether to end)."""
+    make_llm, store = sim_env
+    sim, fake = sim_for(demo, make_llm, store)
+    for side in ("user", "assistant"):
+        tokens: list[str] = []
+        utt = sim.step(on_token=tokens.append)
+        assert utt.side == side and len(tokens) > 1 and "".join(tokens).strip() == utt.content
+    assert fake.requests[0].response_format is None and "Topic Inquiry" in fake.requests[0].messages[-1].content
+    free, fake = sim_for(demo, make_llm, store, mode="free", seed="free")
+    tokens = []
+    utt = free.step(on_token=tokens.append)
+    assert utt.side == "user" and tokens == [] and fake.requests[0].response_format is not None

@@ -53,7 +53,7 @@ def test_profile_valid_answer_is_accepted(make_pipeline):
     pipe = make_pipeline(llm_fake=fake)
     pipe.run(until="profile")
     assert pipe.output("profile").name == "Amara Okafor" and pipe.record("profile").retries == 0
-    assert pipe.record("profile").prompts == ["synth/profile@v1"]
+    assert pipe.record("profile").prompts == ["synth/profile@v2"]
 
 
 @pytest.mark.parametrize(("bad", "message"), [

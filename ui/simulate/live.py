@@ -1,4 +1,5 @@
-"""Runs this browser session drives on the Simulate page: stepping (the assistant streams token by token),
+"""Runs this browser session drives on the Simulate page: stepping (both sides stream token by token: the assistant,
+and the User-LLM in fixed mode, where its turn is plain text; a free-mode user turn is one structured answer),
 Stop/Resume, and a person taking over either side.
 
 Every utterance is saved by :class:`sim.runner.Simulation` the moment it exists, so a closed browser
@@ -193,7 +194,8 @@ def advance(sims: list[Simulation], bodies: list) -> bool:
 
 
 def step_once(sim: Simulation) -> None:
-    """One utterance, drawn as it appears (the assistant's streams); an error fails the run with a message."""
+    """One utterance, drawn as it appears (streamed: either side's text grows in place; a User-LLM turn that does not
+    speak as the user is asked again, and the kept one replaces it); an error fails the run with a message."""
     slot = sim.next_slot()
     if slot is None:
         sim.step()  # nothing left: marks the run finished

@@ -36,7 +36,7 @@ class WeightsProvider(ScriptedLLM):
 
     @staticmethod
     def answer(req) -> str:
-        schema = req.messages[0].content if req.messages[0].role == "system" else ""
+        schema = "\n".join(m.content for m in req.messages)  # prompt mode: the schema ends the last user message
         if '"choices"' in schema:
             return json.dumps({"analysis": "S1 and S8 fit the weights best.", "choices": ["S1", "S8"]})
         if '"requirement"' in schema:
@@ -102,7 +102,7 @@ def test_simulation_uses_the_methods_provider_for_the_assistant(tmp_path, monkey
     assert record.settings["assistant"]["model"] == "weights/tiny"  # the run records who really answered
     said = [u for u in record.utterances if u.side == "assistant"]
     assert said and all(u.content == f"{MARKER} reply" and u.model == "weights/tiny" for u in said)
-    assert all(u.content.startswith("user says") for u in record.utterances if u.side == "user")
+    assert all(u.content.endswith(").") for u in record.utterances if u.side == "user")
     assert SEEN[-1].current.sample_id == "1000_sample7" and len(SEEN[-1].requests) == len(said)
     assert not any("You are a personal assistant" in (r.messages[0].content if r.messages else "") for r in fake.requests)
     roles = {(r["role"], r["provider"]) for r in llm.store.calls("hook", limit=1000)}
@@ -123,5 +123,5 @@ def test_single_turn_tasks_use_the_methods_provider(tmp_path, monkeypatch, demo_
     assert results["selection"].picks == ["S1", "S8"] and results["selection"].s_score == 2
     assert {r.model for r in results.values()} == {"weights/tiny"}
     assert all(r.ok for r in results.values())
-    assert all("must match this JSON schema" in r.messages[0].content for r in SEEN[-1].requests)  # no grammar: full schema
+    assert all("must match this JSON schema" in r.messages[-1].content for r in SEEN[-1].requests)  # no grammar: full schema
     assert len(judge.requests) == 1  # only the G-score judge went to the configured LLM

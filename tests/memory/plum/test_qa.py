@@ -45,12 +45,12 @@ def test_session_pairs_positive_closed_negative_and_opener(plum_builder, tiny_us
     # the negative prompt was told what was discussed and how many to give
     neg_prompt = prompt_text(next(r for r in fake.requests if schema_name(r) == "NegativeTopics"))
     assert section(neg_prompt, "Topics that were discussed") == "- brother's maths exam\n- night messages"
-    assert "List up to 2 topics" in neg_prompt
+    assert "List up to 2 such topics" in neg_prompt
     # trained once, on exactly the stored pairs, in item order
     assert trained == [(s0.sample_id, [(m["question"], m["answer"]) for m in metas])]
     rows = builder.llm.store.calls("test")
     assert {(r["role"], r["prompt_name"], r["prompt_version"]) for r in rows} == {
-        ("memory_builder", "memory/plum_qa", "1"), ("memory_builder", "memory/plum_qa_negative", "1")}
+        ("memory_builder", "memory/plum_qa", "2"), ("memory_builder", "memory/plum_qa_negative", "2")}
     notes = builder.store.notes(builder.build_id)[dialogue_stage(0)]
     assert any(n.startswith("adapter trained on 9 QA pair(s): 2 steps, loss 2.000 → 1.000") for n in notes)
 

@@ -1,0 +1,131 @@
+"""Live chat latency: time to the first streamed token and to the whole turn, per side, for a 12-utterance simulation
+driven exactly as the Simulate page drives it (``Simulation.step(on_token=…)``, issue 24 point 4).
+
+For each utterance: seconds to the first token (the User-LLM in fixed mode streams plain text; the assistant's time
+includes its query summary and retrieval when the method has them), seconds to the end of the turn, tries (a
+User-LLM turn that fails ``sim.persona_check`` is asked again), and how much of the prompt is the previous call's
+prompt of the same role (its longest common prefix in characters: what the server's prompt cache can keep — the
+bundled llama.cpp server caches prompts, ``cache_prompt``). Then p50/p95 per side, and the load average beside
+them (the target, start streaming within 3 s and finish at p50 <= 8 s for the default model, is for a quiet
+2-core machine).
+
+Run: ``nice -n 10 .venv/bin/python bench/live_chat.py [--model qwen2.5-coder-0.5b] [--method rag-turn] [--user 1002]``
+(a temporary PAL_HOME; about 5–15 minutes on a busy 2-core machine with the default model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("PAL_HOME", tempfile.mkdtemp(prefix="pal-live-"))
+
+from backends.llm.client import LLMClient  # noqa: E402
+from backends.local_models import find_model  # noqa: E402
+from palset.loader import load_dataset  # noqa: E402
+from sim.service import make_spec  # noqa: E402
+from testkit.workspace import make_workspace  # noqa: E402
+
+PROMPTS: dict[str, str] = {}  # role → the previous call's prompt (all its messages, flattened)
+REUSE: list[tuple[str, int, int]] = []  # (role, prompt chars, chars shared with the previous call of the role)
+
+
+def _watch_prompts() -> None:
+    """Note, for every chat/stream/structured call, how much of its prompt the role's previous call already sent."""
+    def note(role: str, messages) -> None:
+        text = "".join(f"<{m['role'] if isinstance(m, dict) else m.role}>"
+                       f"{m['content'] if isinstance(m, dict) else m.content}" for m in messages)
+        before = PROMPTS.get(role, "")
+        shared = len(os.path.commonprefix([before, text]))
+        REUSE.append((role, len(text), shared))
+        PROMPTS[role] = text
+
+    for name in ("chat", "stream", "structured"):
+        original = getattr(LLMClient, name)
+
+        def wrapped(self, role, messages, *a, _original=original, **kw):  # type: ignore[no-untyped-def]
+            note(role, messages)
+            return _original(self, role, messages, *a, **kw)
+
+        setattr(LLMClient, name, wrapped)
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, max(0, round(q * (len(values) - 1))))] if values else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b")
+    parser.add_argument("--method", default="rag-turn", help="the assistant's memory method (rag-turn: the query is "
+                                                             "summarised before each turn; vanilla-log: a fixed memory)")
+    parser.add_argument("--user", default="1002")
+    parser.add_argument("--sample", default="", help="query session (default: the user's first)")
+    parser.add_argument("--topic", default="topic-1")
+    parser.add_argument("--utterances", type=int, default=12)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--mode", choices=("fixed", "free"), default="fixed")
+    args = parser.parse_args()
+    model = find_model(args.model)
+    if model is None:
+        raise SystemExit(f"unknown model {args.model!r}")
+    _watch_prompts()
+    dataset = load_dataset(ROOT / "data" / "demo")
+    user = dataset.users[args.user]
+    sample = args.sample or user.query[0].sample_id
+    home = Path(os.environ["PAL_HOME"])
+    ws = make_workspace(home, secrets={"local": {"threads": args.threads}, "cache": False},
+                        env={"PAL_DEFAULT_MODEL": model.name, "PAL_EMBEDDER": "auto", "PAL_DEFAULT_TIMEOUT": "900"})
+    llm = ws.llm(session_id="live-chat")
+    builder = ws.open_builder(dataset, args.user, args.method, llm=llm) if args.method != "vanilla" else None
+    if builder is not None:
+        builder.run()
+    spec = make_spec(dataset, args.user, sample, args.topic, args.method, mode=args.mode,
+                     seed=f"live-{time.time_ns()}", max_turns=max(1, args.utterances // 2))
+    sim = ws.open_simulation(dataset, spec, llm, builder=builder)
+    llm.chat("user_simulator", [{"role": "user", "content": "Say OK."}], max_tokens=2)  # the server is up
+    load = os.getloadavg()
+    print(f"{model.name}, {args.method}, user {args.user} {sample} {args.topic}, {args.mode} mode; "
+          f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}", flush=True)
+    rows = []
+    while len(rows) < args.utterances and sim.next_slot() is not None:
+        turn, side, act = sim.next_slot()  # type: ignore[misc]
+        first: list[float] = []
+        calls_before = len(REUSE)
+        started = time.perf_counter()
+        utt = sim.step(on_token=lambda _t, first=first: first or first.append(time.perf_counter()))
+        total = time.perf_counter() - started
+        if utt is None:
+            break
+        ttft = (first[0] - started) if first else total
+        calls = REUSE[calls_before:]
+        reused = sum(s for _, _, s in calls) / max(sum(n for _, n, _ in calls), 1)
+        rows.append({"side": side, "ttft": ttft, "total": total, "tries": utt.attempts, "reused": reused,
+                     "calls": len(calls)})
+        print(f"  turn {turn} {side:9} {act.value:24} first token {ttft:5.1f} s  done {total:5.1f} s  "
+              f"x{utt.attempts}  prompt from the previous call {reused:4.0%}  {utt.content[:70]!r}", flush=True)
+    end_load = os.getloadavg()
+    print(f"\n{'side':9} {'n':>3} {'first token p50':>16} {'p95':>6} {'turn p50':>9} {'p95':>6} {'prompt reused':>14}")
+    for side in ("user", "assistant"):
+        mine = [r for r in rows if r["side"] == side]
+        if not mine:
+            continue
+        ttft, total = [r["ttft"] for r in mine], [r["total"] for r in mine]
+        reused = statistics.mean(r["reused"] for r in mine[1:]) if len(mine) > 1 else 0.0
+        print(f"{side:9} {len(mine):>3} {pct(ttft, .5):>14.1f} s {pct(ttft, .95):>5.1f}s {pct(total, .5):>7.1f} s "
+              f"{pct(total, .95):>5.1f}s {reused:>13.0%}")
+    print(f"load average at the end {end_load[0]:.1f} {end_load[1]:.1f} {end_load[2]:.1f} "
+          "(targets, quiet 2-core machine, default model: first token <= 3 s, turn p50 <= 8 s)")
+    ws.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""Does a simulated user's turn speak *as the user*? A small rule, in English and Chinese (issue 24).
+
+A turn passes when all of these hold:
+
+1. **no assistant-style greeting or offer** — "How can I help you?", "I'm happy to help", "Here are some tips",
+   "You could try…", "有什么可以帮你的", "很高兴为您服务", "建议你…": what small models write when they slip into
+   the assistant's part;
+2. **no narration of "the user"** — "The user asks about…", "用户想要…" (a summary, not the user speaking);
+3. **first person** — "I", "my", "we" / "我", "咱"; a short reaction (at most 8 words, or 15 Chinese characters:
+   "Yes, exactly.", "不对。") or a question (Chinese drops the pronoun: "这话怎么开口？") passes without one, unless the
+   question guesses at the other side's needs the way the assistant does ("Are you looking for…?", "你是想…吗？");
+4. **the user's language** — Chinese: at least half of the letters are Chinese characters; English: at most a
+   tenth are;
+5. **no echo** — most of the turn (60 % of its 6-character pieces) is not copied from a given text: the
+   assistant's last message, the prompt's example or instructions (small models copy what is nearest).
+
+:func:`speaks_as_user` returns a :class:`PersonaVerdict` with the reasons a turn fails; :func:`detect_language`
+is the language rule on its own. Pure functions (no model, no I/O): the simulator retries a turn that fails,
+the quality bench counts them, a fidelity check may reuse them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_LATIN = re.compile(r"[A-Za-z]")
+
+OFFER_EN = re.compile("|".join([
+    r"\bhow (?:can|may|could) i (?:help|assist)",
+    r"\b(?:i'?m|i am) (?:here|happy|glad) to (?:help|assist)",
+    r"\bi(?:'?d| would) be (?:happy|glad) to (?:help|assist)",
+    r"\bwhat can i do for you\b",
+    r"\bis there anything (?:else )?i can\b",
+    r"\blet me know if\b",
+    r"\bfeel free to\b",
+    r"\bas (?:an|your) (?:ai|assistant|language model)\b",
+    r"\bhere (?:are|is) (?:some|a few|a couple of) (?:tips|suggestions|ideas|options|ways|steps)\b",
+    r"\bi (?:would )?(?:suggest|recommend) (?:that )?you\b",
+    r"\byou (?:could|should|might|can) try\b",
+    r"\bhope (?:this|that) helps\b",
+    r"^\W*(?:hello|hi|hey)\b[^.!?]*\b(?:help|assist)",
+    r"\bi(?:'m| am) sorry, but i (?:can(?:'t|not)|am unable)",
+    r"\bi can(?:'t|not) (?:assist|help) with\b",
+]), re.I)
+NARRATION_EN = re.compile(r"^\W*(?:the )?user\b|\bthe user (?:is|has|wants|needs|asks|feels|would|was)\b", re.I)
+FIRST_PERSON_EN = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|our|us)\b", re.I)
+
+OFFER_ZH = re.compile("|".join([
+    r"有什么(?:可以|能|需要)?(?:我)?(?:帮|为)",
+    r"很高兴(?:能)?(?:为你|为您|帮助|帮你|帮您|帮到)",
+    r"我(?:可以|能|来)(?:帮|为)(?:你|您)",
+    r"作为(?:一个|您的|你的)?(?:AI|人工智能|智能助手|助手|语言模型)",
+    r"请问(?:有什么|您需要|你需要)",
+    r"为(?:你|您)服务",
+    r"希望(?:这|以上)(?:些)?(?:建议|信息|回答)?(?:能)?(?:对你|对您)?有(?:所)?帮助",
+    r"以下是(?:一些)?(?:建议|方法|步骤)",
+    r"你可以(?:试试|尝试)",
+    r"(?:我)?建议(?:你|您)",
+    r"^\W*(?:你好|您好)[，,！!。\s]*(?:我是|有什么|请问|很高兴)",
+    r"(?:抱歉|对不起)[，,]?\s*我(?:无法|不能)(?:回答|提供|协助|帮助)",
+]), re.I)
+NARRATION_ZH = re.compile(r"^\W*用户|用户(?:想|需要|希望|正在|是|在|询问|表示)")
+QUESTION = re.compile(r"[?？]\s*$|[吗呢吧]\W*$")
+GUESS = re.compile(r"^\W*(?:are|do|did|would|were) you\b|^\W*is it\b|你是(?:不是|否)?(?:想|在|要|需要|担心|希望)|你(?:想要|需要|是否)",
+                   re.I)
+FIRST_PERSON_ZH = re.compile(r"[我咱俺]|本人")
+
+SHORT_WORDS = 8
+SHORT_CJK = 15
+ECHO_GRAM = 6
+ECHO_SHARE = 0.6
+_NOT_TEXT = re.compile(r"[\W_]+")
+
+
+@dataclass(frozen=True)
+class PersonaVerdict:
+    """Whether a turn speaks as the user, why not, and the language it was written in."""
+
+    ok: bool
+    reasons: tuple[str, ...]
+    language: str  # detect_language's answer
+
+
+def detect_language(text: str) -> str:
+    """``zh`` when at least half the letters are Chinese characters, ``en`` when at most a tenth are, ``mixed``
+    between, ``""`` for text without letters."""
+    cjk, latin = len(_CJK.findall(text)), len(_LATIN.findall(text))
+    # a Chinese character carries about as much as a short English word: weigh latin letters by 1/4
+    total = cjk + latin / 4
+    if total == 0:
+        return ""
+    share = cjk / total
+    return "zh" if share >= 0.5 else "en" if share <= 0.1 else "mixed"
+
+
+def in_language(text: str, language: str) -> bool:
+    """Whether ``text`` is written in ``language`` (``zh`` or ``en``; other codes: not judged, True)."""
+    if language not in ("zh", "en"):
+        return True
+    return detect_language(text) == language
+
+
+def _short(text: str) -> bool:
+    cjk = len(_CJK.findall(text))
+    return cjk <= SHORT_CJK if cjk else len(text.split()) <= SHORT_WORDS
+
+
+def _grams(text: str) -> set[str]:
+    flat = _NOT_TEXT.sub("", text.lower())
+    return {flat[i:i + ECHO_GRAM] for i in range(max(len(flat) - ECHO_GRAM + 1, 0))}
+
+
+def echoes(text: str, source: str) -> bool:
+    """Whether most of ``text`` (``ECHO_SHARE`` of its 6-character pieces) is copied from ``source``."""
+    mine = _grams(text)
+    return bool(mine) and len(mine & _grams(source)) >= ECHO_SHARE * len(mine)
+
+
+def speaks_as_user(text: str, language: str, sources: Sequence[str] = ()) -> PersonaVerdict:
+    """The rule of the module docstring for one turn of a user whose language is ``language`` (``zh``/``en``);
+    ``sources``: texts the turn must not copy (the assistant's last message, the prompt's example and cue)."""
+    found = detect_language(text)
+    reasons: list[str] = []
+    if any(echoes(text, source) for source in sources if source):
+        reasons.append("repeats the assistant or the prompt")
+    if OFFER_EN.search(text) or OFFER_ZH.search(text):
+        reasons.append("assistant-style greeting or offer")
+    if NARRATION_EN.search(text) or NARRATION_ZH.search(text):
+        reasons.append('narrates "the user"')
+    own_question = bool(QUESTION.search(text)) and not GUESS.search(text)
+    if not (FIRST_PERSON_EN.search(text) or FIRST_PERSON_ZH.search(text) or _short(text) or own_question):
+        reasons.append("not in the first person")
+    if not in_language(text, language):
+        reasons.append(f"not in the user's language ({language}; written: {found or 'no letters'})")
+    return PersonaVerdict(ok=not reasons, reasons=tuple(reasons), language=found)

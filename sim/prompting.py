@@ -1,0 +1,200 @@
+"""The messages of the two dialogue roles, assembled so a server's prompt cache serves them (issues 24 and 28).
+
+Both roles put what stays the same first (system message, persona or role, a memory that does not change) and
+the turn's own part last; the dialogue so far sits in between and only grows at its end. Turn n+1's messages
+start with exactly the tokens of turn n's up to the words said last, so llama.cpp's ``cache_prompt`` (or vLLM's
+prefix caching) only processes what is new.
+
+* **User-LLM** (:func:`simulator_messages`): the model writes the user's next message in the user's voice
+  ("ghostwriter" framing: an instruct model stays in the user's voice far better than when told it *is* the user).
+  System message: the persona, an optional fragment (e.g. the ``user_style`` conditioning) and, last, what this
+  phase of the dialogue lets the user know (Mem-PAL §4.3: query, hidden needs and requirement while the need is
+  guessed; requirement, preferences and liked/disliked solutions while solutions are discussed), so a phase change
+  re-reads only that part and what follows. Then one worked example exchange in the user's language (constant).
+  Then one user message: the chat so far as "<name>: …" / "Assistant: …" lines, growing at its end, and the cue
+  last: the assistant's last words quoted and the act with its definition. (The transcript as alternating chat
+  messages with the model in the user's seat was tried first: Qwen2.5-Coder-0.5B echoed the assistant's last
+  message back as "its" turn; see FIDELITY.md.)
+* **Assistant** (:func:`assistant_messages`): system message with the role and — for a method whose memory does
+  not depend on the dialogue (``uses_query`` false: vanilla, vanilla-log, full history, PLUM) — the memory; then
+  the transcript; the last user message carries the user's words, then a note with the retrieved memory (for
+  query-dependent methods, which change it every turn) and the act. The query-summary call before it shares the
+  system message and transcript (:func:`assistant_messages` with the summary prompt's ``turn``).
+
+Chinese users get the prompts' Chinese wording (``<name>.zh.md``; see FIDELITY.md for the measurement).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from backends.prompts import LANGUAGE_LABELS, Prompt, language_label, load_prompt, prompt_language
+from memory.privacy import redact_text
+from palset.vocab import Act
+from sim.acts import REQUIREMENT_PHASE, act_name, definition
+from sim.types import Utterance
+
+LANGUAGE = LANGUAGE_LABELS["en"]
+
+
+def language_name(prompt: Prompt, user_language: str) -> str:
+    """The user's language as the prompt names it (in Chinese inside a Chinese-worded prompt)."""
+    return language_label(prompt, user_language if user_language in LANGUAGE else "en")
+
+
+def load_role_prompt(name: str, user_language: str) -> Prompt:
+    """The role's prompt for a user of ``user_language`` (its Chinese wording for Chinese users)."""
+    return load_prompt(name, language=user_language)
+
+
+def render_messages(messages: Sequence[dict[str, str]]) -> str:
+    """The messages as one text, for the utterance's stored prompt (one message: its text as it is)."""
+    if len(messages) == 1:
+        return messages[0]["content"]
+    return "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in messages)
+
+
+def _cut_note(dropped: int, zh: bool) -> str:
+    return (f"（为适应上下文窗口，省略了前面 {dropped} 条消息）" if zh
+            else f"(… {dropped} earlier message(s) left out to fit the context window)")
+
+
+# ---------------------------------------------------------------- the User-LLM
+
+
+def simulator_system(prompt: Prompt, ctx: Any, act: Act, fragment: str | None = None) -> str:
+    """The User-LLM's system message for a turn in ``act``: persona, ``fragment``, then the phase knowledge."""
+    lang = prompt_language(prompt)
+    return prompt.part("system", name=ctx.name(), persona=ctx.persona(zh=lang == "zh"), personality=ctx.personality(),
+                       situation=ctx.situation(), language=language_name(prompt, ctx.user.language),
+                       fragment=f"\n{fragment}\n" if fragment else "", knowledge=phase_knowledge(prompt, ctx, act))
+
+
+def phase_knowledge(prompt: Prompt, ctx: Any, act: Act) -> str:
+    """What the user knows in ``act``'s phase (never both phases at once: Mem-PAL §4.3)."""
+    t = ctx.topic.topic
+    none = "（无）" if prompt_language(prompt) == "zh" else "(none)"
+    if act in REQUIREMENT_PHASE:
+        needs = "\n".join(f"  {i + 1}. {need}" + (f" ({'; '.join(ev)})" if ev else "")
+                          for i, (need, ev) in enumerate(ctx.needs_with_evidence())) or f"  {none}"
+        return redact_text(prompt.part("requirement_knowledge", name=ctx.name(), query=ctx.free_query or t.user_query,
+                                       needs=needs, requirement=t.requirement))
+    pref = ctx.preference()
+    liked, disliked = ctx.liked_and_disliked()
+    return redact_text(prompt.part(
+        "solution_knowledge", name=ctx.name(), requirement=t.requirement, accepts=pref.preference.pos if pref else none,
+        rejects=pref.preference.neg if pref else none,
+        liked="; ".join(f"{s} ({r})" if r else s for s, r in liked) or none,
+        disliked="; ".join(f"{s} ({r})" if r else s for s, r in disliked) or none))
+
+
+def example_exchange(prompt: Prompt, user_language: str) -> list[dict[str, str]]:
+    """The one worked example (a user message and the reply written for it), in the user's language."""
+    lang = user_language if prompt.has_part(f"example_user_{user_language}") else prompt_language(prompt)
+    return [{"role": "user", "content": prompt.part(f"example_user_{lang}")},
+            {"role": "assistant", "content": prompt.part(f"example_reply_{lang}")}]
+
+
+def transcript_lines(prompt: Prompt, name: str, history: Sequence[Utterance], dropped: int = 0) -> str:
+    """The chat so far as the User-LLM reads it: "<name>: …" / "Assistant: …" lines (in the prompt's language)."""
+    you, other = prompt.part("you", name=name), prompt.part("other")
+    lines = [_cut_note(dropped, prompt_language(prompt) == "zh")] if dropped else []
+    lines += [f"{you if u.side == 'user' else other} {redact_text(u.content)}" for u in history]
+    return "\n".join(lines)
+
+
+def simulator_messages(prompt: Prompt, ctx: Any, act: Act, history: Sequence[Utterance], *,
+                       free_mode: bool = False, fragment: str | None = None, dropped: int = 0) -> list[dict[str, str]]:
+    """The User-LLM's messages for its turn in ``act`` after ``history`` (the kept utterances; ``dropped`` older
+    ones were left out to fit the window). The one place the simulator's prompt is assembled: ``fragment`` (e.g.
+    ``prompts/sim/user_style.md`` filled) goes into the system message before the phase knowledge.
+
+    Messages: system, the worked example (a user message and its reply), then one user message: the chat so far,
+    then the turn's cue (the assistant's last words quoted, the act). The next turn's message starts with the same
+    text up to the end of this turn's transcript (only the short cue differs), so a prompt cache keeps it."""
+    lang = prompt_language(prompt)
+    values = {"act": act_name(act, lang), "definition": definition("user", act, lang), "name": ctx.name(),
+              "language": language_name(prompt, ctx.user.language)}
+    last = next((u.content for u in reversed(history) if u.side == "assistant"), None)
+    if history or dropped:
+        text = prompt.part("chat", transcript=transcript_lines(prompt, ctx.name(), history, dropped),
+                           reply=redact_text(last or ""), **values)
+    else:
+        text = prompt.part("opening", query=redact_text(ctx.free_query or ctx.topic.topic.user_query), **values)
+    if free_mode and prompt.has_part("free_ending"):
+        text = f"{text}\n{prompt.part('free_ending', name=ctx.name())}"
+    return [{"role": "system", "content": simulator_system(prompt, ctx, act, fragment)},
+            *example_exchange(prompt, ctx.user.language), {"role": "user", "content": text}]
+
+
+def with_retry_notes(prompt: Prompt, ctx: Any, messages: list[dict[str, str]],
+                     rejected: Sequence[tuple[str, Sequence[str]]]) -> list[dict[str, str]]:
+    """``messages`` with a note per rejected draft (what it was and why) at the end of the last message: the next
+    try is told what not to write; everything before stays as it was (the prompt cache keeps it)."""
+    if not rejected:
+        return messages
+    notes = [prompt.part("retry", draft=redact_text(draft[:160]), reasons="; ".join(reasons), name=ctx.name(),
+                         language=language_name(prompt, ctx.user.language)) for draft, reasons in rejected]
+    return [*messages[:-1], {"role": messages[-1]["role"], "content": "\n".join([messages[-1]["content"], *notes])}]
+
+
+def cut_at_speaker(text: str, name: str) -> str:
+    """``text`` up to a line where the model went on to write the next speaker's line ("Assistant: …", "助手：",
+    "<name>: …") or the prompt's own cue (a small model continuing the transcript)."""
+    labels = ("Assistant:", "Assistant：", "助手：", "助手:", "助手刚才说", "The assistant just wrote", f"{name}:", f"{name}：",
+              "Write ", "写出")
+    lines = text.splitlines()
+    for i, line in enumerate(lines[1:], start=1):
+        if line.strip().startswith(labels):
+            return "\n".join(lines[:i]).strip()
+    return text.strip()
+
+
+def echo_sources(messages: Sequence[dict[str, str]], history: Sequence[Utterance]) -> list[str]:
+    """What a user turn must not copy: whatever the assistant said, the worked example, the turn's message (the chat
+    so far and the cue)."""
+    said = [u.content for u in history if u.side == "assistant"]
+    turn = messages[-1]["content"] if messages else ""
+    example = [m["content"] for m in messages[1:3]]
+    return [t for t in (*said, turn, *example) if t]
+
+
+# ---------------------------------------------------------------- the assistant
+
+
+def assistant_messages(prompt: Prompt, ctx: Any, history: Sequence[Utterance], tail: str, *,
+                       static_memory: str | None = None, dropped: int = 0) -> list[dict[str, str]]:
+    """The assistant's messages: system (role, and ``static_memory`` when the method's memory does not depend on
+    the dialogue), the transcript (the user's words as user messages, the assistant's as its own), and the last
+    user message: the user's latest words, then ``tail`` (a note with the act, or the query-summary request)."""
+    zh = prompt_language(prompt) == "zh"
+    language = language_name(prompt, ctx.user.language)
+    memory = prompt.part("static_memory", memory=static_memory) if static_memory is not None else ""
+    msgs = [{"role": "system", "content": prompt.part("system", language=language, static_memory=memory).rstrip()}]
+    pending: list[str] = [_cut_note(dropped, zh)] if dropped else []
+    for u in history:
+        if u.side == "user":
+            pending.append(redact_text(u.content))
+            continue
+        if pending:
+            msgs.append({"role": "user", "content": "\n".join(pending)})
+            pending = []
+        msgs.append({"role": "assistant", "content": redact_text(u.content)})
+    words = "\n".join(pending)
+    msgs.append({"role": "user", "content": f"{words}\n\n{tail}" if words else tail})
+    return msgs
+
+
+def assistant_note(prompt: Prompt, ctx: Any, act: Act, memory: str | None) -> str:
+    """The note after the user's words: the retrieved ``memory`` (None: it is in the system message) and the act."""
+    lang = prompt_language(prompt)
+    text = prompt.part("turn", act=act_name(act, lang), definition=definition("assistant", act, lang),
+                       memory=prompt.part("turn_memory", memory=memory) if memory is not None else "",
+                       language=language_name(prompt, ctx.user.language))
+    return text.strip()
+
+
+def summary_note(prompt: Prompt, ctx: Any) -> str:
+    """The query-summary request after the user's words (``prompts/sim/query_summary.md``)."""
+    return prompt.part("turn", language=language_name(prompt, ctx.user.language)).strip()

@@ -1,0 +1,73 @@
+"""The persona rule: does a simulated user's turn speak as the user (English and Chinese)?"""
+
+import pytest
+
+from sim.persona_check import detect_language, echoes, in_language, speaks_as_user
+
+
+@pytest.mark.parametrize("text", [
+    "What do I do now that I didn't get staff?",
+    "Yes, exactly — I keep waking up at noon.",
+    "No, that's not it.",  # a short reaction needs no first person
+    "That works for me.",
+    "But how would we fit that into our mornings?",
+    "Any ideas for getting a staff promotion next cycle without playing politics?",  # a question of one's own
+])
+def test_english_user_turns_pass(text):
+    verdict = speaks_as_user(text, "en")
+    assert verdict.ok, verdict.reasons
+    assert verdict.language == "en"
+
+
+@pytest.mark.parametrize("text", [
+    "年终要给一个店长打低分，这话怎么开口？",
+    "对，论数字就是她，可她十月刚闹过辞职，我怕她又撂挑子。",
+    "不对。",
+    "这个可以。",
+])
+def test_chinese_user_turns_pass(text):
+    verdict = speaks_as_user(text, "zh")
+    assert verdict.ok, verdict.reasons
+    assert verdict.language == "zh"
+
+
+@pytest.mark.parametrize("text,language,reason", [
+    ("Hello! How can I help you today?", "en", "assistant-style greeting or offer"),
+    ("I'm happy to help you plan your week.", "en", "assistant-style greeting or offer"),
+    ("Here are some tips for sleeping better after a night shift.", "en", "assistant-style greeting or offer"),
+    ("I'm sorry, but I can't assist with that request.", "en", "assistant-style greeting or offer"),
+    ("You could try a short walk after dinner every day this week.", "en", "assistant-style greeting or offer"),
+    ("The user is asking how to talk to a store manager about a low rating.", "en", 'narrates "the user"'),
+    ("Turning committee feedback into a concrete plan for the next promotion cycle with dated steps.", "en",
+     "not in the first person"),
+    ("你好，我是你的私人助手，有什么可以帮你的吗？", "zh", "assistant-style greeting or offer"),
+    ("很高兴为您服务，请问您需要什么帮助？", "zh", "assistant-style greeting or offer"),
+    ("建议你先和刘梅一对一面谈，再把规则发给所有店长。", "zh", "assistant-style greeting or offer"),
+    ("用户想知道怎么给店长打低分。", "zh", 'narrates "the user"'),
+    ("年终绩效需要在强制分布的要求下给出一个有数据支撑的评级并且沟通清楚", "zh", "not in the first person"),
+    ("你是想让这个评级有理有据、又别把她再逼走吗？", "zh", "not in the first person"),  # the assistant's guess
+    ("Are you looking for a way to turn the feedback into a plan?", "en", "not in the first person"),
+])
+def test_assistant_like_or_narrated_turns_fail_with_their_reason(text, language, reason):
+    verdict = speaks_as_user(text, language)
+    assert not verdict.ok and reason in verdict.reasons
+
+
+def test_a_turn_in_the_wrong_language_fails():
+    assert speaks_as_user("I need a plan for the review meeting.", "zh").reasons == (
+        "not in the user's language (zh; written: en)",)
+    verdict = speaks_as_user("我想知道怎么开口。", "en")
+    assert not verdict.ok and verdict.language == "zh"
+    assert in_language("我想知道 KPI 怎么定。", "zh")  # a Latin acronym in Chinese text is still Chinese
+    assert detect_language("") == "" and detect_language("OK I think maybe 好") == "mixed"
+    assert in_language("anything", "fr")  # languages the rule does not know are not judged
+
+
+def test_echoes_of_the_assistant_or_the_prompt_fail():
+    said = "Is it the night shifts that leave you too tired to sleep properly?"
+    assert echoes("Is it the night shifts that leave you too tired to sleep?", said)
+    assert not echoes("Yes, the night shifts wreck my sleep.", said)
+    verdict = speaks_as_user("是不是夜班让你一直睡不好？", "zh", sources=["助手：是不是夜班让你一直睡不好？"])
+    assert not verdict.ok and "repeats the assistant or the prompt" in verdict.reasons
+    assert speaks_as_user("对，我夜班后一直睡不好。", "zh", sources=["是不是夜班让你一直睡不好？"]).ok
+    assert not echoes("", said) and not echoes("ok", "")
