@@ -13,7 +13,7 @@ import hashlib
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pydantic import BaseModel, Field
 
@@ -29,6 +29,7 @@ from palset.dataset import Session, SessionTopic, User
 from palset.vocab import Act
 from sim.acts import DEFINITIONS, PURPOSE, REQUIREMENT_PHASE
 from sim.fit import Fitted, fit_prompt, render_transcript
+from sim.style import render_messages, with_fragment
 from sim.types import Utterance
 
 __all__ = ["Assistant", "SimulationError", "TopicContext", "UserSimulator", "render_transcript"]
@@ -150,8 +151,11 @@ def _retrying(what: str, attempt_fn: Callable[[int], str | None]) -> tuple[str, 
 class UserSimulator:
     """Role ``user_simulator``: one user utterance in the scheduled act."""
 
-    def __init__(self, llm: LLMClient, ctx: TopicContext, free_mode: bool = False):
-        self.llm, self.ctx, self.free_mode = llm, ctx, free_mode
+    kind = "llm"
+
+    def __init__(self, llm: LLMClient, ctx: TopicContext, free_mode: bool = False, style: str | None = None):
+        """``style``: the ``user_style`` fragment (:mod:`sim.style`) added to every turn's messages, or None."""
+        self.llm, self.ctx, self.free_mode, self.style = llm, ctx, free_mode, style
         self.prompt: Prompt = load_prompt("sim/user_simulator")
 
     def fitted(self, act: Act, history: list[Utterance]) -> Fitted:
@@ -163,15 +167,21 @@ class UserSimulator:
                 act=act.value, definition=DEFINITIONS[act],
                 ending=" Set end to true when your need is settled and you want to stop." if self.free_mode else "")
         model = FreeUserTurn if self.free_mode else UserTurn
-        return fit_prompt(self.llm.budget("user_simulator", structured=model), render, history)
+        budget = self.llm.budget("user_simulator", structured=model)
+        if self.style:  # the fragment travels in the same request: the dialogue gets what it leaves
+            budget = replace(budget, reserved=budget.reserved + budget.count_messages(with_fragment([], self.style)))
+        return fit_prompt(budget, render, history)
 
     def messages(self, act: Act, history: list[Utterance]) -> list[dict[str, str]]:
-        return [{"role": "user", "content": self.fitted(act, history).text}]
+        msgs = [{"role": "user", "content": self.fitted(act, history).text}]
+        return with_fragment(msgs, self.style) if self.style else msgs
 
     def say(self, turn_no: int, act: Act, history: list[Utterance], salt: str) -> tuple[Utterance, bool]:
         """(utterance, wants_to_end)."""
         fitted = self.fitted(act, history)
         msgs = [{"role": "user", "content": fitted.text}]
+        if self.style:
+            msgs = with_fragment(msgs, self.style)
         model = FreeUserTurn if self.free_mode else UserTurn
         ended, reasoning = False, ""
         started = time.perf_counter()
@@ -189,7 +199,7 @@ class UserSimulator:
 
         content, tries = _retrying(f"user simulator, turn {turn_no} ({act.value})", attempt)
         return Utterance(turn_no=turn_no, side="user", actor="simulator", act=act, content=content,
-                         prompt_name=self.prompt.name, prompt_version=self.prompt.version, prompt=msgs[0]["content"],
+                         prompt_name=self.prompt.name, prompt_version=self.prompt.version, prompt=render_messages(msgs),
                          cuts=fitted.cuts, reasoning=reasoning, attempts=tries,
                          model=self.llm.config.role("user_simulator").model,
                          latency_ms=(time.perf_counter() - started) * 1000, created_at=time.time()), ended

