@@ -4,8 +4,8 @@ review batch (annotators answered the same questions, blinded to the automatic o
 Per question (= check): the automatic outcome (pass → yes, fail → no, n/a → na) of each item's turn, from the
 newest stored result of its run; the human majority of the item's answers (a split vote has none). Items where
 either side says "does not apply" are left out of κ and counted. Reported: Cohen's κ of the checks against the
-human majority, the agreement rate, Fleiss' κ with the checks and every annotator as raters (items with the most
-common number of raters, none saying na) and the 2×2 confusion table.
+human majority (items with a majority), the agreement rate, Fleiss' κ with the checks and every annotator as raters
+(items with the most common number of raters, none saying na, split votes included) and the 2×2 confusion table.
 """
 
 from __future__ import annotations
@@ -65,14 +65,14 @@ def checker_agreement(store: ReviewStore, batch_id: str, results: SimFidelitySto
             majority = _majority(list(given.values()))
             rows.append({"item_no": no, "item_key": items[no]["item_key"], "question": q, "automatic": auto[no][q],
                          "human_majority": majority or "split", **{f"by {k}": v for k, v in sorted(given.items())}})
+            if auto[no][q] != "na" and "na" not in given.values():  # Fleiss needs no majority
+                raters.append([auto[no][q], *given.values()])
             if majority is None:
                 continue
             if "na" in (auto[no][q], majority):
                 na += 1
                 continue
             pairs.append([auto[no][q], majority])
-            if "na" not in given.values():
-                raters.append([auto[no][q], *given.values()])
         questions.append(_question(q, pairs, raters, na))
     answered = {no for (no, _q) in human}
     return {"questions": questions, "items": rows, "unchecked": sorted(answered - set(auto))}
