@@ -197,11 +197,18 @@ def memory_candidates(build_id: str, items: list, user_id: str = "") -> list[tup
 
 
 def simturn_candidates(turns: list[dict]) -> list[tuple[str, dict]]:
-    """Simulated user turns of stored runs (each ``{run_id, user_id, sample_id, topic_key, turn_no, act}``), keyed
-    ``run_id/turn_no``. The payload names no simulator, model or method: annotators answer blinded to who wrote the
+    """Simulated user turns of stored runs (each ``{run_id, user_id, sample_id, topic_key, turn_no, act}``), keyed by
+    :func:`simturn_key`. The payload names no simulator, model or method: annotators answer blinded to who wrote the
     turn and to the automatic checks (which the agreement reads from the run store, never from the item)."""
     keep = ("run_id", "user_id", "sample_id", "topic_key", "turn_no", "act")
-    return [(f"{t['run_id']}/{t['turn_no']}", {k: t[k] for k in keep}) for t in turns]
+    return [(simturn_key(t), {k: t[k] for k in keep}) for t in turns]
+
+
+def simturn_key(turn: dict) -> str:
+    """``user/sample/topic/<run digest>/turn``: unique per run and turn, and free of the run id itself (which a
+    bundle re-keys where the dataset lives elsewhere; an item key is never rewritten)."""
+    digest = hashlib.sha1(str(turn["run_id"]).encode()).hexdigest()[:8]
+    return f"{turn['user_id']}/{turn['sample_id']}/{turn['topic_key']}/{digest}/{turn['turn_no']}"
 
 
 def item_swap(seed: int, key: str) -> bool:

@@ -94,7 +94,7 @@ def test_agreement_with_a_simturn_batch_is_in_the_json(home):
          "act": "x"} for n in (2, 3)]), 2, 0, 1, ["ann"])
     batch_id = ws.reviews.create_batch(plan, "admin")
     for item in ws.reviews.items(batch_id):
-        ws.reviews.answer(batch_id, item["item_no"], "ann", "verdict", "yes" if item["item_key"].endswith("/2") else "no")
+        ws.reviews.answer(batch_id, item["item_no"], "ann", "verdict", "yes" if item["payload"]["turn_no"] == 2 else "no")
     data = json.loads(pal(path, "simulate", "fidelity", "--dataset", str(DEMO), "--json").stdout)
     (batch,) = data["human_agreement"]
     verdict = next(q for q in batch["questions"] if q["question"] == "verdict")

@@ -34,14 +34,16 @@ def batch(ws, overlap=2, people=("ann", "bob")):
                                        "turn_no": 1, "act": "x"}]
     plan = plan_batch("check", "simturn", "d", simturn_candidates(turns), 6, 0, overlap, list(people))
     batch_id = ws.reviews.create_batch(plan, "admin")
-    return batch_id, {i["item_key"]: i["item_no"] for i in ws.reviews.items(batch_id)}
+    return batch_id, {f"{i['payload']['run_id']}/{i['payload']['turn_no']}": i["item_no"]
+                      for i in ws.reviews.items(batch_id)}
 
 
 def test_candidates_name_no_simulator_and_the_task_asks_the_checks():
-    (key, payload), = simturn_candidates([{"run_id": "r", "user_id": "u", "sample_id": "s", "topic_key": "t",
-                                           "turn_no": 3, "act": "Solution Feedback", "simulator": "llm",
-                                           "model": "qwen", "method": "gold"}])
-    assert key == "r/3" and set(payload) == {"run_id", "user_id", "sample_id", "topic_key", "turn_no", "act"}
+    (key, payload), = simturn_candidates([{"run_id": "run-u-gold-1a2b", "user_id": "u", "sample_id": "s",
+                                           "topic_key": "t", "turn_no": 3, "act": "Solution Feedback",
+                                           "simulator": "llm", "model": "qwen", "method": "gold"}])
+    assert key.startswith("u/s/t/") and key.endswith("/3") and "run-u-gold" not in key  # bundles re-key run ids
+    assert set(payload) == {"run_id", "user_id", "sample_id", "topic_key", "turn_no", "act"}
     assert [q.key for q in TASKS["simturn"].required] == ["vague", "truthful", "verdict", "persona", "act"]
 
 

@@ -8,7 +8,7 @@ from evaluation.simfidelity.match import Matcher, statement_matches, threshold_f
 from palset.vocab import Act
 from sim.stance import classify_stance
 from sim.types import Utterance
-from tests.evaluation.simfidelity.conftest import NEED1, NEG, NEU, POS, QUERY, REQUIREMENT, gold
+from tests.evaluation.simfidelity.conftest import NEED1, NEG, NEU, POS, QUERY, gold
 
 SCHEDULE = [(Act.TOPIC_INQUIRY, Act.REQUIREMENT_PREDICTION), (Act.REQUIREMENT_CONFIRMATION, Act.SOLUTION_PROPOSAL),
             (Act.SOLUTION_DISCUSSION, Act.SOLUTION_DISCUSSION), (Act.SOLUTION_FEEDBACK, Act.FEEDBACK_RESPONSE)]
