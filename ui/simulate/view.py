@@ -21,6 +21,7 @@ import json
 import logging
 
 import streamlit as st
+from pydantic import ValidationError
 
 from memory.methods import ORACLE_LABEL, get_method_class
 from palset.dataset import Dataset, User, dataset_key
@@ -124,9 +125,9 @@ def render_setup(dataset: Dataset) -> None:
         specs = [make_spec(dataset, uid, sample_id, topic_key, m, mode=mode, seed=seed or "0", max_turns=max_turns,
                            free_query=free_query.strip() or None, simulator=simulator, user_style=user_style)
                  for m in [method] + ([compare] if compare != NO_COMPARE else [])]
-    except ValueError as e:  # a simulator that cannot play this setup (replay in free mode)
+    except ValidationError as e:  # a simulator that cannot play this setup (replay in free mode)
         log.info("simulation setup rejected: %s", e)
-        st.warning(md_escape(error_text(e)))
+        st.warning(md_escape(str(e.errors()[0]["msg"]).removeprefix("Value error, ")) + ".")
         return
     _start_button(dataset, specs)
 
