@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("PAL_HOME", tempfile.mkdtemp(prefix="pal-bench-simfid-"))
 
-EXAMPLES = ROOT.parent / "shared" / "data" / "palset" / "examples.json"
+EXAMPLES = Path(os.environ.get("PAL_SHARED_DATA", ROOT.parent / "shared" / "data")) / "palset" / "examples.json"
 MODELS_DIR = Path(sys.executable).resolve().parent.parent / "pal-models"
 KNOWN = {"qwen2.5-coder-0.5b": "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
          "qwen2.5-coder-1.5b": "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"}
@@ -96,10 +96,10 @@ def judge_validation(items: list[dict], ws, n: int) -> None:
 
 
 def print_board(rows: list[dict], title: str) -> None:
-    from cli.simfid_cmds import _print_board
+    from evaluation.simfidelity.export import board_text
 
     print(f"\n## {title}")
-    _print_board(rows)
+    print(board_text(rows))
     for r in rows:
         d = r["distances"]
         print(f"  {r['simulator']:<18} turns {r['turns']:>4}; length {d['length']['simulated']} vs "

@@ -105,7 +105,9 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
 
         sys.stdout.write(board_csv(board))
     else:
-        _print_board(board)
+        from evaluation.simfidelity.export import board_text
+
+        print(board_text(board))
     return 1 if errors else 0
 
 
@@ -126,22 +128,3 @@ def _agreement(ws, dkey: str) -> list[dict]:
             report = checker_agreement(ws.reviews, batch["batch_id"], ws.simfidelity)
             out.append({"batch_id": batch["batch_id"], "title": batch["title"], **report})
     return out
-
-
-def _fmt(value) -> str:
-    return "     –" if value is None else f"{value:6.3f}"
-
-
-def _print_board(board: list[dict]) -> None:
-    from evaluation.simfidelity.export import BOARD_COLUMNS
-
-    heads = ("accept", "implied", "overcoop", "verdict", "truthful", "vaguegap", "vague", "persona", "schedule")
-    print(f"{'simulator':<18} {'model':<28} {'runs':>4} " + " ".join(f"{h:>8}" for h in heads) + "  length D (p)")
-    for r in board:
-        d = r["distances"]["length"]
-        ks = "–" if d["distance"] is None else f"{d['distance']:.3f} ({d['p']:.3g})"
-        print(f"{r['simulator']:<18} {r['simulator_model'][:28]:<28} {r['runs']:>4} "
-              + " ".join(f"{_fmt(r[k]):>8}" for k in BOARD_COLUMNS) + f"  {ks}")
-        if r["no_gold"]:
-            print(f"{'':<18} {r['no_gold']} run(s): n/a — no gold")
-    print("rates over checked user turns; over-cooperation = acceptance − implied; --json for every turn's evidence")

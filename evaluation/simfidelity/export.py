@@ -33,3 +33,23 @@ def board_csv(board: list[dict]) -> str:
 def checker_csv(report: dict) -> str:
     """A ``simturn`` batch's automatic checks against people, one row per item and question."""
     return rows_to_csv(report["items"]) if report["items"] else "item_no,item_key,question,automatic,human_majority\n"
+
+
+def _fmt(value: float | None) -> str:
+    return "     –" if value is None else f"{value:6.3f}"
+
+
+def board_text(board: list[dict]) -> str:
+    """The leaderboard as a plain-text table (``pal simulate fidelity``, the bench)."""
+    heads = ("accept", "implied", "overcoop", "verdict", "truthful", "vaguegap", "vague", "persona", "schedule")
+    lines = [f"{'simulator':<18} {'model':<28} {'runs':>4} " + " ".join(f"{h:>8}" for h in heads) + "  length D (p)"]
+    for r in board:
+        d = r["distances"]["length"]
+        ks = "–" if d["distance"] is None else f"{d['distance']:.3f} ({d['p']:.3g})"
+        lines.append(f"{r['simulator']:<18} {r['simulator_model'][:28]:<28} {r['runs']:>4} "
+                     + " ".join(f"{_fmt(r[k]):>8}" for k in BOARD_COLUMNS) + f"  {ks}")
+        if r["no_gold"]:
+            lines.append(f"{'':<18} {r['no_gold']} run(s): n/a — no gold")
+    lines.append("rates over checked user turns; over-cooperation = acceptance − implied; --json for every turn's "
+                 "evidence")
+    return "\n".join(lines)

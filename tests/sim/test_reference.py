@@ -102,3 +102,11 @@ def test_replay_of_a_topic_whose_dialogue_does_not_split_is_a_setup_error(demo, 
     monkeypatch.setattr(sim.service, "topic_turns", lambda *_a: None)
     with pytest.raises(SimulationSetupError, match="nothing to replay"):
         run(demo, sim_env, "replay")
+
+
+def test_the_markdown_export_names_a_reference_simulator(demo, sim_env):
+    from sim.export import run_to_markdown
+
+    record, _ = run(demo, sim_env, "random-verdict")
+    text = run_to_markdown(record)
+    assert "- Simulated user: random-verdict" in text and "- user_simulator: reference · random-verdict" in text
