@@ -19,7 +19,7 @@ import numpy as np
 
 from evaluation.simfidelity.types import RunFidelity, TurnChecks
 
-RATES = {  # figure → (check, what counts as a hit)
+RATES = {  # figure → the check whose pass rate it is
     "vague_rate": "vague", "truthful_rate": "truthful", "verdict_consistency": "verdict", "persona_rate": "persona",
     "schedule_adherence": "act"}
 HEADLINE = ("acceptance_rate", "implied_acceptance", "over_cooperation", "verdict_consistency", "truthful_rate",

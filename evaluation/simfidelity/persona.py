@@ -25,14 +25,24 @@ FACTS = re.compile(r"\b(i'm|i am|i have|i've|my|we have|our)\b|\d|我是|我有|
 PersonaJudge = Callable[[str, str], dict]  # (profile, turn) → judges.judge_persona's answer
 
 
+def _names(gold: TopicGold) -> list[str]:
+    """The user's full name, and an English user's first name (how a simulator slipping into the third person
+    names them)."""
+    if not gold.name:
+        return []
+    first = gold.name.split()[0]
+    return [gold.name, *([first] if gold.language == "en" and len(first) > 2 and first != gold.name else [])]
+
+
 def check_persona(text: str, gold: TopicGold, judge: PersonaJudge | None) -> TurnCheck:
     """Fails on a third-person self-reference (the user's name or "the user"), a turn in the other language, an
     assistant-style offer, or (judge) a fact contradicting the profile; passes otherwise."""
     failures: list[str] = []
     evidence: dict = {"first_person": first_person(text), "cjk_share": round(cjk_share(text), 3),
                       "expected_language": gold.language}
-    if (m := THIRD_PERSON.search(text)) or (gold.name and gold.name in text):
-        failures.append(f"refers to the user in the third person ({m.group(0) if m else gold.name!r})")
+    named = next((n for n in _names(gold) if re.search(rf"(?<!\w){re.escape(n)}(?!\w)", text)), None)
+    if (m := THIRD_PERSON.search(text)) or named:
+        failures.append(f"refers to the user in the third person ({m.group(0) if m else named!r})")
     written = language_of(text)
     evidence["language"] = written
     if re.search(r"[A-Za-z\u4e00-\u9fff]", text) and written != gold.language:

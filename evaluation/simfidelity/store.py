@@ -3,8 +3,22 @@ measured), so the Simulate page's badges, the leaderboard, the CLI and bundles r
 
 from __future__ import annotations
 
+import logging
+import sqlite3
+
 from backends.store.db import Database
 from evaluation.simfidelity.types import RunFidelity
+
+log = logging.getLogger(__name__)
+
+
+def _absent(e: sqlite3.OperationalError) -> bool:
+    """A run store older than migration 27 opened read-only (a presentation imported by an earlier version): it has
+    no results, rather than an error."""
+    if "no such table: sim_fidelity" in str(e):
+        log.info("this run store has no sim_fidelity table (made before migration 27): no results")
+        return True
+    return False
 
 
 def rekey(key: str, run_id: str) -> str:
@@ -24,22 +38,27 @@ class SimFidelityStore:
                          (result.key, result.run_id, result.dataset, result.user_id, result.method, result.simulator,
                           result.embedder, result.model_dump_json(), result.created_at))
 
+    def _rows(self, sql: str, args: tuple) -> list:
+        try:
+            with self.db.read() as conn:
+                return conn.execute(sql, args).fetchall()
+        except sqlite3.OperationalError as e:
+            if _absent(e):
+                return []
+            raise
+
     def get(self, key: str) -> RunFidelity | None:
-        with self.db.read() as conn:
-            row = conn.execute("SELECT data FROM sim_fidelity WHERE key=?", (key,)).fetchone()
-        return RunFidelity.model_validate_json(row[0]) if row else None
+        rows = self._rows("SELECT data FROM sim_fidelity WHERE key=?", (key,))
+        return RunFidelity.model_validate_json(rows[0][0]) if rows else None
 
     def of_run(self, run_id: str) -> RunFidelity | None:
         """The newest result of this run (any settings)."""
-        with self.db.read() as conn:
-            row = conn.execute("SELECT data FROM sim_fidelity WHERE run_id=? ORDER BY created_at DESC LIMIT 1",
-                               (run_id,)).fetchone()
-        return RunFidelity.model_validate_json(row[0]) if row else None
+        rows = self._rows("SELECT data FROM sim_fidelity WHERE run_id=? ORDER BY created_at DESC LIMIT 1", (run_id,))
+        return RunFidelity.model_validate_json(rows[0][0]) if rows else None
 
     def results(self, dataset: str, run_ids: list[str] | None = None) -> list[RunFidelity]:
         """The newest result per run of a dataset (optionally of these runs), oldest first."""
-        with self.db.read() as conn:
-            rows = conn.execute("SELECT data FROM sim_fidelity WHERE dataset=? ORDER BY created_at", (dataset,)).fetchall()
+        rows = self._rows("SELECT data FROM sim_fidelity WHERE dataset=? ORDER BY created_at", (dataset,))
         newest: dict[str, RunFidelity] = {}
         for (data,) in rows:
             r = RunFidelity.model_validate_json(data)

@@ -32,11 +32,7 @@ FIGURES = [("verdict_consistency", "verdict consistent"), ("over_cooperation", "
 
 def stored_checks(run_id: str) -> RunFidelity | None:
     """The run's newest stored simulator-fidelity result (None: not checked yet)."""
-    try:
-        return base_workspace().simfidelity.of_run(run_id)
-    except Exception:  # a presented bundle made before the table existed: no checks to show
-        log.warning("no simulator-fidelity results readable for %s", run_id, exc_info=True)
-        return None
+    return base_workspace().simfidelity.of_run(run_id)
 
 
 def badges(turn: TurnChecks) -> str:

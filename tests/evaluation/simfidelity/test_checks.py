@@ -104,6 +104,7 @@ def test_verdicts_without_gold_labels_or_a_proposal_are_na(table):
     ("I'd rather keep my Sundays free.", True, ""),
     ("The user wants a swap.", False, "third person"),
     ("Megan Ashworth wants a swap.", False, "third person"),
+    ("Megan would rather work nights.", False, "third person"),
     ("我想换班。", False, "written in Chinese"),
     ("You could try asking Aisha. Let me know if that helps!", False, "speaks like the assistant"),
 ])

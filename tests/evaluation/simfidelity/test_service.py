@@ -129,3 +129,15 @@ def test_simulator_model_names_the_user_side():
     llm = RunRecord(run_id="r", spec=RunSpec(**base), settings={"user_simulator": {"model": "qwen"}})
     ref = RunRecord(run_id="r", spec=RunSpec(**base, simulator="always-accept"))
     assert simulator_model(llm) == "qwen" and simulator_model(ref) == "always-accept"
+
+
+def test_a_run_store_from_before_the_table_has_no_results(tmp_path):
+    """A presentation imported by an earlier version is opened read-only, unmigrated: no sim_fidelity table."""
+    from backends.store.db import Database
+    from evaluation.simfidelity.store import SimFidelityStore
+
+    db = Database(tmp_path / "old.sqlite")
+    with db.write() as conn:
+        conn.execute("CREATE TABLE other (x)")
+    store = SimFidelityStore(db)
+    assert store.results("d") == [] and store.of_run("r") is None and store.get("k") is None
