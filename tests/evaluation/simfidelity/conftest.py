@@ -35,6 +35,7 @@ class TableEmbedder:
 
 QUERY, REQUIREMENT, NEED1, NEED2 = "How do I sort the rota?", "She needs a fair Christmas swap.", "A swap partner", "Sleep"
 POS, NEG, NEU = "Swap like for like with Aisha.", "Take unpaid leave.", "Ask the manager."
+EVIDENCE = "She messaged Aisha about Boxing Day."
 
 
 def gold(language="en", candidates=None, profile=True) -> TopicGold:
@@ -46,6 +47,7 @@ def gold(language="en", candidates=None, profile=True) -> TopicGold:
                                                                          "Extraversion", "Agreeableness",
                                                                          "Neuroticism")}})
     return TopicGold(language=language, query=QUERY, requirement=REQUIREMENT, needs=[NEED1, NEED2],
+                     evidences=[[EVIDENCE], []],
                      candidates=candidates if candidates is not None else [(POS, "pos"), (NEG, "neg"), (NEU, "neu")],
                      profile=prof if profile else None, name="Megan Ashworth", own_turns=None)
 
@@ -53,5 +55,5 @@ def gold(language="en", candidates=None, profile=True) -> TopicGold:
 @pytest.fixture
 def table():
     """(embedder, matcher): the gold texts on axes 0–6; add a text's axis with ``embedder.axes[text] = n``."""
-    emb = TableEmbedder({QUERY: 0, REQUIREMENT: 1, NEED1: 2, NEED2: 3, POS: 4, NEG: 5, NEU: 6})
+    emb = TableEmbedder({QUERY: 0, REQUIREMENT: 1, NEED1: 2, NEED2: 3, POS: 4, NEG: 5, NEU: 6, EVIDENCE: 7})
     return emb, Matcher(emb)

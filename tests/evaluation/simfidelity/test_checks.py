@@ -8,7 +8,7 @@ from evaluation.simfidelity.match import Matcher, statement_matches, threshold_f
 from palset.vocab import Act
 from sim.stance import classify_stance
 from sim.types import Utterance
-from tests.evaluation.simfidelity.conftest import NEED1, NEG, NEU, POS, QUERY, gold
+from tests.evaluation.simfidelity.conftest import EVIDENCE, NEED1, NEG, NEU, POS, QUERY, gold
 
 SCHEDULE = [(Act.TOPIC_INQUIRY, Act.REQUIREMENT_PREDICTION), (Act.REQUIREMENT_CONFIRMATION, Act.SOLUTION_PROPOSAL),
             (Act.SOLUTION_DISCUSSION, Act.SOLUTION_DISCUSSION), (Act.SOLUTION_FEEDBACK, Act.FEEDBACK_RESPONSE)]
@@ -56,6 +56,7 @@ def test_vague_opening_passes_and_a_leaked_need_fails(table):
 
 @pytest.mark.parametrize("prediction, reply, expected", [
     (NEED1, "Yes, exactly.", "pass"),  # a right guess confirmed
+    (EVIDENCE, "Yes, exactly.", "pass"),  # a guess from a need's evidence is a right guess
     (NEED1, "No, that's not it.", "fail"),  # a right guess denied
     ("Is it about your car?", "No, that's not it.", "pass"),  # a wrong guess corrected
     ("Is it about your car?", "Yes, exactly.", "fail"),  # a wrong guess confirmed
@@ -65,7 +66,10 @@ def test_truthful_confirmation(table, prediction, reply, expected):
     history = [u(1, Act.TOPIC_INQUIRY, QUERY), u(1, Act.REQUIREMENT_PREDICTION, prediction, "assistant")]
     check = check_turn(u(2, Act.REQUIREMENT_CONFIRMATION, reply), history, ctx(matcher)).get("truthful")
     assert check.outcome == expected
-    assert check.evidence["matched"] is (prediction == NEED1) and check.evidence["stance"]["label"] in ("accept", "reject")
+    assert check.evidence["matched"] is (prediction in (NEED1, EVIDENCE))
+    assert check.evidence["stance"]["label"] in ("accept", "reject")
+    if prediction == EVIDENCE:
+        assert check.evidence["best_is"] == "evidence of implicit need 1"
 
 
 @pytest.mark.parametrize("proposal, reply, expected, label", [
@@ -133,7 +137,7 @@ def test_persona_judge_is_asked_only_about_facts_and_can_fail_a_turn(table):
 def test_act_as_scheduled(table):
     _emb, matcher = table
     assert outcome(check_turn(u(1, Act.TOPIC_INQUIRY, QUERY), [], ctx(matcher)), "act") == "pass"
-    statement = check_turn(u(1, Act.TOPIC_INQUIRY, "My rota is a mess."), [], ctx(matcher)).get("act")
+    statement = check_turn(u(1, Act.TOPIC_INQUIRY, "I went to the beach today."), [], ctx(matcher)).get("act")
     assert statement.outcome == "fail" and statement.evidence["inferred"] == "a statement that asks for nothing"
     proposal = [u(2, Act.SOLUTION_PROPOSAL, POS, "assistant")]
     asks = check_turn(u(3, Act.SOLUTION_DISCUSSION, "How long would that take?"), proposal, ctx(matcher))
@@ -160,3 +164,13 @@ def test_an_invalid_judge_answer_is_na_never_a_guess(table):
     turn = check_turn(u(4, Act.SOLUTION_FEEDBACK, "Yes."), history, c)
     assert outcome(turn, "verdict") == "n/a" and outcome(turn, "act") == "n/a"
     assert turn.get("verdict").evidence["stance"]["raw"] == "garbage"
+
+
+def test_statements_are_matched_sentence_by_sentence_as_in_memory_fidelity(table):
+    emb, matcher = table
+    emb.axes["A swap partner?"] = 2  # the need's axis; the whole two-sentence guess has an axis of its own
+    guess = "From what you said, nights are hard. A swap partner?"
+    assert statement_matches(matcher, guess, NEED1).matched
+    history = [u(1, Act.REQUIREMENT_PREDICTION, guess, "assistant")]
+    check = check_turn(u(2, Act.REQUIREMENT_CONFIRMATION, "Yes, exactly."), history, ctx(matcher)).get("truthful")
+    assert check.outcome == "pass" and check.evidence["best_is"] == "implicit need 1"
