@@ -120,8 +120,8 @@ def measure_run(record: RunRecord, dataset: Dataset, matcher_for: MatcherFor, st
     """The run's stored result for these settings, or a new one (stored)."""
     config = config or SimFidelityConfig()
     if not recompute:
-        language = dataset.users[record.spec.user_id].language if record.spec.user_id in dataset.users else "en"
-        matcher = matcher_for(language)
+        gold = topic_gold(dataset, record.spec)
+        matcher = matcher_for(gold.language if isinstance(gold, TopicGold) else "en")  # as check_run picks it
         uses_judge = config.classifier == "judge" or config.persona_judge
         judge_model = llm.config.role("judge").model if uses_judge and llm is not None else None
         stored = store.get(result_key(record, matcher.name, matcher.threshold, config, judge_model))
