@@ -243,7 +243,7 @@ class BatchRecord(_Record):
 
     batch_id: str = Field(pattern=r"^b-[0-9a-f]{8}$")
     title: str = Field(max_length=500)
-    task: Literal["quality", "pairwise", "memory"]
+    task: Literal["quality", "pairwise", "memory", "simturn"]
     dataset: str
     seed: int
     overlap: int = Field(ge=1)
@@ -280,6 +280,15 @@ class MemoryPayload(_Record):
     provenance: list[str]
 
 
+class SimturnPayload(_Record):
+    run_id: str
+    user_id: str
+    sample_id: str
+    topic_key: str
+    turn_no: int = Field(ge=1)
+    act: str
+
+
 PAYLOADS: dict[str, type[BaseModel]] = {"quality": QualityPayload, "pairwise": PairwisePayload,
-                                        "memory": MemoryPayload}
+                                        "memory": MemoryPayload, "simturn": SimturnPayload}
 assert set(PAYLOADS) == set(TASKS)
