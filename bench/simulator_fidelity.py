@@ -48,12 +48,13 @@ def installed(name: str):
     return model
 
 
-def workspace_for(home: Path, model, max_tokens: int):
+def workspace_for(home: Path, model, max_tokens: int, timeout: float):
     """A workspace whose every role is served by the catalog ``model`` (one local server, two threads)."""
     from testkit.workspace import make_workspace
 
     return make_workspace(home, secrets={"local": {"threads": 2},
-                                         "llm": {"default": {"model": model.name, "max_tokens": max_tokens}}})
+                                         "llm": {"default": {"model": model.name, "max_tokens": max_tokens,
+                                                             "timeout": timeout}}})
 
 
 def validation(dataset, matcher_for) -> list[dict]:
@@ -139,6 +140,8 @@ def main() -> None:
     parser.add_argument("--method", default="vanilla")
     parser.add_argument("--max-tokens", type=int, default=160, help="answer budget of the assistant and the "
                                                                     "simulator (they are asked for 1–3 sentences)")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per LLM call (a busy 2-core machine "
+                                                                    "needs minutes for a long prompt)")
     parser.add_argument("--skip-validation", action="store_true")
     parser.add_argument("--skip-runs", action="store_true", help="only the validation and the own-dialogue floor")
     parser.add_argument("--judge-items", type=int, default=0, help="also validate the stance judge on N turns")
@@ -170,7 +173,7 @@ def main() -> None:
         reference = n == 0 and not args.no_reference
         print(f"\n## Runs with {model.describe()} as the assistant" + (" and the reference simulators"
                                                                        if reference else ""), flush=True)
-        ws = workspace_for(home / model.key, model, args.max_tokens)
+        ws = workspace_for(home / model.key, model, args.max_tokens, args.timeout)
         try:
             if args.judge_items and n == 0 and items:
                 judge_validation(items, ws, args.judge_items)

@@ -126,7 +126,7 @@ def test_review_batch_of_simulated_turns_is_blinded_and_compared_with_the_checks
     at = open_page("review", batch=batch["batch_id"])
     at.button(key="review_start").click().run()
     text = all_markdown(at)
-    assert "the turn to check" in text and "scheduled:" in text
+    assert "The turn to check" in text and "scheduled:" in text
     assert "always-accept" not in text and "badge[✓" not in text  # blinded: no simulator, no automatic outcome
     for item in store.items(batch["batch_id"]):
         for q in SIMTURN_QUESTIONS:

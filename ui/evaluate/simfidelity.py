@@ -53,8 +53,10 @@ def render_simulator_board(dataset: Dataset, dkey: str) -> None:
         st.dataframe(board_frame(rows), hide_index=True, width="stretch", key="eval_simfid_board")
         st.caption("Rates pool the checked user turns of each simulator's runs (n/a turns left out); runs without "
                    "gold count only in 'no gold' (n/a — no gold). Reference simulators: replay (the dataset's own "
-                   "dialogue, the ceiling), always-accept and random-verdict (floors). "
-                   + md_escape(" ".join(f"{k}: {v}" for k, v in {**CHECK_DEFINITIONS, **FIGURE_DEFINITIONS}.items())))
+                   "dialogue, the ceiling), always-accept and random-verdict (floors).")
+        with st.expander("What each check and figure means"):
+            st.markdown("\n".join(f"- **{md_escape(k)}**: {md_escape(v)}"
+                                   for k, v in {**CHECK_DEFINITIONS, **FIGURE_DEFINITIONS}.items()))
         st.download_button("Simulator fidelity CSV", board_csv(rows), file_name="simulator_fidelity.csv",
                            mime="text/csv", icon=":material/download:", key="eval_simfid_csv", on_click="ignore")
     else:

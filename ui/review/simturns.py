@@ -65,16 +65,20 @@ def simturn_content(p: dict, dataset: Dataset) -> None:
                                    for c in t.candidate_solutions]), hide_index=True, width="stretch")
     record = base_workspace().sims.load(p["run_id"])
     st.caption(f"{md_escape(p['sample_id'])} · {md_escape(p['topic_key'])}")
-    with st.container(height=420):
-        for u in record.utterances:
-            if u.turn_no > int(p["turn_no"]):
-                break
+    turn_no = int(p["turn_no"])
+    before = [u for u in record.utterances if u.turn_no < turn_no]
+    with st.container(height=320 if len(before) > 3 else None):
+        for u in before:
             who = "User" if u.side == "user" else "Assistant"
-            if u.turn_no == int(p["turn_no"]) and u.side == "user":
-                st.markdown(f"**▶ {who} — the turn to check** :blue-badge[scheduled: {md_escape(u.act.value)}]  \n"
-                            f"{md_escape(u.content)}")
-            else:
-                st.markdown(f"**{who}** :gray[{md_escape(u.act.value)}]: {md_escape(u.content)}")
+            st.markdown(f"**{who}** :gray[{md_escape(u.act.value)}]: {md_escape(u.content)}")
+        if not before:
+            st.caption("(the dialogue's first turn)")
+    turn = next((u for u in record.utterances if u.turn_no == turn_no and u.side == "user"), None)
+    if turn is None:
+        raise KeyError(f"run {p['run_id']} has no user turn {turn_no}")
+    with st.container(border=True):
+        st.markdown(f"**▶ The turn to check** :blue-badge[scheduled: {md_escape(turn.act.value)}]  \n"
+                    f"{md_escape(turn.content)}")
     if (own := topic_turns(session, p["topic_key"])) and session is not None:
         with st.expander("The dataset's own dialogue of this topic (how this user talks)"):
             for turn in own:
