@@ -118,7 +118,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not ws.jobs.store.exists(exp.job_id()):
         print(f"error: experiment {exp.name} has not run yet (pal experiment run {args.file})", file=sys.stderr)
         return 2
-    text = render(build_report(exp, ws.jobs.store.units(exp.job_id()), ws.evals), args.format)
+    text = render(build_report(exp, ws.jobs.store.units(exp.job_id()), ws.evals, ws.simfidelity), args.format)
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
         print(f"wrote {args.out}", file=sys.stderr)

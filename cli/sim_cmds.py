@@ -1,4 +1,5 @@
-"""``pal simulate`` (batch simulation, resumable), ``pal runs list`` and ``pal runs export``."""
+"""``pal simulate`` (batch simulation, resumable), ``pal simulate fidelity`` (:mod:`cli.simfid_cmds`), ``pal runs
+list`` and ``pal runs export``."""
 
 from __future__ import annotations
 
@@ -8,14 +9,18 @@ import sys
 import time
 from pathlib import Path
 
+from cli import simfid_cmds
 from memory.methods import METHODS, display_name
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate", help="simulate every query topic of the selected users with each method "
-                                        "(re-running the same command resumes)")
-    p.add_argument("--dataset", required=True, help="dataset folder in PAL-Set layout")
-    p.add_argument("--methods", required=True, help=f"comma-separated memory methods ({', '.join(METHODS)})")
+                                        "(re-running the same command resumes); `simulate fidelity` checks them")
+    p.add_argument("--dataset", help="dataset folder in PAL-Set layout (required)")
+    p.add_argument("--methods", help=f"comma-separated memory methods ({', '.join(METHODS)}) (required)")
+    p.add_argument("--simulator", default="llm",
+                   help="who plays the user: llm (default), llm+style (with the user's earlier turns' profile and "
+                        "style), replay (the dataset's own dialogue), always-accept or random-verdict")
     p.add_argument("--users", help="comma-separated user ids (default: every user)")
     p.add_argument("--topics", choices=["query", "all"], default="query",
                    help="topics of the query sessions (default) or of every session")
@@ -23,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                       "1002_sample7_topic-1): only these topics, of any session")
     p.add_argument("--concurrency", type=int, default=4, help="runs in parallel (default 4)")
     p.set_defaults(func=cmd_simulate)
+    simfid_cmds.register(p)
 
     p = sub.add_parser("runs", help="list and export simulation runs")
     rsub = p.add_subparsers(dest="runs_command", required=True)
@@ -56,9 +62,20 @@ def _filters(args: argparse.Namespace) -> dict[str, str]:
 def cmd_simulate(args: argparse.Namespace) -> int:
     from palset.loader import load_dataset
     from sim.batch import plan_runs
+    from sim.types import parse_variant
 
+    missing = [f"--{n}" for n in ("dataset", "methods") if not getattr(args, n)]
+    if missing:
+        print(f"error: pal simulate needs {' and '.join(missing)} (or: pal simulate fidelity --dataset D)",
+              file=sys.stderr)
+        return 2
     if args.concurrency < 1:
         print("error: --concurrency must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        simulator, user_style = parse_variant(args.simulator)
+    except ValueError as e:
+        print(f"error: --simulator: {e}", file=sys.stderr)
         return 2
     dataset = load_dataset(args.dataset, lazy=True)
     if not dataset.users:
@@ -68,7 +85,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     try:
         task_ids = [t.strip() for t in args.task_ids.split(",") if t.strip()] if args.task_ids else None
         specs = plan_runs(dataset, [m.strip() for m in args.methods.split(",") if m.strip()], users, args.topics,
-                          task_ids=task_ids)
+                          task_ids=task_ids, simulator=simulator, user_style=user_style)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -79,4 +79,22 @@ MIGRATIONS: list[Migration] = [
         CREATE INDEX memory_fidelity_user ON memory_fidelity(dataset, user_id, method)
         """,
     ),
+    (
+        27,
+        "simulator fidelity: per-turn checks of simulated users and their figures",
+        """
+        CREATE TABLE sim_fidelity (
+            key TEXT PRIMARY KEY,
+            run_id TEXT NOT NULL,
+            dataset TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            method TEXT NOT NULL,
+            simulator TEXT NOT NULL,
+            embedder TEXT NOT NULL,
+            data TEXT NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX sim_fidelity_run ON sim_fidelity(dataset, run_id)
+        """,
+    ),
 ]

@@ -15,12 +15,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from backends.config import ROLES, EndpointLimits
 from evaluation.faireval import ASPECTS, Aspect
+from evaluation.simfidelity.types import SimFidelityConfig
 from memory.methods import METHODS
 from palset.dataset import dataset_digest
+from sim.types import parse_variant
 
-Task = Literal["build", "restatement", "proposal", "selection", "dialogue", "faireval", "memory-fidelity",
-               "personamem"]
-AVAILABLE: tuple[str, ...] = ("build", "restatement", "proposal", "selection", "dialogue", "faireval")
+Task = Literal["build", "restatement", "proposal", "selection", "dialogue", "faireval", "simulator-fidelity",
+               "memory-fidelity", "personamem"]
+AVAILABLE: tuple[str, ...] = ("build", "restatement", "proposal", "selection", "dialogue", "faireval",
+                              "simulator-fidelity")
 NOT_YET = {"memory-fidelity": "memory fidelity (ground-truth memory) is not on this branch yet",
            "personamem": "PersonaMem-v2 inside an experiment is not available yet (use `pal personamem`)"}
 SINGLE_TURN = ("restatement", "proposal", "selection")
@@ -63,6 +66,18 @@ class ExperimentConfig(BaseModel):
     roles: dict[str, RoleEndpoint] = Field(default_factory=dict)
     limits: dict[str, EndpointLimits] = Field(default_factory=dict)
     bootstrap_seed: int = 0
+    # who plays the user in the dialogues: llm, llm+style, replay, always-accept, random-verdict (sim.types)
+    simulators: list[str] = Field(default_factory=lambda: ["llm"], min_length=1)
+    simulator_fidelity: SimFidelityConfig = Field(default_factory=SimFidelityConfig)
+
+    @field_validator("simulators")
+    @classmethod
+    def _known_simulators(cls, v: list[str]) -> list[str]:
+        for name in v:
+            parse_variant(name)
+        if len(set(v)) != len(v):
+            raise ValueError("a simulator is listed twice")
+        return v
 
     @field_validator("methods")
     @classmethod
@@ -95,6 +110,9 @@ class ExperimentConfig(BaseModel):
             raise ValueError(f"baseline {self.baseline!r} is also in methods")
         if "faireval" in self.tasks and "dialogue" not in self.tasks:
             raise ValueError("tasks: faireval judges the dialogues, so it needs the dialogue task too")
+        if "simulator-fidelity" in self.tasks and "dialogue" not in self.tasks:
+            raise ValueError("tasks: simulator-fidelity checks the dialogues' simulated users, so it needs the "
+                             "dialogue task too")
         return self
 
     # ------------------------------------------------------------------ derived

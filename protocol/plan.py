@@ -24,10 +24,10 @@ from memory.methods import get_method_class
 from memory.store import MemoryStore
 from palset.dataset import Dataset
 from protocol.config import SINGLE_TURN, ExperimentConfig
-from protocol.units import build_units, judge_units, sim_units, task_units
+from protocol.units import build_units, fidelity_units, judge_units, sim_units, task_units
 from sim.schedule import fixed_schedule
 from sim.service import make_spec
-from sim.types import RunSpec
+from sim.types import RunSpec, parse_variant
 
 STATIC_SESSION_CALLS = {"h2memory": 23.0, "memorybank": 2.0, "recursum": 2.0, "agentic": 4.0, "plum": 2.0}
 DEFAULT_CALL = (700.0, 80.0, 2.0)  # tokens in, tokens out, seconds of one call without calibration
@@ -135,8 +135,9 @@ def topics_of(exp: ExperimentConfig, dataset: Dataset, users: list[str]) -> list
 
 
 def dialogue_specs(exp: ExperimentConfig, dataset: Dataset, topics: list[tuple[str, str, str]]) -> list[RunSpec]:
-    return [make_spec(dataset, u, s, t, m, mode="fixed", seed=seed)
-            for seed in exp.seeds for u, s, t in topics for m in exp.all_methods]
+    variants = [parse_variant(v) for v in exp.simulators]
+    return [make_spec(dataset, u, s, t, m, mode="fixed", seed=seed, simulator=kind, user_style=style)
+            for kind, style in variants for seed in exp.seeds for u, s, t in topics for m in exp.all_methods]
 
 
 def build_job(exp: ExperimentConfig, dataset: Dataset) -> JobSpec:
@@ -158,10 +159,12 @@ def build_job(exp: ExperimentConfig, dataset: Dataset) -> JobSpec:
     if specs:
         units += sim_units(dataset, specs, mc, builds="build" not in tasks and not single)
     if "faireval" in tasks:
-        by_key = {(s.user_id, s.sample_id, s.topic_key, s.seed, s.method): s for s in specs}
-        pairs = [(by_key[(u, s, t, seed, m)], by_key[(u, s, t, seed, exp.baseline)])
-                 for seed in exp.seeds for u, s, t in topics for m in exp.methods]
+        by_key = {(s.simulator_variant, s.user_id, s.sample_id, s.topic_key, s.seed, s.method): s for s in specs}
+        pairs = [(by_key[(v, u, s, t, seed, m)], by_key[(v, u, s, t, seed, exp.baseline)])
+                 for v in exp.simulators for seed in exp.seeds for u, s, t in topics for m in exp.methods]
         units += judge_units(dataset, pairs, exp.aspects, exp.k, exp.threshold, after_sims=True)
+    if "simulator-fidelity" in tasks:
+        units += fidelity_units(dataset, specs, exp.simulator_fidelity.model_dump())
     seen: dict[str, UnitSpec] = {}
     for u in sorted(units, key=_longest_chains_first):
         seen.setdefault(u.key, u)
@@ -201,12 +204,20 @@ def unit_cost(unit: UnitSpec, dataset: Dataset, cal: Calibration) -> tuple[str, 
     if unit.kind == "sim.run":
         spec = RunSpec.model_validate(p["specs"][0])
         turns = len(fixed_schedule(dataset, f"{spec.sample_id}_{spec.topic_key}")[0])
-        prompts = ["sim/user_simulator", "sim/assistant"]
+        prompts = ["sim/user_simulator", "sim/assistant"] if spec.simulator == "llm" else ["sim/assistant"]
         if spec.method != "vanilla" and getattr(get_method_class(spec.method), "uses_query", True):
             prompts.append("sim/query_summary")
         for prompt in prompts:
             cost.add(PROMPT_ROLE[prompt], turns, *cal.call(prompt))
         return "dialogue", spec.method, cost
+    if unit.kind == "sim.fidelity":
+        config, checked = p.get("config") or {}, RunSpec.model_validate(p["spec"])
+        turns = len(fixed_schedule(dataset, f"{checked.sample_id}_{checked.topic_key}")[0])
+        for name, on in (("eval/sim_stance", config.get("classifier") == "judge"),
+                         ("eval/sim_persona", bool(config.get("persona_judge")))):
+            if on:  # at most one call per user turn
+                cost.add("judge", turns, *cal.call(name))
+        return "simulator-fidelity", checked.method, cost
     if unit.kind == "eval.judge":
         prompt = f"eval/faireval_{p['aspect']}"
         cost.add("judge", 2 * p["k"], *cal.call(prompt))

@@ -16,6 +16,8 @@ from pydantic import BaseModel
 from backends.csvsafe import rows_to_csv_lines
 from evaluation.aggregate import aggregate_judgments, leaderboard
 from evaluation.faireval import Judgment
+from evaluation.simfidelity.aggregate import leaderboard as simulator_board
+from evaluation.simfidelity.store import SimFidelityStore
 from evaluation.store import EvalStore
 from evaluation.tasks import TaskResult
 from jobs.types import Unit
@@ -34,6 +36,7 @@ class Report(BaseModel):
     single: list[dict]
     faireval: list[dict]
     units: dict[str, int]
+    simulators: list[dict] = []  # the simulator-fidelity leaderboard of the experiment's runs (its checked ones)
 
 
 def experiment_records(units: Iterable[Unit], evals: EvalStore) -> tuple[list[TaskResult], list[Judgment], dict]:
@@ -58,7 +61,15 @@ def experiment_records(units: Iterable[Unit], evals: EvalStore) -> tuple[list[Ta
     return results, judgments, dropped
 
 
-def build_report(exp: ExperimentConfig, units: list[Unit], evals: EvalStore) -> Report:
+def simulator_rows(units: Iterable[Unit], store: SimFidelityStore) -> list[dict]:
+    """The simulator-fidelity leaderboard over the results the experiment's ``sim.fidelity`` units stored."""
+    found = [r for u in units if u.kind == "sim.fidelity" and u.status == "done" and u.result
+             if (r := store.get(u.result["key"])) is not None]
+    return simulator_board(found)
+
+
+def build_report(exp: ExperimentConfig, units: list[Unit], evals: EvalStore,
+                 simfidelity: SimFidelityStore | None = None) -> Report:
     results, judgments, dropped = experiment_records(units, evals)
     single = leaderboard(results, seed=exp.bootstrap_seed)
     for row in single:
@@ -75,7 +86,8 @@ def build_report(exp: ExperimentConfig, units: list[Unit], evals: EvalStore) -> 
     counts: dict[str, int] = {}
     for u in units:
         counts[u.status] = counts.get(u.status, 0) + 1
-    return Report(name=exp.name, baseline=exp.baseline, single=single, faireval=fair, units=counts)
+    sims = simulator_rows(units, simfidelity) if simfidelity is not None else []
+    return Report(name=exp.name, baseline=exp.baseline, single=single, faireval=fair, units=counts, simulators=sims)
 
 
 def _cell(metric: dict) -> str:
@@ -105,12 +117,33 @@ def fair_rows(report: Report) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
+def _share(value: float | None, signed: bool = False) -> str:
+    return "–" if value is None else (f"{value:+.3f}" if signed else f"{value:.3f}")
+
+
+def simulator_table(report: Report) -> tuple[list[str], list[list[str]]]:
+    head = ["simulator", "model", "runs", "acceptance", "implied", "over-cooperation", "verdict consistency",
+            "truthful", "vagueness gap", "persona", "schedule", "length KS D (p)", "no gold"]
+    rows = []
+    for r in report.simulators:
+        length = r["distances"]["length"]
+        ks = "–" if length["distance"] is None else f"{length['distance']:.3f} ({length['p']:.3g})"
+        rows.append([r["simulator"], r["simulator_model"], str(r["runs"]), _share(r["acceptance_rate"]),
+                     _share(r["implied_acceptance"]), _share(r["over_cooperation"], True),
+                     _share(r["verdict_consistency"]), _share(r["truthful_rate"]), _share(r["vagueness_gap"], True),
+                     _share(r["persona_rate"]), _share(r["schedule_adherence"]), ks, str(r["no_gold"])])
+    return head, rows
+
+
 def render(report: Report, fmt: Format = "markdown") -> str:
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r} ({', '.join(FORMATS)})")
     tables = [("Single-turn tasks (BLEU ×100, G-score 0–100, S-score −100–100; 95% bootstrap CIs over topics)",
                *single_rows(report)),
               (f"FairEval against {report.baseline} (k samples per order, both orders)", *fair_rows(report))]
+    if report.simulators:
+        tables.append(("Simulator fidelity (rates over checked user turns; FIDELITY.md, Simulator fidelity)",
+                       *simulator_table(report)))
     if fmt == "csv":  # every cell neutralised: a method or topic name like =HYPERLINK(…) stays text in a spreadsheet
         return rows_to_csv_lines([line for title, head, rows in tables for line in ([title], head, *rows)])
     if fmt == "latex":

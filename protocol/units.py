@@ -93,3 +93,11 @@ def judge_units(dataset: Dataset, pairs: list[tuple[RunSpec, RunSpec]], aspects:
                               "user": a.user_id, "sample": a.sample_id, "topic": a.topic_key, "aspect": aspect,
                               "k": k, "threshold": threshold, **extra})
             for a, b in pairs for aspect in aspects]
+
+
+def fidelity_units(dataset: Dataset, specs: list[RunSpec], config: dict | None = None) -> list[UnitSpec]:
+    """A ``sim.fidelity`` unit per run, after the run's ``sim.run`` unit."""
+    return [UnitSpec(key=f"simfid/{run_id_for(s)}", kind="sim.fidelity", label=f"simfid {s.method} {run_id_for(s)}",
+                     deps=[sim_key(s)], payload={"dataset": str(dataset.root), "run_id": run_id_for(s), "config": config,
+                                                  "spec": s.model_dump()})
+            for s in specs]

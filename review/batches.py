@@ -33,6 +33,7 @@ class Question:
 
 SCALE = (("1", "1 · poor"), ("2", "2 · partly"), ("3", "3 · good"))
 AB = (("A", "A better"), ("tie", "Tie"), ("B", "B better"))
+YES_NO_NA = (("yes", "Yes"), ("no", "No"), ("na", "Does not apply"))
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,32 @@ TASKS: dict[str, TaskType] = {
         "- **Correct**: the sources support it. **Incorrect**: the sources contradict it. "
         "**Unsupported**: nothing in the sources says it.\n\n"
         "Keys: **1 2 3** verdict, **n / p** next / previous, **u** undo."),
+    "simturn": TaskType(
+        "simturn", "Simulated user turns (check the checker)",
+        (Question("vague", "Vague enough? (the opening turn keeps the hidden needs back)", YES_NO_NA),
+         Question("truthful", "Truthful? (a confirmation confirms a right guess and corrects a wrong one)", YES_NO_NA),
+         Question("verdict", "Consistent with the preference? (accepts what the user likes, rejects what they "
+                             "dislike)", YES_NO_NA),
+         Question("persona", "In persona? (speaks as this user: first person, their language, not like an assistant)",
+                  (("yes", "Yes"), ("no", "No"))),
+         Question("act", "Does the turn do what its scheduled act asks?", YES_NO_NA),
+         Question("comment", "Comment", required=False)),
+        "One turn a **simulated user** wrote in a dialogue with an assistant. You see who the user is, what the dataset "
+        "says they need and like, the dialogue up to the turn, and the act the turn was scheduled to perform.\n\n"
+        "- **Vague enough**: only for the opening turn — yes when it asks about the topic without giving the hidden "
+        "needs away; otherwise *Does not apply*.\n"
+        "- **Truthful**: only for a Requirement Confirmation — yes when the user confirms a guess that is right and "
+        "corrects one that is wrong.\n"
+        "- **Consistent with the preference**: only for a Solution Feedback on a proposal that is (close to) one of "
+        "the listed candidate solutions — yes when the user accepts a liked one or rejects a disliked one; *Does not "
+        "apply* for a neutral candidate or a proposal that is none of them.\n"
+        "- **In persona**: yes when the turn speaks as this user (first person, their language, not offering help "
+        "like an assistant, nothing against their profile).\n"
+        "- **Scheduled act**: yes when the text does what the act asks (a confirmation reacts to the guess, a feedback "
+        "gives a clear verdict, a discussion asks or objects without a verdict).\n\n"
+        "Keys: **1 2 3** answer the highlighted question, **n / p** next / previous, **u** undo."),
 }
+SIMTURN_QUESTIONS = ("vague", "truthful", "verdict", "persona", "act")  # the automatic checks they answer
 
 
 @dataclass
@@ -170,6 +196,21 @@ def memory_candidates(build_id: str, items: list, user_id: str = "") -> list[tup
             for it in items]
 
 
+def simturn_candidates(turns: list[dict]) -> list[tuple[str, dict]]:
+    """Simulated user turns of stored runs (each ``{run_id, user_id, sample_id, topic_key, turn_no, act}``), keyed by
+    :func:`simturn_key`. The payload names no simulator, model or method: annotators answer blinded to who wrote the
+    turn and to the automatic checks (which the agreement reads from the run store, never from the item)."""
+    keep = ("run_id", "user_id", "sample_id", "topic_key", "turn_no", "act")
+    return [(simturn_key(t), {k: t[k] for k in keep}) for t in turns]
+
+
+def simturn_key(turn: dict) -> str:
+    """``user/sample/topic/<run digest>/turn``: unique per run and turn, and free of the run id itself (which a
+    bundle re-keys where the dataset lives elsewhere; an item key is never rewritten)."""
+    digest = hashlib.sha1(str(turn["run_id"]).encode()).hexdigest()[:8]
+    return f"{turn['user_id']}/{turn['sample_id']}/{turn['topic_key']}/{digest}/{turn['turn_no']}"
+
+
 def item_swap(seed: int, key: str) -> bool:
     """The per-item seeded A/B order of a pairwise item: True shows method 2 as Response A."""
     return hashlib.sha256(f"{seed}:{key}".encode()).digest()[0] & 1 == 1
@@ -202,7 +243,7 @@ class BatchRecord(_Record):
 
     batch_id: str = Field(pattern=r"^b-[0-9a-f]{8}$")
     title: str = Field(max_length=500)
-    task: Literal["quality", "pairwise", "memory"]
+    task: Literal["quality", "pairwise", "memory", "simturn"]
     dataset: str
     seed: int
     overlap: int = Field(ge=1)
@@ -239,6 +280,15 @@ class MemoryPayload(_Record):
     provenance: list[str]
 
 
+class SimturnPayload(_Record):
+    run_id: str
+    user_id: str
+    sample_id: str
+    topic_key: str
+    turn_no: int = Field(ge=1)
+    act: str
+
+
 PAYLOADS: dict[str, type[BaseModel]] = {"quality": QualityPayload, "pairwise": PairwisePayload,
-                                        "memory": MemoryPayload}
+                                        "memory": MemoryPayload, "simturn": SimturnPayload}
 assert set(PAYLOADS) == set(TASKS)

@@ -28,7 +28,7 @@ from sim.runner import RunElsewhere, Simulation
 from sim.schedule import fixed_schedule
 from sim.service import make_spec
 from sim.store import SimStore, run_id_for
-from sim.types import RunSpec
+from sim.types import RunSpec, SimulatorKind
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +79,12 @@ class BatchSummary:
 
 
 def plan_runs(dataset: Dataset, methods: Iterable[str], users: Iterable[str] | None = None, topics: str = "query",
-              seed: str = "0", task_ids: Iterable[str] | None = None) -> list[RunSpec]:
+              seed: str = "0", task_ids: Iterable[str] | None = None, simulator: SimulatorKind = "llm",
+              user_style: bool = False) -> list[RunSpec]:
     """Fixed-schedule specs for every topic of every selected user's query sessions (``topics="all"``: every
-    session), for each method. ``task_ids`` (``{sample_id}_{topic_key}``, PAL-Set's dialogue-task ids) keep
-    only those topics, of any session. Unknown users, methods, task ids or topic selections raise ``ValueError``."""
+    session), for each method, with the user played by ``simulator`` (``user_style``: :mod:`sim.style`).
+    ``task_ids`` (``{sample_id}_{topic_key}``, PAL-Set's dialogue-task ids) keep only those topics, of any
+    session. Unknown users, methods, task ids or topic selections raise ``ValueError``."""
     methods = list(methods)
     for method in methods:
         get_method_class(method)
@@ -106,8 +108,8 @@ def plan_runs(dataset: Dataset, methods: Iterable[str], users: Iterable[str] | N
                 if wanted is not None and session.task_id(topic.key) not in wanted:
                     continue
                 found.add(session.task_id(topic.key))
-                specs += [make_spec(dataset, uid, session.sample_id, topic.key, m, mode="fixed", seed=seed)
-                          for m in methods]
+                specs += [make_spec(dataset, uid, session.sample_id, topic.key, m, mode="fixed", seed=seed,
+                                    simulator=simulator, user_style=user_style) for m in methods]
     if wanted is not None and wanted - found:
         raise ValueError(f"no topic {sorted(wanted - found)[0]!r} in {dataset.root} (task ids look like "
                          "1002_sample7_topic-1)")

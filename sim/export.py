@@ -41,6 +41,8 @@ def _header(record: RunRecord) -> list[str]:
              f"- Schedule: {mode}",
              f"- Seed: {spec.seed}",
              f"- Status: {record.status}" + (f" ({record.error})" if record.error else "")]
+    if spec.simulator_variant != "llm":
+        lines.append(f"- Simulated user: {spec.simulator_variant}")
     if spec.free_query:
         lines.append(f"- Opening question (typed): {spec.free_query}")
     if record.pair_id:

@@ -161,6 +161,8 @@ class UserSimulator:
     for ``{"content", "end"}`` (the user decides when to stop). Both send the same messages
     (:func:`sim.prompting.simulator_messages`) and store the same utterance."""
 
+    kind = "llm"
+
     def __init__(self, llm: LLMClient, ctx: TopicContext, free_mode: bool = False, style: str | None = None):
         """``style``: a fragment for the system message (e.g. the ``user_style`` conditioning), or None."""
         self.llm, self.ctx, self.free_mode, self.style = llm, ctx, free_mode, style

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 
 from backends.llm.errors import LLMError
 from palset.vocab import Act
-from sim.roles import Assistant, SimulationError, TopicContext, UserSimulator, clean, usable
+from sim.roles import Assistant, SimulationError, TopicContext, clean, usable
 from sim.schedule import next_assistant_act
 from sim.store import SimStore
-from sim.types import RunRecord, Side, Utterance
+from sim.types import RunRecord, Side, UserSide, Utterance
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ class Simulation:
     record: RunRecord
     ctx: TopicContext
     store: SimStore
-    simulator: UserSimulator
+    simulator: UserSide
     assistant: Assistant
     ended_by_user: bool = False
     driver: str | None = None  # this driver's name; None: no lease taken (tests, single-process tools)

@@ -16,7 +16,7 @@ from sim.types import RunRecord, RunSpec, Status, Utterance
 
 
 def run_id_for(spec: RunSpec) -> str:
-    raw = json.dumps(spec.model_dump(), sort_keys=True)
+    raw = json.dumps(spec.identity(), sort_keys=True)
     return f"run-{spec.user_id}-{spec.method}-{hashlib.sha1(raw.encode()).hexdigest()[:10]}"
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, Literal, Protocol, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from backends.llm.context import Cut
 from palset.vocab import Act
@@ -13,6 +14,10 @@ Side = Literal["user", "assistant"]
 Actor = Literal["simulator", "assistant", "human"]
 Status = Literal["running", "finished", "stopped", "failed"]
 Mode = Literal["fixed", "free"]
+# Who plays the user: the User-LLM (``llm``) or a reference simulator of :mod:`sim.reference` — the dataset's own
+# dialogue replayed (the ceiling), always accepting, or a seeded random verdict (the floors).
+SimulatorKind = Literal["llm", "replay", "always-accept", "random-verdict"]
+SIMULATOR_KINDS: tuple[str, ...] = ("llm", "replay", "always-accept", "random-verdict")
 
 
 class Utterance(BaseModel):
@@ -50,6 +55,44 @@ class RunSpec(BaseModel):
     seed: str = "0"
     max_turns: int = Field(10, ge=1, le=40)
     free_query: str | None = None  # free text instead of the topic's user query
+    simulator: SimulatorKind = "llm"
+    # the User-LLM's messages also get prompts/sim/user_style.md: profile and message style from the user's own
+    # turns of earlier sessions (sim.style); only for the ``llm`` simulator
+    user_style: bool = False
+
+    def identity(self) -> dict[str, Any]:
+        """What the run id is derived from: every field, except the simulator options left at their defaults (so
+        runs made before those options existed keep their ids)."""
+        data = self.model_dump()
+        for name in ("simulator", "user_style"):
+            if data[name] == type(self).model_fields[name].default:
+                del data[name]
+        return data
+
+    @model_validator(mode="after")
+    def _simulator_options(self) -> RunSpec:
+        if self.user_style and self.simulator != "llm":
+            raise ValueError(f"user_style conditions the User-LLM's prompt: the {self.simulator} simulator has none")
+        if self.simulator == "replay" and self.mode != "fixed":
+            raise ValueError("the replay simulator replays the dataset's dialogue: it needs the fixed schedule")
+        return self
+
+    @property
+    def simulator_variant(self) -> str:
+        """``llm``, ``llm+style`` or the reference simulator's name: how the leaderboard and the CLI name it."""
+        return f"{self.simulator}+style" if self.user_style else self.simulator
+
+
+def parse_variant(variant: str) -> tuple[SimulatorKind, bool]:
+    """(simulator, user_style) of ``llm``, ``llm+style``, ``replay``, ``always-accept`` or ``random-verdict``;
+    ``ValueError`` naming the choices otherwise."""
+    name, _, extra = variant.strip().partition("+")
+    if name not in SIMULATOR_KINDS or extra not in ("", "style") or (extra and name != "llm"):
+        raise ValueError(f"unknown simulator {variant!r} (simulators: {', '.join(SIMULATOR_VARIANTS)})")
+    return cast(SimulatorKind, name), extra == "style"
+
+
+SIMULATOR_VARIANTS: tuple[str, ...] = ("llm", "llm+style", "replay", "always-accept", "random-verdict")
 
 
 class RunRecord(BaseModel):
@@ -73,3 +116,16 @@ class RunRecord(BaseModel):
 
     def transcript(self) -> list[tuple[str, str]]:
         return [(u.side, u.content) for u in self.utterances]
+
+
+class UserSide(Protocol):
+    """Who writes the user's turns: the User-LLM (:class:`sim.roles.UserSimulator`) or a reference simulator
+    (:mod:`sim.reference`)."""
+
+    kind: str
+
+    def say(self, turn_no: int, act: Act, history: list[Utterance], salt: str,
+            on_token: Callable[[str], None] | None = None) -> tuple[Utterance, bool]:
+        """(the user's utterance in ``act``, whether the user wants to end the dialogue); ``on_token`` gets the
+        text as it is written (a streaming page)."""
+        ...

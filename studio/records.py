@@ -20,7 +20,7 @@ from backends.paths import METHOD_FILES, SYNTH
 from backends.store.db import Database
 
 TABLES = ("memory_builds", "memory_build_stages", "memory_items", "memory_forgotten", "sim_runs", "sim_turns",
-          "judgments", "bench_results", "personamem_records", "llm_calls")
+          "judgments", "bench_results", "personamem_records", "sim_fidelity", "llm_calls")
 NO_ID = {"llm_calls"}  # rows whose INTEGER id is local to one database
 FILE_ROOTS = (METHOD_FILES, SYNTH)
 

@@ -93,6 +93,8 @@ def unit_records(ws: Workspace, unit: Unit) -> Bundle:
             runs.append(run_id_for(spec))
     if unit.kind == "eval.judge":
         runs += [p["run_a"], p["run_b"]]
+    if unit.kind == "sim.fidelity":
+        runs.append(p["run_id"])
     if unit.kind == "synth.generate":
         files.append(ws.paths.synth / p["run_id"])
     if builds:

@@ -15,6 +15,7 @@ nothing that was finished, and the records are the same whichever executor ran i
                     user, sample, topic, aspect, k, threshold, temperature?)
 ``eval.tasks``      the single-turn tasks of one query topic for one method (payload: dataset, user, sample,
                     topic, method, tasks, method_config?)
+``sim.fidelity``    simulator-fidelity checks of one stored run (payload: dataset, run_id, config?)
 ``personamem``      build a method's memory over a PersonaMem-v2 history and answer its items (payload: persona,
                     history, questions, persona_id?, method, seed, limit?, exchanges, forms, judging?)
 ``synth.generate``  one synthetic user through the PAL-Set pipeline (payload: run_id, rerun_from?)
@@ -30,10 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from backends.embeddings import Embedder
 from backends.llm.client import LLMClient
 from backends.llm.errors import Cancelled
 from backends.llm.meter import MeterReading
 from backends.store.leases import process_holder
+from evaluation.simfidelity.store import SimFidelityStore
 from evaluation.store import EvalStore, PersonaMemStore
 from jobs.engine import Registry, UnitContext
 from memory.build import MemoryBuilder
@@ -51,12 +54,15 @@ class UnitWorkspace(Protocol):
 
     sims: SimStore
     evals: EvalStore
+    simfidelity: SimFidelityStore
     personamem: PersonaMemStore
     synth: SynthStore
 
     def build_lock(self, build_id: str) -> threading.Lock: ...
 
     def dataset(self, path: str | Path) -> Dataset: ...
+
+    def embedder(self, name: str | None = None, language: str | None = "en") -> Embedder: ...
 
     def open_builder(self, dataset: Dataset, user_id: str, method: str, *, llm: LLMClient | None = None,
                      fresh: bool = False, method_config: dict | None = None,
@@ -255,6 +261,21 @@ def eval_tasks(ctx: UnitContext) -> dict:
     return {"results": [r.result_key for r in results]}
 
 
+def sim_fidelity(ctx: UnitContext) -> dict:
+    """The simulator-fidelity checks of one stored run (a stored result of the same measurement is reused)."""
+    from evaluation.simfidelity.service import matchers, measure_run
+    from evaluation.simfidelity.types import SimFidelityConfig
+
+    env, p = _env(ctx), ctx.payload
+    config = SimFidelityConfig.model_validate(p.get("config") or {})
+    uses_judge = config.classifier == "judge" or config.persona_judge
+    result = measure_run(env.ws.sims.load(p["run_id"]), env.ws.dataset(p["dataset"]),
+                         matchers(lambda language: env.ws.embedder(None, language), config.threshold),
+                         env.ws.simfidelity, config=config, llm=env.llm.for_run(p["run_id"]) if uses_judge else None)
+    env.done(f"{p['run_id']}: simulator checks" + (f" ({result.no_gold})" if result.no_gold else ""))
+    return {"key": result.key, "passed": result.passed, "no_gold": result.no_gold}
+
+
 def personamem(ctx: UnitContext) -> dict:
     """Build a method's memory over a PersonaMem-v2 history, answer the items, store the records."""
     from evaluation.personamem.evaluate import Judging, PersonaMemEval, judge_context
@@ -331,6 +352,7 @@ def build_registry() -> Registry:
     registry.register("sim.run", sim_run, wants_gpu)
     registry.register("eval.judge", eval_judge)
     registry.register("eval.tasks", eval_tasks, wants_gpu)
+    registry.register("sim.fidelity", sim_fidelity)
     registry.register("personamem", personamem, wants_gpu)
     registry.register("synth.generate", synth_generate)
     return registry

@@ -22,12 +22,13 @@ from backends.llm.types import ChatRequest
 from evaluation.fidelity.service import measure_build, reference_reports
 from evaluation.personamem.evaluate import PMRecord
 from evaluation.service import judge_runs, pair_runs
+from evaluation.simfidelity.service import matchers, measure_runs
 from evaluation.tasks import TaskResult, result_key_of
 from jobs.types import JobSummary
 from palset.dataset import Dataset, dataset_key
 from protocol.config import ExperimentConfig
 from protocol.plan import build_job
-from review.batches import pairwise_candidates, plan_batch
+from review.batches import SIMTURN_QUESTIONS, pairwise_candidates, plan_batch, simturn_candidates
 from sim.batch import plan_runs
 from studio.workspace import Workspace
 from testkit.protocol_fake import protocol_reply
@@ -82,9 +83,13 @@ def fill_home(ws: Workspace, dataset: Dataset, users: Sequence[str], methods: Se
     tasks = list(task_ids) if task_ids else [dataset.users[users[0]].query[0].task_id(
         dataset.users[users[0]].query[0].topics[0].key)]
     llm, _ = scripted_llm(ws)
+    records = []
     for spec in plan_runs(dataset, methods, task_ids=tasks):
-        ws.open_simulation(dataset, spec, llm).run()
+        records.append(ws.open_simulation(dataset, spec, llm).run())
         made["runs"] += 1
+    if fidelity:  # the simulated users checked (simulator fidelity, the rule classifier)
+        made["simulator_checks"] = len(measure_runs(records, dataset, matchers(lambda lang: ws.embedder(None, lang)),
+                                                    ws.simfidelity)[0])
     judge_llm, _ = scripted_llm(ws.with_config(_judge_config(ws)), "worked-judge")
     for a, b in combinations(methods, 2):
         pairs = pair_runs(ws.sims, dkey, a, b)
@@ -93,6 +98,7 @@ def fill_home(ws: Workspace, dataset: Dataset, users: Sequence[str], methods: Se
     _single_turn_and_personamem(ws, dkey, tasks[0], methods[0])
     if review and len(methods) >= 2:
         _review(ws, dkey, methods)
+        _simturn_review(ws, dkey, records)
     tested = [m for m in methods if m != "vanilla"]
     if experiment and tested:
         made["experiment_units"] = run_worked_experiment(ws, dataset, users[0], tested[0]).total
@@ -149,6 +155,22 @@ def _review(ws: Workspace, dkey: str, methods: Sequence[str]) -> None:
         for no in ws.reviews.assigned(batch_id, who):
             ws.reviews.answer(batch_id, no, who, "requirement", "A")
             ws.reviews.answer(batch_id, no, who, "preference", "tie")
+
+
+def _simturn_review(ws: Workspace, dkey: str, records) -> None:
+    """A blinded batch of simulated user turns (people check the checker), answered by both annotators."""
+    turns = [{"run_id": r.run_id, "user_id": r.spec.user_id, "sample_id": r.spec.sample_id,
+              "topic_key": r.spec.topic_key, "turn_no": u.turn_no, "act": u.act.value}
+             for r in records for u in r.utterances if u.side == "user" and u.actor == "simulator"]
+    if not turns:
+        return
+    plan = plan_batch("Worked simulated-turn batch", "simturn", dkey, simturn_candidates(turns), 4, 7, 2,
+                      list(ANNOTATORS))
+    batch_id = ws.reviews.create_batch(plan, created_by="carol.researcher")
+    for who in ANNOTATORS:
+        for no in ws.reviews.assigned(batch_id, who):
+            for question in SIMTURN_QUESTIONS:
+                ws.reviews.answer(batch_id, no, who, question, "yes" if question == "persona" else "na")
 
 
 TOUR_METHODS = ("gold", "rag-turn", "vanilla-log")

@@ -34,6 +34,7 @@ from evaluation.faireval import judgment_key
 from evaluation.fidelity.references import REFERENCES
 from evaluation.fidelity.service import reference_key, rekey_fidelity
 from evaluation.fidelity.types import FidelityConfig
+from evaluation.simfidelity.store import rekey as rekey_simfidelity
 from evaluation.tasks import result_key_of
 from memory.store import build_id_for
 from palset.dataset import dataset_digest, dataset_key
@@ -159,6 +160,10 @@ def _fidelity_key(row: Row) -> str:
     return rekey_fidelity(str(row["fidelity_key"]), str(row["build_id"]))
 
 
+def _simfidelity_key(row: Row) -> str:
+    return rekey_simfidelity(str(row["key"]), str(row["run_id"]))
+
+
 def _job_key(row: Row) -> str:
     """An experiment's job id in this home: ``exp-<name>-<digest of the dataset's key>`` — what
     :meth:`protocol.config.ExperimentConfig.job_id` gives for the same file here (``studio`` may not import
@@ -230,6 +235,8 @@ KINDS: tuple[RecordKind, ...] = (
                rekey=_result_key, prompts=_result_prompts),
     RecordKind("memory_fidelity", "fidelity reports", ("fidelity_key",), Own(always=tuple(REFERENCES)), (20,),
                json=("data",), rekey=_fidelity_key),
+    RecordKind("sim_fidelity", "simulator-fidelity checks of runs", ("key",), Own(), (27,), json=("data",),
+               rekey=_simfidelity_key),
     RecordKind(JOBS, "experiments (their jobs and configuration)", ("job_id",), Configured("experiment"), (30,),
                json=("config",), people=("created_by",), rekey=_job_key, carry=_job_at_rest),
     RecordKind("job_units", "experiment units (what each ran, its result)", ("unit_id",), Child("job_id", (JOBS,)),

@@ -4,7 +4,7 @@ A bundle is made by another home (or by hand): its rows must be what this instal
 page that reads them later breaks (an unknown review task, a run status no view knows) or shows what it should not
 (a row of another dataset carrying that machine's folder, a batch id that breaks out of a code span). So each row
 is parsed with the pydantic record its store reads back (``RunRecord``, ``Utterance``, ``Judgment``, ``TaskResult``,
-``PMRecord``, ``MemoryItem``, ``FidelityReport``, ``BatchRecord`` and the review payloads…), its plain columns must
+``PMRecord``, ``MemoryItem``, ``FidelityReport``, ``RunFidelity``, ``BatchRecord`` and the review payloads…), its plain columns must
 agree with that record, rows of the dataset must carry the bundle's dataset placeholder and one of its users, and a
 child row must belong to a parent row of the bundle. The first problem refuses the bundle, naming member, line and
 field.
@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from evaluation.faireval import Judgment
 from evaluation.fidelity.types import FidelityReport
 from evaluation.personamem.evaluate import PMRecord
+from evaluation.simfidelity.types import RunFidelity
 from evaluation.tasks import TaskResult
 from jobs.types import STATUSES
 from memory.methods import METHODS
@@ -77,6 +78,12 @@ def _batch(row: Row) -> None:
                                 "data": json.loads(str(row["data"]))})
 
 
+def _simfidelity(row: Row) -> None:
+    record = RunFidelity.model_validate_json(str(row["data"]))
+    _same(row, record, {"key": "key", "run_id": "run_id", "dataset": "dataset", "user_id": "user_id",
+                        "method": "method", "simulator": "simulator", "embedder": "embedder"})
+
+
 def _job_unit(row: Row) -> None:
     if row["status"] not in STATUSES:
         raise RowProblem(f"status {row['status']!r} is not one of {', '.join(STATUSES)}")
@@ -91,6 +98,7 @@ CHECKS: dict[str, Callable[[Row], object]] = {
     "memory_builds": _build,
     "memory_items": _model(MemoryItem, "data"),
     "memory_fidelity": _model(FidelityReport, "data"),
+    "sim_fidelity": _simfidelity,
     "review_batches": _batch,
     "job_units": _job_unit,
 }

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from backends.prompts import load_prompt
 from palset.loader import load_dataset
 from synth.pipeline import Pipeline
 from tests.pages.apptest import app_workspace, open_page
@@ -49,7 +50,7 @@ def test_start_a_described_user_and_open_it_in_the_users_page(fake, tmp_path):
     assert list(load_dataset(tmp_path / "out").users) == ["0000"]
     assert any("User 0000 was added" in s.value for s in at.success)
     text = "\n".join(c.value for c in at.caption)
-    assert "synth/profile@v1" in text and "Cost so far:" in text
+    assert f"synth/profile@v{load_prompt('synth/profile').version}" in text and "Cost so far:" in text
     assert any("Quality report" in h.value for h in at.subheader)
 
     # the folder is registered for this browser session under a name: the button opens the user in Users

@@ -171,3 +171,43 @@ def test_the_csv_report_neutralises_formulas():
     cells = [c for row in csv_module.reader(io.StringIO(render(report, "csv"))) for c in row]
     assert "'" + evil in cells and "'@SUM(1)" in cells and evil not in cells
     assert not [c for c in cells if c[:1] in "=+-@" and not c.lstrip("-").replace(".", "").isdigit()]
+
+
+SIMFID = (f'name = "sims"\ndataset = "{DEMO}"\nusers = ["1000"]\ntopics_per_user = 1\nmethods = ["vanilla-log"]\n'
+          'baseline = "vanilla"\ntasks = ["dialogue", "faireval", "simulator-fidelity"]\nk = 1\n'
+          'simulators = ["llm", "always-accept"]\n')
+
+
+@pytest.mark.parametrize("extra, field", [
+    ('tasks = ["simulator-fidelity"]\n', "tasks: simulator-fidelity checks the dialogues"),
+    ('tasks = ["dialogue"]\nsimulators = ["gpt"]\n', "simulators: unknown simulator 'gpt'"),
+    ('tasks = ["dialogue"]\n[simulator_fidelity]\nclasifier = "rule"\n', "simulator_fidelity.clasifier: unknown field"),
+])
+def test_simulator_options_are_validated_naming_the_field(tmp_path, extra, field):
+    with pytest.raises(ExperimentError) as e:
+        load_experiment(write(tmp_path, BASE + extra))
+    assert str(e.value).startswith(str(tmp_path / "exp.toml")) and field in str(e.value)
+
+
+@pytest.mark.slow(seconds=40)
+def test_the_simulator_fidelity_task_checks_every_dialogue_and_reports_per_simulator(tmp_path):
+    file = write(tmp_path, SIMFID)
+    ws, exp, plan = open_experiment(tmp_path / "pal", file)
+    kinds: dict[str, int] = {}
+    for u in plan.job.units:
+        kinds[u.kind] = kinds.get(u.kind, 0) + 1
+    assert kinds["sim.run"] == 4 and kinds["sim.fidelity"] == 4 and kinds["eval.judge"] == 2 * 2
+    fid = next(u for u in plan.job.units if u.kind == "sim.fidelity")
+    assert fid.deps == [f"sim/{fid.payload['run_id']}"]
+    rows = {(r.task, r.method): r for r in plan.rows}
+    assert rows[("simulator-fidelity", "vanilla")].calls == 0  # the rule classifier calls no model
+    assert run(tmp_path / "pal", file).startswith(f"[{len(plan.job.units)}/{len(plan.job.units)}]")
+    units = ws.jobs.store.units(exp.job_id())
+    report = build_report(exp, units, ws.evals, ws.simfidelity)
+    assert [(r["simulator"], r["runs"]) for r in report.simulators] == [("always-accept", 2), ("llm", 2)]
+    assert report.simulators[0]["simulator_model"] == "always-accept"
+    assert "## Simulator fidelity" in render(report) and "always-accept" in render(report, "latex")
+    judged = {(j.run_a, j.run_b) for j in ws.evals.judgments()}
+    specs = {ws.sims.load(j[0]).spec.simulator for j in judged} | {ws.sims.load(j[1]).spec.simulator for j in judged}
+    assert specs == {"llm", "always-accept"}  # each pair judged within one simulator
+    assert all(ws.sims.load(a).spec.simulator == ws.sims.load(b).spec.simulator for a, b in judged)

@@ -11,7 +11,7 @@ import streamlit as st
 
 from jobs.types import format_seconds
 from protocol.config import ExperimentConfig
-from protocol.report import build_report, fair_rows, render, single_rows
+from protocol.report import build_report, fair_rows, render, simulator_table, single_rows
 from ui.jobs import WORKERS, progress_text, render_jobs
 from ui.platform_state import base_workspace
 from ui.text import error_text, md_escape
@@ -35,13 +35,16 @@ def render_experiments() -> None:
         st.caption(f"Started by {md_escape(summary.created_by)}" + (f" · ETA {format_seconds(eta)}" if eta else ""))
         try:
             exp = ExperimentConfig.model_validate(engine.store.config(choice)["experiment"])
-            report = build_report(exp, engine.store.units(choice), base_workspace().evals)
+            report = build_report(exp, engine.store.units(choice), base_workspace().evals,
+                                  base_workspace().simfidelity)
         except Exception as e:  # an experiment stored by another version, a missing record: a message
             log.exception("experiment %s: no report", choice)
             st.error(f"No report for {md_escape(choice)}: {md_escape(error_text(e))}")
         else:
-            for title, (head, rows) in (("Single-turn tasks", single_rows(report)),
-                                        (f"FairEval against {exp.baseline}", fair_rows(report))):
+            tables = [("Single-turn tasks", single_rows(report)), (f"FairEval against {exp.baseline}", fair_rows(report))]
+            if report.simulators:
+                tables.append(("Simulator fidelity", simulator_table(report)))
+            for title, (head, rows) in tables:
                 st.subheader(title)
                 st.dataframe(pd.DataFrame(rows, columns=head), hide_index=True, width="stretch",
                              key=f"eval_exp_{title[:6]}")

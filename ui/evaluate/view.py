@@ -40,6 +40,7 @@ from ui.evaluate.experiments import render_experiments
 from ui.evaluate.fidelity import render_fidelity_board
 from ui.evaluate.judging import judge_temperature, render_judge_button
 from ui.evaluate.results import render_exports, render_results
+from ui.evaluate.simfidelity import filter_by_simulator, render_simulator_board
 from ui.platform_state import base_workspace
 from ui.presenting import read_only_note, writes_allowed
 from ui.text import md_escape
@@ -114,6 +115,8 @@ def render_boards(dataset: Dataset, dkey: str) -> None:
     render_leaderboard(dataset, dkey)
     st.header("Memory fidelity against the gold memory")
     render_fidelity_board(dataset, dkey)
+    st.header("Simulator fidelity")
+    render_simulator_board(dataset, dkey)
 
 
 def configured_judge() -> str | None:
@@ -189,7 +192,7 @@ def render_pairwise(dataset: Dataset, dkey: str, sims: SimStore,
     stored = [j for j in store.judgments(dataset=dkey, method_a=a, method_b=b) if j.aspect in aspects]
     judge = _pick_judge(stored)
     judgments = latest_judgments(j for j in stored if j.judge_model == judge)
-    judgments = [apply_decision(j, threshold) for j in judgments]
+    judgments = filter_by_simulator([apply_decision(j, threshold) for j in judgments], dkey)
     dropped = dropped_topics(sims, dkey, a, b)
     if not judgments:
         st.info(f"No judgments of {md_escape(a)} vs {md_escape(b)} yet" + (": press Judge." if writes_allowed() else ".")

@@ -17,6 +17,8 @@ from review.export import answer_rows, item_rows, to_csv, to_jsonl
 from review.store import ReviewStore
 from ui.agreement import render_judge_human
 from ui.platform_state import base_workspace, home_workspace
+from ui.review.simturns import candidates as simturn_candidates
+from ui.review.simturns import render_checker_agreement
 from ui.text import error_text, md_escape
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,8 @@ def overview(store: ReviewStore, batch: dict) -> None:
         cols[3].button("Open", key=f"review_dis_{i}", on_click=go_to, args=(batch_id, d["item_no"]))
     if batch["task"] == "pairwise":
         judge_agreement(store, batch)
+    if batch["task"] == "simturn":
+        render_checker_agreement(store, batch)
     items, answers = item_rows(store, batch_id), answer_rows(store, batch_id)
     cols = st.columns(4)
     cols[0].download_button("Items CSV", to_csv(items), f"{batch_id}-items.csv", "text/csv")
@@ -96,6 +100,14 @@ def new_batch(store: ReviewStore, accounts: AccountStore, account: Account, data
         c = st.columns(2)
         extra["method_a"] = c[0].selectbox("Method 1", methods, key="review_new_ma")
         extra["method_b"] = c[1].selectbox("Method 2", methods, index=1, key="review_new_mb")
+    elif task == "simturn":
+        variants = sorted({base_workspace().sims.load(r["run_id"]).spec.simulator_variant
+                           for r in base_workspace().sims.list(dataset=dataset_key(dataset.root), status="finished")})
+        if not variants:
+            st.info("Simulated-turn batches need finished simulation runs of this dataset (Simulate page).")
+            return
+        extra["simulators"] = st.multiselect("Simulators (empty: all)", variants, key="review_new_simulators",
+                                             help="Annotators never see which simulator wrote a turn.")
     elif task == "memory":
         builds = memory_builds(dataset)
         if not builds:
@@ -111,6 +123,8 @@ def new_batch(store: ReviewStore, accounts: AccountStore, account: Account, data
                 candidates = quality_candidates(dataset)
             elif task == "pairwise":
                 candidates = pairwise_candidates(runs, extra["method_a"], extra["method_b"])
+            elif task == "simturn":
+                candidates = simturn_candidates(dataset, extra["simulators"] or None)
             else:
                 build_id, uid = extra["build"]
                 ms = base_workspace().memory

@@ -11,6 +11,7 @@ import streamlit as st
 from palset.dataset import Dataset
 from review.batches import shown_order
 from ui.platform_state import base_workspace
+from ui.review.simturns import simturn_content
 from ui.text import md_escape
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,8 @@ def render_content(batch: dict, item: dict | None, dataset: Dataset, *, blinded:
             quality_content(p, dataset)
         elif batch["task"] == "pairwise":
             pairwise_content(p, dataset)
+        elif batch["task"] == "simturn":
+            simturn_content(p, dataset)
         else:
             memory_content(p, dataset)
         return True

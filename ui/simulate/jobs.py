@@ -19,6 +19,7 @@ from sim.store import SimStore
 from sim.types import RunRecord, RunSpec
 from ui.jobs import active_job, follow, new_job_id, submit
 from ui.platform_state import base_workspace
+from ui.simulate.checks import render_run_checks, stored_checks
 from ui.simulate.transcript import columns_for, export_buttons, render_utterance, run_header
 from ui.text import md_escape
 
@@ -92,8 +93,10 @@ def render_job_run(dataset: Dataset, ids: list[str], summary: JobSummary, on_tak
     for col, record in zip(columns_for(len(records)), records):
         with col:
             run_header(record)
+            result = stored_checks(record.run_id)
+            render_run_checks(record, dataset, result)
             for utt in record.utterances:
-                render_utterance(utt, record.run_id)
+                render_utterance(utt, record.run_id, result.turn(utt.turn_no) if result and utt.side == "user" else None)
             if record.status == "failed":
                 st.error(f"{md_escape(record.error or 'failed')}. Every saved turn is kept; press Resume to continue.")
             export_buttons(record)

@@ -10,10 +10,12 @@ import pandas as pd
 import streamlit as st
 
 from backends.llm.context import describe_cuts
+from evaluation.simfidelity.types import TurnChecks
 from sim.export import run_to_json, run_to_markdown, speaker
 from sim.types import RunRecord, Utterance
 from ui.charts import ACT_COLOURS
 from ui.methods import method_label
+from ui.simulate.checks import render_turn_checks
 from ui.text import md_escape
 
 SIDES = {"user": ("Simulator", "Me"), "assistant": ("Assistant", "Me")}
@@ -67,15 +69,18 @@ def badge_line(utt_act: str, turn_no: int, extra: str = "") -> str:
     return f":{colour}-badge[{md_escape(utt_act)}] :gray[turn {turn_no}{extra}]"
 
 
-def render_utterance(utt: Utterance, run_id: str) -> None:
+def render_utterance(utt: Utterance, run_id: str, checks: TurnChecks | None = None) -> None:
     with chat_for(utt.side, utt.actor):
-        utterance_body(utt, run_id)
+        utterance_body(utt, run_id, checks)
 
 
-def utterance_body(utt: Utterance, run_id: str) -> None:
-    """Act badge, text, and for the assistant what memory gave it and the exact prompt."""
+def utterance_body(utt: Utterance, run_id: str, checks: TurnChecks | None = None) -> None:
+    """Act badge, text, the simulator checks of a user turn (when checked), and for the assistant what memory
+    gave it and the exact prompt."""
     extra = f" · {utt.attempts} tries" if utt.attempts > 1 else ""
     st.markdown(f"{badge_line(utt.act.value, utt.turn_no, extra)}  \n{md_escape(utt.content)}")
+    if checks is not None:
+        render_turn_checks(checks, f"{run_id}_{utt.turn_no}")
     if cuts := utterance_cuts(utt):
         st.caption(f":orange[Prompt fitted to the context window — {md_escape(cuts)}]")
     if utt.reasoning:

@@ -21,6 +21,7 @@ import json
 import logging
 
 import streamlit as st
+from pydantic import ValidationError
 
 from memory.methods import ORACLE_LABEL, get_method_class
 from palset.dataset import Dataset, User, dataset_key
@@ -28,12 +29,13 @@ from sim.runner import Simulation
 from sim.schedule import fixed_schedule
 from sim.service import make_spec
 from sim.store import SimStore, run_id_for
-from sim.types import RunRecord, RunSpec
+from sim.types import SIMULATOR_VARIANTS, RunRecord, RunSpec, SimulatorKind, parse_variant
 from ui import platform_state
 from ui.methods import NO_COMPARE, available_methods, default_method, method_label
 from ui.platform_state import base_workspace
 from ui.presenting import read_only_note, writes_allowed
 from ui.simulate import jobs as sim_jobs
+from ui.simulate.checks import render_run_checks, stored_checks
 from ui.simulate.live import GO, MESSAGE, go_live, held_sides, live_runs, render_live, tab_driver
 from ui.simulate.runs import render_runs
 from ui.simulate.transcript import columns_for, export_buttons, render_utterance, run_header
@@ -43,7 +45,12 @@ from ui.url_state import UrlState
 log = logging.getLogger(__name__)
 TABS = ["Simulation", "Runs"]
 MODES = ["fixed", "free"]
-_KEYS = {"user": "sim_user", "method": "sim_method", "compare": "sim_compare", "tab": "sim_tab"}
+_KEYS = {"user": "sim_user", "method": "sim_method", "compare": "sim_compare", "tab": "sim_tab",
+         "simulator": "sim_simulator"}
+SIMULATOR_LABELS = {"llm": "User-LLM", "llm+style": "User-LLM + the user's earlier turns (profile and style)",
+                    "replay": "The dataset's own dialogue, replayed (reference: ceiling)",
+                    "always-accept": "Always accepts (reference: floor)",
+                    "random-verdict": "Random verdicts (reference: floor)"}
 _URL = UrlState(_KEYS, "sim")
 
 
@@ -79,7 +86,7 @@ def topic_options(user: User) -> dict[str, str]:
 
 def pair_id_for(specs: list[RunSpec]) -> str:
     """The same pair id for the same compared specs, so a resumed comparison stays paired."""
-    shared = specs[0].model_dump(exclude={"method"})
+    shared = {k: v for k, v in specs[0].identity().items() if k != "method"}
     raw = json.dumps({**shared, "methods": sorted(s.method for s in specs)}, sort_keys=True)
     return f"pair-{hashlib.sha1(raw.encode()).hexdigest()[:10]}"
 
@@ -109,13 +116,31 @@ def render_setup(dataset: Dataset) -> None:
                                help="The simulated user opens with this instead of the topic's query; the session's "
                                     "situation, needs and preferences still apply.")
     mode, max_turns = _schedule_widgets(dataset, topic)
+    simulator, user_style = _simulator_widget()
     method, compare = _method_widgets(methods)
     seed = st.text_input("Seed", value="0", key="sim_seed",
                          help="The same settings and seed resume the same run; change the seed for a new run.").strip()
     sample_id, topic_key = topic.split("/", 1)
-    specs = [make_spec(dataset, uid, sample_id, topic_key, m, mode=mode, seed=seed or "0", max_turns=max_turns,
-                       free_query=free_query.strip() or None) for m in [method] + ([compare] if compare != NO_COMPARE else [])]
+    try:
+        specs = [make_spec(dataset, uid, sample_id, topic_key, m, mode=mode, seed=seed or "0", max_turns=max_turns,
+                           free_query=free_query.strip() or None, simulator=simulator, user_style=user_style)
+                 for m in [method] + ([compare] if compare != NO_COMPARE else [])]
+    except ValidationError as e:  # a simulator that cannot play this setup (replay in free mode)
+        log.info("simulation setup rejected: %s", e)
+        st.warning(md_escape(str(e.errors()[0]["msg"]).removeprefix("Value error, ")) + ".")
+        return
     _start_button(dataset, specs)
+
+
+def _simulator_widget() -> tuple[SimulatorKind, bool]:
+    """Who plays the user (URL ``?simulator=``): the User-LLM, with or without the style option, or a reference."""
+    _URL.sync("simulator", list(SIMULATOR_VARIANTS), "llm")
+    variant = st.selectbox("Simulated user", list(SIMULATOR_VARIANTS), key=_KEYS["simulator"],
+                           format_func=SIMULATOR_LABELS.get,
+                           help="Reference simulators give every simulator-fidelity figure its scale: the dataset's "
+                                "own dialogue (replayed; fixed schedule only) and two floors that call no model.")
+    _URL.write("simulator")
+    return parse_variant(variant)
 
 
 def _schedule_widgets(dataset: Dataset, topic: str) -> tuple[str, int]:
@@ -288,15 +313,20 @@ def render_replay(dataset: Dataset, records: list[RunRecord]) -> None:
         if st.button("Resume", key="sim_resume_replay", type="primary", icon=":material/play_arrow:", disabled=not same):
             if _submit(dataset, [(r.spec, r.pair_id) for r in records]):
                 st.rerun()
-    transcripts(records)
+    transcripts(records, dataset=dataset)
 
 
-def transcripts(records: list[RunRecord], exports: bool = True) -> None:
+def transcripts(records: list[RunRecord], exports: bool = True, dataset: Dataset | None = None) -> None:
+    """The runs side by side; with ``dataset`` (a run not followed live) also its simulator checks."""
     for col, record in zip(columns_for(len(records)), records):
         with col:
             run_header(record)
+            result = stored_checks(record.run_id) if dataset is not None else None
+            if dataset is not None:
+                render_run_checks(record, dataset, result)
             for utt in record.utterances:
-                render_utterance(utt, record.run_id)
+                turn = result.turn(utt.turn_no) if result is not None and utt.side == "user" else None
+                render_utterance(utt, record.run_id, turn)
             if exports:
                 export_buttons(record)
 

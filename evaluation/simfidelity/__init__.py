@@ -1,0 +1,44 @@
+"""Simulator fidelity: is the simulated user the user the dataset describes? Per turn, per run and per simulator.
+
+FairEval and the single-turn tasks measure the assistant, memory fidelity the memory; this measures the third
+instrument of every result, the User-LLM. For every query topic PAL-Set holds what other simulator studies lacked:
+the user's hidden requirement, the candidate solutions with the user's verdicts, the pos/neg preferences and the
+dataset's own dialogue of the topic. Each simulated user turn is checked against them (:mod:`.checks`, records
+in :mod:`.types`); a run's and a simulator's figures come from the checks (:mod:`.aggregate`). Definitions and
+thresholds, and what each reproduces: FIDELITY.md, "Simulator fidelity".
+"""
+
+from __future__ import annotations
+
+from evaluation.simfidelity.types import CHECKS, CHECKS_VERSION, NO_GOLD, RunFidelity, SimFidelityConfig
+
+# check → one sentence (badge tooltips, the leaderboard caption, the CLI's --json "definitions")
+CHECK_DEFINITIONS: dict[str, str] = {
+    "vague": "First turn: closer (cosine) to the dataset's user query than to the hidden requirement and every "
+             "implicit need.",
+    "truthful": "Requirement Confirmation: confirms a guess that matches the gold requirement or a need (cosine ≥ τ), "
+                "corrects one that does not.",
+    "verdict": "Solution Feedback: accepts a proposal matching a pos candidate, rejects one matching a neg candidate "
+               "(matching no candidate, or a neutral one: n/a).",
+    "persona": "Every turn: the user's language, no third-person self-reference, no assistant-style offer (and, with "
+               "the judge, nothing contradicting the profile).",
+    "act": "Fixed mode: the act the text performs (from its stance and what it answers) is the scheduled act.",
+}
+FIGURE_DEFINITIONS: dict[str, str] = {
+    "acceptance_rate": "Share of verdicts on proposals matching a pos/neg candidate that accept.",
+    "implied_acceptance": "Share of those proposals whose candidate is pos: the acceptance the gold implies.",
+    "over_cooperation": "Acceptance rate − implied acceptance (> 0: the simulator accepts what the user would not).",
+    "verdict_consistency": "Share of checked verdicts agreeing with the gold candidate's label.",
+    "truthful_rate": "Share of checked confirmations that are truthful.",
+    "vagueness_gap": "Mean over first turns of cos(turn, query) − max cos(turn, requirement or need).",
+    "vague_rate": "Share of first turns passing the vagueness check.",
+    "persona_rate": "Share of checked turns in persona.",
+    "schedule_adherence": "Share of checked turns whose text performs the scheduled act.",
+    "length": "Tokens per user turn: two-sample Kolmogorov–Smirnov D against the dataset's own user turns of the "
+              "same topics, with its p-value.",
+    "questions": "Questions per user turn: difference of means against the dataset's own turns, Mann–Whitney U p.",
+    "first_person": "Share of turns in the first person: difference against the dataset's own turns, Fisher's exact p.",
+}
+
+__all__ = ["CHECKS", "CHECKS_VERSION", "CHECK_DEFINITIONS", "FIGURE_DEFINITIONS", "NO_GOLD", "RunFidelity",
+           "SimFidelityConfig"]

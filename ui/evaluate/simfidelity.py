@@ -1,0 +1,130 @@
+"""The Evaluate page's simulator-fidelity leaderboard: one row per simulator (variant and model) over the dataset's
+checked runs — the reference simulators first — with the distribution distances to the dataset's own user turns,
+a form that checks the runs not checked yet, the CSV export, and the filter that keeps FairEval judgments of runs
+whose simulated user passed every check."""
+
+from __future__ import annotations
+
+import logging
+
+import pandas as pd
+import streamlit as st
+
+from evaluation.faireval import Judgment
+from evaluation.simfidelity import CHECK_DEFINITIONS, FIGURE_DEFINITIONS
+from evaluation.simfidelity.aggregate import leaderboard
+from evaluation.simfidelity.export import board_csv
+from evaluation.simfidelity.service import matchers, measure_runs
+from evaluation.simfidelity.types import SimFidelityConfig
+from palset.dataset import Dataset
+from ui import platform_state
+from ui.platform_state import base_workspace
+from ui.presenting import read_only_note, writes_allowed
+from ui.text import error_text, md_escape
+
+log = logging.getLogger(__name__)
+
+
+def _rate(value: float | None, signed: bool = False) -> str:
+    return "–" if value is None else (f"{value:+.3f}" if signed else f"{value:.3f}")
+
+
+def board_frame(rows: list[dict]) -> pd.DataFrame:
+    """One row per simulator: the figures (n/a as –) and each distance with its p-value."""
+    out = []
+    for r in rows:
+        row = {"simulator": r["simulator"], "model": r["simulator_model"], "runs": r["runs"],
+               "passed": r["passed"], "no gold": r["no_gold"],
+               "acceptance": _rate(r["acceptance_rate"]), "implied": _rate(r["implied_acceptance"]),
+               "over-cooperation": _rate(r["over_cooperation"], True),
+               "verdict consistency": _rate(r["verdict_consistency"]), "truthful": _rate(r["truthful_rate"]),
+               "vagueness gap": _rate(r["vagueness_gap"], True), "persona": _rate(r["persona_rate"]),
+               "schedule": _rate(r["schedule_adherence"])}
+        for name, d in r["distances"].items():
+            row[f"{name} distance (p)"] = "–" if d["distance"] is None else f"{d['distance']:+.3f} ({d['p']:.3g})"
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def render_simulator_board(dataset: Dataset, dkey: str) -> None:
+    results = base_workspace().simfidelity.results(dkey)
+    rows = leaderboard(results)
+    if rows:
+        st.dataframe(board_frame(rows), hide_index=True, width="stretch", key="eval_simfid_board")
+        st.caption("Rates pool the checked user turns of each simulator's runs (n/a turns left out); runs without "
+                   "gold count only in 'no gold' (n/a — no gold). Reference simulators: replay (the dataset's own "
+                   "dialogue, the ceiling), always-accept and random-verdict (floors).")
+        with st.expander("What each check and figure means"):
+            st.markdown("\n".join(f"- **{md_escape(k)}**: {md_escape(v)}"
+                                   for k, v in {**CHECK_DEFINITIONS, **FIGURE_DEFINITIONS}.items()))
+        st.download_button("Simulator fidelity CSV", board_csv(rows), file_name="simulator_fidelity.csv",
+                           mime="text/csv", icon=":material/download:", key="eval_simfid_csv", on_click="ignore")
+    else:
+        st.info("No simulated user checked in this dataset yet: check runs below, on a run of the Simulate page, or "
+                "with `pal simulate fidelity --dataset …`. Reference simulators (replay, always-accept, "
+                "random-verdict) are chosen on the Simulate page or with `pal simulate --simulator`.")
+    if not writes_allowed():
+        read_only_note("runs are not checked here; the table shows the bundle's results")
+        return
+    render_check_form(dataset, dkey, {r.run_id for r in results})
+
+
+def render_check_form(dataset: Dataset, dkey: str, checked: set[str]) -> None:
+    runs = base_workspace().sims.list(dataset=dkey)
+    with st.expander(f"Check simulated users ({len(runs) - len(checked & {r['run_id'] for r in runs})} of "
+                     f"{len(runs)} run(s) not checked)"):
+        c1, c2, c3 = st.columns(3)
+        classifier = c1.segmented_control("Stance classifier", ["rule", "judge"], default="rule", required=True,
+                                          key="eval_simfid_classifier",
+                                          help="rule: validated on the dataset's own verdicts (FIDELITY.md); judge: "
+                                               "the judge role with a bounded schema")
+        persona_judge = c2.checkbox("Judge profile contradictions", key="eval_simfid_persona",
+                                    help="the judge role reads turns that state facts about the user")
+        again = c3.checkbox("Check checked runs again", key="eval_simfid_again")
+        if not st.button("Check runs", key="eval_simfid_run", icon=":material/fact_check:", disabled=not runs):
+            return
+        todo = [r["run_id"] for r in runs if again or r["run_id"] not in checked]
+        check_runs(dataset, todo, SimFidelityConfig(classifier=classifier, persona_judge=persona_judge), again)
+
+
+def check_runs(dataset: Dataset, run_ids: list[str], config: SimFidelityConfig, recompute: bool) -> None:
+    ws = platform_state.workspace()
+    try:
+        llm = platform_state.llm_client() if config.classifier == "judge" or config.persona_judge else None
+        records = [ws.sims.load(i) for i in run_ids]
+    except Exception as e:  # configuration or store problems: a message
+        log.exception("simulator checks cannot start")
+        st.error(f"Cannot check: {md_escape(error_text(e))}")
+        return
+    bar = st.progress(0.0, text="Checking simulated users…")
+
+    def progress(done: int, total: int, run_id: str) -> None:
+        bar.progress(done / total, text=f"[{done}/{total}] {run_id}")
+
+    _results, errors = measure_runs(records, dataset, matchers(lambda language: ws.embedder(None, language)),
+                                    ws.simfidelity, config=config, llm=llm, progress=progress, recompute=recompute)
+    bar.empty()
+    for run_id, error in errors.items():
+        st.warning(f"{md_escape(run_id)}: {md_escape(error)}")
+    if not errors:
+        st.rerun()
+
+
+def passing_runs(dkey: str) -> dict[str, bool | None]:
+    """run id → whether its simulated user passed every check (None: nothing checkable); unchecked runs absent."""
+    return {r.run_id: r.passed for r in base_workspace().simfidelity.results(dkey)}
+
+
+def filter_by_simulator(judgments: list[Judgment], dkey: str) -> list[Judgment]:
+    """The FairEval judgments to show: all, or (toggle) only those whose two runs' simulated users passed."""
+    only = st.toggle("Only dialogues whose simulated user passed every check", key="eval_simfid_filter",
+                     help="Keeps the topics where both runs were checked (simulator fidelity, below) and every "
+                          "applicable check of every simulated user turn passed.")
+    if not only:
+        return judgments
+    passed = passing_runs(dkey)
+    kept = [j for j in judgments if passed.get(j.run_a) is True and passed.get(j.run_b) is True]
+    unchecked = len({r for j in judgments for r in (j.run_a, j.run_b) if r not in passed})
+    st.caption(f"{len(kept)} of {len(judgments)} judgment(s) kept" + (f"; {unchecked} run(s) not checked yet"
+                                                                      if unchecked else "") + ".")
+    return kept
