@@ -64,7 +64,7 @@ def _counting() -> None:
     """Count every structured call by prompt (valid, valid at the first try, seconds)."""
     original = LLMClient.structured
 
-    def structured(self, role, messages, model, *, prompt=None, **kw):  # type: ignore[no-untyped-def]
+    def structured(self, role, messages, model, *, prompt=None, **kw):  # type: ignore[no-untyped-def]  # a counting wrapper with the method's own signature
         started = time.perf_counter()
         out = original(self, role, messages, model, prompt=prompt, **kw)
         s = STATS[prompt.name if prompt else model.__name__]
@@ -74,7 +74,7 @@ def _counting() -> None:
         s["seconds"] += time.perf_counter() - started
         return out
 
-    LLMClient.structured = structured  # type: ignore[method-assign]
+    LLMClient.structured = structured  # type: ignore[method-assign]  # counts every structured call of the bench
 
 
 def installed(model: LocalModel) -> bool:
@@ -96,7 +96,7 @@ def topic_turns(session, index: int = 0):
 
 
 def utter(turn_no: int, side: str, act: Act, content: str) -> Utterance:
-    return Utterance(turn_no=turn_no, side=side, actor="simulator" if side == "user" else "assistant", act=act,  # type: ignore[arg-type]
+    return Utterance(turn_no=turn_no, side=side, actor="simulator" if side == "user" else "assistant", act=act,  # type: ignore[arg-type]  # side is "user" or "assistant" here
                      content=content)
 
 

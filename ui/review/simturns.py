@@ -67,7 +67,7 @@ def simturn_content(p: dict, dataset: Dataset) -> None:
     st.caption(f"{md_escape(p['sample_id'])} · {md_escape(p['topic_key'])}")
     turn_no = int(p["turn_no"])
     before = [u for u in record.utterances if u.turn_no < turn_no]
-    with st.container(height=320 if len(before) > 3 else None):
+    with st.container(height=320 if len(before) > 3 else "content"):
         for u in before:
             who = "User" if u.side == "user" else "Assistant"
             st.markdown(f"**{who}** :gray[{md_escape(u.act.value)}]: {md_escape(u.content)}")
