@@ -3,7 +3,8 @@
 A turn passes when all of these hold:
 
 1. **no assistant-style greeting or offer** — "How can I help you?", "I'm happy to help", "Here are some tips",
-   "You could try…", "有什么可以帮你的", "很高兴为您服务", "建议你…": what small models write when they slip into
+   "You could try…", "有什么可以帮你的", "很高兴为您服务", "建议你…", or talk about the chat itself ("Could you
+   rephrase…", "Sorry for the misunderstanding", "抱歉，我不明白"): what small models write when they slip into
    the assistant's part;
 2. **no narration of "the user"** — "The user asks about…", "用户想要…" (a summary, not the user speaking);
 3. **first person** — "I", "my", "we" / "我", "咱"; a short reaction (at most 8 words, or 15 Chinese characters:
@@ -44,6 +45,10 @@ OFFER_EN = re.compile("|".join([
     r"^\W*(?:hello|hi|hey)\b[^.!?]*\b(?:help|assist)",
     r"\bi(?:'m| am) sorry, but i (?:can(?:'t|not)|am unable)",
     r"\bi can(?:'t|not) (?:assist|help) with\b",
+    r"\b(?:could|can|would) you (?:please )?(?:rephrase|clarify|provide (?:more|some) (?:context|details|information))",
+    r"\bi(?:'m| am) sorry,? (?:but )?i (?:don't|do not|didn't|did not) (?:understand|follow)",
+    r"\b(?:sorry for|apologi[sz]e for) (?:the |any |my )?(?:misunderstanding|confusion)",
+    r"\bi don'?t have a specific (?:topic|question)",
 ]), re.I)
 NARRATION_EN = re.compile(r"^\W*(?:the )?user\b|\bthe user (?:is|has|wants|needs|asks|feels|would|was)\b", re.I)
 FIRST_PERSON_EN = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|our|us)\b", re.I)
@@ -61,6 +66,8 @@ OFFER_ZH = re.compile("|".join([
     r"(?:我)?建议(?:你|您)",
     r"^\W*(?:你好|您好)[，,！!。\s]*(?:我是|有什么|请问|很高兴)",
     r"(?:抱歉|对不起)[，,]?\s*我(?:无法|不能)(?:回答|提供|协助|帮助)",
+    r"(?:抱歉|对不起)[，,]?\s*我(?:不太|没有|没)?(?:明白|理解|懂)",
+    r"请(?:您|你)?(?:提供|说明|补充)(?:更多|一些)?(?:信息|细节|上下文|背景)",
 ]), re.I)
 NARRATION_ZH = re.compile(r"^\W*用户|用户(?:想|需要|希望|正在|是|在|询问|表示)")
 QUESTION = re.compile(r"[?？]\s*$|[吗呢吧]\W*$")

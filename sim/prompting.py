@@ -26,6 +26,7 @@ Chinese users get the prompts' Chinese wording (``<name>.zh.md``; see FIDELITY.m
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +37,7 @@ from sim.acts import REQUIREMENT_PHASE, act_name, definition
 from sim.types import Utterance
 
 LANGUAGE = LANGUAGE_LABELS["en"]
+EXAMPLE_QUOTE = re.compile(r'(?:wrote: "|回复：“)([^"”]+)')
 
 
 def language_name(prompt: Prompt, user_language: str) -> str:
@@ -66,8 +68,10 @@ def _cut_note(dropped: int, zh: bool) -> str:
 def simulator_system(prompt: Prompt, ctx: Any, act: Act, fragment: str | None = None) -> str:
     """The User-LLM's system message for a turn in ``act``: persona, ``fragment``, then the phase knowledge."""
     lang = prompt_language(prompt)
+    example = f"example_{ctx.user.language}" if prompt.has_part(f"example_{ctx.user.language}") else f"example_{lang}"
     return prompt.part("system", name=ctx.name(), persona=ctx.persona(zh=lang == "zh"), personality=ctx.personality(),
                        situation=ctx.situation(), language=language_name(prompt, ctx.user.language),
+                       example=prompt.part(example) if prompt.has_part(example) else "",
                        fragment=f"\n{fragment}\n" if fragment else "", knowledge=phase_knowledge(prompt, ctx, act))
 
 
@@ -87,13 +91,6 @@ def phase_knowledge(prompt: Prompt, ctx: Any, act: Act) -> str:
         rejects=pref.preference.neg if pref else none,
         liked="; ".join(f"{s} ({r})" if r else s for s, r in liked) or none,
         disliked="; ".join(f"{s} ({r})" if r else s for s, r in disliked) or none))
-
-
-def example_exchange(prompt: Prompt, user_language: str) -> list[dict[str, str]]:
-    """The one worked example (a user message and the reply written for it), in the user's language."""
-    lang = user_language if prompt.has_part(f"example_user_{user_language}") else prompt_language(prompt)
-    return [{"role": "user", "content": prompt.part(f"example_user_{lang}")},
-            {"role": "assistant", "content": prompt.part(f"example_reply_{lang}")}]
 
 
 def transcript_lines(prompt: Prompt, name: str, history: Sequence[Utterance], dropped: int = 0) -> str:
@@ -125,7 +122,7 @@ def simulator_messages(prompt: Prompt, ctx: Any, act: Act, history: Sequence[Utt
     if free_mode and prompt.has_part("free_ending"):
         text = f"{text}\n{prompt.part('free_ending', name=ctx.name())}"
     return [{"role": "system", "content": simulator_system(prompt, ctx, act, fragment)},
-            *example_exchange(prompt, ctx.user.language), {"role": "user", "content": text}]
+            {"role": "user", "content": text}]
 
 
 def with_retry_notes(prompt: Prompt, ctx: Any, messages: list[dict[str, str]],
@@ -155,8 +152,8 @@ def echo_sources(messages: Sequence[dict[str, str]], history: Sequence[Utterance
     """What a user turn must not copy: whatever the assistant said, the worked example, the turn's message (the chat
     so far and the cue)."""
     said = [u.content for u in history if u.side == "assistant"]
-    turn = messages[-1]["content"] if messages else ""
-    example = [m["content"] for m in messages[1:3]]
+    turn = messages[-1]["content"] if messages and history else ""  # the opening asks for the user's own question
+    example = EXAMPLE_QUOTE.findall(messages[0]["content"]) if messages else []
     return [t for t in (*said, turn, *example) if t]
 
 

@@ -212,12 +212,24 @@ class UserSimulator:
 
         content, tries = _retrying(f"user simulator, turn {turn_no} ({act.value})",
                                    attempt_free if self.free_mode else attempt_plain)
+        fallback = ""
+        if not history and not speaks_as_user(content, self.ctx.user.language, sources).ok:
+            fallback = self._opening_fallback(content)
+            content = redact_text(self.ctx.free_query or self.ctx.topic.topic.user_query)
         return Utterance(turn_no=turn_no, side="user", actor="simulator", act=act, content=content,
                          prompt_name=self.prompt.name, prompt_version=self.prompt.version, prompt=render_messages(msgs),
-                         cuts=fitted.cuts, reasoning=reasoning, attempts=tries,
+                         cuts=fitted.cuts, reasoning=reasoning, attempts=tries, fallback=fallback,
                          model=self.llm.config.role("user_simulator").model,
                          latency_ms=(time.perf_counter() - started) * 1000, created_at=time.time()), ended
 
+
+    def _opening_fallback(self, draft: str) -> str:
+        """Why the opening is the question on the user's mind as written (the dataset's user query, or the typed
+        one) rather than the model's draft: no draft spoke as the user (a small model's opening that greets or
+        apologises like an assistant would start every dialogue off-topic). Mem-PAL's opening is a short, vague
+        question on the topic — what the user query is."""
+        log.warning("user simulator opening: no draft spoke as the user (last: %.80s); the user query is sent", draft)
+        return f"the user query: no draft spoke as the user (last draft: {draft[:200]!r})"
 
     def _words(self, text: str) -> str:
         """The user's words of a reply: role prefixes and quotes stripped, cut where the model went on to write

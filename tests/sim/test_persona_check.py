@@ -71,3 +71,16 @@ def test_echoes_of_the_assistant_or_the_prompt_fail():
     assert not verdict.ok and "repeats the assistant or the prompt" in verdict.reasons
     assert speaks_as_user("对，我夜班后一直睡不好。", "zh", sources=["是不是夜班让你一直睡不好？"]).ok
     assert not echoes("", said) and not echoes("ok", "")
+
+
+@pytest.mark.parametrize("text,language", [
+    ("I'm sorry, I don't understand the chat. Could you please rephrase your message to me?", "en"),
+    ("I'm sorry for misunderstanding earlier. I was looking for an open-ended message.", "en"),
+    ("I don't have a specific topic in mind. Can you please provide more context?", "en"),
+    ("抱歉，我不太明白你的意思。", "zh"),
+    ("请提供更多信息，我才能回答。", "zh"),
+])
+def test_talk_about_the_chat_itself_is_the_assistant_speaking(text, language):
+    """What the 0.5B model wrote as a user's opening in the quality bench: meta-talk, not a user's question."""
+    verdict = speaks_as_user(text, language)
+    assert not verdict.ok and "assistant-style greeting or offer" in verdict.reasons

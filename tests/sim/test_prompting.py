@@ -4,10 +4,11 @@ import pytest
 
 from palset.loader import load_dataset
 from palset.vocab import Act
-from sim.persona_check import detect_language
+from sim.persona_check import detect_language, speaks_as_user
 from sim.prompting import (
     assistant_messages,
     assistant_note,
+    echo_sources,
     load_role_prompt,
     simulator_messages,
     summary_note,
@@ -47,8 +48,9 @@ def test_simulator_messages_put_the_persona_first_and_the_act_last(demo):
     prompt = load_role_prompt("sim/user_simulator", "en")
     history = dataset_history(ctx, 1)
     msgs = simulator_messages(prompt, ctx, Act.REQUIREMENT_CONFIRMATION, history)
-    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user"]  # system, the worked example, the turn
+    assert [m["role"] for m in msgs] == ["system", "user"]  # no worked exchange a small model would copy as its reply
     system, last = msgs[0]["content"], msgs[-1]["content"]
+    assert "never copy it" in system and "Jane" in system  # the example is described in the system message
     assert system.index(ctx.user.profile.name) < system.index(ctx.topic.topic.implicit_needs[0])  # persona, then phase
     assert ctx.topic.topic.user_query in system
     assert last.index(history[0].content) < last.index(history[1].content) < last.rindex("Requirement Confirmation")
@@ -130,7 +132,7 @@ def test_chinese_users_get_the_chinese_wording_and_english_on_request(demo, monk
     assert english.name == "sim/user_simulator"
     msgs = simulator_messages(english, ctx, Act.REQUIREMENT_CONFIRMATION, dataset_history(ctx, 1))
     assert "in Chinese (简体中文)" in msgs[-1]["content"] and "Requirement Confirmation" in msgs[-1]["content"]
-    assert detect_language(msgs[2]["content"]) == "zh"  # the worked example is still in the user's language
+    assert "王芳" in msgs[0]["content"]  # the example is still in the user's language
 
 
 def test_a_style_fragment_goes_into_the_system_message_before_the_phase_knowledge(demo):
@@ -147,3 +149,15 @@ def test_a_cut_transcript_says_so(demo):
     history = dataset_history(ctx, 3)
     msgs = simulator_messages(prompt, ctx, Act.SOLUTION_FEEDBACK, history[2:], dropped=2)
     assert "2 earlier message(s) left out" in msgs[-1]["content"] and history[0].content not in msgs[-1]["content"]
+
+
+@pytest.mark.parametrize("uid, copy", [("1000", "Yes, I keep waking up at noon and I'm wrecked all evening."),
+                                       ("1006", "对，我中午就醒，一整个晚上都没精神。")])
+def test_a_copy_of_the_example_reply_does_not_speak_as_the_user(demo, uid, copy):
+    """What the 0.5B model did with a worked exchange: answer every confirmation with the example's reply."""
+    ctx = ctx_of(demo, uid)
+    prompt = load_role_prompt("sim/user_simulator", ctx.user.language)
+    history = dataset_history(ctx, 1)
+    msgs = simulator_messages(prompt, ctx, Act.REQUIREMENT_CONFIRMATION, history)
+    verdict = speaks_as_user(copy, ctx.user.language, echo_sources(msgs, history))
+    assert not verdict.ok and "repeats the assistant or the prompt" in verdict.reasons

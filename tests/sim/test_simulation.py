@@ -221,3 +221,32 @@ def test_both_sides_stream_their_text_in_fixed_mode_and_free_mode_user_turns_are
     tokens = []
     utt = free.step(on_token=tokens.append)
     assert utt.side == "user" and tokens == [] and fake.requests[0].response_format is not None
+
+
+def test_an_opening_that_never_speaks_as_the_user_becomes_the_user_query(sim_env):
+    """A small model's opening that apologises or greets like an assistant three times is replaced by the question
+    on the user's mind as the dataset states it; the utterance says why and keeps the last draft."""
+    from sim.persona_check import speaks_as_user
+
+    make_llm, _ = sim_env
+    demo = load_dataset(DEMO)
+    drafts = []
+
+    def reply(req):
+        if side_of(req) == "user" and "The chat has not started" in req.messages[-1].content:
+            drafts.append(req)
+            return "I'm sorry, I don't understand the chat. Could you please rephrase your message?"
+        return default_reply(req)
+
+    llm, _fake = make_llm(reply)
+    spec = make_spec(demo, "1000", "1000_sample7", "topic-1", "vanilla")
+    record = make_llm.ws.open_simulation(demo, spec, llm).run()
+    assert record.status == "finished", record.error
+    first = record.utterances[0]
+    topic = demo.users["1000"].session("1000_sample7").topics[0]
+    assert len(drafts) == 3 and first.attempts == 3  # asked again twice, each time told why
+    assert "Not usable" in drafts[-1].messages[-1].content
+    assert first.content == topic.topic.user_query and speaks_as_user(first.content, "en").ok
+    assert first.fallback.startswith("the user query") and "rephrase" in first.fallback
+    later = [u for u in record.utterances if u.side == "user" and u.turn_no > 1]
+    assert later and all(not u.fallback for u in later)  # only the opening falls back
