@@ -1,4 +1,5 @@
-"""`pal memory build` / `pal memory trace` as users run them, on a demo user with real embeddings and Chroma."""
+"""`pal memory build` / `pal memory trace` as users run them, on a demo user with Chroma (the hash embedder: the
+real embedders are tested in tests/backends/test_vectorstore.py and tests/evaluation/test_fidelity_threshold.py)."""
 
 import json
 import os
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 def run(home, *args):
     return subprocess.run([PAL, "memory", *args], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PAL_HOME": str(home)})
+                          env={**os.environ, "PAL_HOME": str(home), "PAL_EMBEDDER": "hash"})
 
 
 def test_build_is_resumable_and_trace_prints_json(tmp_path):

@@ -39,9 +39,10 @@ def default_reply(req: ChatRequest) -> str:
 
 @pytest.fixture
 def sim_ws(tmp_path, monkeypatch):
-    """The workspace over a temporary PAL_HOME (configuration: defaults only)."""
+    """The workspace over a temporary PAL_HOME (configuration: defaults, but the hash embedder: retrieval is
+    exercised, not its quality — real embeddings are tested in tests/backends and tests/cli)."""
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
-    return make_workspace(tmp_path / "pal")
+    return make_workspace(tmp_path / "pal", env={"PAL_EMBEDDER": "hash"})
 
 
 @pytest.fixture
