@@ -10,8 +10,8 @@ prefix caching) only processes what is new.
   System message: the persona, an optional fragment (e.g. the ``user_style`` conditioning) and, last, what this
   phase of the dialogue lets the user know (Mem-PAL §4.3: query, hidden needs and requirement while the need is
   guessed; requirement, preferences and liked/disliked solutions while solutions are discussed), so a phase change
-  re-reads only that part and what follows. Then one worked example exchange in the user's language (constant).
-  Then one user message: the chat so far as "<name>: …" / "Assistant: …" lines, growing at its end, and the cue
+  re-reads only that part and what follows. No worked example (the 0.5B model copied one word for word, whether
+  sent as an exchange or described). Then one user message: the chat so far as "<name>: …" / "Assistant: …" lines, growing at its end, and the cue
   last: the assistant's last words quoted and the act with its definition. (The transcript as alternating chat
   messages with the model in the user's seat was tried first: Qwen2.5-Coder-0.5B echoed the assistant's last
   message back as "its" turn; see FIDELITY.md.)
@@ -26,7 +26,6 @@ Chinese users get the prompts' Chinese wording (``<name>.zh.md``; see FIDELITY.m
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,7 +36,6 @@ from sim.acts import REQUIREMENT_PHASE, act_name, definition
 from sim.types import Utterance
 
 LANGUAGE = LANGUAGE_LABELS["en"]
-EXAMPLE_QUOTE = re.compile(r'(?:wrote: "|回复：“)([^"”]+)')
 
 
 def language_name(prompt: Prompt, user_language: str) -> str:
@@ -68,10 +66,8 @@ def _cut_note(dropped: int, zh: bool) -> str:
 def simulator_system(prompt: Prompt, ctx: Any, act: Act, fragment: str | None = None) -> str:
     """The User-LLM's system message for a turn in ``act``: persona, ``fragment``, then the phase knowledge."""
     lang = prompt_language(prompt)
-    example = f"example_{ctx.user.language}" if prompt.has_part(f"example_{ctx.user.language}") else f"example_{lang}"
     return prompt.part("system", name=ctx.name(), persona=ctx.persona(zh=lang == "zh"), personality=ctx.personality(),
                        situation=ctx.situation(), language=language_name(prompt, ctx.user.language),
-                       example=prompt.part(example) if prompt.has_part(example) else "",
                        fragment=f"\n{fragment}\n" if fragment else "", knowledge=phase_knowledge(prompt, ctx, act))
 
 
@@ -107,7 +103,7 @@ def simulator_messages(prompt: Prompt, ctx: Any, act: Act, history: Sequence[Utt
     ones were left out to fit the window). The one place the simulator's prompt is assembled: ``fragment`` (e.g.
     ``prompts/sim/user_style.md`` filled) goes into the system message before the phase knowledge.
 
-    Messages: system, the worked example (a user message and its reply), then one user message: the chat so far,
+    Messages: system, then one user message: the chat so far,
     then the turn's cue (the assistant's last words quoted, the act). The next turn's message starts with the same
     text up to the end of this turn's transcript (only the short cue differs), so a prompt cache keeps it."""
     lang = prompt_language(prompt)
@@ -138,23 +134,26 @@ def with_retry_notes(prompt: Prompt, ctx: Any, messages: list[dict[str, str]],
 
 def cut_at_speaker(text: str, name: str) -> str:
     """``text`` up to a line where the model went on to write the next speaker's line ("Assistant: …", "助手：",
-    "<name>: …") or the prompt's own cue (a small model continuing the transcript)."""
+    "<name>: …") or the prompt's own cue (a small model continuing the transcript); a first line that copies the
+    cue's quote of the assistant is dropped."""
     labels = ("Assistant:", "Assistant：", "助手：", "助手:", "助手刚才说", "The assistant just wrote", f"{name}:", f"{name}：",
               "Write ", "写出")
     lines = text.splitlines()
+    cues = ("助手刚才说", "The assistant just wrote")
+    while len(lines) > 1 and lines[0].strip().startswith(cues):  # the model first copied the cue's quote
+        lines = lines[1:]
     for i, line in enumerate(lines[1:], start=1):
         if line.strip().startswith(labels):
             return "\n".join(lines[:i]).strip()
-    return text.strip()
+    return "\n".join(lines).strip()
 
 
 def echo_sources(messages: Sequence[dict[str, str]], history: Sequence[Utterance]) -> list[str]:
-    """What a user turn must not copy: whatever the assistant said, the worked example, the turn's message (the chat
-    so far and the cue)."""
+    """What a user turn must not copy: whatever the assistant said and the turn's message (the chat so far and the
+    cue; not for the opening, whose cue names the user's own question)."""
     said = [u.content for u in history if u.side == "assistant"]
     turn = messages[-1]["content"] if messages and history else ""  # the opening asks for the user's own question
-    example = EXAMPLE_QUOTE.findall(messages[0]["content"]) if messages else []
-    return [t for t in (*said, turn, *example) if t]
+    return [t for t in (*said, turn) if t]
 
 
 # ---------------------------------------------------------------- the assistant

@@ -4,6 +4,7 @@ import pytest
 
 from palset.loader import load_dataset
 from palset.vocab import Act
+from sim.acts import definition
 from sim.persona_check import detect_language, speaks_as_user
 from sim.prompting import (
     assistant_messages,
@@ -48,9 +49,9 @@ def test_simulator_messages_put_the_persona_first_and_the_act_last(demo):
     prompt = load_role_prompt("sim/user_simulator", "en")
     history = dataset_history(ctx, 1)
     msgs = simulator_messages(prompt, ctx, Act.REQUIREMENT_CONFIRMATION, history)
-    assert [m["role"] for m in msgs] == ["system", "user"]  # no worked exchange a small model would copy as its reply
+    assert [m["role"] for m in msgs] == ["system", "user"]  # no worked example a small model would copy as its reply
     system, last = msgs[0]["content"], msgs[-1]["content"]
-    assert "never copy it" in system and "Jane" in system  # the example is described in the system message
+    assert "Jane" not in system
     assert system.index(ctx.user.profile.name) < system.index(ctx.topic.topic.implicit_needs[0])  # persona, then phase
     assert ctx.topic.topic.user_query in system
     assert last.index(history[0].content) < last.index(history[1].content) < last.rindex("Requirement Confirmation")
@@ -132,7 +133,7 @@ def test_chinese_users_get_the_chinese_wording_and_english_on_request(demo, monk
     assert english.name == "sim/user_simulator"
     msgs = simulator_messages(english, ctx, Act.REQUIREMENT_CONFIRMATION, dataset_history(ctx, 1))
     assert "in Chinese (简体中文)" in msgs[-1]["content"] and "Requirement Confirmation" in msgs[-1]["content"]
-    assert "王芳" in msgs[0]["content"]  # the example is still in the user's language
+    assert msgs[0]["content"].startswith("You write the chat messages")  # the English wording's system message
 
 
 def test_a_style_fragment_goes_into_the_system_message_before_the_phase_knowledge(demo):
@@ -151,13 +152,23 @@ def test_a_cut_transcript_says_so(demo):
     assert "2 earlier message(s) left out" in msgs[-1]["content"] and history[0].content not in msgs[-1]["content"]
 
 
-@pytest.mark.parametrize("uid, copy", [("1000", "Yes, I keep waking up at noon and I'm wrecked all evening."),
-                                       ("1006", "对，我中午就醒，一整个晚上都没精神。")])
-def test_a_copy_of_the_example_reply_does_not_speak_as_the_user(demo, uid, copy):
-    """What the 0.5B model did with a worked exchange: answer every confirmation with the example's reply."""
+@pytest.mark.parametrize("uid", ["1000", "1006"])
+def test_a_copy_of_the_cue_or_the_assistant_does_not_speak_as_the_user(demo, uid):
+    """What the 0.5B model did: answer with the act's definition, or with the assistant's guess."""
     ctx = ctx_of(demo, uid)
     prompt = load_role_prompt("sim/user_simulator", ctx.user.language)
     history = dataset_history(ctx, 1)
     msgs = simulator_messages(prompt, ctx, Act.REQUIREMENT_CONFIRMATION, history)
-    verdict = speaks_as_user(copy, ctx.user.language, echo_sources(msgs, history))
-    assert not verdict.ok and "repeats the assistant or the prompt" in verdict.reasons
+    sources = echo_sources(msgs, history)
+    lang = "zh" if ctx.user.language == "zh" else "en"
+    for copy in (definition("user", Act.REQUIREMENT_CONFIRMATION, lang), history[-1].content):
+        verdict = speaks_as_user(copy, ctx.user.language, sources)
+        assert not verdict.ok and "repeats the assistant or the prompt" in verdict.reasons
+
+
+def test_a_reply_is_cut_where_the_model_writes_the_next_speaker_and_after_a_copied_cue():
+    from sim.prompting import cut_at_speaker
+
+    assert cut_at_speaker("Yes, the night shifts.\nAssistant: And knowing you…", "Jane") == "Yes, the night shifts."
+    assert cut_at_speaker('助手刚才说：“是刘梅那一栏吧？”\n对，就是她。\n助手：那你……', "罗晓岚") == "对，就是她。"
+    assert cut_at_speaker("The assistant just wrote: \"x\"", "Jane") == "The assistant just wrote: \"x\""  # nothing else
