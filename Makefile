@@ -86,11 +86,13 @@ test: setup browser proxy ray
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=15
 
 # The inner loop (≤ 3 min on 2 cores with the venv in place): ruff, mypy and every test that needs neither the
-# bundled model nor a browser. `make test` stays the whole suite and is what CI runs.
+# bundled model nor a browser and is not marked slow (the ~60 tests of more than 5 s: real subprocesses and
+# processes, a whole tour, rate windows). Three workers: some tests wait on sockets and windows, not the CPU.
+# `make test` stays the whole suite and is what CI runs.
 check: setup
 	$(PY) -m ruff check .
 	$(PY) -m mypy
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 -m "not local_model and not browser" --durations=10
+	$(PY) -m pytest -q -p no:cacheprovider -n 3 -m "not local_model and not browser and not slow" --durations=10
 
 lint: setup
 	$(PY) -m ruff check .

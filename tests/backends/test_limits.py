@@ -74,6 +74,7 @@ def test_concurrent_requests_stay_within_the_limit_across_clients(tmp_path):
 
 
 @pytest.mark.parametrize("limits", [EndpointLimits(requests_per_minute=4), EndpointLimits(tokens_per_minute=40)])
+@pytest.mark.slow(seconds=10)
 def test_requests_and_tokens_per_window_are_kept(tmp_path, limits):
     rec = Recorder(tokens=10)  # 40 tokens per window = 4 requests per window either way
     window = 1.0

@@ -1,3 +1,4 @@
+
 """`pal memory fidelity` as users run it: gold (oracle upper bound) scores 1.0, a baseline is built and measured,
 the reference memories come beside it, several users give a summary with bootstrap CIs, a figure that cannot be
 measured is n/a with its reason, an unbuilt LLM method and unknown users are clear errors; `pal memory
@@ -8,6 +9,8 @@ import os
 import shutil
 import subprocess
 
+import pytest
+
 from tests.cli.test_dataset_cmds import PAL
 from tests.conftest import DEMO
 
@@ -17,6 +20,7 @@ def run(home, *args, embedder="hash"):
                           env={**os.environ, "PAL_HOME": str(home), "PAL_EMBEDDER": embedder})
 
 
+@pytest.mark.slow(seconds=13)
 def test_gold_and_a_baseline_over_two_users(tmp_path):
     gold = run(tmp_path, "--dataset", str(DEMO), "--user", "1000", "--method", "gold", "--json")
     assert gold.returncode == 0, gold.stderr
@@ -46,6 +50,7 @@ def test_gold_and_a_baseline_over_two_users(tmp_path):
     assert lo <= summary["text_recall"]["value"] <= hi and summary["text_recall"]["n"] == 2
 
 
+@pytest.mark.slow(seconds=8)
 def test_clear_errors_and_partial_releases(tmp_path):
     res = run(tmp_path, "--dataset", str(DEMO), "--user", "9999", "--method", "gold")
     assert res.returncode == 2 and "no user 9999" in res.stderr
@@ -59,6 +64,7 @@ def test_clear_errors_and_partial_releases(tmp_path):
     assert "not measurable here: situation needs situation/situation.json" in res.stdout
 
 
+@pytest.mark.slow(seconds=7)
 def test_the_table_shows_reference_rows_and_na(tmp_path):
     res = run(tmp_path, "--dataset", str(DEMO), "--user", "1000", "--method", "vanilla-log")
     assert res.returncode == 0, res.stderr

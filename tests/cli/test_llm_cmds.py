@@ -39,6 +39,7 @@ def test_config_errors_exit_2_with_a_message(tmp_path):
     assert res.returncode == 2 and "role judge: temperature" in res.stderr
 
 
+@pytest.mark.slow(seconds=5)
 def test_check_reports_what_a_json_object_only_reasoning_endpoint_can_do(tmp_path):
     from testkit.fake_endpoints import FakeEndpoint
 

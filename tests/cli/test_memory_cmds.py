@@ -19,6 +19,7 @@ def run(home, *args):
                           env={**os.environ, "PAL_HOME": str(home), "PAL_EMBEDDER": "hash"})
 
 
+@pytest.mark.slow(seconds=8)
 def test_build_is_resumable_and_trace_prints_json(tmp_path):
     base = ["--dataset", str(DEMO), "--user", "1000", "--method", "rag-session"]
     first = run(tmp_path, "build", *base, "--until", "1000_sample2")

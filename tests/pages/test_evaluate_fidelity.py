@@ -18,6 +18,7 @@ def board(at):
     return next(d.value for d in at.dataframe if "text_recall" in d.value.columns)
 
 
+@pytest.mark.slow(seconds=7)
 def test_measure_and_rank_across_methods_and_users():
     at = open_page("evaluate")
     assert any("No fidelity measured" in i.value for i in at.info)

@@ -56,6 +56,7 @@ def test_another_dataset_keeps_the_usual_default(small_release, monkeypatch):
     assert at.selectbox(key="mem_method").value == "h2memory"
 
 
+@pytest.mark.slow(seconds=5)
 def test_fidelity_tab_of_a_baseline(memory_env):
     at = open_page("memory", user="1000", method="rag-session")
     at.button(key="mem_build").click().run()

@@ -138,6 +138,7 @@ def _shows_memory(at, params):
     assert "Made by: no LLM" in all_markdown(at)
 
 
+@pytest.mark.slow(seconds=26)
 def test_a_whole_tour_with_every_button_pressed_makes_no_llm_call_and_changes_nothing(endpoint):
     """Each stop, then every enabled button of it pressed in turn (each on a fresh open of the stop)."""
     open_page("home")

@@ -129,6 +129,7 @@ def records(home: Path) -> dict:
     return {"turns": turns, "judgments": judged, "results": results, "units": units, "stages": stages, "items": items}
 
 
+@pytest.mark.slow(seconds=8)
 def test_a_run_killed_mid_way_resumes_without_duplicates_and_reports_the_same(tmp_path):
     killed, clean = tmp_path / "killed", tmp_path / "clean"
     proc = subprocess.Popen([sys.executable, "-m", "testkit.run_experiment", str(killed), str(FILE), "--slow", "0.01"],

@@ -19,6 +19,7 @@ def local_ray():
     ray.shutdown()
 
 
+@pytest.mark.slow(seconds=14)
 def test_ray_and_threads_give_identical_records(tmp_path, local_ray):
     from studio.remote import ray_executor
     from testkit.run_experiment import run
