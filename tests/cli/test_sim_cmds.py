@@ -38,10 +38,14 @@ def sse(text: str, model: str) -> bytes:
 
 
 def answer(body: dict) -> tuple[int, dict, bytes]:
-    """Well-formed answers: JSON for structured (user simulator) requests, a sentence otherwise, SSE when streamed."""
+    """Well-formed answers: JSON for structured (free-mode user simulator) requests, a sentence otherwise, SSE when
+    streamed (the user's words for the User-LLM, so no turn is asked three times for speaking like the assistant)."""
     model = body.get("model", "fake")
-    if body.get("stream"):
-        return 200, {"content-type": "text/event-stream"}, sse("Here is one idea that could fit your week.", model)
+    if body.get("stream"):  # the User-LLM (fixed mode) speaks as the user, the assistant as the assistant
+        as_user = any(m["content"].startswith("You write the chat messages") for m in body["messages"]
+                      if m["role"] == "system")
+        text = "I would like some help with my week, please." if as_user else "Here is one idea that could fit your week."
+        return 200, {"content-type": "text/event-stream"}, sse(text, model)
     asks_json = any("JSON" in m["content"] for m in body["messages"] if m["role"] == "system")
     text = json.dumps({"content": "I would like some help with this, please."}) if asks_json else "Try a short plan."
     return 200, JS, json.dumps(completion(text, model)).encode()

@@ -97,7 +97,9 @@ def test_two_methods_side_by_side_stream_and_show_both_transcripts(app_env, fake
     runs = [app_workspace().sims.load(run_id_for(make_spec(dataset, UID, SAMPLE, TOPIC, m))) for m in ("vanilla-log", "vanilla")]
     assert [r.status for r in runs] == ["finished", "finished"] and runs[0].pair_id == runs[1].pair_id
     streamed = [b for b in fake_server.requests if b.get("stream")]
-    assert len(streamed) == 2 * turns  # every assistant turn of both runs came as a token stream
+    by_user = [b for b in streamed if "chat messages that" in b["messages"][0]["content"]]
+    # every turn of both runs, the assistant's and the User-LLM's (plain text in fixed mode), came as a token stream
+    assert len(streamed) - len(by_user) == 2 * turns and len(by_user) == 2 * turns
     assert all(u.content == f"assistant answers ({u.act.value}) politely" for r in runs for u in r.utterances
                if u.side == "assistant")
 
