@@ -114,7 +114,7 @@ def simulator_part(llm, dataset, users: list[str], turns: int) -> dict:
             utt, _ = sim.say(no, turn.user.action, history, f"quality/{uid}/{no}")
             seconds = time.perf_counter() - started
             verdict = speaks_as_user(utt.content, user.language, echo_sources(sim.messages(turn.user.action, history),
-                                                                              history))
+                                                                              history), ctx.name())
             rows.append({"user": uid, "language": user.language, "turn": no, "act": turn.user.action.value,
                          "text": utt.content, "ok": verdict.ok, "reasons": list(verdict.reasons),
                          "first_try": utt.attempts == 1 and verdict.ok, "attempts": utt.attempts,

@@ -6,7 +6,8 @@ A turn passes when all of these hold:
    "You could try…", "有什么可以帮你的", "很高兴为您服务", "建议你…", or talk about the chat itself ("Could you
    rephrase…", "Sorry for the misunderstanding", "抱歉，我不明白"): what small models write when they slip into
    the assistant's part;
-2. **no narration of "the user"** — "The user asks about…", "用户想要…" (a summary, not the user speaking);
+2. **no narration of "the user"** — "The user asks about…", "用户想要…", or the user's own full name ("Alexandra
+   Kowalski's question is…"): a summary, not the user speaking;
 3. **first person** — "I", "my", "we" / "我", "咱"; a short reaction (at most 8 words, or 15 Chinese characters:
    "Yes, exactly.", "不对。") or a question (Chinese drops the pronoun: "这话怎么开口？") passes without one, unless the
    question guesses at the other side's needs the way the assistant does ("Are you looking for…?", "你是想…吗？");
@@ -126,16 +127,17 @@ def echoes(text: str, source: str) -> bool:
     return bool(mine) and len(mine & _grams(source)) >= ECHO_SHARE * len(mine)
 
 
-def speaks_as_user(text: str, language: str, sources: Sequence[str] = ()) -> PersonaVerdict:
+def speaks_as_user(text: str, language: str, sources: Sequence[str] = (), name: str = "") -> PersonaVerdict:
     """The rule of the module docstring for one turn of a user whose language is ``language`` (``zh``/``en``);
-    ``sources``: texts the turn must not copy (the assistant's last message, the prompt's example and cue)."""
+    ``sources``: texts the turn must not copy (the assistant's last message, the prompt's cue); ``name``: the
+    user's full name — a user does not write it about themselves (a model narrating "<name>'s question is …")."""
     found = detect_language(text)
     reasons: list[str] = []
     if any(echoes(text, source) for source in sources if source):
         reasons.append("repeats the assistant or the prompt")
     if OFFER_EN.search(text) or OFFER_ZH.search(text):
         reasons.append("assistant-style greeting or offer")
-    if NARRATION_EN.search(text) or NARRATION_ZH.search(text):
+    if NARRATION_EN.search(text) or NARRATION_ZH.search(text) or (name and name.strip() and name.strip() in text):
         reasons.append('narrates "the user"')
     own_question = bool(QUESTION.search(text)) and not GUESS.search(text)
     if not (FIRST_PERSON_EN.search(text) or FIRST_PERSON_ZH.search(text) or _short(text) or own_question):

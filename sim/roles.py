@@ -213,7 +213,7 @@ class UserSimulator:
         content, tries = _retrying(f"user simulator, turn {turn_no} ({act.value})",
                                    attempt_free if self.free_mode else attempt_plain)
         fallback = ""
-        if not history and not speaks_as_user(content, self.ctx.user.language, sources).ok:
+        if not history and not speaks_as_user(content, self.ctx.user.language, sources, self.ctx.name()).ok:
             fallback = self._opening_fallback(content)
             content = redact_text(self.ctx.free_query or self.ctx.topic.topic.user_query)
         return Utterance(turn_no=turn_no, side="user", actor="simulator", act=act, content=content,
@@ -240,7 +240,7 @@ class UserSimulator:
                     rejected: list[tuple[str, tuple[str, ...]]]) -> str | None:
         """``text``, or None (ask again, telling the model what was wrong) when it does not speak as the user
         (:mod:`sim.persona_check`) and this is not the last attempt — the last one is kept rather than failing."""
-        verdict = speaks_as_user(text, self.ctx.user.language, sources)
+        verdict = speaks_as_user(text, self.ctx.user.language, sources, self.ctx.name())
         if verdict.ok or attempt >= MAX_TRIES or not usable(text):
             return text
         log.info("user simulator turn rejected (%s): %.80s", "; ".join(verdict.reasons), text)

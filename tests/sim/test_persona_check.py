@@ -84,3 +84,12 @@ def test_talk_about_the_chat_itself_is_the_assistant_speaking(text, language):
     """What the 0.5B model wrote as a user's opening in the quality bench: meta-talk, not a user's question."""
     verdict = speaks_as_user(text, language)
     assert not verdict.ok and "assistant-style greeting or offer" in verdict.reasons
+
+
+def test_the_users_own_full_name_is_narration():
+    text = 'Alexandra Kowalski\'s question is "What do I do now that I didn\'t get staff?"'
+    assert speaks_as_user(text, "en").ok  # without the name the rule cannot tell
+    verdict = speaks_as_user(text, "en", name="Alexandra Kowalski")
+    assert not verdict.ok and 'narrates "the user"' in verdict.reasons
+    assert not speaks_as_user("罗晓岚想知道怎么开口。", "zh", name="罗晓岚").ok
+    assert speaks_as_user("I asked Alexandra about it.", "en", name="Alexandra Kowalski").ok  # a first name alone
