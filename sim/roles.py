@@ -263,6 +263,20 @@ def _streamed(llm: LLMClient, role: str, msgs: list[dict[str, str]], prompt: Pro
     return (final.text, final.reasoning) if final else (None, "")
 
 
+def without_copied_note(text: str, note: str) -> str | None:
+    """The assistant's reply without the lines it copied from its own note (a small model starts with "What you know
+    about the user: …" or "Act: …"); None when nothing of its own is left."""
+    lines = text.splitlines()
+    def copied(line: str) -> bool:
+        line = line.strip()
+        return not line or (len(line) >= 12 and line in note) or line.startswith(("Act:", "[Note"))
+
+    while lines and copied(lines[0]):
+        lines = lines[1:]
+    rest = "\n".join(lines).strip()
+    return rest if usable(rest) else None
+
+
 class Assistant:
     """Role ``assistant``: summarise the need into a retrieval query, retrieve from memory, answer in the act.
 
@@ -315,11 +329,19 @@ class Assistant:
         msgs = fitted.messages
         reasoning = ""
 
+        note = msgs[-1]["content"]
+
         def attempt(n: int) -> str | None:
             nonlocal reasoning
             text, reasoning = _streamed(self.llm, "assistant", msgs, self.prompt, f"{salt}/{n}", fitted.all_cuts,
                                         on_token if n == 1 else None)
-            return clean(text) if text is not None else None
+            if text is None:
+                return None
+            words = without_copied_note(clean(text), note)
+            if words is None and n < MAX_TRIES:
+                log.info("assistant turn %s copied its note, asked again: %.80s", turn_no, text)
+                return None
+            return words or clean(text)
 
         content, tries = _retrying(f"assistant, turn {turn_no} ({act.value})", attempt)
         return Utterance(turn_no=turn_no, side="assistant", actor="assistant", act=act, content=content,

@@ -250,3 +250,34 @@ def test_an_opening_that_never_speaks_as_the_user_becomes_the_user_query(sim_env
     assert first.fallback.startswith("the user query") and "rephrase" in first.fallback
     later = [u for u in record.utterances if u.side == "user" and u.turn_no > 1]
     assert later and all(not u.fallback for u in later)  # only the opening falls back
+
+
+def test_an_assistant_reply_that_copies_its_note_is_cut_or_asked_again(sim_env):
+    """The 0.5B model began replies with its own note ("What you know about the user: …", "Act: …")."""
+    from sim.roles import without_copied_note
+    from tests.sim.conftest import act_of
+
+    note = ("[Note for the assistant, not from the user]\nWhat you know about the user:\n- works night shifts\n"
+            "Your reply now — Act: Requirement Prediction. Guess ONE hidden need.")
+    copied = "What you know about the user:\n- works night shifts\nIs it that the night shifts wreck your sleep?"
+    assert without_copied_note(copied, note) == "Is it that the night shifts wreck your sleep?"
+    assert without_copied_note("What you know about the user:\n- works night shifts", note) is None
+    assert without_copied_note("Is it the rota?", note) == "Is it the rota?"
+
+    make_llm, _ = sim_env
+    demo = load_dataset(DEMO)
+    asked: list = []
+
+    def reply(req):
+        if side_of(req) == "assistant":
+            asked.append(req)
+            if len(asked) == 1:  # only the note, copied: asked again
+                return req.messages[-1].content
+            return f"Could it be the night shifts? ({act_of(req)})"
+        return default_reply(req)
+
+    llm, _fake = make_llm(reply)
+    record = make_llm.ws.open_simulation(demo, make_spec(demo, "1000", "1000_sample7", "topic-1", "vanilla"), llm).run()
+    assert record.status == "finished", record.error
+    first = next(u for u in record.utterances if u.side == "assistant")
+    assert first.attempts == 2 and first.content.startswith("Could it be the night shifts?")
