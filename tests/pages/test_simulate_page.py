@@ -14,6 +14,7 @@ from tests.conftest import DEMO
 from tests.pages.apptest import app_workspace, open_page
 from tests.sim.conftest import default_reply, side_of
 from ui import platform_state
+from ui.text import md_escape
 
 UID, SAMPLE, TOPIC = "1001", "1001_sample7", "topic-1"
 
@@ -213,3 +214,25 @@ def test_reasoning_shows_apart_and_a_fitted_prompt_says_what_was_cut(tmp_path, m
     assert any("SECRET-THOUGHT" in c.value for c in at.code)
     captions = "\n".join(c.value for c in at.caption)
     assert "Prompt fitted to the context window" in captions and "sessions 1001\\_sample0" in captions
+
+
+def test_an_opening_the_model_could_not_word_says_it_is_the_user_query(tmp_path, monkeypatch):
+    """The opening fell back to the dataset's user query (no draft spoke as the user): the transcript says so."""
+    monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
+    monkeypatch.setenv("PAL_EMBEDDER", "hash")
+
+    def greeting_opening(req):
+        if side_of(req) == "user" and "The chat has not started" in req.messages[-1].content:
+            return "Hello! How can I help you today?"
+        return reply(req)
+
+    client = app_workspace().with_config(load_config(secrets={}, env={})).llm(
+        providers=dict.fromkeys(ROLES, ScriptedLLM(greeting_opening)))
+    monkeypatch.setattr(platform_state, "llm_client", lambda: client)
+    sim = app_workspace().open_simulation(load_dataset(DEMO), spec(), client)
+    sim.step()
+    at = open_page("simulate", run=sim.record.run_id)
+    assert not at.exception, [e.value for e in at.exception]
+    query = load_dataset(DEMO).users[UID].session(SAMPLE).topics[0].topic.user_query
+    assert md_escape(query) in transcript(at)[0][1]
+    assert any("Not the model's words" in c.value and "How can I help" in c.value for c in at.caption)
