@@ -164,6 +164,11 @@ def check_turn(utt: Utterance, history: list[Utterance], ctx: CheckContext) -> T
     salt = f"{ctx.salt}/{utt.turn_no}"
     answering = "guess" if prev is not None and prev.act is Act.REQUIREMENT_PREDICTION else None
     stance = ctx.stance(prev.content if prev else "", utt.content, salt, answering)
+    if utt.fallback:  # not the simulator's words: it failed to speak as the user, and the text earns no credit
+        out.checks.append(_na("vague", f"not the simulator's words ({utt.fallback[:120]})"))
+        out.checks.append(TurnCheck(check="persona", outcome="fail", reason="no draft spoke as the user; the user "
+                                    "query was sent instead", evidence={"fallback": utt.fallback}))
+        return out
     if utt.act is Act.TOPIC_INQUIRY and utt.turn_no == 1:
         out.checks.append(_na("vague", unavailable["vague"]) if "vague" in unavailable else check_vague(utt.content, ctx))
     if utt.act is Act.REQUIREMENT_CONFIRMATION:

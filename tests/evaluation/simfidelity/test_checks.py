@@ -174,3 +174,12 @@ def test_statements_are_matched_sentence_by_sentence_as_in_memory_fidelity(table
     history = [u(1, Act.REQUIREMENT_PREDICTION, guess, "assistant")]
     check = check_turn(u(2, Act.REQUIREMENT_CONFIRMATION, "Yes, exactly."), history, ctx(matcher)).get("truthful")
     assert check.outcome == "pass" and check.evidence["best_is"] == "implicit need 1"
+
+
+def test_a_fallback_opening_fails_persona_and_earns_no_vagueness(table):
+    """The opening the simulator could not word (sim.roles sent the user query): not the simulator's words."""
+    _emb, matcher = table
+    utt = u(1, Act.TOPIC_INQUIRY, QUERY).model_copy(update={"fallback": "the user query: no draft spoke as the user"})
+    checks = check_turn(utt, [], ctx(matcher))
+    assert outcome(checks, "vague") == "n/a" and "not the simulator's words" in checks.get("vague").reason
+    assert outcome(checks, "persona") == "fail" and checks.get("persona").evidence["fallback"]
