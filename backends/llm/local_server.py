@@ -22,20 +22,11 @@ import urllib.request
 from pathlib import Path
 
 from backends.config import LocalServerConfig
+from backends.gguf import GGUFInfo, ModelUnavailable, available_memory, check_memory, estimate_memory
 from backends.llm.errors import EndpointUnavailable
 from backends.llm.threads import resolve_threads
 from backends.local_models import CATALOG, LocalModel, find_model
-from backends.model_files import (
-    GGUFInfo,
-    ModelUnavailable,
-    Prepared,
-    available_memory,
-    check_gguf_file,
-    check_memory,
-    estimate_memory,
-    prepare_model,
-    served_path,
-)
+from backends.model_files import Prepared, check_gguf_file, prepare_model, served_path
 from backends.paths import PROJECT_ROOT
 
 log = logging.getLogger(__name__)

@@ -10,19 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from backends.gguf import GGUFInfo, ModelUnavailable, check_memory, estimate_memory, read_gguf_header
 from backends.local_models import QWEN05, LocalModel, ModelPart
-from backends.model_files import (
-    GGUFInfo,
-    ModelUnavailable,
-    check_gguf_file,
-    check_memory,
-    estimate_memory,
-    model_cache_dir,
-    part_files,
-    prepare_model,
-    read_gguf_header,
-    recorded_check,
-)
+from backends.model_files import check_gguf_file, model_cache_dir, part_files, prepare_model, recorded_check
 
 
 def write_gguf(path: Path, rows: int = 100) -> bytes:
