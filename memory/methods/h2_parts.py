@@ -187,3 +187,14 @@ def topic_with_feedback(item: MemoryItem) -> str:
 def background_text(item: MemoryItem | None) -> str:
     """An aspect's current background text (empty when the aspect has none yet)."""
     return item.text if item is not None else ""
+
+
+def principle_item(uid: str, c: int, general: str, principle: str, members: list[MemoryItem],
+                    centroid: np.ndarray, count: int, at: MemoryItem) -> MemoryItem:
+    """A new principle item: cluster ``c``'s general requirement and principle, its members and centroid."""
+    return MemoryItem(
+        id=f"{uid}_cluster{c}", layer="principle", text=f"{general}: {principle}".strip(": "),
+        session_id=at.session_id, session_index=at.session_index,
+        provenance=[f"item:{m.id}" for m in members][:20], importance=float(count),
+        meta={"general_requirement": general, "principle": principle, "members": [m.id for m in members],
+              "centroid": [round(float(x), 6) for x in centroid], "count": count})

@@ -50,6 +50,7 @@ from memory.methods.h2_parts import (
     components,
     constrained_kmeans,
     log_graph_model,
+    principle_item,
     tile_spans,
     topic_with_feedback,
     windows,
@@ -282,7 +283,7 @@ class H2Memory(MemoryMethod):
             clusters.append((c, members, rng.sample(members, min(10, len(members)))))
         principles = self.each(lambda job, own: self._cluster_principle(job[0], job[2], own), clusters, changes.notes)
         for (c, members, _), (general_text, principle_text) in zip(clusters, principles):
-            changes.upserts.append(self._principle_item(uid, c, general_text, principle_text, members, centers[c],
+            changes.upserts.append(principle_item(uid, c, general_text, principle_text, members, centers[c],
                                                         len(members), last))
             for t in members:
                 changes.upserts.append(t.model_copy(update={"meta": {**t.meta, "cluster": c}}))
@@ -297,15 +298,6 @@ class H2Memory(MemoryMethod):
                               general_requirement=general_text,
                               preferences="\n".join(f"- {t.meta.get('preference', '')}" for t in sample if t.meta.get("preference")) or "(none)")
         return general_text, principle.principle if principle else ""
-
-    def _principle_item(self, uid: str, c: int, general: str, principle: str, members: list[MemoryItem],
-                        centroid: np.ndarray, count: int, at: MemoryItem) -> MemoryItem:
-        return MemoryItem(
-            id=f"{uid}_cluster{c}", layer="principle", text=f"{general}: {principle}".strip(": "),
-            session_id=at.session_id, session_index=at.session_index,
-            provenance=[f"item:{m.id}" for m in members][:20], importance=float(count),
-            meta={"general_requirement": general, "principle": principle, "members": [m.id for m in members],
-                  "centroid": [round(float(x), 6) for x in centroid], "count": count})
 
     def _update_principles(self, outlines: list[MemoryItem], memory: MemoryView,
                            notes: list[str]) -> tuple[list[MemoryItem], list[MemoryItem]]:
