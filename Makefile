@@ -106,31 +106,11 @@ bench: setup
 clean:
 	rm -rf $(VENV) .pal
 
-# Regenerate the bundled demo workspace from the demo data with what runs offline: the gold memory and the
-# no-LLM baselines for every user with their fidelity against gold, one simulation per method on one query
-# topic and a FairEval judgment of every method pair (k=1) made with the bundled SmolLM2-135M model, a
-# calibration review batch; exported with annotators pseudonymised. About 30 minutes on 2 quiet CPU cores (27 min measured).
-DEMO_METHODS := gold rag-turn rag-session vanilla-log
-DEMO_TASK    := 1002_sample7_topic-1
-DEMO_PAIRS   := gold:rag-turn gold:rag-session gold:vanilla-log rag-turn:rag-session rag-turn:vanilla-log \
-                rag-session:vanilla-log
-DEMO_ENV     := PAL_HOME=$(DEMO_HOME) PAL_AUTH=local PAL_EMBEDDER=auto PAL_DEFAULT_PROVIDER=local \
-                PAL_DEFAULT_MODEL=SmolLM2-135M-Instruct PAL_DEFAULT_TIMEOUT=900 PAL_DEFAULT_MAX_TOKENS=192 \
-                PAL_JUDGE_MAX_TOKENS=384 $(foreach r,ASSISTANT USER_SIMULATOR JUDGE MEMORY_BUILDER SYNTHESIZER,\
-                PAL_$(r)_PROVIDER=local PAL_$(r)_MODEL=SmolLM2-135M-Instruct)
-demo-workspace: setup
-	rm -rf $(DEMO_HOME)
-	for m in $(DEMO_METHODS); do $(DEMO_ENV) $(PY) -m cli memory fidelity --dataset data/demo --users all \
-		--method $$m || exit 1; done
-	$(DEMO_ENV) $(PY) -m cli simulate --dataset data/demo --methods $(shell echo $(DEMO_METHODS) | tr ' ' ,) \
-		--task-ids $(DEMO_TASK) --concurrency 1
-	for p in $(DEMO_PAIRS); do $(DEMO_ENV) $(PY) -m cli judge --dataset data/demo --runs $${p%%:*} \
-		--baseline $${p##*:} --k 1 || exit 1; done
-	$(DEMO_ENV) $(PY) -m cli judge --dataset data/demo --runs gold --baseline vanilla-log --k 1 \
-		--review-uncertain 1 --annotators reviewer-a,reviewer-b
-	$(DEMO_ENV) $(PY) -m cli workspace export --dataset data/demo --pseudonymise --out $(DEMO_BUNDLE) \
-		--how "make demo-workspace (PAL Studio's own commands on data/demo, offline)" \
-		--how "pal memory fidelity --users all --method M, for M in $(DEMO_METHODS) (builds them first; no LLM)" \
-		--how "pal simulate --methods $(DEMO_METHODS) --task-ids $(DEMO_TASK) (bundled SmolLM2-135M-Instruct)" \
-		--how "pal judge --k 1 for each pair of $(DEMO_METHODS) (judge: bundled SmolLM2-135M-Instruct)" \
-		--how "pal judge --runs gold --baseline vanilla-log --review-uncertain 1 --annotators reviewer-a,reviewer-b"
+# Record the bundled demo workspace from the demo data with PAL Studio's own commands, offline (scripts/record_demo.py):
+# the no-LLM memories and their fidelity, then the tour's topic and a Chinese user's (simulations, FairEval k=3), then
+# H²Memory of users 1002, 1006 and 1007, then every demo user on two query topics, every method pair judged, and the
+# simulator fidelity of every run — assistant, judge and memory builder the default Qwen2.5-Coder-0.5B, the User-LLM
+# the 1.5B (installed first). Many CPU-hours on 2 cores: each stage resumes, so running it again continues, and
+# MINUTES=N stops starting stages after N minutes and exports what is recorded (the manifest says what is missing).
+demo-workspace: setup $(QWEN15_STAMP)
+	DEMO_HOME=$(DEMO_HOME) $(PY) scripts/record_demo.py --out $(DEMO_BUNDLE) $(if $(MINUTES),--minutes $(MINUTES))

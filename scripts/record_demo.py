@@ -1,0 +1,185 @@
+"""Record the bundled demo workspace (``data/demo/workspace.palbundle``) with PAL Studio's own commands, in stages.
+
+Why stages: on a 2-core machine the whole recording (H²Memory of three users, every demo user simulated on two query
+topics with four methods, FairEval of every method pair with k = 3 in both orders) takes many CPU-hours. The stages
+run in the order a visitor meets their records — the tour's topic and a Chinese user first — so a recording cut short
+still makes a workspace whose tour reads well. Every command resumes where it stopped (``pal simulate`` keeps every
+saved utterance, ``pal judge`` every stored judgment, ``pal memory`` every built session), so running this again
+continues the recording; a ledger (``recording.json`` in the recording's PAL_HOME) keeps each stage's time and
+status, and the bundle's manifest says which stages are in it.
+
+Run: ``make demo-workspace`` (every stage, then the export), or
+``.venv/bin/python scripts/record_demo.py [--minutes M] [--only-export] [--list]``: ``--minutes`` starts no stage
+after M minutes (the stage under way finishes), then exports what is recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATASET = "data/demo"
+BUNDLE = ROOT / "data" / "demo" / "workspace.palbundle"
+BASELINES = ["gold", "rag-turn", "vanilla-log"]  # memories that need no LLM (gold: the dataset's own)
+NO_LLM_MEMORIES = ["gold", "rag-turn", "rag-session", "vanilla-log"]
+H2_USERS = ["1002", "1006", "1007"]  # the tour's user and both Chinese users
+TOUR_TASKS = ["1002_sample7_topic-1", "1006_sample7_topic-1"]  # the tour's topic, then a Chinese user's
+USERS = ["1000", "1001", "1002", "1003", "1004", "1005", "1006", "1007"]
+ASSISTANT_MODEL = "qwen2.5-coder-0.5b"  # the default local model: assistant, judge, memory builder
+USER_MODEL = "qwen2.5-coder-1.5b"  # the User-LLM (the 0.5B speaks as the user in half its turns; FIDELITY.md)
+
+
+def two_topics(user: str) -> list[str]:
+    """The first topic of each of the user's two query sessions (sample7, sample8), as dialogue-task ids."""
+    return [f"{user}_sample7_topic-1", f"{user}_sample8_topic-1"]
+
+
+def pairs(methods: list[str]) -> list[tuple[str, str]]:
+    """Every unordered pair of ``methods``, in list order (FairEval judges both orders of each)."""
+    return [(a, b) for i, a in enumerate(methods) for b in methods[i + 1:]]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of the recording: a name, what it makes (for the manifest) and the ``pal`` commands that make it."""
+
+    name: str
+    how: str
+    commands: list[list[str]] = field(default_factory=list)
+
+
+def simulate(methods: list[str], tasks: list[str]) -> list[str]:
+    return ["simulate", "--dataset", DATASET, "--methods", ",".join(methods), "--task-ids", ",".join(tasks),
+            "--concurrency", "2"]
+
+
+def judge(a: str, b: str, users: list[str], *extra: str) -> list[str]:
+    return ["judge", "--dataset", DATASET, "--runs", a, "--baseline", b, "--users", ",".join(users), "--k", "3",
+            *extra]
+
+
+def build_plan() -> list[Stage]:
+    """The stages, in the order a visitor meets their records."""
+    all_methods = [*BASELINES, "h2memory"]
+    return [
+        Stage("memories", "pal memory fidelity --users all --method M for M in " + ", ".join(NO_LLM_MEMORIES)
+              + " (no LLM)", [["memory", "fidelity", "--dataset", DATASET, "--users", "all", "--method", m]
+                              for m in NO_LLM_MEMORIES]),
+        Stage("tour-dialogues", f"pal simulate --methods {','.join(BASELINES)} --task-ids {','.join(TOUR_TASKS)}",
+              [simulate(BASELINES, TOUR_TASKS)]),
+        Stage("tour-verdicts", "pal judge --k 3 of every pair of " + ", ".join(BASELINES) + " on those topics",
+              [judge(a, b, ["1002", "1006"]) for a, b in pairs(BASELINES)]),
+        *[Stage(f"h2memory-{u}", f"pal memory fidelity --user {u} --method h2memory (built by the default model)",
+                [["memory", "fidelity", "--dataset", DATASET, "--users", u, "--method", "h2memory"]])
+          for u in H2_USERS],
+        Stage("h2memory-dialogues", "pal simulate --methods h2memory on the tour's topics",
+              [simulate(["h2memory"], TOUR_TASKS)]),
+        Stage("h2memory-verdicts", "pal judge --k 3 of h2memory against " + ", ".join(BASELINES) + " there",
+              [judge("h2memory", b, ["1002", "1006"]) for b in BASELINES]),
+        Stage("review-batch", "pal judge --runs gold --baseline vanilla-log --users 1002 --review-uncertain 1 "
+              "--annotators reviewer-a,reviewer-b (a calibration batch at temperature 1)",
+              [judge("gold", "vanilla-log", ["1002"], "--review-uncertain", "1", "--annotators",
+                     "reviewer-a,reviewer-b", "--review-seed", "7")]),
+        *[Stage(f"dialogues-{u}", f"pal simulate user {u} on two query topics with "
+                + ", ".join(all_methods if u in H2_USERS else BASELINES),
+                [simulate(all_methods if u in H2_USERS else BASELINES, two_topics(u))]) for u in USERS],
+        Stage("verdicts", "pal judge --k 3 of every method pair on every simulated topic",
+              [judge(a, b, USERS) for a, b in pairs(all_methods)]),
+        Stage("simulator-fidelity", "pal simulate fidelity (every check on every run)",
+              [["simulate", "fidelity", "--dataset", DATASET, "--format", "csv"]]),
+    ]
+
+
+def recording_env(home: Path) -> dict[str, str]:
+    """The environment every command runs in: the recording's own PAL_HOME and the models of each role."""
+    env = {**os.environ, "PAL_HOME": str(home), "PAL_AUTH": "local", "PAL_EMBEDDER": "auto",
+           "PAL_DEFAULT_PROVIDER": "local", "PAL_DEFAULT_MODEL": ASSISTANT_MODEL, "PAL_DEFAULT_TIMEOUT": "900",
+           "HF_HUB_OFFLINE": "1"}
+    env["PAL_USER_SIMULATOR_MODEL"] = os.environ.get("PAL_DEMO_USER_MODEL", USER_MODEL)
+    return env
+
+
+def load_ledger(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"stages": {}}
+
+
+def run_stage(stage: Stage, env: dict[str, str], ledger: dict, save) -> bool:
+    """Run one stage's commands (each resumes its own work); record seconds and status. False when one failed."""
+    entry = ledger["stages"].setdefault(stage.name, {"seconds": 0.0, "status": "pending", "how": stage.how})
+    if entry["status"] == "done":
+        print(f"== {stage.name}: done before ({entry['seconds'] / 60:.1f} min)", flush=True)
+        return True
+    for command in stage.commands:
+        print(f"== {stage.name}: pal {' '.join(command)}", flush=True)
+        start = time.monotonic()
+        code = subprocess.call([sys.executable, "-m", "cli", *command], cwd=ROOT, env=env)
+        entry["seconds"] += time.monotonic() - start
+        if code != 0:
+            entry["status"] = f"failed (exit {code}): pal {' '.join(command)}"
+            save()
+            return False
+        save()
+    entry["status"] = "done"
+    save()
+    return True
+
+
+def export(env: dict[str, str], ledger: dict, out: Path) -> int:
+    """Export the recording, with one ``--how`` line per finished stage and the total recording time."""
+    done = [(n, e) for n, e in ledger["stages"].items() if e["status"] == "done"]
+    total = sum(e["seconds"] for e in ledger["stages"].values())
+    how = ["make demo-workspace (scripts/record_demo.py: PAL Studio's own commands on data/demo, offline; "
+           f"assistant, judge and memory builder {ASSISTANT_MODEL}, User-LLM {env['PAL_USER_SIMULATOR_MODEL']}; "
+           f"{total / 3600:.1f} h of recording on 2 CPU cores)"]
+    how += [f"{e['how']} — {e['seconds'] / 60:.0f} min" for _, e in done]
+    missing = [s.name for s in build_plan() if s.name not in dict(done)]
+    if missing:
+        how.append("not yet recorded: " + ", ".join(missing))
+    command = [sys.executable, "-m", "cli", "workspace", "export", "--dataset", DATASET, "--pseudonymise",
+               "--out", str(out)]
+    for line in how:
+        command += ["--how", line]
+    return subprocess.call(command, cwd=ROOT, env=env)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--home", type=Path, default=Path(os.environ.get("DEMO_HOME", ROOT / ".pal-demo")))
+    parser.add_argument("--out", type=Path, default=BUNDLE)
+    parser.add_argument("--minutes", type=float, default=None, help="start no stage after this many minutes")
+    parser.add_argument("--only-export", action="store_true")
+    parser.add_argument("--list", action="store_true", help="print the stages and their state, run nothing")
+    args = parser.parse_args(argv)
+    args.home.mkdir(parents=True, exist_ok=True)
+    path = args.home / "recording.json"
+    ledger = load_ledger(path)
+    env = recording_env(args.home)
+
+    def save() -> None:
+        path.write_text(json.dumps(ledger, indent=1), encoding="utf-8")
+
+    plan = build_plan()
+    if args.list:
+        for stage in plan:
+            entry = ledger["stages"].get(stage.name, {"status": "pending", "seconds": 0})
+            print(f"{stage.name:22} {entry['status']:10} {entry['seconds'] / 60:6.1f} min  {stage.how}")
+        return 0
+    start = time.monotonic()
+    ok = True
+    for stage in [] if args.only_export else plan:
+        if args.minutes is not None and time.monotonic() - start > args.minutes * 60:
+            print(f"== stopping after {args.minutes:g} minutes; run again to continue", flush=True)
+            break
+        ok = run_stage(stage, env, ledger, save) and ok
+    return export(env, ledger, args.out) or (0 if ok else 1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""The demo recording's plan (what the issue asks the bundled workspace to hold) and its resumable ledger."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+spec = importlib.util.spec_from_file_location("record_demo", ROOT / "scripts" / "record_demo.py")
+record_demo = importlib.util.module_from_spec(spec)
+sys.modules["record_demo"] = record_demo
+spec.loader.exec_module(record_demo)
+
+
+def _commands(plan):
+    return [c for stage in plan for c in stage.commands]
+
+
+def _flag(command, name):
+    return command[command.index(name) + 1]
+
+
+def test_the_plan_holds_what_the_demo_workspace_must_show():
+    plan = record_demo.build_plan()
+    commands = _commands(plan)
+    built = {_flag(c, "--users") for c in commands if c[:2] == ["memory", "fidelity"] and _flag(c, "--method") == "h2memory"}
+    assert {"1006", "1007"} <= built and len(built) >= 3  # H²Memory of three users, both Chinese ones among them
+    simulated: dict[str, set[str]] = {}
+    for c in commands:
+        if c[0] == "simulate" and "--task-ids" in c:
+            for task in _flag(c, "--task-ids").split(","):
+                simulated.setdefault(task, set()).update(_flag(c, "--methods").split(","))
+    for user in record_demo.USERS:
+        topics = [t for t in simulated if t.startswith(user + "_")]
+        assert len(topics) >= 2, user
+        for t in topics:
+            assert {"gold", "rag-turn", "vanilla-log"} <= simulated[t]
+            assert ("h2memory" in simulated[t]) == (user in built)
+    judged = {frozenset((_flag(c, "--runs"), _flag(c, "--baseline"))) for c in commands if c[0] == "judge"}
+    methods = ["gold", "rag-turn", "vanilla-log", "h2memory"]
+    assert {frozenset((a, b)) for i, a in enumerate(methods) for b in methods[i + 1:]} <= judged
+    assert {_flag(c, "--k") for c in commands if c[0] == "judge"} == {"3"}
+
+
+def test_the_tour_comes_first():
+    names = [s.name for s in record_demo.build_plan()]
+    assert names[:3] == ["memories", "tour-dialogues", "tour-verdicts"]
+    tour = record_demo.build_plan()[1].commands[0]
+    assert "1002_sample7_topic-1" in _flag(tour, "--task-ids")  # the tour's stop 11 (data/demo/tour.json)
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    made: list[list[str]] = []
+    codes: dict[str, int] = {}
+
+    def call(command, cwd, env):
+        made.append(command)
+        return next((code for word, code in codes.items() if word in command), 0)
+
+    monkeypatch.setattr(record_demo.subprocess, "call", call)
+    return made, codes
+
+
+def test_a_rerun_skips_finished_stages_and_retries_a_failed_one(tmp_path, calls):
+    made, codes = calls
+    codes["judge"] = 3  # every judgment fails this time
+    assert record_demo.main(["--home", str(tmp_path), "--out", str(tmp_path / "w.palbundle")]) == 1
+    ledger = json.loads((tmp_path / "recording.json").read_text())
+    assert ledger["stages"]["memories"]["status"] == "done"
+    assert ledger["stages"]["tour-verdicts"]["status"].startswith("failed (exit 3)")
+    export = made[-1]
+    assert export[3:5] == ["workspace", "export"]
+    hows = [export[i + 1] for i, word in enumerate(export) if word == "--how"]
+    assert any(h.startswith("not yet recorded: tour-verdicts") for h in hows)
+    made.clear()
+    codes.clear()
+    assert record_demo.main(["--home", str(tmp_path), "--out", str(tmp_path / "w.palbundle")]) == 0
+    assert not any(c[3:5] == ["memory", "fidelity"] and "gold" in c for c in made)  # done before: not asked again
+    assert any(c[3] == "judge" for c in made)  # the failed stage runs again
+    hows = [made[-1][i + 1] for i, word in enumerate(made[-1]) if word == "--how"]
+    assert not any(h.startswith("not yet recorded") for h in hows)
+
+
+def test_minutes_stops_starting_stages_and_still_exports(tmp_path, calls):
+    made, _ = calls
+    assert record_demo.main(["--home", str(tmp_path), "--out", str(tmp_path / "w.palbundle"), "--minutes", "0"]) == 0
+    assert [c[3:5] for c in made] == [["workspace", "export"]]  # no stage started: what is recorded is exported
