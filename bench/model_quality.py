@@ -118,10 +118,11 @@ def simulator_part(llm, dataset, users: list[str], turns: int) -> dict:
             rows.append({"user": uid, "language": user.language, "turn": no, "act": turn.user.action.value,
                          "text": utt.content, "ok": verdict.ok, "reasons": list(verdict.reasons),
                          "first_try": utt.attempts == 1 and verdict.ok, "attempts": utt.attempts,
+                         "composed": bool(utt.fallback), "fallback": utt.fallback,
                          "written": detect_language(utt.content), "seconds": seconds})
             history += [utt, utter(no, "assistant", turn.assistant.action, turn.assistant.content)]
             print(f"  {uid} t{no} {turn.user.action.value:24} {seconds:5.1f}s x{utt.attempts} "
-                  f"{'ok ' if verdict.ok else 'BAD'} {utt.content[:90]!r}", flush=True)
+                  f"{'ok ' if verdict.ok else 'BAD'}{'*' if utt.fallback else ' '} {utt.content[:90]!r}", flush=True)
         free = UserSimulator(llm, ctx, free_mode=True)
         first = topic_turns(session)[0]
         free.say(2, Act.REQUIREMENT_CONFIRMATION, [utter(1, "user", first.user.action, first.user.content),
@@ -130,6 +131,7 @@ def simulator_part(llm, dataset, users: list[str], turns: int) -> dict:
     zh = [r for r in rows if r["language"] == "zh"]
     return {"turns": rows, "speaks_as_user": share(r["ok"] for r in rows),
             "speaks_as_user_first_try": share(r["first_try"] for r in rows),
+            "own_draft": share(r["ok"] and not r.get("composed") for r in rows),
             "right_language_zh": share(r["written"] == "zh" for r in zh) if zh else None,
             "seconds_per_turn": sum(r["seconds"] for r in rows) / max(len(rows), 1),
             "seconds_per_call": sum(r["seconds"] for r in rows) / max(sum(r["attempts"] for r in rows), 1)}
@@ -289,6 +291,8 @@ def table(results: list[dict]) -> str:
     row("speaks as the user (kept / 1st try)", [f"{pct(r['simulator']['speaks_as_user'])} / "
                                                 f"{pct(r['simulator']['speaks_as_user_first_try'])} of "
                                                 f"{len(r['simulator']['turns'])}" for r in results])
+    row("… of which the model's own draft (not composed from a decision or the user query)",
+        [pct(r["simulator"].get("own_draft")) for r in results])
     row("right language, Chinese users", [pct(r["simulator"]["right_language_zh"]) for r in results])
     if all("memory" in r for r in results):
         row("H²Memory situations / gold (logs)", [f"{r['memory']['situations']} / {r['memory']['gold_situations']} "

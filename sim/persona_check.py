@@ -13,7 +13,9 @@ A turn passes when all of these hold:
    question guesses at the other side's needs the way the assistant does ("Are you looking for…?", "你是想…吗？");
 4. **the user's language** — Chinese: at least half of the letters are Chinese characters; English: at most a
    tenth are;
-5. **no echo** — most of the turn (60 % of its 6-character pieces) is not copied from a given text: the
+5. **no talk about the prompt** — its own terms ("hidden need", "隐藏需求", "Requirement Confirmation"): a user
+   does not know them (the 0.5B model asked "需要猜中哪一个隐藏需求？");
+6. **no echo** — most of the turn (60 % of its 6-character pieces) is not copied from a given text: the
    assistant's last message, the prompt's example or instructions (small models copy what is nearest).
 
 :func:`speaks_as_user` returns a :class:`PersonaVerdict` with the reasons a turn fails; :func:`detect_language`
@@ -50,8 +52,10 @@ OFFER_EN = re.compile("|".join([
     r"\bi(?:'m| am) sorry,? (?:but )?i (?:don't|do not|didn't|did not) (?:understand|follow)",
     r"\b(?:sorry for|apologi[sz]e for) (?:the |any |my )?(?:misunderstanding|confusion)",
     r"\bi don'?t have a specific (?:topic|question)",
+    r"\bplease (?:provide|give|share) (?:me )?(?:with )?(?:more |some |the )?(?:specific )?(?:details|information|context)\b",
+    r"\bi understand your (?:request|question|concern|situation)\b",
 ]), re.I)
-NARRATION_EN = re.compile(r"^\W*(?:the )?user\b|\bthe user (?:is|has|wants|needs|asks|feels|would|was)\b", re.I)
+NARRATION_EN = re.compile(r"^\W*(?:the )?user\b|\bthe user(?:'s| (?:is|has|wants|needs|asks|feels|would|was)\b)", re.I)
 FIRST_PERSON_EN = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|our|us)\b", re.I)
 
 OFFER_ZH = re.compile("|".join([
@@ -70,7 +74,10 @@ OFFER_ZH = re.compile("|".join([
     r"(?:抱歉|对不起)[，,]?\s*我(?:不太|没有|没)?(?:明白|理解|懂)",
     r"请(?:您|你)?(?:提供|说明|补充)(?:更多|一些)?(?:信息|细节|上下文|背景)",
 ]), re.I)
-NARRATION_ZH = re.compile(r"^\W*用户|用户(?:想|需要|希望|正在|是|在|询问|表示)")
+NARRATION_ZH = re.compile(r"^\W*用户|用户(?:想|需要|希望|正在|是|在|询问|表示|的)")
+PROMPT_TALK = re.compile(r"\b(?:hidden|implicit) needs?\b|\brequirement (?:confirmation|prediction)\b|"
+                         r"\bsolution (?:feedback|discussion|proposal)\b|\btopic inquiry\b|隐藏(?:的)?需求|隐性需求|"
+                         r"需求确认|需求预测|方案反馈|方案讨论|话题询问", re.I)
 QUESTION = re.compile(r"[?？]\s*$|[吗呢吧]\W*$")
 GUESS = re.compile(r"^\W*(?:are|do|did|would|were) you\b|^\W*is it\b|你是(?:不是|否)?(?:想|在|要|需要|担心|希望)|你(?:想要|需要|是否)",
                    re.I)
@@ -139,6 +146,8 @@ def speaks_as_user(text: str, language: str, sources: Sequence[str] = (), name: 
         reasons.append("assistant-style greeting or offer")
     if NARRATION_EN.search(text) or NARRATION_ZH.search(text) or (name and name.strip() and name.strip() in text):
         reasons.append('narrates "the user"')
+    if PROMPT_TALK.search(text):
+        reasons.append("talks about the prompt")
     own_question = bool(QUESTION.search(text)) and not GUESS.search(text)
     if not (FIRST_PERSON_EN.search(text) or FIRST_PERSON_ZH.search(text) or _short(text) or own_question):
         reasons.append("not in the first person")

@@ -123,12 +123,13 @@ def simulator_messages(prompt: Prompt, ctx: Any, act: Act, history: Sequence[Utt
 
 def with_retry_notes(prompt: Prompt, ctx: Any, messages: list[dict[str, str]],
                      rejected: Sequence[tuple[str, Sequence[str]]]) -> list[dict[str, str]]:
-    """``messages`` with a note per rejected draft (what it was and why) at the end of the last message: the next
-    try is told what not to write; everything before stays as it was (the prompt cache keeps it)."""
+    """``messages`` with a note per rejected draft (why it was not usable) at the end of the last message: the next
+    try is told what was wrong; everything before stays as it was (the prompt cache keeps it). The draft itself is
+    not quoted: the 0.5B model copied a quoted draft, note and all, back as its next try."""
     if not rejected:
         return messages
-    notes = [prompt.part("retry", draft=redact_text(draft[:160]), reasons="; ".join(reasons), name=ctx.name(),
-                         language=language_name(prompt, ctx.user.language)) for draft, reasons in rejected]
+    notes = [prompt.part("retry", reasons="; ".join(reasons), name=ctx.name(),
+                         language=language_name(prompt, ctx.user.language)) for _draft, reasons in rejected]
     return [*messages[:-1], {"role": messages[-1]["role"], "content": "\n".join([messages[-1]["content"], *notes])}]
 
 
@@ -149,10 +150,13 @@ def cut_at_speaker(text: str, name: str) -> str:
 
 
 def echo_sources(messages: Sequence[dict[str, str]], history: Sequence[Utterance]) -> list[str]:
-    """What a user turn must not copy: whatever the assistant said and the turn's message (the chat so far and the
-    cue; not for the opening, whose cue names the user's own question)."""
+    """What a user turn must not copy: whatever the assistant said and the turn's message (the chat so far without
+    the user's own words, and the cue; not for the opening, whose cue names the user's own question)."""
     said = [u.content for u in history if u.side == "assistant"]
     turn = messages[-1]["content"] if messages and history else ""  # the opening asks for the user's own question
+    for u in history:  # the user may say again what the user said before ("No, that's not it."): not a copy
+        if u.side == "user":
+            turn = turn.replace(redact_text(u.content), "")
     return [t for t in (*said, turn) if t]
 
 

@@ -30,6 +30,7 @@ from memory.types import RetrievalTrace
 from palset.dataset import Session, SessionTopic, User
 from palset.vocab import Act
 from sim.acts import PURPOSE
+from sim.decision import decided_turn
 from sim.fit import FittedMessages, fit_messages, render_transcript
 from sim.persona_check import speaks_as_user
 from sim.prompting import (
@@ -213,9 +214,17 @@ class UserSimulator:
         content, tries = _retrying(f"user simulator, turn {turn_no} ({act.value})",
                                    attempt_free if self.free_mode else attempt_plain)
         fallback = ""
-        if not history and not speaks_as_user(content, self.ctx.user.language, sources, self.ctx.name()).ok:
-            fallback = self._opening_fallback(content)
-            content = redact_text(self.ctx.free_query or self.ctx.topic.topic.user_query)
+        dropped = sum(len(c.removed) for c in fitted.cuts if c.what == "dialogue so far")
+        if not speaks_as_user(content, self.ctx.user.language, sources, self.ctx.name()).ok:
+            if not history:
+                fallback = self._opening_fallback(content)
+                content = redact_text(self.ctx.free_query or self.ctx.topic.topic.user_query)
+            elif not self.free_mode and (decided := decided_turn(
+                    self.llm, self.prompt, self.ctx, act, history[dropped:], msgs[0]["content"], sources, salt,
+                    seed=sampling_seed(f"{salt}/decision"), dropped=dropped)) is not None:
+                log.info("user simulator turn %s composed from a decision (last draft: %.80s)", turn_no, content)
+                content, fallback = decided
+                tries += 1
         return Utterance(turn_no=turn_no, side="user", actor="simulator", act=act, content=content,
                          prompt_name=self.prompt.name, prompt_version=self.prompt.version, prompt=render_messages(msgs),
                          cuts=fitted.cuts, reasoning=reasoning, attempts=tries, fallback=fallback,

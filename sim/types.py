@@ -37,7 +37,8 @@ class Utterance(BaseModel):
     cuts: list[Cut] = Field(default_factory=list)  # the dialogue so far, trimmed to fit the window (sim.fit)
     reasoning: str = ""  # a reasoning model's thinking, kept apart: never shown as the utterance nor sent again
     attempts: int = 1
-    fallback: str = ""  # why the text is not the model's own draft (sim.roles: an opening none of whose drafts spoke as the user)
+    fallback: str = ""  # why the text is not the model's own draft (sim.roles: an opening none of whose drafts spoke as the
+    # user: the user query; sim.decision: a judging turn composed from the model's decision)
     model: str | None = None
     latency_ms: float = 0.0
     created_at: float = 0.0

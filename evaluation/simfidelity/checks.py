@@ -164,7 +164,8 @@ def check_turn(utt: Utterance, history: list[Utterance], ctx: CheckContext) -> T
     salt = f"{ctx.salt}/{utt.turn_no}"
     answering = "guess" if prev is not None and prev.act is Act.REQUIREMENT_PREDICTION else None
     stance = ctx.stance(prev.content if prev else "", utt.content, salt, answering)
-    if utt.fallback:  # not the simulator's words: it failed to speak as the user, and the text earns no credit
+    composed = utt.fallback.startswith("composed from the model's decision")
+    if utt.fallback and not composed:  # not the simulator's words: it failed to speak as the user, no credit
         out.checks.append(_na("vague", f"not the simulator's words ({utt.fallback[:120]})"))
         out.checks.append(TurnCheck(check="persona", outcome="fail", reason="no draft spoke as the user; the user "
                                     "query was sent instead", evidence={"fallback": utt.fallback}))
@@ -180,8 +181,12 @@ def check_turn(utt: Utterance, history: list[Utterance], ctx: CheckContext) -> T
         proposal = next((u.content for u in reversed(history) if u.act is Act.SOLUTION_PROPOSAL), None)
         out.checks.append(_na("verdict", unavailable["verdict"]) if "verdict" in unavailable
                           else check_verdict(utt.content, proposal, stance, ctx))
-    out.checks.append(_na("persona", unavailable["persona"]) if "persona" in unavailable
-                      else check_persona(utt.content, ctx.gold, ctx.persona_judge))
+    if composed:  # the decision is the simulator's (truthful, verdict, act are checked); the voice is not
+        out.checks.append(TurnCheck(check="persona", outcome="fail", reason="no draft spoke as the user; the turn "
+                                    "was composed from the model's decision", evidence={"fallback": utt.fallback}))
+    else:
+        out.checks.append(_na("persona", unavailable["persona"]) if "persona" in unavailable
+                          else check_persona(utt.content, ctx.gold, ctx.persona_judge))
     out.checks.append(_na("act", unavailable["act"]) if "act" in unavailable
                       else check_act(utt.turn_no, utt.content, stance, prev.act if prev else None, ctx))
     return out

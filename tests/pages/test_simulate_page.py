@@ -235,4 +235,4 @@ def test_an_opening_the_model_could_not_word_says_it_is_the_user_query(tmp_path,
     assert not at.exception, [e.value for e in at.exception]
     query = load_dataset(DEMO).users[UID].session(SAMPLE).topics[0].topic.user_query
     assert md_escape(query) in transcript(at)[0][1]
-    assert any("Not the model's words" in c.value and "How can I help" in c.value for c in at.caption)
+    assert any("Not the model's draft" in c.value and "How can I help" in c.value for c in at.caption)

@@ -47,6 +47,13 @@ def test_chinese_user_turns_pass(text):
     ("年终绩效需要在强制分布的要求下给出一个有数据支撑的评级并且沟通清楚", "zh", "not in the first person"),
     ("你是想让这个评级有理有据、又别把她再逼走吗？", "zh", "not in the first person"),  # the assistant's guess
     ("Are you looking for a way to turn the feedback into a plan?", "en", "not in the first person"),
+    ("需要猜中哪一个隐藏需求？", "zh", "talks about the prompt"),
+    # what the 1.5B model wrote as a user's confirmation, recording the demo workspace
+    ("Sure, I understand your request! Please provide me with the specific details.", "en",
+     "assistant-style greeting or offer"),
+    ("I need the details about the user's past requirements for sick days.", "en", 'narrates "the user"'),
+    ("我想先看看用户的需求。", "zh", 'narrates "the user"'),  # what the 0.5B model asked
+    ("Which of my hidden needs did you guess?", "en", "talks about the prompt"),
 ])
 def test_assistant_like_or_narrated_turns_fail_with_their_reason(text, language, reason):
     verdict = speaks_as_user(text, language)

@@ -172,3 +172,15 @@ def test_a_reply_is_cut_where_the_model_writes_the_next_speaker_and_after_a_copi
     assert cut_at_speaker("Yes, the night shifts.\nAssistant: And knowing you…", "Jane") == "Yes, the night shifts."
     assert cut_at_speaker('助手刚才说：“是刘梅那一栏吧？”\n对，就是她。\n助手：那你……', "罗晓岚") == "对，就是她。"
     assert cut_at_speaker("The assistant just wrote: \"x\"", "Jane") == "The assistant just wrote: \"x\""  # nothing else
+
+
+def test_saying_again_what_the_user_said_before_is_not_a_copy(demo):
+    """A user who denied one guess may deny the next in the same words; copying the assistant still fails."""
+    ctx = ctx_of(demo, "1000")
+    prompt = load_role_prompt("sim/user_simulator", "en")
+    history = dataset_history(ctx, 2)
+    history[2] = history[2].model_copy(update={"content": "No, that's not it at all."})
+    msgs = simulator_messages(prompt, ctx, Act.REQUIREMENT_CONFIRMATION, history)
+    sources = echo_sources(msgs, history)
+    assert speaks_as_user("No, that's not it at all.", "en", sources).ok
+    assert not speaks_as_user(history[-1].content, "en", sources).ok

@@ -245,7 +245,7 @@ def test_an_opening_that_never_speaks_as_the_user_becomes_the_user_query(sim_env
     first = record.utterances[0]
     topic = demo.users["1000"].session("1000_sample7").topics[0]
     assert len(drafts) == 3 and first.attempts == 3  # asked again twice, each time told why
-    assert "Not usable" in drafts[-1].messages[-1].content
+    assert "not usable" in drafts[-1].messages[-1].content and "rephrase" not in drafts[-1].messages[-1].content
     assert first.content == topic.topic.user_query and speaks_as_user(first.content, "en").ok
     assert first.fallback.startswith("the user query") and "rephrase" in first.fallback
     later = [u for u in record.utterances if u.side == "user" and u.turn_no > 1]
@@ -281,3 +281,60 @@ def test_an_assistant_reply_that_copies_its_note_is_cut_or_asked_again(sim_env):
     assert record.status == "finished", record.error
     first = next(u for u in record.utterances if u.side == "assistant")
     assert first.attempts == 2 and first.content.startswith("Could it be the night shifts?")
+
+
+def _judging_run(sim_env, decision):
+    """A run whose User-LLM always answers as an assistant in plain text, and ``decision(req)`` to a decision."""
+    make_llm, _ = sim_env
+    demo = load_dataset(DEMO)
+    asked = []
+
+    def reply(req):
+        last = req.messages[-1].content
+        if side_of(req) == "user" and ("just guessed" in last or "just suggested" in last):
+            asked.append(req)
+            return decision(req)
+        if side_of(req) == "user" and "The chat has not started" not in last:
+            return "How can I help you with your rota today?"
+        return default_reply(req)
+
+    llm, _fake = make_llm(reply)
+    spec = make_spec(demo, "1000", "1000_sample7", "topic-1", "vanilla")
+    record = make_llm.ws.open_simulation(demo, spec, llm).run()
+    assert record.status == "finished", record.error
+    return record, asked
+
+
+def test_a_judging_turn_whose_drafts_never_speak_as_the_user_is_composed_from_the_models_decision(sim_env):
+    """Requirement Confirmation and Solution Feedback: the decision's fixed words and the model's own clause; the
+    utterance says it was composed and keeps the decision; other acts keep their last draft."""
+    from sim.persona_check import speaks_as_user
+
+    points = iter(["I need the swap approved in writing", "my worry is the night before New Year"])
+
+    def decision(req):
+        if "just guessed" in req.messages[-1].content:
+            return json.dumps({"guessed": False, "point": next(points)})
+        return json.dumps({"accept": True, "why": "How can I help?"})  # an assistant's clause: left out
+
+    record, asked = _judging_run(sim_env, decision)
+    user = [u for u in record.utterances if u.side == "user"]
+    confirm = [u for u in user if u.act == Act.REQUIREMENT_CONFIRMATION]
+    feedback = [u for u in user if u.act == Act.SOLUTION_FEEDBACK]
+    assert confirm and feedback
+    assert [u.content for u in confirm] == ["No, that's not it. I need the swap approved in writing",
+                                            "No, that's not it. My worry is the night before New Year"]
+    assert all(u.content == "Yes, I'll do that." for u in feedback)
+    for u in confirm + feedback:
+        assert u.fallback.startswith("composed from the model's decision") and speaks_as_user(u.content, "en").ok
+    assert "guessed: no" in confirm[0].fallback and "left out" in feedback[0].fallback
+    assert len(asked) == len(confirm) + len(feedback)
+    assert asked[0].messages[0].content.startswith("You write the chat messages")  # the User-LLM's own system message
+    others = [u for u in user if u.turn_no > 1 and u.act not in (Act.REQUIREMENT_CONFIRMATION, Act.SOLUTION_FEEDBACK)]
+    assert all(not u.fallback and "How can I help" in u.content for u in others)  # no decision for other acts
+
+
+def test_no_valid_decision_keeps_the_last_draft(sim_env):
+    record, asked = _judging_run(sim_env, lambda req: "not json at all")
+    confirm = [u for u in record.utterances if u.side == "user" and u.act == Act.REQUIREMENT_CONFIRMATION]
+    assert asked and confirm and all(not u.fallback and "How can I help" in u.content for u in confirm)

@@ -82,7 +82,7 @@ def utterance_body(utt: Utterance, run_id: str, checks: TurnChecks | None = None
     if checks is not None:
         render_turn_checks(checks, f"{run_id}_{utt.turn_no}")
     if utt.fallback:
-        st.caption(f":orange[Not the model's words — {md_escape(utt.fallback)}]")
+        st.caption(f":orange[Not the model's draft — {md_escape(utt.fallback)}]")
     if cuts := utterance_cuts(utt):
         st.caption(f":orange[Prompt fitted to the context window — {md_escape(cuts)}]")
     if utt.reasoning:

@@ -183,3 +183,15 @@ def test_a_fallback_opening_fails_persona_and_earns_no_vagueness(table):
     checks = check_turn(utt, [], ctx(matcher))
     assert outcome(checks, "vague") == "n/a" and "not the simulator's words" in checks.get("vague").reason
     assert outcome(checks, "persona") == "fail" and checks.get("persona").evidence["fallback"]
+
+
+def test_a_turn_composed_from_a_decision_fails_persona_but_its_decision_is_checked(table):
+    """sim.decision: the confirmation is the model's decision in fixed words — truthful is judged, the voice is not."""
+    emb, matcher = table
+    emb.axes["A swap partner?"] = 2
+    history = [u(1, Act.REQUIREMENT_PREDICTION, "A swap partner?", "assistant")]
+    utt = u(2, Act.REQUIREMENT_CONFIRMATION, "Yes, that's it.").model_copy(
+        update={"fallback": "composed from the model's decision (guessed: yes): no draft spoke as the user"})
+    checks = check_turn(utt, history, ctx(matcher))
+    assert outcome(checks, "truthful") == "pass"
+    assert outcome(checks, "persona") == "fail" and "composed" in checks.get("persona").reason

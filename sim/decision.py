@@ -1,0 +1,108 @@
+"""A judging turn composed from the user's decision, when no draft of it speaks as the user (issue 24).
+
+Why: in the two acts where the user *judges* what the assistant said — Requirement Confirmation (was the guess one
+of the hidden needs?) and Solution Feedback (accept or reject the suggestion?) — the 0.5B model, asked for the
+user's reply, wrote the assistant's guess back, the act's definition, or an assistant-style answer in half its
+turns, and three tries did not fix it (FIDELITY.md). Asked instead for the *decision* as bounded JSON (which it
+produces validly), it decides; the turn is then the decision's fixed words (``prompts/sim/user_decision.md``:
+"No, that's not it." / "不对，不是这个。") followed by the model's own short clause when that clause speaks as the
+user (:mod:`sim.persona_check`). The utterance's ``fallback`` says so, with the decision, so nobody mistakes it for
+a free draft; the quality bench counts these turns apart.
+
+The decision call sends the User-LLM's own system message and the same chat as the draft, so a server's prompt
+cache serves all but its last lines.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from backends.llm.client import LLMClient
+from backends.llm.types import StructuredResult
+from backends.prompts import Prompt, prompt_language
+from memory.privacy import redact_text
+from palset.vocab import Act
+from sim.persona_check import speaks_as_user
+from sim.prompting import language_name, load_role_prompt, transcript_lines
+from sim.types import Utterance
+
+log = logging.getLogger(__name__)
+
+CLAUSE_CHARS = 120  # the schema's bound on the model's own words (12 English words, 20 Chinese characters asked)
+
+
+class GuessDecision(BaseModel):
+    """Requirement Confirmation: did the assistant's guess hit one of the user's hidden needs?"""
+
+    model_config = ConfigDict(extra="ignore")
+    guessed: bool
+    point: str = Field("", max_length=CLAUSE_CHARS)
+
+
+class VerdictDecision(BaseModel):
+    """Solution Feedback: is the suggestion a kind of solution the user accepts?"""
+
+    model_config = ConfigDict(extra="ignore")
+    accept: bool
+    why: str = Field("", max_length=CLAUSE_CHARS)
+
+
+DECIDED: dict[Act, tuple[str, type[BaseModel]]] = {
+    Act.REQUIREMENT_CONFIRMATION: ("guess", GuessDecision),
+    Act.SOLUTION_FEEDBACK: ("verdict", VerdictDecision),
+}
+
+
+def decision_messages(prompt: Prompt, sim_prompt: Prompt, ctx: Any, act: Act, history: list[Utterance], system: str,
+                      dropped: int = 0) -> list[dict[str, str]]:
+    """The User-LLM's ``system`` message, then the chat so far (worded by its prompt ``sim_prompt``, as in the
+    draft's message) and the decision asked for ``act``."""
+    section, _ = DECIDED[act]
+    last = next((u.content for u in reversed(history) if u.side == "assistant"), "")
+    text = prompt.part(section, transcript=transcript_lines(sim_prompt, ctx.name(), history, dropped),
+                       reply=redact_text(last), name=ctx.name(), language=language_name(prompt, ctx.user.language))
+    return [{"role": "system", "content": system}, {"role": "user", "content": text}]
+
+
+def compose(prompt: Prompt, decision: BaseModel, language: str, sources: list[str], name: str) -> tuple[str, str]:
+    """(the turn, what it was composed from): the decision's fixed words, then the model's clause when it speaks as
+    the user on its own (else the fixed words alone)."""
+    if isinstance(decision, GuessDecision):
+        head, clause, said = prompt.part("guessed" if decision.guessed else "missed").strip(), decision.point, \
+            f"guessed: {'yes' if decision.guessed else 'no'}"
+        if decision.guessed:
+            clause = ""  # a confirmation needs no more words, and must not volunteer other needs
+    elif isinstance(decision, VerdictDecision):
+        head, clause, said = prompt.part("accepted" if decision.accept else "rejected").strip(), decision.why, \
+            f"accept: {'yes' if decision.accept else 'no'}"
+    else:
+        raise TypeError(f"not a user decision: {type(decision).__name__}")
+    clause = " ".join(clause.split()).strip("\"'“”")
+    kept = bool(clause) and speaks_as_user(clause, language, sources, name).ok
+    zh = prompt_language(prompt) == "zh"
+    joiner = "" if zh else " "
+    if kept and not zh:
+        clause = clause[0].upper() + clause[1:]
+    text = f"{head}{joiner}{clause}" if kept else head
+    words = f"; its words {'kept' if kept else 'left out'}: {clause!r}" if clause else ""
+    return text, f"composed from the model's decision ({said}{words}): no draft spoke as the user"
+
+
+def decided_turn(llm: LLMClient, sim_prompt: Prompt, ctx: Any, act: Act, history: list[Utterance], system: str,
+                 sources: list[str], salt: str, seed: int | None = None, dropped: int = 0) -> tuple[str, str] | None:
+    """(turn, note) for a judging ``act`` from the model's decision; None when the act is not a judging one or no
+    valid decision came (the caller keeps its last draft). An endpoint failure raises, as every call of the turn."""
+    if act not in DECIDED:
+        return None
+    prompt = load_role_prompt("sim/user_decision", ctx.user.language)
+    _, model = DECIDED[act]
+    msgs = decision_messages(prompt, sim_prompt, ctx, act, history, system, dropped)
+    extra: dict[str, Any] = {"seed": seed} if seed is not None else {}
+    out = llm.structured("user_simulator", msgs, model, prompt=prompt, cache_salt=f"{salt}/decision", **extra)
+    if not isinstance(out, StructuredResult) or not out.ok:
+        log.warning("user simulator decision for %s: no valid JSON; the last draft is kept", act.value)
+        return None
+    return compose(prompt, out.value, ctx.user.language, sources, ctx.name())
