@@ -8,6 +8,10 @@ saved utterance, ``pal judge`` every stored judgment, ``pal memory`` every built
 continues the recording; a ledger (``recording.json`` in the recording's PAL_HOME) keeps each stage's time and
 status, and the bundle's manifest says which stages are in it.
 
+Models: the memory builder is the default local model (Qwen2.5-Coder-0.5B); the User-LLM, the assistant and the
+judge are the 1.5B (``make model-1.5b``; ``PAL_DEMO_DIALOGUE_MODEL`` names another), because their words are what
+a visitor reads.
+
 Run: ``make demo-workspace`` (every stage, then the export), or
 ``.venv/bin/python scripts/record_demo.py [--minutes M] [--only-export] [--list]``: ``--minutes`` starts no stage
 after M minutes (the stage under way finishes), then exports what is recorded.
@@ -32,8 +36,10 @@ NO_LLM_MEMORIES = ["gold", "rag-turn", "rag-session", "vanilla-log"]
 H2_USERS = ["1002", "1006", "1007"]  # the tour's user and both Chinese users
 TOUR_TASKS = ["1002_sample7_topic-1", "1006_sample7_topic-1"]  # the tour's topic, then a Chinese user's
 USERS = ["1000", "1001", "1002", "1003", "1004", "1005", "1006", "1007"]
-ASSISTANT_MODEL = "qwen2.5-coder-0.5b"  # the default local model: assistant, judge, memory builder
-USER_MODEL = "qwen2.5-coder-1.5b"  # the User-LLM (the 0.5B speaks as the user in half its turns; FIDELITY.md)
+BUILDER_MODEL = "qwen2.5-coder-0.5b"  # the default local model: memory builder (its JSON is valid; FIDELITY.md)
+DIALOGUE_MODEL = "qwen2.5-coder-1.5b"  # User-LLM, assistant and judge: what a visitor reads. The 0.5B as assistant
+# answered with its own memory note ("What do you know about the user's past requirements?"), as User-LLM spoke as
+# the user in half its drafts, as judge preferred whichever answer came first (every judgment a tie)
 
 
 def two_topics(user: str) -> list[str]:
@@ -100,9 +106,11 @@ def build_plan() -> list[Stage]:
 def recording_env(home: Path) -> dict[str, str]:
     """The environment every command runs in: the recording's own PAL_HOME and the models of each role."""
     env = {**os.environ, "PAL_HOME": str(home), "PAL_AUTH": "local", "PAL_EMBEDDER": "auto",
-           "PAL_DEFAULT_PROVIDER": "local", "PAL_DEFAULT_MODEL": ASSISTANT_MODEL, "PAL_DEFAULT_TIMEOUT": "900",
+           "PAL_DEFAULT_PROVIDER": "local", "PAL_DEFAULT_MODEL": BUILDER_MODEL, "PAL_DEFAULT_TIMEOUT": "900",
            "HF_HUB_OFFLINE": "1"}
-    env["PAL_USER_SIMULATOR_MODEL"] = os.environ.get("PAL_DEMO_USER_MODEL", USER_MODEL)
+    dialogue = os.environ.get("PAL_DEMO_DIALOGUE_MODEL", DIALOGUE_MODEL)
+    for role in ("USER_SIMULATOR", "ASSISTANT", "JUDGE"):
+        env[f"PAL_{role}_MODEL"] = dialogue
     return env
 
 
@@ -136,7 +144,7 @@ def export(env: dict[str, str], ledger: dict, out: Path) -> int:
     done = [(n, e) for n, e in ledger["stages"].items() if e["status"] == "done"]
     total = sum(e["seconds"] for e in ledger["stages"].values())
     how = ["make demo-workspace (scripts/record_demo.py: PAL Studio's own commands on data/demo, offline; "
-           f"assistant, judge and memory builder {ASSISTANT_MODEL}, User-LLM {env['PAL_USER_SIMULATOR_MODEL']}; "
+           f"memory builder {BUILDER_MODEL}; User-LLM, assistant and judge {env['PAL_ASSISTANT_MODEL']}; "
            f"{total / 3600:.1f} h of recording on 2 CPU cores)"]
     how += [f"{e['how']} — {e['seconds'] / 60:.0f} min" for _, e in done]
     missing = [s.name for s in build_plan() if s.name not in dict(done)]
