@@ -26,8 +26,9 @@ _EN: dict[tuple[SideName, Act], str] = {
     ("user", Act.SOLUTION_FEEDBACK): "a clear verdict on the suggestion: accept it if it is a kind of solution you "
                                      "accept, reject it bluntly, even annoyed, if it is a kind you reject; never "
                                      "'sounds good, but…', and no detailed reasons.",
-    ("assistant", Act.REQUIREMENT_PREDICTION): "Guess ONE hidden need behind the user's question from their situation "
-                                               "and background, and ask them to confirm it. Do not propose solutions.",
+    ("assistant", Act.REQUIREMENT_PREDICTION): "Guess ONE hidden need behind your user's question from what you know "
+                                               "of their situation and background, and ask them in one short question "
+                                               "whether that is it. Do not propose solutions.",
     ("assistant", Act.SOLUTION_PROPOSAL): "Propose ONE concrete solution (a new one if others were discussed), without "
                                           "explaining your reasoning about the user.",
     ("assistant", Act.SOLUTION_DISCUSSION): "Answer the user's question or objection about the current solution, using "
@@ -43,7 +44,7 @@ _ZH: dict[tuple[SideName, Act], str] = {
     ("user", Act.SOLUTION_DISCUSSION): "针对建议里的一个细节追问或质疑，不表态，也不透露偏好。",
     ("user", Act.SOLUTION_FEEDBACK): "对建议明确表态：是愿意接受的那类方案就认可；是会拒绝的那类就直接拒绝，可以不耐烦；"
                                      "绝不说“听起来不错，但是……”，也不详细解释理由。",
-    ("assistant", Act.REQUIREMENT_PREDICTION): "根据用户的近况和背景，主动猜测用户问题背后的一个隐藏需求，并请用户确认。不要提出方案。",
+    ("assistant", Act.REQUIREMENT_PREDICTION): "根据你对用户近况和背景的了解，主动猜测用户问题背后的一个隐藏需求，用一句简短的问话请用户确认。不要提出方案。",
     ("assistant", Act.SOLUTION_PROPOSAL): "提出一个具体的方案（如果之前讨论过别的方案，就提一个新的），不要解释你对用户的推断。",
     ("assistant", Act.SOLUTION_DISCUSSION): "结合你对用户的了解，回答用户对当前方案的疑问或质疑，并尽量说服用户。",
     ("assistant", Act.FEEDBACK_RESPONSE): "简短回应用户的表态。不要再提出新方案；如果用户拒绝了，只表示理解或歉意。",

@@ -54,6 +54,8 @@ OFFER_EN = re.compile("|".join([
     r"\bi don'?t have a specific (?:topic|question)",
     r"\bplease (?:provide|give|share) (?:me )?(?:with )?(?:more |some |the )?(?:specific )?(?:details|information|context)\b",
     r"\bi understand your (?:request|question|concern|situation)\b",
+    r"\bi(?:'m| am) (?:so |very |really )?sorry (?:for|about|to hear about) (?:the|your) (?:disappointment|loss|trouble|"
+    r"situation|news|difficult)",
 ]), re.I)
 NARRATION_EN = re.compile(r"^\W*(?:the )?user\b|\bthe user(?:'s| (?:is|has|wants|needs|asks|feels|would|was)\b)", re.I)
 FIRST_PERSON_EN = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|our|us)\b", re.I)
@@ -79,7 +81,7 @@ PROMPT_TALK = re.compile(r"\b(?:hidden|implicit) needs?\b|\brequirement (?:confi
                          r"\bsolution (?:feedback|discussion|proposal)\b|\btopic inquiry\b|隐藏(?:的)?需求|隐性需求|"
                          r"需求确认|需求预测|方案反馈|方案讨论|话题询问", re.I)
 QUESTION = re.compile(r"[?？]\s*$|[吗呢吧]\W*$")
-GUESS = re.compile(r"^\W*(?:are|do|did|would|were) you\b|^\W*is it\b|你是(?:不是|否)?(?:想|在|要|需要|担心|希望)|你(?:想要|需要|是否)",
+GUESS = re.compile(r"^\W*(?:are|do|did|would|were) you\b|^\W*is it\b|\bwhat do you (?:need|want)\b|你是(?:不是|否)?(?:想|在|要|需要|担心|希望)|你(?:想要|需要|是否)",
                    re.I)
 FIRST_PERSON_ZH = re.compile(r"[我咱俺]|本人")
 

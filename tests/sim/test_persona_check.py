@@ -52,7 +52,9 @@ def test_chinese_user_turns_pass(text):
     ("Sure, I understand your request! Please provide me with the specific details.", "en",
      "assistant-style greeting or offer"),
     ("I need the details about the user's past requirements for sick days.", "en", 'narrates "the user"'),
-    ("我想先看看用户的需求。", "zh", 'narrates "the user"'),  # what the 0.5B model asked
+    ("我想先看看用户的需求。", "zh", 'narrates "the user"'),
+    ("I'm sorry for the disappointment.", "en", "assistant-style greeting or offer"),
+    ("What do you need to turn the committee's feedback into a plan?", "en", "not in the first person"),  # what the 0.5B model asked
     ("Which of my hidden needs did you guess?", "en", "talks about the prompt"),
 ])
 def test_assistant_like_or_narrated_turns_fail_with_their_reason(text, language, reason):
