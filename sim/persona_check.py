@@ -57,7 +57,7 @@ OFFER_EN = re.compile("|".join([
     r"\bi(?:'m| am) (?:so |very |really )?sorry (?:for|about|to hear about) (?:the|your) (?:disappointment|loss|trouble|"
     r"situation|news|difficult)",
 ]), re.I)
-NARRATION_EN = re.compile(r"^\W*(?:the )?user\b|\bthe user(?:'s| (?:is|has|wants|needs|asks|feels|would|was)\b)", re.I)
+NARRATION_EN = re.compile(r"^\W*(?:the )?user\b|\bthe user(?:'s)?\b", re.I)
 FIRST_PERSON_EN = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|our|us)\b", re.I)
 
 OFFER_ZH = re.compile("|".join([

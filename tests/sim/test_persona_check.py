@@ -54,6 +54,8 @@ def test_chinese_user_turns_pass(text):
     ("I need the details about the user's past requirements for sick days.", "en", 'narrates "the user"'),
     ("我想先看看用户的需求。", "zh", 'narrates "the user"'),
     ("I'm sorry for the disappointment.", "en", "assistant-style greeting or offer"),
+    ("Yes, I understand. The user should convert the committee feedback into a dated plan.", "en",
+     'narrates "the user"'),
     ("What do you need to turn the committee's feedback into a plan?", "en", "not in the first person"),  # what the 0.5B model asked
     ("Which of my hidden needs did you guess?", "en", "talks about the prompt"),
 ])
