@@ -35,6 +35,7 @@ BASELINES = ["gold", "rag-turn", "vanilla-log"]  # memories that need no LLM (go
 NO_LLM_MEMORIES = ["gold", "rag-turn", "rag-session", "vanilla-log"]
 H2_USERS = ["1002", "1006", "1007"]  # the tour's user and both Chinese users
 TOUR_TASKS = ["1002_sample7_topic-1", "1006_sample7_topic-1"]  # the tour's topic, then a Chinese user's
+TOUR_PAIRS = [("rag-turn", "vanilla-log"), ("gold", "vanilla-log"), ("gold", "rag-turn")]  # the tour's stop 12 first
 USERS = ["1000", "1001", "1002", "1003", "1004", "1005", "1006", "1007"]
 BUILDER_MODEL = "qwen2.5-coder-0.5b"  # the default local model: memory builder (its JSON is valid; FIDELITY.md)
 DIALOGUE_MODEL = "qwen2.5-coder-1.5b"  # User-LLM, assistant and judge: what a visitor reads. The 0.5B as assistant
@@ -81,7 +82,7 @@ def build_plan() -> list[Stage]:
         Stage("tour-dialogues", f"pal simulate --methods {','.join(BASELINES)} --task-ids {','.join(TOUR_TASKS)}",
               [simulate(BASELINES, TOUR_TASKS)]),
         Stage("tour-verdicts", "pal judge --k 3 of every pair of " + ", ".join(BASELINES) + " on those topics",
-              [judge(a, b, ["1002", "1006"]) for a, b in pairs(BASELINES)]),
+              [judge(a, b, ["1002", "1006"]) for a, b in TOUR_PAIRS]),
         *[Stage(f"h2memory-{u}", f"pal memory fidelity --user {u} --method h2memory (built by the default model)",
                 [["memory", "fidelity", "--dataset", DATASET, "--users", u, "--method", "h2memory"]])
           for u in H2_USERS],
