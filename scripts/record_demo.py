@@ -151,8 +151,9 @@ def export(env: dict[str, str], ledger: dict, out: Path) -> int:
     missing = [s.name for s in build_plan() if s.name not in dict(done)]
     if missing:
         how.append("not yet recorded: " + ", ".join(missing))
+    methods = [*NO_LLM_MEMORIES, *(["h2memory"] if any(n.startswith("h2memory-") for n, _ in done) else [])]
     command = [sys.executable, "-m", "cli", "workspace", "export", "--dataset", DATASET, "--pseudonymise",
-               "--out", str(out)]
+               "--methods", ",".join(methods), "--out", str(out)]  # a build cut short stays out of the bundle
     for line in how:
         command += ["--how", line]
     return subprocess.call(command, cwd=ROOT, env=env)

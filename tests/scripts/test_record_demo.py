@@ -69,6 +69,7 @@ def calls(monkeypatch):
 def test_a_rerun_skips_finished_stages_and_retries_a_failed_one(tmp_path, calls):
     made, codes = calls
     codes["judge"] = 3  # every judgment fails this time
+    codes["h2memory"] = 4  # and every H²Memory build
     assert record_demo.main(["--home", str(tmp_path), "--out", str(tmp_path / "w.palbundle")]) == 1
     ledger = json.loads((tmp_path / "recording.json").read_text())
     assert ledger["stages"]["memories"]["status"] == "done"
@@ -77,6 +78,7 @@ def test_a_rerun_skips_finished_stages_and_retries_a_failed_one(tmp_path, calls)
     assert export[3:5] == ["workspace", "export"]
     hows = [export[i + 1] for i, word in enumerate(export) if word == "--how"]
     assert any(h.startswith("not yet recorded: tour-verdicts") for h in hows)
+    assert "h2memory" not in export[export.index("--methods") + 1]  # no H²Memory stage finished: none exported
     made.clear()
     codes.clear()
     assert record_demo.main(["--home", str(tmp_path), "--out", str(tmp_path / "w.palbundle")]) == 0
@@ -84,6 +86,7 @@ def test_a_rerun_skips_finished_stages_and_retries_a_failed_one(tmp_path, calls)
     assert any(c[3] == "judge" for c in made)  # the failed stage runs again
     hows = [made[-1][i + 1] for i, word in enumerate(made[-1]) if word == "--how"]
     assert not any(h.startswith("not yet recorded") for h in hows)
+    assert "h2memory" in made[-1][made[-1].index("--methods") + 1]
 
 
 def test_minutes_stops_starting_stages_and_still_exports(tmp_path, calls):
