@@ -84,7 +84,7 @@ def build_plan() -> list[Stage]:
         Stage("tour-verdicts", "pal judge --k 3 of every pair of " + ", ".join(BASELINES) + " on those topics",
               [judge(a, b, ["1002", "1006"]) for a, b in TOUR_PAIRS]),
         *[Stage(f"h2memory-{u}", f"pal memory fidelity --user {u} --method h2memory (built by the default model)",
-                [["memory", "fidelity", "--dataset", DATASET, "--users", u, "--method", "h2memory"]])
+                [["memory", "fidelity", "--dataset", DATASET, "--users", u, "--method", "h2memory", "--build"]])
           for u in H2_USERS],
         Stage("h2memory-dialogues", "pal simulate --methods h2memory on the tour's topics",
               [simulate(["h2memory"], TOUR_TASKS)]),

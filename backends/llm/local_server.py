@@ -19,7 +19,9 @@ import sys
 import threading
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from backends.config import LocalServerConfig
 from backends.gguf import GGUFInfo, ModelUnavailable, available_memory, check_memory, estimate_memory
@@ -137,8 +139,7 @@ class LocalServer:
                "--alias", self.alias, "--ctx", str(self.cfg.ctx), "--parallel", str(self.cfg.parallel),
                "--threads", str(self.threads)]
         with self.log_path.open("ab") as out:
-            self.proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL)
+            self.proc = _spawn(cmd, out)
         deadline = time.monotonic() + self.cfg.startup_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -190,6 +191,18 @@ class LocalServer:
             "uptime_s": round(time.time() - self.started_at, 1) if self.started_at and self.running() else None,
             "restarts": self.restarts,
         }
+
+
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-server-spawner")
+
+
+def _spawn(cmd: list[str], out: Any) -> subprocess.Popen:
+    """Start a server process from one thread that lives as long as this process. Why: the server exits when its
+    parent dies (``PR_SET_PDEATHSIG`` in :mod:`backends.llama_serve`), and Linux sends that signal when the *thread*
+    that started the child ends — a server started from a fan-out worker (an H²Memory stage's calls) died with
+    that worker, and every stage restarted it, losing its prompt cache and the calls in flight."""
+    return _SPAWNER.submit(subprocess.Popen, cmd, cwd=PROJECT_ROOT, stdout=out, stderr=subprocess.STDOUT,
+                           stdin=subprocess.DEVNULL).result()
 
 
 class LocalServers:

@@ -151,6 +151,24 @@ def test_server_restarts_after_dying_and_stops_without_orphans(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.local_model
+def test_a_server_started_from_a_short_lived_thread_outlives_it(tmp_path):
+    """An H²Memory stage's fan-out worker starts the server and ends; the server must not die with that thread
+    (PR_SET_PDEATHSIG follows the thread that forked the child: every stage used to restart the server)."""
+    import threading
+
+    srv = LocalServer(LocalServerConfig(ctx=512, parallel=1, threads=1), tmp_path, PATH_MODEL)
+    worker = threading.Thread(target=srv.ensure)
+    worker.start()
+    worker.join(timeout=60)
+    time.sleep(1.0)
+    try:
+        assert srv.healthy() and srv.restarts == 0
+    finally:
+        srv.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.local_model
 def test_server_dies_with_its_parent_even_when_the_parent_is_killed(tmp_path):
     import subprocess
     import sys
