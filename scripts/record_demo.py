@@ -22,8 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -156,7 +159,26 @@ def export(env: dict[str, str], ledger: dict, out: Path) -> int:
                "--methods", ",".join(methods), "--out", str(out)]  # a build cut short stays out of the bundle
     for line in how:
         command += ["--how", line]
-    return subprocess.call(command, cwd=ROOT, env=env)
+    unfinished = [u for u in H2_USERS if f"h2memory-{u}" not in dict(done)]
+    if "h2memory" not in methods or not unfinished:
+        return subprocess.call(command, cwd=ROOT, env=env)
+    with tempfile.TemporaryDirectory(prefix="pal-demo-export-") as tmp:  # the recording itself keeps them, to resume
+        home = without_builds(Path(env["PAL_HOME"]), Path(tmp) / "home", "h2memory", unfinished)
+        return subprocess.call(command, cwd=ROOT, env={**env, "PAL_HOME": str(home)})
+
+
+def without_builds(home: Path, copy: Path, method: str, users: list[str]) -> Path:
+    """A copy of the recording's home without ``method``'s builds of ``users`` (builds cut short)."""
+    shutil.copytree(home, copy)
+    db = copy / "runs.sqlite"
+    if db.exists():
+        con = sqlite3.connect(db)
+        con.execute("PRAGMA foreign_keys = ON")
+        con.execute(f"DELETE FROM memory_builds WHERE method = ? AND user_id IN ({','.join('?' * len(users))})",
+                    [method, *users])
+        con.commit()
+        con.close()
+    return copy
 
 
 def main(argv: list[str] | None = None) -> int:

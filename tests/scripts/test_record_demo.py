@@ -93,3 +93,20 @@ def test_minutes_stops_starting_stages_and_still_exports(tmp_path, calls):
     made, _ = calls
     assert record_demo.main(["--home", str(tmp_path), "--out", str(tmp_path / "w.palbundle"), "--minutes", "0"]) == 0
     assert [c[3:5] for c in made] == [["workspace", "export"]]  # no stage started: what is recorded is exported
+
+
+def test_an_unfinished_build_is_left_out_of_the_export_but_kept_in_the_recording(tmp_path):
+    import sqlite3
+
+    home = tmp_path / "rec"
+    home.mkdir()
+    con = sqlite3.connect(home / "runs.sqlite")
+    con.execute("CREATE TABLE memory_builds (build_id TEXT PRIMARY KEY, method TEXT, user_id TEXT)")
+    con.executemany("INSERT INTO memory_builds VALUES (?, ?, ?)",
+                    [("a", "h2memory", "1002"), ("b", "h2memory", "1006"), ("c", "gold", "1006")])
+    con.commit()
+    con.close()
+    copy = record_demo.without_builds(home, tmp_path / "copy", "h2memory", ["1006"])
+    rows = sqlite3.connect(copy / "runs.sqlite").execute("SELECT build_id FROM memory_builds ORDER BY 1").fetchall()
+    assert rows == [("a",), ("c",)]
+    assert len(sqlite3.connect(home / "runs.sqlite").execute("SELECT * FROM memory_builds").fetchall()) == 3
