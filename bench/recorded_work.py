@@ -3,9 +3,10 @@
 Why: the bench pieces (``bench/model_throughput.py``, ``bench/live_chat.py``) measure short, fresh pieces of work;
 a recording such as the demo workspace's (``make demo-workspace``, hours on 2 cores) is the long real work a lab
 runs. Its call records keep, per call, the prompt tokens the server processed and served from its prompt cache
-(where the endpoint says), output tokens, latency, attempts and whether structured output was valid — so the
-figures of issue 24 (JSON valid per step kind, seconds per call) and issue 28 (share of prompt tokens from the
-cache per kind of work) can be read from it without running a model again.
+(where the endpoint says), output tokens, latency and attempts — so the figures of issue 24 (seconds per call per
+step kind) and issue 28 (share of prompt tokens from the cache per kind of work) can be read from it without
+running a model again. (Whether a structured answer was valid is not on the call record — the call is recorded
+before its answer is parsed; ``bench/model_quality.py`` counts JSON validity itself.)
 
 Run: ``.venv/bin/python bench/recorded_work.py [--home .pal-demo] [--since EPOCH] [--csv]``.
 """
@@ -40,9 +41,7 @@ class Figures:
     """One row: a kind of work (or one prompt of it) on one model."""
 
     calls: int = 0
-    structured: int = 0
-    valid: int = 0
-    first_try: int = 0
+    retried: int = 0  # calls the client made more than one attempt at (transport retries)
     prompt: int = 0
     cached: int = 0
     known: int = 0  # prompt tokens of calls whose endpoint said how many came from the cache
@@ -55,10 +54,7 @@ class Figures:
         self.latencies = [*(self.latencies or []), row["latency_ms"] / 1000]
         self.output += row["tokens_out"] or 0
         self.errors += 1 if row["error"] else 0
-        if row["structured_ok"] is not None:
-            self.structured += 1
-            self.valid += 1 if row["structured_ok"] else 0
-            self.first_try += 1 if row["structured_ok"] and row["attempts"] == 1 else 0
+        self.retried += 1 if (row["attempts"] or 1) > 1 else 0
         if row["tokens_cached"] is not None and row["tokens_processed"] is not None:
             self.known += row["tokens_cached"] + row["tokens_processed"]
             self.cached += row["tokens_cached"]
@@ -68,12 +64,11 @@ class Figures:
         lat = sorted(self.latencies or [0.0])
         p95 = lat[min(len(lat) - 1, int(0.95 * len(lat)))]
         share = lambda n, d: f"{100 * n / d:.0f} %" if d else "n/a"  # noqa: E731
-        return [str(self.calls), share(self.valid, self.structured), share(self.first_try, self.structured),
-                str(self.prompt), share(self.cached, self.known), str(self.output),
+        return [str(self.calls), str(self.retried), str(self.prompt), share(self.cached, self.known), str(self.output),
                 f"{statistics.median(lat):.1f}", f"{p95:.1f}", str(self.errors)]
 
 
-HEADER = ["calls", "JSON valid", "1st try", "prompt tok", "from cache", "output tok", "s p50", "s p95", "errors"]
+HEADER = ["calls", "retried", "prompt tok", "from cache", "output tok", "s p50", "s p95", "errors"]
 
 
 def load_figures(db: Path, since: float = 0.0, by_prompt: bool = False) -> dict[tuple[str, str, str], Figures]:
