@@ -1,12 +1,16 @@
-"""The shipped demo bundle (``data/demo/workspace.palbundle``) was recorded under fidelity v1: presented, its fidelity
-reports still open — on the Evaluate leaderboard and the Memory page's Fidelity tab — marked stale, never a crash."""
+"""A bundle recorded under fidelity v1 (the demo bundle shipped until the re-recording, kept in ``bundles/``):
+presented, its fidelity reports still open — on the Evaluate leaderboard and the Memory page's Fidelity tab — marked
+stale, never a crash."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from tests.conftest import DEMO
 from tests.pages.apptest import open_page
+
+OLD_BUNDLE = Path(__file__).parent / "bundles" / "demo-fidelity-v1.palbundle"
 
 pytestmark = pytest.mark.slow(seconds=60)
 
@@ -14,7 +18,7 @@ pytestmark = pytest.mark.slow(seconds=60)
 @pytest.fixture(autouse=True)
 def present(tmp_path, monkeypatch):
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
-    monkeypatch.setenv("PAL_PRESENT", str(DEMO / "workspace.palbundle"))
+    monkeypatch.setenv("PAL_PRESENT", str(OLD_BUNDLE))
 
 
 def test_the_v1_reports_of_the_shipped_bundle_open_marked_stale():
