@@ -211,8 +211,13 @@ class UserSimulator:
                                                        or USER_TURN_TOKENS))
             return self._in_persona(self._words(text), n, sources, rejected) if text is not None else None
 
-        content, tries = _retrying(f"user simulator, turn {turn_no} ({act.value})",
-                                   attempt_free if self.free_mode else attempt_plain)
+        try:
+            content, tries = _retrying(f"user simulator, turn {turn_no} ({act.value})",
+                                       attempt_free if self.free_mode else attempt_plain)
+        except SimulationError:
+            if history:
+                raise
+            content, tries = "", MAX_TRIES  # no usable opening at all: the user query is sent (below), not a failure
         fallback = ""
         dropped = sum(len(c.removed) for c in fitted.cuts if c.what == "dialogue so far")
         if not speaks_as_user(content, self.ctx.user.language, sources, self.ctx.name()).ok:

@@ -137,7 +137,9 @@ def test_empty_or_broken_turns_are_retried_never_accepted(demo, sim_env):
 
     sim2, _ = sim_for(demo, make_llm, store, reply=hopeless, seed="other")
     record = sim2.run()
-    assert record.status == "failed" and "no usable utterance" in record.error and record.utterances == []
+    assert record.status == "failed" and "no usable utterance" in record.error
+    # the opening had no usable draft either: it is the user query (and says so); the run fails at the next turn
+    assert [u.side for u in record.utterances] == ["user", "assistant"] and record.utterances[0].fallback
 
 
 def test_resume_after_interruption_without_duplicates(demo, sim_env):
@@ -165,8 +167,8 @@ def test_resume_after_interruption_without_duplicates(demo, sim_env):
 
 def test_failed_runs_resume(demo, sim_env):
     make_llm, store = sim_env
-    sim, _ = sim_for(demo, make_llm, store, reply=lambda r: "" if side_of(r) == "user" else "x")
-    assert sim.run().status == "failed"
+    sim, _ = sim_for(demo, make_llm, store, reply=lambda r: "" if side_of(r) == "user" else default_reply(r))
+    assert sim.run().status == "failed"  # at turn 2: an opening with no usable draft is the user query
     again, _ = sim_for(demo, make_llm, store)
     again.resume()
     assert again.run().status == "finished"
@@ -338,3 +340,22 @@ def test_no_valid_decision_keeps_the_last_draft(sim_env):
     record, asked = _judging_run(sim_env, lambda req: "not json at all")
     confirm = [u for u in record.utterances if u.side == "user" and u.act == Act.REQUIREMENT_CONFIRMATION]
     assert asked and confirm and all(not u.fallback and "How can I help" in u.content for u in confirm)
+
+
+def test_an_opening_with_no_usable_draft_at_all_is_the_user_query_not_a_failed_run(sim_env):
+    """Free mode: every try of the opening is broken JSON (what SmolLM2 did once its narrations were rejected)."""
+    make_llm, _ = sim_env
+    demo = load_dataset(DEMO)
+
+    def reply(req):
+        if side_of(req) == "user" and any("The chat has not started" in m.content for m in req.messages):
+            return "The user had a choice to"  # neither JSON nor the user speaking
+        return default_reply(req)
+
+    llm, _fake = make_llm(reply)
+    spec = make_spec(demo, "1000", "1000_sample7", "topic-1", "vanilla", mode="free", max_turns=2)
+    record = make_llm.ws.open_simulation(demo, spec, llm).run()
+    assert record.status == "finished", record.error
+    first = record.utterances[0]
+    assert first.content == demo.users["1000"].session("1000_sample7").topics[0].topic.user_query
+    assert first.fallback.startswith("the user query")
