@@ -17,7 +17,7 @@ import argparse
 import sqlite3
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,11 +47,11 @@ class Figures:
     known: int = 0  # prompt tokens of calls whose endpoint said how many came from the cache
     output: int = 0
     errors: int = 0
-    latencies: list[float] | None = None
+    latencies: list[float] = field(default_factory=list)
 
     def add(self, row: sqlite3.Row) -> None:
         self.calls += 1
-        self.latencies = [*(self.latencies or []), row["latency_ms"] / 1000]
+        self.latencies.append(row["latency_ms"] / 1000)
         self.output += row["tokens_out"] or 0
         self.errors += 1 if row["error"] else 0
         self.retried += 1 if (row["attempts"] or 1) > 1 else 0
@@ -61,7 +61,7 @@ class Figures:
         self.prompt += row["tokens_in"] or 0
 
     def cells(self) -> list[str]:
-        lat = sorted(self.latencies or [0.0])
+        lat = sorted(self.latencies) or [0.0]
         p95 = lat[min(len(lat) - 1, int(0.95 * len(lat)))]
         share = lambda n, d: f"{100 * n / d:.0f} %" if d else "n/a"  # noqa: E731
         return [str(self.calls), str(self.retried), str(self.prompt), share(self.cached, self.known), str(self.output),

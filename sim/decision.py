@@ -26,8 +26,8 @@ from backends.prompts import Prompt, prompt_language
 from memory.privacy import redact_text
 from palset.vocab import Act
 from sim.persona_check import speaks_as_user
-from sim.prompting import language_name, load_role_prompt, transcript_lines
-from sim.types import Utterance
+from sim.prompting import language_name, last_assistant_words, load_role_prompt, transcript_lines
+from sim.types import COMPOSED, Utterance
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +61,8 @@ def decision_messages(prompt: Prompt, sim_prompt: Prompt, ctx: Any, act: Act, hi
     """The User-LLM's ``system`` message, then the chat so far (worded by its prompt ``sim_prompt``, as in the
     draft's message) and the decision asked for ``act``."""
     section, _ = DECIDED[act]
-    last = next((u.content for u in reversed(history) if u.side == "assistant"), "")
     text = prompt.part(section, transcript=transcript_lines(sim_prompt, ctx.name(), history, dropped),
-                       reply=redact_text(last), name=ctx.name(), language=language_name(prompt, ctx.user.language))
+                       reply=redact_text(last_assistant_words(history)), name=ctx.name(), language=language_name(prompt, ctx.user.language))
     return [{"role": "system", "content": system}, {"role": "user", "content": text}]
 
 
@@ -71,15 +70,15 @@ def compose(prompt: Prompt, decision: BaseModel, language: str, sources: list[st
     """(the turn, what it was composed from): the decision's fixed words, then the model's clause when it speaks as
     the user on its own (else the fixed words alone)."""
     if isinstance(decision, GuessDecision):
-        head, clause, said = prompt.part("guessed" if decision.guessed else "missed").strip(), decision.point, \
-            f"guessed: {'yes' if decision.guessed else 'no'}"
-        if decision.guessed:
-            clause = ""  # a confirmation needs no more words, and must not volunteer other needs
+        said, yes = "guessed", decision.guessed
+        clause = "" if yes else decision.point  # a confirmation needs no more words, and must not volunteer needs
+        head = prompt.part("guessed" if yes else "missed").strip()
     elif isinstance(decision, VerdictDecision):
-        head, clause, said = prompt.part("accepted" if decision.accept else "rejected").strip(), decision.why, \
-            f"accept: {'yes' if decision.accept else 'no'}"
+        said, yes, clause = "accept", decision.accept, decision.why
+        head = prompt.part("accepted" if yes else "rejected").strip()
     else:
         raise TypeError(f"not a user decision: {type(decision).__name__}")
+    said = f"{said}: {'yes' if yes else 'no'}"
     clause = " ".join(clause.split()).strip("\"'“”")
     kept = bool(clause) and speaks_as_user(clause, language, sources, name).ok
     zh = prompt_language(prompt) == "zh"
@@ -88,7 +87,7 @@ def compose(prompt: Prompt, decision: BaseModel, language: str, sources: list[st
         clause = clause[0].upper() + clause[1:]
     text = f"{head}{joiner}{clause}" if kept else head
     words = f"; its words {'kept' if kept else 'left out'}: {clause!r}" if clause else ""
-    return text, f"composed from the model's decision ({said}{words}): no draft spoke as the user"
+    return text, f"{COMPOSED} ({said}{words}): no draft spoke as the user"
 
 
 def decided_turn(llm: LLMClient, sim_prompt: Prompt, ctx: Any, act: Act, history: list[Utterance], system: str,

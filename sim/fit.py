@@ -82,6 +82,7 @@ class FittedMessages:
     messages: list[dict[str, str]]
     trace: RetrievalTrace | None = None
     cuts: list[Cut] = field(default_factory=list)  # the dialogue's; the trace keeps its own
+    dropped: int = 0  # the oldest utterances left out of the messages to fit the window
 
     @property
     def all_cuts(self) -> list[Cut]:
@@ -109,7 +110,7 @@ def fit_messages(budget: Budget, build: BuildMessages, history: list[Utterance],
         msgs = build(memory, list(history[dropped:]), dropped)
     cut = Cut(what="dialogue so far", unit="utterances", removed=[str(i + 1) for i in range(dropped)],
               tokens=before - budget.count_messages(msgs), limit=limit, counter=budget.counter_name)
-    return FittedMessages(msgs, trace, [cut])
+    return FittedMessages(msgs, trace, [cut], dropped)
 
 
 def first_turn_room(budget: Budget, language: str = "English") -> int | None:

@@ -97,6 +97,11 @@ def transcript_lines(prompt: Prompt, name: str, history: Sequence[Utterance], dr
     return "\n".join(lines)
 
 
+def last_assistant_words(history: Sequence[Utterance]) -> str:
+    """What the assistant said last ("" before it has spoken): the line a user turn answers."""
+    return next((u.content for u in reversed(history) if u.side == "assistant"), "")
+
+
 def simulator_messages(prompt: Prompt, ctx: Any, act: Act, history: Sequence[Utterance], *,
                        free_mode: bool = False, fragment: str | None = None, dropped: int = 0) -> list[dict[str, str]]:
     """The User-LLM's messages for its turn in ``act`` after ``history`` (the kept utterances; ``dropped`` older
@@ -109,10 +114,9 @@ def simulator_messages(prompt: Prompt, ctx: Any, act: Act, history: Sequence[Utt
     lang = prompt_language(prompt)
     values = {"act": act_name(act, lang), "definition": definition("user", act, lang), "name": ctx.name(),
               "language": language_name(prompt, ctx.user.language)}
-    last = next((u.content for u in reversed(history) if u.side == "assistant"), None)
     if history or dropped:
         text = prompt.part("chat", transcript=transcript_lines(prompt, ctx.name(), history, dropped),
-                           reply=redact_text(last or ""), **values)
+                           reply=redact_text(last_assistant_words(history)), **values)
     else:
         text = prompt.part("opening", query=redact_text(ctx.free_query or ctx.topic.topic.user_query), **values)
     if free_mode and prompt.has_part("free_ending"):

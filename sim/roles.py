@@ -219,14 +219,13 @@ class UserSimulator:
                 raise
             content, tries = "", MAX_TRIES  # no usable opening at all: the user query is sent (below), not a failure
         fallback = ""
-        dropped = sum(len(c.removed) for c in fitted.cuts if c.what == "dialogue so far")
         if not speaks_as_user(content, self.ctx.user.language, sources, self.ctx.name()).ok:
             if not history:
                 fallback = self._opening_fallback(content)
                 content = redact_text(self.ctx.free_query or self.ctx.topic.topic.user_query)
             elif not self.free_mode and (decided := decided_turn(
-                    self.llm, self.prompt, self.ctx, act, history[dropped:], msgs[0]["content"], sources, salt,
-                    seed=sampling_seed(f"{salt}/decision"), dropped=dropped)) is not None:
+                    self.llm, self.prompt, self.ctx, act, history[fitted.dropped:], msgs[0]["content"], sources,
+                    salt, seed=sampling_seed(f"{salt}/decision"), dropped=fitted.dropped)) is not None:
                 log.info("user simulator turn %s composed from a decision (last draft: %.80s)", turn_no, content)
                 content, fallback = decided
                 tries += 1

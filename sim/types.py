@@ -20,6 +20,9 @@ SimulatorKind = Literal["llm", "replay", "always-accept", "random-verdict"]
 SIMULATOR_KINDS: tuple[str, ...] = ("llm", "replay", "always-accept", "random-verdict")
 
 
+COMPOSED = "composed from the model's decision"  # how a composed turn's ``fallback`` starts (sim.decision)
+
+
 class Utterance(BaseModel):
     """One side of one turn, saved the moment it exists."""
 
@@ -38,10 +41,16 @@ class Utterance(BaseModel):
     reasoning: str = ""  # a reasoning model's thinking, kept apart: never shown as the utterance nor sent again
     attempts: int = 1
     fallback: str = ""  # why the text is not the model's own draft (sim.roles: an opening none of whose drafts spoke as the
-    # user: the user query; sim.decision: a judging turn composed from the model's decision)
+    # user: the user query; sim.decision: a judging turn composed from the model's decision, ``COMPOSED`` first)
     model: str | None = None
     latency_ms: float = 0.0
     created_at: float = 0.0
+
+    @property
+    def composed(self) -> bool:
+        """A judging turn composed from the model's decision (:mod:`sim.decision`): the decision is the model's,
+        the words are not (an opening sent as the user query is a fallback too, but not composed)."""
+        return self.fallback.startswith(COMPOSED)
 
 
 class RunSpec(BaseModel):

@@ -21,7 +21,7 @@ import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import IO
 
 from backends.config import LocalServerConfig
 from backends.gguf import GGUFInfo, ModelUnavailable, available_memory, check_memory, estimate_memory
@@ -196,7 +196,7 @@ class LocalServer:
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-server-spawner")
 
 
-def _spawn(cmd: list[str], out: Any) -> subprocess.Popen:
+def _spawn(cmd: list[str], out: IO[bytes]) -> subprocess.Popen:
     """Start a server process from one thread that lives as long as this process. Why: the server exits when its
     parent dies (``PR_SET_PDEATHSIG`` in :mod:`backends.llama_serve`), and Linux sends that signal when the *thread*
     that started the child ends — a server started from a fan-out worker (an H²Memory stage's calls) died with

@@ -156,6 +156,12 @@ def check_act(turn_no: int, text: str, stance: dict, answered: Act | None, ctx: 
                      reason=f"scheduled {scheduled}; the text reads as {inferred}")
 
 
+def _not_its_voice(utt: Utterance, instead: str) -> TurnCheck:
+    """The persona check of a turn whose words are not the simulator's draft (``utt.fallback`` says why)."""
+    return TurnCheck(check="persona", outcome="fail", reason=f"no draft spoke as the user; {instead}",
+                     evidence={"fallback": utt.fallback})
+
+
 def check_turn(utt: Utterance, history: list[Utterance], ctx: CheckContext) -> TurnChecks:
     """Every check of the user utterance ``utt`` (``history``: the utterances before it)."""
     out = TurnChecks(turn_no=utt.turn_no, act=utt.act.value, text=utt.content, features=features(utt.content))
@@ -164,11 +170,9 @@ def check_turn(utt: Utterance, history: list[Utterance], ctx: CheckContext) -> T
     salt = f"{ctx.salt}/{utt.turn_no}"
     answering = "guess" if prev is not None and prev.act is Act.REQUIREMENT_PREDICTION else None
     stance = ctx.stance(prev.content if prev else "", utt.content, salt, answering)
-    composed = utt.fallback.startswith("composed from the model's decision")
-    if utt.fallback and not composed:  # not the simulator's words: it failed to speak as the user, no credit
+    if utt.fallback and not utt.composed:  # not the simulator's words: it failed to speak as the user, no credit
         out.checks.append(_na("vague", f"not the simulator's words ({utt.fallback[:120]})"))
-        out.checks.append(TurnCheck(check="persona", outcome="fail", reason="no draft spoke as the user; the user "
-                                    "query was sent instead", evidence={"fallback": utt.fallback}))
+        out.checks.append(_not_its_voice(utt, "the user query was sent instead"))
         return out
     if utt.act is Act.TOPIC_INQUIRY and utt.turn_no == 1:
         out.checks.append(_na("vague", unavailable["vague"]) if "vague" in unavailable else check_vague(utt.content, ctx))
@@ -181,9 +185,8 @@ def check_turn(utt: Utterance, history: list[Utterance], ctx: CheckContext) -> T
         proposal = next((u.content for u in reversed(history) if u.act is Act.SOLUTION_PROPOSAL), None)
         out.checks.append(_na("verdict", unavailable["verdict"]) if "verdict" in unavailable
                           else check_verdict(utt.content, proposal, stance, ctx))
-    if composed:  # the decision is the simulator's (truthful, verdict, act are checked); the voice is not
-        out.checks.append(TurnCheck(check="persona", outcome="fail", reason="no draft spoke as the user; the turn "
-                                    "was composed from the model's decision", evidence={"fallback": utt.fallback}))
+    if utt.composed:  # the decision is the simulator's (truthful, verdict, act are checked); the voice is not
+        out.checks.append(_not_its_voice(utt, "the turn was composed from the model's decision"))
     else:
         out.checks.append(_na("persona", unavailable["persona"]) if "persona" in unavailable
                           else check_persona(utt.content, ctx.gold, ctx.persona_judge))

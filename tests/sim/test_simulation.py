@@ -225,13 +225,22 @@ def test_both_sides_stream_their_text_in_fixed_mode_and_free_mode_user_turns_are
     assert utt.side == "user" and tokens == [] and fake.requests[0].response_format is not None
 
 
+def _finished_run(sim_env, reply, **spec_options):
+    """User 1000's first query topic simulated against the fake ``reply`` (vanilla memory), run to its end."""
+    make_llm, _ = sim_env
+    demo = load_dataset(DEMO)
+    llm, _fake = make_llm(reply)
+    spec = make_spec(demo, "1000", "1000_sample7", "topic-1", "vanilla", **spec_options)
+    record = make_llm.ws.open_simulation(demo, spec, llm).run()
+    assert record.status == "finished", record.error
+    return record, demo.users["1000"].session("1000_sample7").topics[0]
+
+
 def test_an_opening_that_never_speaks_as_the_user_becomes_the_user_query(sim_env):
     """A small model's opening that apologises or greets like an assistant three times is replaced by the question
     on the user's mind as the dataset states it; the utterance says why and keeps the last draft."""
     from sim.persona_check import speaks_as_user
 
-    make_llm, _ = sim_env
-    demo = load_dataset(DEMO)
     drafts = []
 
     def reply(req):
@@ -240,12 +249,8 @@ def test_an_opening_that_never_speaks_as_the_user_becomes_the_user_query(sim_env
             return "I'm sorry, I don't understand the chat. Could you please rephrase your message?"
         return default_reply(req)
 
-    llm, _fake = make_llm(reply)
-    spec = make_spec(demo, "1000", "1000_sample7", "topic-1", "vanilla")
-    record = make_llm.ws.open_simulation(demo, spec, llm).run()
-    assert record.status == "finished", record.error
+    record, topic = _finished_run(sim_env, reply)
     first = record.utterances[0]
-    topic = demo.users["1000"].session("1000_sample7").topics[0]
     assert len(drafts) == 3 and first.attempts == 3  # asked again twice, each time told why
     assert "not usable" in drafts[-1].messages[-1].content and "rephrase" not in drafts[-1].messages[-1].content
     assert first.content == topic.topic.user_query and speaks_as_user(first.content, "en").ok
@@ -287,8 +292,6 @@ def test_an_assistant_reply_that_copies_its_note_is_cut_or_asked_again(sim_env):
 
 def _judging_run(sim_env, decision):
     """A run whose User-LLM always answers as an assistant in plain text, and ``decision(req)`` to a decision."""
-    make_llm, _ = sim_env
-    demo = load_dataset(DEMO)
     asked = []
 
     def reply(req):
@@ -300,10 +303,7 @@ def _judging_run(sim_env, decision):
             return "How can I help you with your rota today?"
         return default_reply(req)
 
-    llm, _fake = make_llm(reply)
-    spec = make_spec(demo, "1000", "1000_sample7", "topic-1", "vanilla")
-    record = make_llm.ws.open_simulation(demo, spec, llm).run()
-    assert record.status == "finished", record.error
+    record, _topic = _finished_run(sim_env, reply)
     return record, asked
 
 
@@ -344,18 +344,13 @@ def test_no_valid_decision_keeps_the_last_draft(sim_env):
 
 def test_an_opening_with_no_usable_draft_at_all_is_the_user_query_not_a_failed_run(sim_env):
     """Free mode: every try of the opening is broken JSON (what SmolLM2 did once its narrations were rejected)."""
-    make_llm, _ = sim_env
-    demo = load_dataset(DEMO)
 
     def reply(req):
         if side_of(req) == "user" and any("The chat has not started" in m.content for m in req.messages):
             return "The user had a choice to"  # neither JSON nor the user speaking
         return default_reply(req)
 
-    llm, _fake = make_llm(reply)
-    spec = make_spec(demo, "1000", "1000_sample7", "topic-1", "vanilla", mode="free", max_turns=2)
-    record = make_llm.ws.open_simulation(demo, spec, llm).run()
-    assert record.status == "finished", record.error
+    record, topic = _finished_run(sim_env, reply, mode="free", max_turns=2)
     first = record.utterances[0]
-    assert first.content == demo.users["1000"].session("1000_sample7").topics[0].topic.user_query
+    assert first.content == topic.topic.user_query
     assert first.fallback.startswith("the user query")
