@@ -4,6 +4,7 @@ clustering helpers (windows, edge cleaning, connected components, constrained k-
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -134,6 +135,27 @@ def components(n_logs: int, edges: list[tuple[int, int, str]]) -> list[list[int]
     for i in range(n_logs):
         groups.setdefault(find(i), []).append(i)
     return sorted((sorted(g) for g in groups.values()), key=lambda g: g[0])
+
+
+def join_small_groups(groups: list[list[int]], times: Sequence[float], min_logs: int) -> list[list[int]]:
+    """Groups of fewer than ``min_logs`` logs joined to the group nearest in time, in order of first log.
+
+    A small model's Log Graph links few logs (most components are single logs; see FIDELITY.md), so a situation
+    would be one log. A log the graph leaves (nearly) alone most likely belongs to what the user was living through
+    at that time: the smallest group (the earliest on ties) joins the group with the log closest to it in time
+    (the earlier group on ties), until every group has ``min_logs`` logs or one group is left. ``min_logs`` ≤ 1
+    keeps the components as they are (Mem-PAL's own rule)."""
+    out = [sorted(g) for g in groups]
+    while len(out) > 1 and min_logs > 1:
+        small = [i for i, g in enumerate(out) if len(g) < min_logs]
+        if not small:
+            break
+        i = min(small, key=lambda k: (len(out[k]), out[k][0]))
+        gaps = {k: min(abs(times[a] - times[b]) for a in out[i] for b in g) for k, g in enumerate(out) if k != i}
+        j = min(gaps, key=lambda k: (gaps[k], out[k][0]))
+        out[j] = sorted(out[j] + out[i])
+        del out[i]
+    return sorted(out, key=lambda g: g[0])
 
 
 def constrained_kmeans(vectors: np.ndarray, k: int = 8, min_size: int = 2, attempts: int = 100,

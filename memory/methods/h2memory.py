@@ -6,7 +6,8 @@
 | dialogues  | Topic Outline          | Principle   |
 
 Logs stage of session k: Log Graph over sliding windows of 10 logs (with the 10 before as
-context), connected components → situations with aspects, then the recursive 4-aspect background
+context), connected components → situations with aspects (components of fewer than ``min_situation_logs`` logs
+join the group nearest in time — a small model links few logs; 1 keeps Mem-PAL's components), then the recursive 4-aspect background
 update. Dialogue stage: topic segmentation with solutions and feedback, requirement refinement with
 the session's top-3 situations and background. After the last history session, k-means (8
 clusters, ≥ 2 members each) over refined history requirements gives principles; in each query session
@@ -49,6 +50,7 @@ from memory.methods.h2_parts import (
     clean_edges,
     components,
     constrained_kmeans,
+    join_small_groups,
     log_graph_model,
     principle_item,
     tile_spans,
@@ -71,7 +73,8 @@ class H2Memory(MemoryMethod):
     groups_logs_in = "situation"
     description = ("Log Graph → situations, recursive Background, Topic Outlines with refined requirements, "
                    "Principles from clustered history topics (Mem-PAL).")
-    default_config = {"k_situations": 3, "k_topics": 3, "clusters": 8, "seed": 0}
+    # min_situation_logs: components with fewer logs join the group nearest in time (1 = Mem-PAL's components)
+    default_config = {"k_situations": 3, "k_topics": 3, "clusters": 8, "seed": 0, "min_situation_logs": 4}
 
     def __init__(self, ctx: MethodContext):
         super().__init__(ctx)
@@ -142,12 +145,17 @@ class H2Memory(MemoryMethod):
         return sorted({e for found in self.each(window_edges, jobs, notes) for e in found})
 
     def _situations(self, session: Session, edges: list[tuple[int, int, str]], notes: list[str]) -> list[MemoryItem]:
-        return self.each(lambda job, own: self._group_situation(session, edges, *job, own),
-                         list(enumerate(components(len(session.logs), edges))), notes)
+        found = components(len(session.logs), edges)
+        min_logs = int(self.ctx.config.get("min_situation_logs", 1))
+        groups = join_small_groups(found, [lg.timestamp.timestamp() for lg in session.logs], min_logs)
+        joined = {j for g in found if len(g) < min_logs for j in g} if len(groups) < len(found) else set()
+        return self.each(lambda job, own: self._group_situation(session, edges, *job, joined, own),
+                         list(enumerate(groups)), notes)
 
     def _group_situation(self, session: Session, edges: list[tuple[int, int, str]], c: int, group: list[int],
-                   notes: list[str]) -> MemoryItem:
-        """One connected group of logs → one situation (its summary, or the logs themselves when none came)."""
+                         joined: set[int], notes: list[str]) -> MemoryItem:
+        """One group of logs → one situation (its summary, or the logs themselves when none came). ``joined``: the
+        logs that came into a group by time, not by an edge (kept in ``meta["joined_by_time"]``)."""
         lines = []
         for j in group:
             # each log shows its caused_by list, or its follows list when it has no cause (spec §3.1)
@@ -165,7 +173,8 @@ class H2Memory(MemoryMethod):
         return MemoryItem(
             id=f"{session.sample_id}_situation{c}", layer="situation", text=text, session_id=session.sample_id,
             session_index=session.index, provenance=[log_ref(session, j) for j in group],
-            importance=float(len(group)), meta={"aspects": aspects, "log_ids": group})
+            importance=float(len(group)),
+            meta={"aspects": aspects, "log_ids": group, "joined_by_time": [j for j in group if j in joined]})
 
     def _background(self, session: Session, memory: MemoryView, situations: list[MemoryItem],
                     notes: list[str]) -> list[MemoryItem]:

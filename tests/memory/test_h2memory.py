@@ -1,12 +1,13 @@
 """H²Memory with a scripted LLM: windows, components, background, outlines, principles, retrieval."""
 
+import json
 import threading
 
 import numpy as np
 import pytest
 
 from backends.llm.errors import Cancelled
-from memory.methods.h2memory import clean_edges, components, constrained_kmeans, tile_spans, windows
+from memory.methods.h2memory import clean_edges, components, constrained_kmeans, join_small_groups, tile_spans, windows
 from memory.store import dialogue_stage, logs_stage
 from testkit.h2_fake import h2_reply
 
@@ -26,6 +27,19 @@ def test_edges_only_point_to_earlier_logs_inside_the_window():
 
 def test_components_include_singletons_in_log_order():
     assert components(6, [(0, 2, "follows"), (2, 4, "caused_by"), (1, 3, "follows")]) == [[0, 2, 4], [1, 3], [5]]
+
+
+def test_small_groups_join_the_group_nearest_in_time():
+    # logs at hours 0..7; the graph linked 0-1-2 and 5-6-7, left 3 (an hour after 2) and 4 (an hour before 5) alone
+    times = [0, 1, 2, 3, 6, 7, 8, 9]
+    found = [[0, 1, 2], [3], [4], [5, 6, 7]]
+    assert join_small_groups(found, times, 2) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert join_small_groups(found, times, 1) == found  # 1: Mem-PAL's components, untouched
+    # the smallest joins first, the earlier on ties: [3] → [0, 1, 2]; then [4] (3 h from log 3, 1 h from log 5) → 5
+    assert join_small_groups(found, times, 4) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert join_small_groups(found, times, 5) == [[0, 1, 2, 3, 4, 5, 6, 7]]  # until one group is left
+    assert join_small_groups([[0], [1]], [0, 5], 3) == [[0, 1]]
+    assert join_small_groups([[0, 2], [1]], [0, 1, 2], 2) == [[0, 1, 2]]  # gap: the closest member, not the first
 
 
 def test_constrained_kmeans_gives_every_cluster_two_members():
@@ -184,6 +198,45 @@ def test_principles_update_once_per_touched_cluster_with_the_references_inputs(b
     assert touched.meta["principle"] == "adjusted" and touched.meta["general_requirement"] == "general need"
     query_ids = {i.id for i in final if i.layer == "topic_outline" and i.session_id == tiny_user.query[0].sample_id}
     assert query_ids <= set(touched.meta["members"]) and len(query_ids) == 2
+
+
+def _loose_graph(req):
+    """h2_reply, except the log graph links only logs 0-1-2-3 and 6-7-8-9 of each session (4 and 5 left alone)."""
+    from testkit.requests import schema_name
+
+    if schema_name(req) != "LogGraphOut":
+        return h2_reply(req)
+    targets = req.response_format["json_schema"]["schema"]["properties"]["relations"]["items"]["properties"]["log"]["enum"]
+    links = {"log_1": ["log_0"], "log_2": ["log_1"], "log_3": ["log_2"], "log_7": ["log_6"], "log_8": ["log_7"],
+             "log_9": ["log_8"]}
+    return json.dumps({"relations": [{"log": t, "caused_by": [], "follows": links.get(t, [])} for t in targets]})
+
+
+@pytest.mark.parametrize("min_logs, groups", [(1, 4), (4, 2)])
+def test_logs_the_graph_leaves_alone_join_the_situation_nearest_in_time(build_memory, tiny_user, min_logs, groups):
+    builder, fake = build_memory("h2memory", tiny_user, _loose_graph, config={"min_situation_logs": min_logs})
+    builder.run(until_session=0)
+    session = tiny_user.sessions[0]
+    sits = sorted((i for i in builder.store.items_as_of(builder.build_id, dialogue_stage(0)) if i.layer == "situation"),
+                  key=lambda i: i.meta["log_ids"][0])
+    assert len(sits) == groups
+    assert sorted(j for i in sits for j in i.meta["log_ids"]) == list(range(len(session.logs)))  # every log, once
+    from testkit.requests import schema_name
+
+    asked = [r for r in fake.requests if schema_name(r) == "SituationOut"]
+    assert len(asked) == groups  # one summary per situation, none for the groups that joined
+    if min_logs == 1:
+        assert all(not i.meta["joined_by_time"] for i in sits)
+    else:
+        times = [lg.timestamp for lg in session.logs]
+        joined = {j for i in sits for j in i.meta["joined_by_time"]}
+        assert joined == {4, 5}
+        for j in joined:  # each loose log sits with the chain whose nearest log is closest in time
+            own = next(i for i in sits if j in i.meta["log_ids"])
+            other = next(i for i in sits if j not in i.meta["log_ids"])
+            gap = {i.id: min(abs((times[j] - times[k]).total_seconds()) for k in i.meta["log_ids"] if k not in joined)
+                   for i in (own, other)}
+            assert gap[own.id] <= gap[other.id]
 
 
 def test_a_blank_situation_reply_is_replaced_by_its_logs(build_memory, tiny_user):

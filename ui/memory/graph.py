@@ -218,6 +218,8 @@ def _item_title(item: MemoryItem) -> str:
     head = f"{item.id} · {item.layer} · {item.session_id}"
     extra = [f"{k}: {v}" for k, v in item.meta.items() if k in ("aspect", "aspects", "preference", "principle",
                                                              "general_requirement", "turn_span")]
+    if item.meta.get("joined_by_time"):  # logs the Log Graph left (nearly) alone, joined to this situation by time
+        extra.append("joined by time, no relation: " + ", ".join(f"log_{j}" for j in item.meta["joined_by_time"]))
     text = item.text if len(item.text) <= TITLE_CHARS else item.text[:TITLE_CHARS] + "…"
     return "\n".join([head, text, *extra])
 

@@ -38,7 +38,7 @@ def h2_items(user) -> list[MemoryItem]:
 
     return [
         item(f"{s0}_situation0", "situation", s0, "Busy week at the store", [f"log:{s0}:{j}" for j in range(5)],
-             aspects=["work"], log_ids=list(range(5))),
+             aspects=["work"], log_ids=list(range(5)), joined_by_time=[3, 4]),
         item(f"{s0}_situation1", "situation", s0, "Knee pain", [f"log:{s0}:{j}" for j in (5, 6)],
              aspects=["health"], log_ids=[5, 6]),
         item(f"{s0}_log_graph", "log_graph", s0, "graph", edges=[[0, 1, "caused_by"], [1, 2, "follows"], [5, 6, "follows"]]),
@@ -81,6 +81,9 @@ def test_logs_are_aggregated_per_situation_unless_expanded(user):
     assert not any(n.id.startswith("log:") for n in g.nodes)
     assert "Busy" not in g.node(f"logs:{s0}_situation0").title and user.sessions[0].logs[0].content[:20] in \
         g.node(f"logs:{s0}_situation0").title.replace("&#x27;", "'").replace("&quot;", '"').replace("&amp;", "&")
+
+    assert "joined by time, no relation: log_3, log_4" in g.node(f"{s0}_situation0").title
+    assert "joined by time" not in g.node(f"{s0}_situation1").title
 
     g = build_memory_graph(items, user, expand={f"{s0}_situation0"})
     assert g.node(f"logs:{s0}_situation0") is None and g.node(f"logs:{s0}_situation1") is not None
