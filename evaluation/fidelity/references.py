@@ -6,6 +6,8 @@ method's build (:func:`evaluation.fidelity.compute.compute_fidelity` with the re
 
 - ``ref:empty`` — remembers nothing (a log-grouping layer with no items: every log alone).
 - ``ref:session-groups`` — each session's logs, verbatim, as one group: the grouping a session boundary gives.
+- ``ref:weeks`` — each session's logs in spans of 7 days from its first log: what time alone gives (PAL-Set's
+  situations are consecutive weeks, so a method's situation κ means something only above this row).
 - ``ref:dump`` — the verbatim full history: every session's logs and dialogue so far (what full history holds).
 - ``ref:other-user`` — another user's gold memory (the next user of the same language, session by session).
 - ``ref:gold`` — the gold memory against itself: the ceiling.
@@ -16,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memory.base import log_ref, render_dialogue, render_logs, turn_ref
+from memory.base import log_ref, render_dialogue, render_log, render_logs, turn_ref
 from memory.methods.gold import gold_stages
 from memory.store import dialogue_stage
 from memory.types import MemoryItem
-from palset.dataset import Dataset, User
+from palset.dataset import Dataset, Session, User
 
 Snapshot = dict[str, MemoryItem]
 H2_LAYERS = ("log_graph", "situation", "background", "topic_outline", "principle")
@@ -50,6 +52,9 @@ REFERENCES: dict[str, Reference] = {r.name: r for r in (
     Reference("ref:session-groups", "one group per session (its logs verbatim)",
               Shape("ref:session-groups", ("session_logs",), "session_logs"),
               "situation κ within sessions 0: grouping by session says nothing about situations"),
+    Reference("ref:weeks", "the logs of each 7 days of a session (time alone)",
+              Shape("ref:weeks", ("session_logs",), "session_logs"),
+              "situation κ within sessions 0.69–0.85 on the demo users: PAL-Set's situations are consecutive weeks"),
     Reference("ref:dump", "verbatim full history (every log and turn so far)",
               Shape("ref:dump", ("session_logs", "session_dialogue"), "session_logs"),
               "high recall but low precision and F1; κ 0; grounded 1, noise 0"),
@@ -105,6 +110,29 @@ def session_group_snapshots(user: User) -> list[Snapshot]:
     return out
 
 
+def week_items(session: Session) -> list[MemoryItem]:
+    """The session's logs in spans of 7 days from its first log, verbatim, one item per span that holds a log."""
+    if not session.logs:
+        return []
+    start = min(lg.timestamp for lg in session.logs)
+    spans: dict[int, list[int]] = {}
+    for j, lg in enumerate(session.logs):
+        spans.setdefault((lg.timestamp - start).days // 7, []).append(j)
+    return [MemoryItem(id=f"{session.sample_id}_week{k}", layer="session_logs",
+                       text="\n".join(render_log(session, j) for j in logs), session_id=session.sample_id,
+                       session_index=session.index, provenance=[log_ref(session, j) for j in logs])
+            for k, logs in sorted(spans.items())]
+
+
+def week_group_snapshots(user: User) -> list[Snapshot]:
+    out: list[Snapshot] = []
+    items: Snapshot = {}
+    for session in user.sessions:
+        items.update({i.id: i for i in week_items(session)})
+        out.append(dict(items))
+    return out
+
+
 def gold_snapshots(user: User) -> list[Snapshot]:
     stages = gold_stages(user)
     return [dict(stages[dialogue_stage(p)]) for p in range(len(user.sessions))]
@@ -128,6 +156,8 @@ def reference_snapshots(name: str, user: User, dataset: Dataset | None = None) -
         return [{} for _ in range(n)], ""
     if name == "ref:session-groups":
         return session_group_snapshots(user), ""
+    if name == "ref:weeks":
+        return week_group_snapshots(user), ""
     if name == "ref:dump":
         return dump_snapshots(user), ""
     if name == "ref:gold":

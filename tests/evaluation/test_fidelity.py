@@ -271,6 +271,26 @@ def test_one_group_per_session_scores_zero_within_sessions(demo_dataset, uid):
     assert report.headline.situation_within == 0.0 and report.headline.pairs_within > 0
 
 
+@pytest.mark.parametrize("uid", [str(u) for u in range(1000, 1008)])
+def test_grouping_logs_by_week_scores_what_time_alone_gives(demo_dataset, uid):
+    """PAL-Set's situations are consecutive weeks: 7-day spans agree with gold well above chance, so a method's
+    situation κ means something only above this row."""
+    from evaluation.fidelity.references import week_group_snapshots
+
+    user = demo_dataset.users[uid]
+    snaps = week_group_snapshots(user)
+    assert len(snaps) == len(user.sessions)
+    for s, snap in zip(user.sessions, snaps):
+        mine = [i for i in snap.values() if i.session_id == s.sample_id]
+        cited = sorted(int(p.rsplit(":", 1)[1]) for i in mine for p in i.provenance)
+        assert cited == list(range(len(s.logs)))  # every log of the session once
+        for i in mine:
+            days = [s.logs[int(p.rsplit(":", 1)[1])].timestamp for p in i.provenance]
+            assert (max(days) - min(days)).days < 7
+    report = compute_fidelity(user, "ref:weeks", snaps, HashEmbedder())
+    assert 0.6 < report.headline.situation_within < 1.0
+
+
 @pytest.mark.parametrize("uid", ["1000", "1006"])
 def test_the_dump_is_grounded_but_imprecise(references, uid):
     """Every log and turn verbatim: κ 0, every statement grounded (noise 0), and — matched exactly — almost none of

@@ -86,7 +86,7 @@ def test_fidelity_tab_of_a_baseline(memory_env):
     assert stored[0].headline.sample_id == "1000_sample6" and stored[0].metric_version == "2"
     refs_stored = [r for r in app_workspace().fidelity.reports(str(DEMO.resolve()), user_id="1000")
                    if r.method.startswith("ref:")]
-    assert {r.method for r in refs_stored} == {"ref:empty", "ref:session-groups", "ref:dump", "ref:other-user",
+    assert {r.method for r in refs_stored} == {"ref:empty", "ref:session-groups", "ref:weeks", "ref:dump", "ref:other-user",
                                                "ref:gold"}
     # a stricter threshold is a new measurement: precision can only fall
     before = float(shown["Text precision"])
