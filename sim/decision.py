@@ -21,10 +21,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from backends.llm.client import LLMClient
+from backends.llm.errors import ContextOverflow
 from backends.llm.types import StructuredResult
 from backends.prompts import Prompt, prompt_language
 from memory.privacy import redact_text
 from palset.vocab import Act
+from sim.fit import fit_messages
 from sim.persona_check import speaks_as_user
 from sim.prompting import language_name, last_assistant_words, load_role_prompt, transcript_lines
 from sim.types import COMPOSED, Utterance
@@ -91,16 +93,26 @@ def compose(prompt: Prompt, decision: BaseModel, language: str, sources: list[st
 
 
 def decided_turn(llm: LLMClient, sim_prompt: Prompt, ctx: Any, act: Act, history: list[Utterance], system: str,
-                 sources: list[str], salt: str, seed: int | None = None, dropped: int = 0) -> tuple[str, str] | None:
-    """(turn, note) for a judging ``act`` from the model's decision; None when the act is not a judging one or no
-    valid decision came (the caller keeps its last draft). An endpoint failure raises, as every call of the turn."""
+                 sources: list[str], salt: str, seed: int | None = None) -> tuple[str, str] | None:
+    """(turn, note) for a judging ``act`` from the model's decision; None when the act is not a judging one, no
+    valid decision came or the decision cannot fit the window (the caller keeps its last draft). The chat is fitted
+    into the window on its own (the oldest utterances go first): the decision's part and its JSON instructions are
+    longer than the draft's. An endpoint failure raises, as every call of the turn."""
     if act not in DECIDED:
         return None
     prompt = load_role_prompt("sim/user_decision", ctx.user.language)
     _, model = DECIDED[act]
-    msgs = decision_messages(prompt, sim_prompt, ctx, act, history, system, dropped)
+    fitted = fit_messages(llm.budget("user_simulator", structured=model),
+                          lambda _memory, kept, dropped: decision_messages(prompt, sim_prompt, ctx, act, kept, system,
+                                                                           dropped), history)
     extra: dict[str, Any] = {"seed": seed} if seed is not None else {}
-    out = llm.structured("user_simulator", msgs, model, prompt=prompt, cache_salt=f"{salt}/decision", **extra)
+    try:
+        out = llm.structured("user_simulator", fitted.messages, model, prompt=prompt, cache_salt=f"{salt}/decision",
+                             cuts=fitted.cuts, **extra)
+    except ContextOverflow as e:
+        log.warning("user simulator decision for %s: it does not fit the window (%s); the last draft is kept",
+                    act.value, e)
+        return None
     if not isinstance(out, StructuredResult) or not out.ok:
         log.warning("user simulator decision for %s: no valid JSON; the last draft is kept", act.value)
         return None

@@ -224,8 +224,8 @@ class UserSimulator:
                 fallback = self._opening_fallback(content)
                 content = redact_text(self.ctx.free_query or self.ctx.topic.topic.user_query)
             elif not self.free_mode and (decided := decided_turn(
-                    self.llm, self.prompt, self.ctx, act, history[fitted.dropped:], msgs[0]["content"], sources,
-                    salt, seed=sampling_seed(f"{salt}/decision"), dropped=fitted.dropped)) is not None:
+                    self.llm, self.prompt, self.ctx, act, history, msgs[0]["content"], sources, salt,
+                    seed=sampling_seed(f"{salt}/decision"))) is not None:
                 log.info("user simulator turn %s composed from a decision (last draft: %.80s)", turn_no, content)
                 content, fallback = decided
                 tries += 1

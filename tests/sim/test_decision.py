@@ -32,3 +32,73 @@ def test_chinese_users_get_chinese_fixed_words_and_an_echo_is_left_out():
     said = "你是想把驻场谈到不耽误照顾她吧？"
     text, note = compose(prompt, GuessDecision(guessed=False, point=said), "zh", [said], "程磊")
     assert text == "不对，不是这个。" and "left out" in note and classify(text).label == "reject"
+
+
+class _Recorder:
+    """A client whose user_simulator window is ``window`` tokens (the estimate counter); it records what it is asked
+    and answers a guess decision, or raises ``raises``."""
+
+    def __init__(self, window: int, raises: Exception | None = None):
+        self.window, self.raises, self.asked = window, raises, []
+
+    def budget(self, role, max_tokens=None, structured=None):
+        from backends.llm.context import Budget
+        from backends.llm.counters import EstimateCounter
+
+        return Budget(role, self.window, "test", 64, EstimateCounter())
+
+    def structured(self, role, messages, model, **kw):
+        from backends.llm.types import StructuredResult
+
+        if self.raises is not None:
+            raise self.raises
+        self.asked.append((messages, kw.get("cuts")))
+        return StructuredResult[model](value=model(guessed=True, point=""), raw="{}", attempts=1)
+
+
+def _long_chat(n: int):
+    from palset.loader import load_dataset
+    from palset.vocab import Act
+    from sim.roles import TopicContext
+    from sim.types import Utterance
+    from tests.conftest import DEMO
+
+    user = load_dataset(DEMO).users["1000"]
+    session = user.session("1000_sample7")
+    ctx = TopicContext(user=user, session=session, topic=session.topics[0])
+    history = []
+    for no in range(1, n + 1):
+        history.append(Utterance(turn_no=no, side="user", actor="simulator", act=Act.TOPIC_INQUIRY,
+                                 content=f"My rota is a mess again, week {no}, and nobody listens to me. " * 6))
+        history.append(Utterance(turn_no=no, side="assistant", actor="assistant", act=Act.REQUIREMENT_PREDICTION,
+                                 content=f"Could it be that you need a fair swap for week {no}? " * 6))
+    return ctx, history
+
+
+def test_a_decision_is_fitted_into_the_window_on_its_own_oldest_utterances_first():
+    """The decision's part and JSON instructions are longer than the draft's: its chat is cut again to fit (a
+    Chinese persona on SmolLM2 overflowed the 4,096-token slot and failed the run)."""
+    from palset.vocab import Act
+    from sim.decision import decided_turn
+
+    ctx, history = _long_chat(12)
+    llm = _Recorder(window=1200)
+    turn = decided_turn(llm, load_role_prompt("sim/user_simulator", "en"), ctx, Act.REQUIREMENT_CONFIRMATION,
+                        history, "You write the chat messages of the user.", [], "salt")
+    assert turn is not None and turn[0].startswith("Yes")
+    (messages, cuts), = llm.asked
+    text = messages[-1]["content"]
+    assert "earlier message(s) left out" in text and "week 12" in text and "week 1," not in text
+    assert cuts and cuts[0].what == "dialogue so far" and int(cuts[0].removed[-1]) >= 1
+    assert sum(len(m["content"]) for m in messages) < 4 * 1200
+
+
+def test_a_decision_that_cannot_fit_keeps_the_last_draft():
+    from backends.llm.errors import ContextOverflow
+    from palset.vocab import Act
+    from sim.decision import decided_turn
+
+    ctx, history = _long_chat(2)
+    llm = _Recorder(window=1200, raises=ContextOverflow("the prompt takes 4,066 tokens … nothing was sent"))
+    assert decided_turn(llm, load_role_prompt("sim/user_simulator", "en"), ctx, Act.SOLUTION_FEEDBACK, history,
+                        "system", [], "salt") is None
