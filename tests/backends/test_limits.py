@@ -87,8 +87,10 @@ def test_requests_and_tokens_per_window_are_kept(tmp_path, limits):
     admitted = list(ws.limiters.limiter(server.base_url).admitted)
     for t in admitted:  # no window ever admitted more than 4 requests
         assert sum(t <= a < t + window for a in admitted) <= 4
-    for t in rec.arrivals:  # and the endpoint saw no more than 4 in any half window (allowing arrival jitter)
-        assert sum(t <= a < t + window / 2 for a in rec.arrivals) <= 4
+    # and nothing reached the endpoint before the limiter let it go: the i-th arrival comes after the i-th admission
+    # (a check on arrivals per half window failed on a loaded machine, where admitted requests bunch up in transit)
+    arrivals, let_go = sorted(rec.arrivals), sorted(admitted)[-len(rec.arrivals):]
+    assert all(a >= t for a, t in zip(arrivals, let_go))
 
 
 def test_429_halves_the_concurrency_and_waits_out_retry_after(tmp_path):

@@ -162,6 +162,8 @@ def test_an_annotator_sees_pairwise_items_blinded(lab_env):
     store.answer(batch, 1, "ann", "requirement", "A")
     with running_app(env=lab_env) as url, browser_page(height=1800) as page:
         sign_in(page, url, "ann", f"review?batch={batch}&item=1", expect="Response A")
+        for shown in ("Response B", "A reply of 8 letters", "A reply of 10 letters"):  # both sides rendered, not just A
+            page.get_by_text(shown).first.wait_for(timeout=30_000)
         text = main_text(page) + page.get_by_test_id("stSidebar").inner_text()
         assert "Response B" in text and "A reply of 8 letters" in text and "A reply of 10 letters" in text
         for secret in ("h2memory", "memorybank", "H²Memory", "MemoryBank", "judge", "majority", "Batch overview"):
