@@ -15,7 +15,7 @@ method's build (:func:`evaluation.fidelity.compute.compute_fidelity` with the re
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from memory.base import log_ref, render_dialogue, render_log, render_logs, turn_ref
@@ -101,13 +101,18 @@ def _dump(user: User) -> list[Snapshot]:
     return out
 
 
-def session_group_snapshots(user: User) -> list[Snapshot]:
+def _cumulative(per_session: Iterable[list[MemoryItem]]) -> list[Snapshot]:
+    """One snapshot per session: every item of that session and the sessions before it."""
     out: list[Snapshot] = []
     items: Snapshot = {}
-    for logs in session_log_items(user):
-        items[logs.id] = logs
+    for session_items in per_session:
+        items.update({i.id: i for i in session_items})
         out.append(dict(items))
     return out
+
+
+def session_group_snapshots(user: User) -> list[Snapshot]:
+    return _cumulative([logs] for logs in session_log_items(user))
 
 
 def week_items(session: Session) -> list[MemoryItem]:
@@ -125,12 +130,7 @@ def week_items(session: Session) -> list[MemoryItem]:
 
 
 def week_group_snapshots(user: User) -> list[Snapshot]:
-    out: list[Snapshot] = []
-    items: Snapshot = {}
-    for session in user.sessions:
-        items.update({i.id: i for i in week_items(session)})
-        out.append(dict(items))
-    return out
+    return _cumulative(week_items(s) for s in user.sessions)
 
 
 def gold_snapshots(user: User) -> list[Snapshot]:

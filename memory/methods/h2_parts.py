@@ -158,6 +158,15 @@ def join_small_groups(groups: list[list[int]], times: Sequence[float], min_logs:
     return sorted(out, key=lambda g: g[0])
 
 
+def situation_groups(n_logs: int, edges: list[tuple[int, int, str]], times: Sequence[float],
+                     min_logs: int) -> tuple[list[list[int]], set[int]]:
+    """(the session's situations as groups of logs, the logs that joined theirs by time rather than by an edge):
+    the Log Graph's connected components, the small ones joined by :func:`join_small_groups`."""
+    found = components(n_logs, edges)
+    joined = {j for g in found if len(g) < min_logs for j in g} if len(found) > 1 else set()
+    return join_small_groups(found, times, min_logs), joined
+
+
 def constrained_kmeans(vectors: np.ndarray, k: int = 8, min_size: int = 2, attempts: int = 100,
                        seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """k-means redone until every cluster has ≥ ``min_size`` members (Mem-PAL §3.4); k shrinks when data is scarce."""

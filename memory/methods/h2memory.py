@@ -6,8 +6,8 @@
 | dialogues  | Topic Outline          | Principle   |
 
 Logs stage of session k: Log Graph over sliding windows of 10 logs (with the 10 before as
-context), connected components → situations with aspects (components of fewer than ``min_situation_logs`` logs
-join the group nearest in time — a small model links few logs; 1 keeps Mem-PAL's components), then the recursive 4-aspect background
+context), connected components → situations with aspects (components under ``min_situation_logs`` logs join
+the group nearest in time; 1 keeps Mem-PAL's components), then the recursive 4-aspect background
 update. Dialogue stage: topic segmentation with solutions and feedback, requirement refinement with
 the session's top-3 situations and background. After the last history session, k-means (8
 clusters, ≥ 2 members each) over refined history requirements gives principles; in each query session
@@ -48,11 +48,10 @@ from memory.methods.h2_parts import (
     TopicOut,
     background_text,
     clean_edges,
-    components,
     constrained_kmeans,
-    join_small_groups,
     log_graph_model,
     principle_item,
+    situation_groups,
     tile_spans,
     topic_with_feedback,
     windows,
@@ -145,17 +144,15 @@ class H2Memory(MemoryMethod):
         return sorted({e for found in self.each(window_edges, jobs, notes) for e in found})
 
     def _situations(self, session: Session, edges: list[tuple[int, int, str]], notes: list[str]) -> list[MemoryItem]:
-        found = components(len(session.logs), edges)
-        min_logs = int(self.ctx.config.get("min_situation_logs", 1))
-        groups = join_small_groups(found, [lg.timestamp.timestamp() for lg in session.logs], min_logs)
-        joined = {j for g in found if len(g) < min_logs for j in g} if len(groups) < len(found) else set()
+        groups, joined = situation_groups(len(session.logs), edges, [lg.timestamp.timestamp() for lg in session.logs],
+                                          int(self.ctx.config.get("min_situation_logs", 1)))
         return self.each(lambda job, own: self._group_situation(session, edges, *job, joined, own),
                          list(enumerate(groups)), notes)
 
     def _group_situation(self, session: Session, edges: list[tuple[int, int, str]], c: int, group: list[int],
                          joined: set[int], notes: list[str]) -> MemoryItem:
-        """One group of logs → one situation (its summary, or the logs themselves when none came). ``joined``: the
-        logs that came into a group by time, not by an edge (kept in ``meta["joined_by_time"]``)."""
+        """One group of logs → one situation (its summary, or the logs themselves when none came); the ``joined``
+        logs (by time, not by an edge) are kept in ``meta["joined_by_time"]``."""
         lines = []
         for j in group:
             # each log shows its caused_by list, or its follows list when it has no cause (spec §3.1)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from backends.llm.errors import Cancelled
-from memory.methods.h2memory import clean_edges, components, constrained_kmeans, join_small_groups, tile_spans, windows
+from memory.methods.h2_parts import clean_edges, components, constrained_kmeans, join_small_groups, tile_spans, windows
 from memory.store import dialogue_stage, logs_stage
 from testkit.h2_fake import h2_reply
 
