@@ -199,10 +199,12 @@ class MemoryMethod(ABC):
 
     # helpers shared by methods -----------------------------------------------------------
 
-    def each(self, fn: Callable[[T, list[str]], R], items: Sequence[T], notes: list[str]) -> list[R]:
+    def each(self, fn: Callable[[T, list[str]], R], items: Sequence[T], notes: list[str],
+             held: int = 0) -> list[R]:
         """``fn(item, notes)`` for every item, as many in flight together as the builder's endpoint allows
-        (:meth:`backends.llm.client.LLMClient.fan_out`); results, and the notes each call adds, in item order —
-        the same stage whether its calls ran together or one after another."""
+        (:meth:`backends.llm.client.LLMClient.fan_out`) less the ``held`` slots other work of the method keeps busy
+        meanwhile (at least one); results, and the notes each call adds, in item order — the same stage whether its
+        calls ran together or one after another."""
         def one(item: T) -> tuple[R, list[str]]:
             own: list[str] = []
             return fn(item, own), own
@@ -210,7 +212,7 @@ class MemoryMethod(ABC):
         if self.ctx.llm is None:
             results = [one(item) for item in items]
         else:
-            results = self.ctx.llm.fan_out("memory_builder", one, items, self.ctx.cancel)
+            results = self.ctx.llm.fan_out("memory_builder", one, items, self.ctx.cancel, held=held)
         for _, own in results:
             notes.extend(own)
         return [value for value, _ in results]

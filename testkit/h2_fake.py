@@ -9,6 +9,12 @@ from backends.llm.types import ChatRequest
 from testkit.requests import schema_name
 
 
+def situation_group(prompt: str) -> list[str]:
+    """The group's own log lines of a situation prompt (they follow the session's logs every such prompt starts with)."""
+    part = prompt.split("form one group", 1)[1] if "form one group" in prompt else prompt.split("属于同一组", 1)[1]
+    return [line for line in part.splitlines()[1:] if line.startswith("log_")]
+
+
 def h2_reply(req: ChatRequest) -> str:
     name = schema_name(req)
     prompt = next(m.content for m in req.messages if m.role == "user")  # the step's own part (the system: rules)
@@ -24,9 +30,10 @@ def h2_reply(req: ChatRequest) -> str:
             out.append({"log": t, "caused_by": [], "follows": [prev] if prev in allowed else []})
         return json.dumps({"relations": out})
     if name == "SituationOut":
-        first = re.search(r"log_(\d+)", prompt).group(1)
+        group = situation_group(prompt)
+        first = re.search(r"log_(\d+)", group[0]).group(1)
         aspect = "work" if int(first) % 2 == 0 else "health"
-        return json.dumps({"situation": f"situation starting at log {first}: " + prompt.splitlines()[2][:80],
+        return json.dumps({"situation": f"situation starting at log {first}: " + group[1 % len(group)][:80],
                            "situation_aspects": [aspect]})
     if name == "BackgroundOut":
         span = re.search(r"New situations \((.*?)\)", prompt).group(1)

@@ -127,10 +127,11 @@ class LLMClient:
         return self.limiters.width(provider.endpoint, slots)
 
     def fan_out(self, role: str, fn: Callable[[T], R], items: Sequence[T],
-                cancel: threading.Event | None = None) -> list[R]:
-        """``[fn(item) for item in items]`` with up to :meth:`width` items in flight; results in item order
-        (see :func:`backends.llm.fanout.fan_out` for failures and cancels)."""
-        return fan_out(fn, items, self.width(role), cancel, name=role)
+                cancel: threading.Event | None = None, held: int = 0) -> list[R]:
+        """``[fn(item) for item in items]`` with up to :meth:`width` items in flight, less ``held`` slots the
+        caller keeps busy with other calls meanwhile (never fewer than one); results in item order (see
+        :func:`backends.llm.fanout.fan_out` for failures and cancels)."""
+        return fan_out(fn, items, max(1, self.width(role) - held), cancel, name=role)
 
     # ------------------------------------------------------------------ plumbing
 

@@ -3,6 +3,7 @@ clustering helpers (windows, edge cleaning, connected components, constrained k-
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -11,10 +12,16 @@ import numpy as np
 from pydantic import BaseModel, Field, create_model
 
 from backends.llm.dynamic import field, list_of, one_of
+from memory.privacy import redact_text
 from memory.types import MemoryItem
+from palset.dataset import Session
 
 AspectName = Literal["work", "health", "family", "leisure"]
 WINDOW = 10
+# A session of at most this many logs is sent whole at the start of every log-graph window and situation call: one
+# prefix per session, which the server's prompt cache serves after the first call (PAL-Set sessions hold 15–25 logs,
+# about 1,100 tokens in English). A longer session sends each call its own logs, so no prompt outgrows the window.
+SHARED_LOGS = 30
 
 
 
@@ -101,6 +108,20 @@ def windows(n_logs: int, size: int = WINDOW) -> list[tuple[list[int], list[int]]
     """(analysed log indices, context log indices) per sliding window of ``size`` with ``size`` logs of context."""
     return [(list(range(start, min(start + size, n_logs))), list(range(max(0, start - size), start)))
             for start in range(0, n_logs, size)]
+
+
+def log_entries(session: Session) -> dict[str, dict[str, str]]:
+    """The session's logs as the logs-stage prompts show them: ``{log_id: {timestamp, content}}``, redacted."""
+    return {f"log_{j}": {"timestamp": f"{lg.timestamp:%Y-%m-%d %H:%M}", "content": redact_text(lg.content)}
+            for j, lg in enumerate(session.logs)}
+
+
+def shared_logs(entries: dict[str, dict[str, str]], own: Sequence[int], limit: int = SHARED_LOGS) -> str:
+    """What a logs-stage call starts with (``$session_logs``): every log of the session when it has at most
+    ``limit`` logs — word for word the same for every window and situation of the session, so the server's prompt
+    cache serves it — else the call's ``own`` logs (in session order)."""
+    ids = list(entries) if len(entries) <= limit else [f"log_{j}" for j in sorted(own)]
+    return json.dumps({i: entries[i] for i in ids}, ensure_ascii=False)
 
 
 def clean_edges(relations: list[dict[str, Any]], window: list[int], context: list[int]) -> list[tuple[int, int, str]]:

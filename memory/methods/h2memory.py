@@ -21,7 +21,9 @@ Calls that do not depend on each other go out together (:meth:`memory.base.Memor
 windows, one summary per situation, the refinement of each topic, the two calls of each cluster's principle; and a
 session's topic outline, which reads its dialogue only, is asked beside its logs stage and kept for the dialogue
 stage (asked again only if the build stopped in between). What they store, and in which order, is the same as one
-call after another.
+call after another. Every window and situation prompt starts with the session's logs (``h2_parts.shared_logs``); the
+first window goes alone and, while the outline holds a slot, the rest keep to the slots it leaves, so they find that
+prefix in a slot's prompt cache instead of computing it again on another (llama.cpp caches per slot).
 """
 
 from __future__ import annotations
@@ -49,8 +51,10 @@ from memory.methods.h2_parts import (
     background_text,
     clean_edges,
     constrained_kmeans,
+    log_entries,
     log_graph_model,
     principle_item,
+    shared_logs,
     situation_groups,
     tile_spans,
     topic_with_feedback,
@@ -105,29 +109,31 @@ class H2Memory(MemoryMethod):
         notes: list[str] = []
 
         def part(which: str) -> tuple[list[TopicOut], Changes]:
-            return (self._topics(session, notes), Changes()) if which == "outline" else ([], self._logs(session, memory))
+            # the logs part keeps to the slots the outline leaves: its calls share the session's logs as their
+            # prefix, which a slot's prompt cache then serves to each in turn (a second slot would compute it again)
+            return (self._topics(session, notes), Changes()) if which == "outline" else ([], self._logs(session, memory, 1))
 
         (topics, _), (_, changes) = llm.fan_out("memory_builder", part, ["outline", "logs"], self.ctx.cancel)
         self._outlined[session.sample_id] = (topics, notes)
         return changes
 
-    def _logs(self, session: Session, memory: MemoryView) -> Changes:
+    def _logs(self, session: Session, memory: MemoryView, held: int = 0) -> Changes:
         changes = Changes()
-        edges = self._log_graph(session, changes.notes)
+        entries = log_entries(session)
+        edges = self._log_graph(session, entries, changes.notes, held)
         if session.logs:
             changes.upserts.append(MemoryItem(
                 id=f"{session.sample_id}_log_graph", layer="log_graph", session_id=session.sample_id,
                 session_index=session.index, provenance=[log_ref(session, j) for j in range(len(session.logs))],
                 text=f"{len(edges)} relations among {len(session.logs)} logs",
                 meta={"edges": [[a, b, kind] for a, b, kind in edges]}))
-        situations = self._situations(session, edges, changes.notes)
+        situations = self._situations(session, entries, edges, changes.notes, held)
         changes.upserts += situations
         changes.upserts += self._background(session, memory, situations, changes.notes)
         return changes
 
-    def _log_graph(self, session: Session, notes: list[str]) -> list[tuple[int, int, str]]:
-        logs = {f"log_{j}": {"timestamp": f"{lg.timestamp:%Y-%m-%d %H:%M}", "content": redact_text(lg.content)}
-                for j, lg in enumerate(session.logs)}
+    def _log_graph(self, session: Session, entries: dict[str, dict[str, str]], notes: list[str],
+                   held: int = 0) -> list[tuple[int, int, str]]:
         jobs = [(w, window, context) for w, (window, context) in enumerate(windows(len(session.logs)))
                 if len(window) + len(context) >= 2]
 
@@ -136,21 +142,23 @@ class H2Memory(MemoryMethod):
             targets = [f"log_{j}" for j in window]
             allowed = [f"log_{j}" for j in context + window[:-1]]
             out = self._ask("h2_log_graph", log_graph_model(targets, allowed), notes, f"log graph window {w}",
-                            targets=json.dumps({t: logs[t] for t in targets}, ensure_ascii=False),
-                            context=json.dumps({c: logs[c] for c in [f"log_{j}" for j in context]}, ensure_ascii=False),
-                            logs=", ".join(logs))
+                            session_logs=shared_logs(entries, context + window), allowed=", ".join(allowed),
+                            targets=json.dumps({t: entries[t] for t in targets}, ensure_ascii=False))
             return clean_edges([r.model_dump() for r in out.relations], window, context) if out is not None else []
 
-        return sorted({e for found in self.each(window_edges, jobs, notes) for e in found})
+        # the first window alone: the others then find the session's logs it starts with in the server's cache
+        found = self.each(window_edges, jobs[:1], notes) + self.each(window_edges, jobs[1:], notes, held)
+        return sorted({e for edges in found for e in edges})
 
-    def _situations(self, session: Session, edges: list[tuple[int, int, str]], notes: list[str]) -> list[MemoryItem]:
+    def _situations(self, session: Session, entries: dict[str, dict[str, str]], edges: list[tuple[int, int, str]],
+                    notes: list[str], held: int = 0) -> list[MemoryItem]:
         groups, joined = situation_groups(len(session.logs), edges, [lg.timestamp.timestamp() for lg in session.logs],
                                           int(self.ctx.config.get("min_situation_logs", 1)))
-        return self.each(lambda job, own: self._group_situation(session, edges, *job, joined, own),
-                         list(enumerate(groups)), notes)
+        return self.each(lambda job, own: self._group_situation(session, entries, edges, *job, joined, own),
+                         list(enumerate(groups)), notes, held)
 
-    def _group_situation(self, session: Session, edges: list[tuple[int, int, str]], c: int, group: list[int],
-                         joined: set[int], notes: list[str]) -> MemoryItem:
+    def _group_situation(self, session: Session, entries: dict[str, dict[str, str]], edges: list[tuple[int, int, str]],
+                         c: int, group: list[int], joined: set[int], notes: list[str]) -> MemoryItem:
         """One group of logs → one situation (its summary, or the logs themselves when none came); the ``joined``
         logs (by time, not by an edge) are kept in ``meta["joined_by_time"]``."""
         lines = []
@@ -160,9 +168,9 @@ class H2Memory(MemoryMethod):
             follows = [a for a, b, kind in edges if b == j and kind == "follows"]
             rel = ("caused_by", caused) if caused else ("follows", follows) if follows else None
             suffix = f" ({rel[0]}: {', '.join(f'log_{a}' for a in rel[1])})" if rel else ""
-            lg = session.logs[j]
-            lines.append(f"log_{j} [{lg.timestamp:%Y-%m-%d %H:%M}] {redact_text(lg.content)}{suffix}")
-        out = self._ask("h2_situation", SituationOut, notes, f"situation {c}", logs="\n".join(lines))
+            lines.append(f"log_{j} [{entries[f'log_{j}']['timestamp']}] {entries[f'log_{j}']['content']}{suffix}")
+        out = self._ask("h2_situation", SituationOut, notes, f"situation {c}", logs="\n".join(lines),
+                        session_logs=shared_logs(entries, group))
         text = out.situation.strip() if out else ""
         if not text:  # no usable reply (or only blanks): the group's own logs stand for the situation
             text = " ".join(redact_text(session.logs[j].content) for j in group)[:600]

@@ -7,9 +7,17 @@ import numpy as np
 import pytest
 
 from backends.llm.errors import Cancelled
-from memory.methods.h2_parts import clean_edges, components, constrained_kmeans, join_small_groups, tile_spans, windows
+from memory.methods.h2_parts import (
+    clean_edges,
+    components,
+    constrained_kmeans,
+    join_small_groups,
+    shared_logs,
+    tile_spans,
+    windows,
+)
 from memory.store import dialogue_stage, logs_stage
-from testkit.h2_fake import h2_reply
+from testkit.h2_fake import h2_reply, situation_group
 
 
 def test_windows_are_ten_logs_with_ten_of_context():
@@ -17,6 +25,28 @@ def test_windows_are_ten_logs_with_ten_of_context():
     assert w[0] == (list(range(10)), [])
     assert w[1] == (list(range(10, 20)), list(range(10)))
     assert w[2] == (list(range(20, 25)), list(range(10, 20)))
+
+
+def test_a_session_of_at_most_shared_logs_is_sent_whole_else_each_call_its_own_logs():
+    entries = {f"log_{j}": {"timestamp": f"2024-01-{j + 1:02d} 09:00", "content": f"did {j}"} for j in range(5)}
+    assert json.loads(shared_logs(entries, [3, 1], limit=5)) == entries  # whole session, in session order
+    assert list(json.loads(shared_logs(entries, [3, 1], limit=4))) == ["log_1", "log_3"]  # too long: own logs only
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_log_graph_and_situation_prompts_start_with_one_prefix(language):
+    """Both logs-stage prompts open with the same system message and the session's logs, word for word, in each
+    wording, so the server's prompt cache serves that prefix to every window and situation of a session."""
+    from backends.prompts import load_prompt
+
+    logs = json.dumps({"log_0": {"timestamp": "2024-01-01 09:00", "content": "跑步"}}, ensure_ascii=False)
+    graph = load_prompt("memory/h2_log_graph", language=language).messages(
+        session_logs=logs, targets="log_0", allowed="log_0")
+    situation = load_prompt("memory/h2_situation", language=language).messages(
+        session_logs=logs, logs="log_0 [2024-01-01 09:00] 跑步", language="x")
+    assert graph[0] == situation[0] and graph[0]["role"] == "system"
+    head = graph[1]["content"][:graph[1]["content"].index(logs) + len(logs)]
+    assert situation[1]["content"].startswith(head) and head.count("\n") <= 2
 
 
 def test_edges_only_point_to_earlier_logs_inside_the_window():
@@ -295,8 +325,8 @@ def _h2_reply_with_slips(req):
     """h2_reply, except the situations starting at an odd log never get a valid answer (notes and fallbacks)."""
     from testkit.requests import schema_name
 
-    group = next(m.content for m in req.messages if m.role == "user").split("\n")[1]  # the group's first log
-    if schema_name(req) == "SituationOut" and group.startswith(("log_1 ", "log_3 ")):
+    prompt = next(m.content for m in req.messages if m.role == "user")
+    if schema_name(req) == "SituationOut" and situation_group(prompt)[0].startswith(("log_1 ", "log_3 ")):
         return "not json"
     return h2_reply(req)
 
@@ -327,7 +357,8 @@ def test_a_build_with_calls_in_flight_together_stores_exactly_what_one_by_one_st
     fake = ScriptedLLM(_h2_reply_with_slips, slots=3, latency=0.1)
     together = _h2_builder(tmp_path / "b", long_user, fake)
     together.run()
-    assert fake.max_in_flight == 3  # the windows (and the clusters' principles) went out together
+    # calls went out together (the outline beside the first window, then the other windows: see the test below)
+    assert fake.max_in_flight >= 2
     assert _stored(together) == _stored(one_by_one)
     calls = together.llm.store.by_prompt(together.build_id)  # every call of the build, response-cache hits included
     assert calls["memory/h2_topic_outline"][0] == len(long_user.sessions)  # each outline asked once (beside its logs)
@@ -362,3 +393,37 @@ def test_a_concurrent_build_cancelled_inside_a_stage_resumes_without_asking_agai
     assert _stored(stopped)[0] == _stored(one_by_one)[0]
     assert len(fake.requests) == len(fake_a.requests)  # the calls answered before the cancel came from the cache
     assert sent_before < len(fake_a.requests)
+
+
+@pytest.mark.parametrize("slots", [2, 3])
+def test_each_sessions_first_window_goes_alone_then_the_rest_together(long_user, tmp_path, slots):
+    """The first log-graph window of a session is the only call of the session in flight (the others then find its
+    prefix, the session's logs, in the server's cache); the windows after it go out together in the slots the
+    session's outline, asked beside them, leaves free: one of two (so one slot's cache serves them all), two of
+    three."""
+    import time
+
+    from backends.llm.fake import ScriptedLLM
+    from testkit.requests import schema_name
+
+    lock, running, seen = threading.Lock(), {}, []
+
+    def reply(req):
+        if schema_name(req) != "LogGraphOut":
+            return h2_reply(req)
+        prompt = next(m.content for m in req.messages if m.role == "user")
+        targets = req.response_format["json_schema"]["schema"]["properties"]["relations"]["items"]["properties"]["log"]
+        session, first = prompt.split("\n")[1][:40], "log_0" in targets["enum"]  # the session's first log, window 0
+        with lock:
+            running[session] = running.get(session, 0) + 1
+        time.sleep(0.05)
+        with lock:
+            seen.append((first, running[session]))
+            running[session] -= 1
+        return h2_reply(req)
+
+    fake = ScriptedLLM(reply, slots=slots, latency=0.05)
+    _h2_builder(tmp_path, long_user, fake).run()
+    assert len(seen) == 3 * len(long_user.sessions)  # three windows a session
+    assert all(n == 1 for first, n in seen if first)  # window 0: alone
+    assert max(n for first, n in seen if not first) == slots - 1  # windows 1 and 2: in the slots the outline leaves
