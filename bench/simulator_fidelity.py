@@ -148,7 +148,13 @@ def main() -> None:
     args = parser.parse_args()
 
     from evaluation.simfidelity.aggregate import leaderboard
-    from evaluation.simfidelity.service import check_run, matchers, measure_runs, own_dialogue_runs
+    from evaluation.simfidelity.service import (
+        OWN_DIALOGUE_SIMULATORS,
+        check_run,
+        matchers,
+        measure_runs,
+        own_dialogue_runs,
+    )
     from palset.loader import load_dataset
     from testkit.workspace import make_workspace
 
@@ -161,8 +167,9 @@ def main() -> None:
         matcher_for(language).similarities("warm up", ["warm up"])
     items = [] if args.skip_validation else validation(dataset, matcher_for)
     if not args.skip_validation:
-        own = [check_run(r, dataset, matcher_for, label="dataset dialogue") for r in own_dialogue_runs(dataset, users)]
-        print_board(leaderboard(own), "The checks on the dataset's own query dialogues (both sides as written)")
+        own = [check_run(r, dataset, matcher_for) for kind in OWN_DIALOGUE_SIMULATORS for r in own_dialogue_runs(dataset, users, simulator=kind)]
+        print_board(leaderboard(own), "The checks on the dataset's own query dialogues: both sides as written (the "
+                                      "ceiling), and the floors' user turns answering the dataset's assistant turns")
     if args.skip_runs:
         return
     results = []

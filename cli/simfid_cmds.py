@@ -26,7 +26,9 @@ def register(parent: argparse.ArgumentParser) -> None:
                    help="ask the judge role whether turns stating facts about the user contradict the profile")
     f.add_argument("--threshold", type=float, help="cosine for a match (default: the embedder's τ)")
     f.add_argument("--own-dialogues", action="store_true",
-                   help="add a row checking the dataset's own dialogues of the query topics (the checks' floor)")
+                   help="add rows checking the dataset's own dialogues of the query topics: as written (the ceiling, "
+                        "and the checks' own error floor), and with always-accept and random-verdict user turns "
+                        "answering the dataset's assistant turns (the floors)")
     f.add_argument("--recompute", action="store_true", help="check again even where a stored result matches")
     out = f.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="everything: per-run results, leaderboard, agreement")
@@ -64,7 +66,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     from cli.context import load_dataset_arg, open_workspace
     from evaluation.simfidelity import CHECK_DEFINITIONS, FIGURE_DEFINITIONS
     from evaluation.simfidelity.aggregate import leaderboard
-    from evaluation.simfidelity.service import check_run, matchers, measure_runs, own_dialogue_runs
+    from evaluation.simfidelity.service import OWN_DIALOGUE_SIMULATORS, matchers, measure_runs, own_dialogue_runs
     from evaluation.simfidelity.types import SimFidelityConfig
     from palset.dataset import dataset_key
 
@@ -86,11 +88,11 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     def progress(done: int, total: int, run_id: str) -> None:
         print(f"[{done}/{total}] {run_id}", file=sys.stderr, flush=True)
 
+    if args.own_dialogues:  # stored like a run's result, so the Evaluate page's board shows the scale too
+        records += [r for kind in OWN_DIALOGUE_SIMULATORS
+                    for r in own_dialogue_runs(dataset, _split(args.users), simulator=kind)]
     results, errors = measure_runs(records, dataset, matcher_for, ws.simfidelity, config=config, llm=llm,
                                    progress=progress, recompute=args.recompute)
-    if args.own_dialogues:
-        results += [check_run(r, dataset, matcher_for, config=config, llm=llm, label="dataset dialogue")
-                    for r in own_dialogue_runs(dataset, _split(args.users))]
     board = leaderboard(results)
     for run_id, error in errors.items():
         print(f"error: {run_id}: {error}", file=sys.stderr)

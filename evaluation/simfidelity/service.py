@@ -149,12 +149,22 @@ def measure_runs(records: Sequence[RunRecord], dataset: Dataset, matcher_for: Ma
     return results, errors
 
 
-def own_dialogue_runs(dataset: Dataset, users: Sequence[str] | None = None, split: str = "query") -> list[RunRecord]:
-    """The dataset's own dialogue of every topic (of the ``split`` sessions, or ``all``) as a run — both sides as
-    written — so the checks can be run on gold dialogues: their own error floor (not stored)."""
-    from palset.dataset import dataset_key
-    from sim.reference import topic_turns
+OWN_DIALOGUE_SIMULATORS = ("replay", "always-accept", "random-verdict")
 
+
+def own_dialogue_runs(dataset: Dataset, users: Sequence[str] | None = None, split: str = "query",
+                      simulator: str = "replay") -> list[RunRecord]:
+    """The dataset's own dialogue of every topic (of the ``split`` sessions, or ``all``) as a run, so the checks can
+    be run on gold dialogues (not stored). ``replay``: both sides as written — the checks' own error floor, the
+    ceiling of every figure. ``always-accept`` / ``random-verdict``: the dataset's assistant turns as written and
+    the reference simulator's user turns (:mod:`sim.reference`) — the floors, measured on proposals that are the
+    dataset's own, so they match the topic's candidates and the verdict figures have a scale (against a live small
+    assistant, whose proposals rarely match a candidate, they have almost no verdict turns)."""
+    from palset.dataset import dataset_key
+    from sim.reference import AlwaysAcceptSimulator, RandomVerdictSimulator, topic_turns
+
+    if simulator not in OWN_DIALOGUE_SIMULATORS:
+        raise ValueError(f"simulator {simulator!r}: one of {', '.join(OWN_DIALOGUE_SIMULATORS)}")
     out = []
     for uid in users or list(dataset.users):
         user = dataset.users[uid]
@@ -163,13 +173,22 @@ def own_dialogue_runs(dataset: Dataset, users: Sequence[str] | None = None, spli
                 turns = topic_turns(session, topic.key)
                 if not turns:
                     continue
+                run_id = f"dataset-{session.sample_id}_{topic.key}" + ("" if simulator == "replay" else f"-{simulator}")
                 spec = RunSpec(dataset=dataset_key(dataset.root), user_id=uid, sample_id=session.sample_id,
-                               topic_key=topic.key, method="dataset", simulator="replay")
-                utts = [Utterance(turn_no=i, side=side, actor="simulator" if side == "user" else "assistant",
-                                  act=getattr(t, side).action, content=getattr(t, side).content)
-                        for i, t in enumerate(turns, 1) for side in ("user", "assistant")]
-                out.append(RunRecord(run_id=f"dataset-{session.sample_id}_{topic.key}", spec=spec, status="finished",
+                               topic_key=topic.key, method="dataset", simulator=simulator)
+                scripted = None if simulator == "replay" else (
+                    AlwaysAcceptSimulator if simulator == "always-accept" else RandomVerdictSimulator)(
+                    topic.topic.user_query, user.language, run_id)
+                utts: list[Utterance] = []
+                for i, t in enumerate(turns, 1):
+                    utts.append(Utterance(turn_no=i, side="user", actor="simulator", act=t.user.action,
+                                          content=t.user.content) if scripted is None else
+                                scripted.say(i, t.user.action, utts, str(i))[0])
+                    utts.append(Utterance(turn_no=i, side="assistant", actor="assistant", act=t.assistant.action,
+                                          content=t.assistant.content))
+                model = "dataset dialogue" if scripted is None else "on dataset dialogue"  # the assistant's side
+                out.append(RunRecord(run_id=run_id, spec=spec, status="finished",
                                      schedule=[(t.user.action, t.assistant.action) for t in turns],
                                      schedule_source="the dataset's dialogue", utterances=utts,
-                                     settings={"user_simulator": {"model": "dataset dialogue"}}))
+                                     settings={"user_simulator": {"model": model}}))
     return out

@@ -84,7 +84,15 @@ def test_csv_table_filters_and_the_datasets_own_dialogues(home):
     res = pal(path, "simulate", "fidelity", "--dataset", str(DEMO), "--runs", ids[1], "--own-dialogues",
               "--users", "1000")
     assert res.returncode == 0, res.stderr
-    assert "dataset dialogue" in res.stdout and "llm" in res.stdout and "always-accept" not in res.stdout
+    assert "dataset dialogue" in res.stdout and "llm" in res.stdout
+    rows = {tuple(line.split()[:4]) for line in res.stdout.splitlines()}
+    assert ("always-accept", "on", "dataset", "dialogue") in rows  # the floors answer the dataset's assistant turns
+    assert ("random-verdict", "on", "dataset", "dialogue") in rows
+    stored = {r.run_id: r for r in _ws.simfidelity.results(dataset_key(DEMO))}
+    own = {i for i in stored if i.startswith("dataset-1000_")}  # stored, so the Evaluate page's board shows them
+    assert {stored[i].simulator for i in own} == {"replay", "always-accept", "random-verdict"}
+    floor = [stored[i] for i in own if stored[i].simulator == "always-accept"]
+    assert any(t.get("verdict") and t.get("verdict").outcome != "n/a" for r in floor for t in r.turns)
 
 
 def test_agreement_with_a_simturn_batch_is_in_the_json(home):

@@ -111,6 +111,21 @@ def test_evaluate_board_checks_runs_exports_csv_and_filters_faireval(llm):
     assert f"{kept} of {len(judged)} judgment(s) kept" in all_markdown(at)
 
 
+def test_evaluate_board_gets_its_scale_from_the_datasets_own_dialogues(llm):
+    """With no run at all, the dataset's own dialogues (as written, and the floors answering its assistant turns)
+    can be checked from the page; their rows are stored and head the board."""
+    at = open_page("evaluate")
+    at.checkbox(key="eval_simfid_own").check().run()
+    at.button(key="eval_simfid_run").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    board = next(d.value for d in at.dataframe if "over-cooperation" in d.value.columns)
+    rows = list(zip(board["simulator"], board["model"]))
+    assert rows == [("replay", "dataset dialogue"), ("always-accept", "on dataset dialogue"),
+                    ("random-verdict", "on dataset dialogue")]
+    floor = board.set_index("simulator").loc["always-accept"]
+    assert floor["acceptance"] == "1.000" and floor["verdict consistency"] != "–"  # the proposals match candidates
+
+
 def test_review_batch_of_simulated_turns_is_blinded_and_compared_with_the_checks(llm):
     run_id = simulate(llm, "always-accept")
     check([run_id])

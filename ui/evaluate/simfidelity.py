@@ -14,7 +14,7 @@ from evaluation.faireval import Judgment
 from evaluation.simfidelity import CHECK_DEFINITIONS, FIGURE_DEFINITIONS
 from evaluation.simfidelity.aggregate import leaderboard
 from evaluation.simfidelity.export import board_csv
-from evaluation.simfidelity.service import matchers, measure_runs
+from evaluation.simfidelity.service import OWN_DIALOGUE_SIMULATORS, matchers, measure_runs, own_dialogue_runs
 from evaluation.simfidelity.types import SimFidelityConfig
 from palset.dataset import Dataset
 from ui import platform_state
@@ -81,17 +81,22 @@ def render_check_form(dataset: Dataset, dkey: str, checked: set[str]) -> None:
         persona_judge = c2.checkbox("Judge profile contradictions", key="eval_simfid_persona",
                                     help="the judge role reads turns that state facts about the user")
         again = c3.checkbox("Check checked runs again", key="eval_simfid_again")
-        if not st.button("Check runs", key="eval_simfid_run", icon=":material/fact_check:", disabled=not runs):
+        own = st.checkbox("Also the dataset's own query dialogues: as written (the ceiling) and with the floors' "
+                          "turns answering its assistant (so the verdict columns have a scale)", key="eval_simfid_own")
+        if not st.button("Check runs", key="eval_simfid_run", icon=":material/fact_check:", disabled=not (runs or own)):
             return
         todo = [r["run_id"] for r in runs if again or r["run_id"] not in checked]
-        check_runs(dataset, todo, SimFidelityConfig(classifier=classifier, persona_judge=persona_judge), again)
+        check_runs(dataset, todo, SimFidelityConfig(classifier=classifier, persona_judge=persona_judge), again, own)
 
 
-def check_runs(dataset: Dataset, run_ids: list[str], config: SimFidelityConfig, recompute: bool) -> None:
+def check_runs(dataset: Dataset, run_ids: list[str], config: SimFidelityConfig, recompute: bool,
+               own_dialogues: bool = False) -> None:
     ws = platform_state.workspace()
     try:
         llm = platform_state.llm_client() if config.classifier == "judge" or config.persona_judge else None
         records = [ws.sims.load(i) for i in run_ids]
+        if own_dialogues:
+            records += [r for kind in OWN_DIALOGUE_SIMULATORS for r in own_dialogue_runs(dataset, simulator=kind)]
     except Exception as e:  # configuration or store problems: a message
         log.exception("simulator checks cannot start")
         st.error(f"Cannot check: {md_escape(error_text(e))}")

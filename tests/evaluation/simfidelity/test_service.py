@@ -124,6 +124,34 @@ def test_the_datasets_own_dialogues_as_runs(demo, mf):
     assert result.figures["schedule_adherence"] is not None
 
 
+def test_the_floors_answer_the_datasets_own_assistant_turns(demo, mf):
+    """always-accept and random-verdict replace only the user's side of the dataset's dialogue: the proposals are the
+    dataset's, so they match the topic's candidates and the verdict figures have turns to count."""
+    replay = {r.spec.topic_key + r.spec.sample_id: r for r in own_dialogue_runs(demo, ["1000", "1006"])}
+    floors = {kind: own_dialogue_runs(demo, ["1000", "1006"], simulator=kind) for kind in ("always-accept", "random-verdict")}
+    for runs in floors.values():
+        assert len(runs) == len(replay)
+        for run in runs:
+            own = replay[run.spec.topic_key + run.spec.sample_id]
+            assert [u.content for u in run.utterances if u.side == "assistant"] == \
+                [u.content for u in own.utterances if u.side == "assistant"]
+            session = next(s for s in demo.users[run.spec.user_id].query if s.sample_id == run.spec.sample_id)
+            topic = next(t for t in session.topics if t.key == run.spec.topic_key)
+            assert run.utterances[0].content == topic.topic.user_query  # the floors open with the topic's query
+    accept = [check_run(r, demo, mf, label="always-accept") for r in floors["always-accept"]]
+    verdicts = [t.get("verdict") for r in accept for t in r.turns if t.get("verdict") is not None]
+    judged = [v for v in verdicts if v.outcome != "n/a"]
+    assert judged and all(v.evidence["stance"]["label"] == "accept" for v in judged)
+    chance = [check_run(r, demo, mf, label="random-verdict") for r in floors["random-verdict"]]
+    labels = {t.get("verdict").evidence["stance"]["label"] for r in chance for t in r.turns
+              if t.get("verdict") is not None and t.get("verdict").outcome != "n/a"}
+    assert {"accept", "reject"} <= labels  # chance answers both ways, on proposals that match a candidate
+    again = own_dialogue_runs(demo, ["1000"], simulator="random-verdict")[0]
+    assert [u.content for u in again.utterances] == [u.content for u in floors["random-verdict"][0].utterances]  # seeded
+    with pytest.raises(ValueError, match="replay, always-accept, random-verdict"):
+        own_dialogue_runs(demo, ["1000"], simulator="llm")
+
+
 def test_simulator_model_names_the_user_side():
     base = {"dataset": "d", "user_id": "u", "sample_id": "s", "topic_key": "t", "method": "m"}
     llm = RunRecord(run_id="r", spec=RunSpec(**base), settings={"user_simulator": {"model": "qwen"}})
