@@ -8,8 +8,10 @@ a fixed latency per call (:mod:`testkit.slot_server`): an H²Memory build of one
 * wall seconds, calls, prompt tokens the server processed and served from its prompt cache, output tokens;
 * each slot's busy share (the server's ``/slots`` polled);
 * the LIMIT: the time the server needs for exactly those tokens with every slot busy — bundled: processed prompt
-  tokens ÷ prompt rate + output tokens ÷ decode rate, both rates measured just before the piece with every slot
-  busy (calibration requests of the server's own); fake: calls × latency ÷ slots;
+  tokens ÷ prompt rate + output tokens ÷ decode rate, both rates measured right after the piece with every slot
+  busy at the piece's own mean prompt length (calibration requests of the server's own, :func:`calibrate`); the
+  rates at a short prompt (measured before and after the piece, for the machine's drift) and the LIMIT they give
+  are printed beside it; fake: calls × latency ÷ slots;
 * wall ÷ limit.
 
 The figures are the server's own (llama.cpp ``timings`` / OpenAI-style ``usage.prompt_tokens_details``, read by a
@@ -130,23 +132,28 @@ def _all_at_once(root: str, bodies: list[dict[str, Any]]) -> list[dict[str, Any]
     return out
 
 
-def calibrate(server: Server) -> tuple[float, float]:
-    """(prompt tokens/s, output tokens/s) of the llama.cpp server with every slot busy: one fresh ~400-token
-    prompt per slot at once (1 output token), then one short prompt per slot decoding 48 tokens at once."""
+PLAIN_CONTEXT = 343  # tokens: the short prompt of the plain rates (300 words of the text below)
+
+
+def calibrate(server: Server, context: int = PLAIN_CONTEXT) -> tuple[float, float]:
+    """(prompt tokens/s, output tokens/s) of the llama.cpp server with every slot busy, at ``context`` tokens of
+    prompt: one fresh prompt of that length per slot at once (1 output token: the prompt rate, by wall time — a
+    slot's own timings undercount when slots share batches), then the same prompts again, kept in their slots,
+    each decoding 48 tokens at once (the decode rate, no prompt work mixed in). On a CPU a token decoded after
+    1,000 tokens of context costs more than one after a few, so the LIMIT uses the rates at the piece's own mean
+    prompt length."""
     rng = random.Random(time.time_ns())
     words = "time sleep work family walk dinner train music garden doctor report friend weekend coffee".split()
-
-    def text(n: int) -> str:
-        return f"{rng.random():.12f} " + " ".join(rng.choice(words) for _ in range(n))
-
-    n = server.slots
-    prefill = _all_at_once(server.upstream, [{"messages": [{"role": "user", "content": text(300)}], "max_tokens": 1,
-                                              "cache_prompt": False} for _ in range(n)])
-    decode = _all_at_once(server.upstream, [{"messages": [{"role": "user", "content": text(8)}], "max_tokens": 48,
-                                             "ignore_eos": True, "cache_prompt": False} for _ in range(n)])
-    prompt_rate = sum(t["prompt_n"] for t in prefill) / (max(t["prompt_ms"] for t in prefill) / 1000)
-    decode_rate = sum(t["predicted_n"] for t in decode) / (max(t["predicted_ms"] for t in decode) / 1000)
-    return prompt_rate, decode_rate
+    prompts = [f"{rng.random():.12f} " + " ".join(rng.choice(words) for _ in range(int(context / 1.15)))
+               for _ in range(server.slots)]  # ~1.15 tokens per word of this text on Qwen2.5
+    started = time.perf_counter()
+    prefill = _all_at_once(server.upstream, [{"messages": [{"role": "user", "content": p}], "max_tokens": 1,
+                                              "cache_prompt": True} for p in prompts])
+    prefill_s = time.perf_counter() - started
+    decode = _all_at_once(server.upstream, [{"messages": [{"role": "user", "content": p}], "max_tokens": 48,
+                                             "ignore_eos": True, "cache_prompt": True} for p in prompts])
+    return (sum(t["prompt_n"] for t in prefill) / prefill_s,
+            sum(t["predicted_n"] for t in decode) / (max(t["predicted_ms"] for t in decode) / 1000))
 
 
 # ---------------------------------------------------------------------------------------------- the pieces
@@ -277,15 +284,19 @@ def measure(server: Server, piece: str, dataset: Dataset, args: argparse.Namespa
     cached = sum(r.get("cache_n") if "cache_n" in r else (r.get("cached_tokens") or 0) for r in records)
     out = sum(r.get("predicted_n") if "predicted_n" in r else (r.get("completion_tokens") or 0) for r in records)
     busy = [sum(s[i] for s in samples) / len(samples) for i in range(len(samples[0]))] if samples else []
+    shaped = None
     if rates is not None:
-        limit = (total - cached) / rates[0] + out / rates[1]
+        plain_limit = (total - cached) / rates[0] + out / rates[1]
+        shaped = calibrate(server, context=total // max(len(records), 1))  # the rates at the piece's context
+        limit = (total - cached) / shaped[0] + out / shaped[1]
     else:
-        limit = len(records) * (server.latency or 0) / server.slots
+        plain_limit = limit = len(records) * (server.latency or 0) / server.slots
     metrics = {k: v - metrics_before.get(k, 0.0) for k, v in server_metrics(server).items()}
     timed = [r for r in records if r.get("predicted_ms")]
     per_request = sum(r["predicted_n"] for r in timed) / (sum(r["predicted_ms"] for r in timed) / 1000) if timed else None
     return {"piece": title, "outcome": outcome, "wall": wall, "calls": len(records), "prompt": total,
             "cached": cached, "out": out, "busy": busy, "limit": limit, "rates": rates, "metrics": metrics,
+            "shaped": shaped, "plain_limit": plain_limit,
             "client": client_records(server.ws, t0, t1), "decode_per_request": per_request}
 
 
@@ -319,8 +330,11 @@ def client_records(ws: Workspace, t0: float, t1: float) -> str:
 
 def show(server: Server, fig: dict[str, Any]) -> None:
     share = fig["cached"] / fig["prompt"] if fig["prompt"] else 0.0
-    rates = f" at {fig['rates'][0]:.0f} prompt tok/s, {fig['rates'][1]:.1f} output tok/s (all slots busy; before " \
-            f"{fig['rates'][2][0]:.0f}/{fig['rates'][2][1]:.1f}, after {fig['rates'][3][0]:.0f}/{fig['rates'][3][1]:.1f})" \
+    rates = f" at {fig['shaped'][0]:.0f} prompt tok/s, {fig['shaped'][1]:.1f} output tok/s (all slots busy, at the " \
+            f"piece's mean prompt of {fig['prompt'] // max(fig['calls'], 1):,} tokens; at {PLAIN_CONTEXT} tokens " \
+            f"{fig['rates'][0]:.0f}/{fig['rates'][1]:.1f} — before {fig['rates'][2][0]:.0f}/{fig['rates'][2][1]:.1f}, " \
+            f"after {fig['rates'][3][0]:.0f}/{fig['rates'][3][1]:.1f} — give a LIMIT of {fig['plain_limit']:.1f} s, " \
+            f"wall / that {fig['wall'] / fig['plain_limit'] if fig['plain_limit'] else float('nan'):.2f})" \
         if fig["rates"] else f" = calls x {server.latency:.3f} s / {server.slots} slots"
     busy = " ".join(f"{b:.0%}" for b in fig["busy"]) or "n/a"
     ratio = fig["wall"] / fig["limit"] if fig["limit"] else float("nan")
@@ -331,7 +345,8 @@ def show(server: Server, fig: dict[str, Any]) -> None:
           f"    slots busy: {busy} · LIMIT {fig['limit']:.1f} s{rates} · wall / limit {ratio:.2f}", flush=True)
     if fig["rates"] and fig["decode_per_request"]:
         print(f"    output tok/s per request: {fig['decode_per_request']:.1f} in the piece (the server's timings), "
-              f"{fig['rates'][1] / server.slots:.1f} in the calibration (plain text, short context)")
+              f"{fig['shaped'][1] / server.slots:.1f} in the calibration at the piece's prompt length, "
+              f"{fig['rates'][1] / server.slots:.1f} at {PLAIN_CONTEXT} tokens")
     if fig["metrics"]:
         print("    server /metrics: " + ", ".join(f"{k} +{v:,.0f}" for k, v in sorted(fig["metrics"].items())))
     if fig["client"]:
