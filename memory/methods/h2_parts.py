@@ -124,6 +124,19 @@ def shared_logs(entries: dict[str, dict[str, str]], own: Sequence[int], limit: i
     return json.dumps({i: entries[i] for i in ids}, ensure_ascii=False)
 
 
+def group_lines(entries: dict[str, dict[str, str]], edges: list[tuple[int, int, str]], group: list[int]) -> str:
+    """A situation's logs as its prompt restates them: one line each, with its caused_by list, or its follows list
+    when it has no cause (spec §3.1)."""
+    lines = []
+    for j in group:
+        caused = [a for a, b, kind in edges if b == j and kind == "caused_by"]
+        follows = [a for a, b, kind in edges if b == j and kind == "follows"]
+        rel = ("caused_by", caused) if caused else ("follows", follows) if follows else None
+        suffix = f" ({rel[0]}: {', '.join(f'log_{a}' for a in rel[1])})" if rel else ""
+        lines.append(f"log_{j} [{entries[f'log_{j}']['timestamp']}] {entries[f'log_{j}']['content']}{suffix}")
+    return "\n".join(lines)
+
+
 def clean_edges(relations: list[dict[str, Any]], window: list[int], context: list[int]) -> list[tuple[int, int, str]]:
     """Keep edges B←A with A earlier than B and inside the window; caused_by wins over follows."""
     allowed = set(window) | set(context)

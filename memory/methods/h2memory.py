@@ -51,6 +51,7 @@ from memory.methods.h2_parts import (
     background_text,
     clean_edges,
     constrained_kmeans,
+    group_lines,
     log_entries,
     log_graph_model,
     principle_item,
@@ -109,8 +110,7 @@ class H2Memory(MemoryMethod):
         notes: list[str] = []
 
         def part(which: str) -> tuple[list[TopicOut], Changes]:
-            # the logs part keeps to the slots the outline leaves: its calls share the session's logs as their
-            # prefix, which a slot's prompt cache then serves to each in turn (a second slot would compute it again)
+            # the logs part keeps to the slots the outline leaves (see the module docstring)
             return (self._topics(session, notes), Changes()) if which == "outline" else ([], self._logs(session, memory, 1))
 
         (topics, _), (_, changes) = llm.fan_out("memory_builder", part, ["outline", "logs"], self.ctx.cancel)
@@ -161,15 +161,7 @@ class H2Memory(MemoryMethod):
                          c: int, group: list[int], joined: set[int], notes: list[str]) -> MemoryItem:
         """One group of logs → one situation (its summary, or the logs themselves when none came); the ``joined``
         logs (by time, not by an edge) are kept in ``meta["joined_by_time"]``."""
-        lines = []
-        for j in group:
-            # each log shows its caused_by list, or its follows list when it has no cause (spec §3.1)
-            caused = [a for a, b, kind in edges if b == j and kind == "caused_by"]
-            follows = [a for a, b, kind in edges if b == j and kind == "follows"]
-            rel = ("caused_by", caused) if caused else ("follows", follows) if follows else None
-            suffix = f" ({rel[0]}: {', '.join(f'log_{a}' for a in rel[1])})" if rel else ""
-            lines.append(f"log_{j} [{entries[f'log_{j}']['timestamp']}] {entries[f'log_{j}']['content']}{suffix}")
-        out = self._ask("h2_situation", SituationOut, notes, f"situation {c}", logs="\n".join(lines),
+        out = self._ask("h2_situation", SituationOut, notes, f"situation {c}", logs=group_lines(entries, edges, group),
                         session_logs=shared_logs(entries, group))
         text = out.situation.strip() if out else ""
         if not text:  # no usable reply (or only blanks): the group's own logs stand for the situation
