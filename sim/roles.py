@@ -52,6 +52,10 @@ __all__ = ["LANGUAGE", "Assistant", "SimulationError", "TopicContext", "UserSimu
 MAX_TRIES = 3
 log = logging.getLogger(__name__)
 USER_TURN_TOKENS = 160  # one short sentence (a Chinese one included); more is a model rambling on
+# PAL-Set's assistant turns are 1–3 sentences (≤ 270 characters, about 65 tokens, in the demo data); the 0.5B wrote
+# ~500 tokens a turn, almost all of it paragraphs after the first, which clean() drops — decoded for nothing
+ASSISTANT_TURN_TOKENS = 128
+_SENTENCE_END = re.compile(r"[.!?。！？…]+[\"”’)）]*(?=\s|$)|[。！？]")
 
 
 class SimulationError(RuntimeError):
@@ -78,6 +82,18 @@ def clean(text: str) -> str:
     """Strip role prefixes and wrapping quotes a small model adds; keep at most the first paragraph."""
     text = _PREFIX.sub("", text.strip()).strip().strip('"“”').strip()
     return text.split("\n\n")[0].strip()
+
+
+def whole_sentences(text: str) -> str:
+    """``text`` up to the end of its last complete sentence: an answer cut by its token cap stops mid-sentence. The
+    text as it is when no sentence in it ends."""
+    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
+    return text[:ends[-1]].strip() if ends else text
+
+
+def turn_tokens(llm: LLMClient, role: str, cap: int) -> int:
+    """A turn's answer budget: ``cap``, or the role's own max_tokens when that is set lower."""
+    return min(cap, llm.config.role(role).max_tokens or cap)
 
 
 def usable(text: str) -> bool:
@@ -207,8 +223,7 @@ class UserSimulator:
             text, reasoning = _streamed(self.llm, "user_simulator", with_retry_notes(self.prompt, self.ctx, msgs, rejected),
                                         self.prompt, f"{salt}/{n}", fitted.cuts,
                                         on_token if n == 1 else None,
-                                        max_tokens=min(USER_TURN_TOKENS, self.llm.config.role("user_simulator").max_tokens
-                                                       or USER_TURN_TOKENS))
+                                        max_tokens=turn_tokens(self.llm, "user_simulator", USER_TURN_TOKENS))
             return self._in_persona(self._words(text), n, sources, rejected) if text is not None else None
 
         try:
@@ -264,7 +279,7 @@ class UserSimulator:
 def _streamed(llm: LLMClient, role: str, msgs: list[dict[str, str]], prompt: Prompt, salt: str, cuts: list[Cut],
               on_token: Callable[[str], None] | None, **overrides: Any) -> tuple[str | None, str]:
     """(text, reasoning) of one streamed call; deltas go to ``on_token``. A retry (no ``on_token``) asks once more
-    with its own seed."""
+    with its own seed. An answer its token cap cut off keeps its whole sentences."""
     final: ChatResult | None = None
     chunks = llm.stream(role, msgs, prompt=prompt, use_cache=True, cuts=cuts, cache_salt=salt,
                         seed=sampling_seed(salt), **overrides)
@@ -273,7 +288,9 @@ def _streamed(llm: LLMClient, role: str, msgs: list[dict[str, str]], prompt: Pro
             final = chunk
         elif on_token:
             on_token(chunk)
-    return (final.text, final.reasoning) if final else (None, "")
+    if final is None:
+        return None, ""
+    return (whole_sentences(final.text) if final.finish_reason == "length" else final.text), final.reasoning
 
 
 def without_copied_note(text: str, note: str) -> str | None:
@@ -329,7 +346,8 @@ class Assistant:
             return assistant_messages(self.prompt, self.ctx, kept, note, static_memory=memory if static else None,
                                       dropped=dropped)
 
-        return fit_messages(self.llm.budget("assistant"), build, history, trace, memory_of=self._memory_text)
+        budget = self.llm.budget("assistant", max_tokens=turn_tokens(self.llm, "assistant", ASSISTANT_TURN_TOKENS))
+        return fit_messages(budget, build, history, trace, memory_of=self._memory_text)
 
     def say(self, turn_no: int, act: Act, history: list[Utterance], salt: str,
             on_token: Callable[[str], None] | None = None) -> Utterance:
@@ -347,7 +365,8 @@ class Assistant:
         def attempt(n: int) -> str | None:
             nonlocal reasoning
             text, reasoning = _streamed(self.llm, "assistant", msgs, self.prompt, f"{salt}/{n}", fitted.all_cuts,
-                                        on_token if n == 1 else None)
+                                        on_token if n == 1 else None,
+                                        max_tokens=turn_tokens(self.llm, "assistant", ASSISTANT_TURN_TOKENS))
             if text is None:
                 return None
             words = without_copied_note(clean(text), note)

@@ -4,7 +4,9 @@ Give it a list of replies (strings, exceptions to raise, or callables of the req
 order, or a single callable used for every request. Every request is kept for assertions.
 ``window`` makes it report a context window, as a vLLM or llama.cpp endpoint does; ``slots`` how many requests it
 serves at once (as the bundled server does), so independent calls fan out to it; ``latency`` seconds per answer.
-``max_in_flight`` is the most requests it was answering at once.
+``max_in_flight`` is the most requests it was answering at once. ``cut``: a reply of more words than the
+request's max_tokens is cut there with finish_reason "length" (a word counts as a token), as a server cuts it
+(off by default: other tests script a model that overruns a cap the client then enforces).
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ class ScriptedLLM:
     endpoint = "fake://scripted"
 
     def __init__(self, replies: Sequence[Reply] | Callable[[ChatRequest], str] = (), window: int | None = None,
-                 slots: int | None = None, latency: float = 0.0):
-        self.window, self._slots, self.latency = window, slots, latency
+                 slots: int | None = None, latency: float = 0.0, cut: bool = False):
+        self.window, self._slots, self.latency, self.cut = window, slots, latency, cut
         self._replies = list(replies) if not callable(replies) else []
         self._fn = replies if callable(replies) else None
         self.requests: list[ChatRequest] = []
@@ -70,9 +72,11 @@ class ScriptedLLM:
         return (self.window, "scripted") if self.window else (None, "not reported")
 
     def complete(self, req: ChatRequest) -> ChatResult:
-        text = self._next(req)
+        text, finish = self._next(req), "stop"
+        if self.cut and req.max_tokens and len(words := text.split(" ")) > req.max_tokens:  # a word a token, as a server cuts
+            text, finish = " ".join(words[:req.max_tokens]), "length"
         return ChatResult(text=text, model=req.model, tokens_in=sum(len(m.content.split()) for m in req.messages),
-                          tokens_out=len(text.split()), latency_ms=0.1, finish_reason="stop")
+                          tokens_out=len(text.split()), latency_ms=0.1, finish_reason=finish)
 
     def stream(self, req: ChatRequest) -> Iterator[str | ChatResult]:
         result = self.complete(req)

@@ -49,8 +49,8 @@ def sim_ws(tmp_path, monkeypatch):
 def sim_env(sim_ws):
     """(make_llm(reply), SimStore) over the temporary workspace."""
 
-    def make_llm(reply=default_reply):
-        fake = ScriptedLLM(reply)
+    def make_llm(reply=default_reply, cut=False):
+        fake = ScriptedLLM(reply, cut=cut)
         return sim_ws.llm(session_id="simtest", providers=dict.fromkeys(ROLES, fake)), fake
 
     make_llm.ws = sim_ws  # the workspace, for opening simulations and batches

@@ -10,7 +10,7 @@ from backends.llm.fake import ScriptedLLM
 from backends.vectorstore import BruteForceStore
 from memory.build import MemoryBuilder
 from palset.loader import load_dataset
-from sim.roles import USER_TURN_TOKENS
+from sim.roles import ASSISTANT_TURN_TOKENS, USER_TURN_TOKENS
 from sim.service import make_spec
 from testkit.fake_endpoints import LEAK, THOUGHT, FakeEndpoint
 from testkit.workspace import make_workspace
@@ -79,9 +79,15 @@ def test_full_history_is_trimmed_to_the_window_and_the_cut_is_on_the_trace(demo,
         assert u.trace["full_history_tokens"] > u.trace["tokens"]
     rows = llm.store.calls("w")
     assert all(r["fit_note"] and "sessions 1000_sample0" in r["fit_note"] for r in rows if r["role"] == "assistant")
-    # each role's own answer budget at this window, a user turn one short sentence (sim.roles.USER_TURN_TOKENS)
-    assert all(r["context_window"] == 4096 and r["max_tokens"] == (
-        USER_TURN_TOKENS if r["role"] == "user_simulator" else output_tokens(r["role"], 4096)) for r in rows)
+    # each role's own answer budget at this window; a user turn one short sentence and an assistant turn a few
+    # (sim.roles.USER_TURN_TOKENS, ASSISTANT_TURN_TOKENS); anything else its role's own budget
+    def expected(r):
+        if r["role"] == "user_simulator":
+            return USER_TURN_TOKENS
+        return ASSISTANT_TURN_TOKENS if r["prompt_name"] == "sim/assistant" else output_tokens(r["role"], 4096)
+
+    assert "sim/assistant" in {r["prompt_name"] for r in rows if r["role"] == "assistant"}
+    assert all(r["context_window"] == 4096 and r["max_tokens"] == expected(r) for r in rows)
 
 
 def test_a_long_dialogue_loses_its_oldest_utterances(demo, tmp_path, monkeypatch):

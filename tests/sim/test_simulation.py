@@ -6,7 +6,7 @@ import pytest
 
 from palset.loader import load_dataset
 from palset.vocab import Act
-from sim.roles import SimulationError, sampling_seed
+from sim.roles import ASSISTANT_TURN_TOKENS, SimulationError, sampling_seed, whole_sentences
 from sim.schedule import derived_schedule
 from sim.service import SimulationSetupError, make_spec
 from testkit.requests import act_of
@@ -354,3 +354,34 @@ def test_an_opening_with_no_usable_draft_at_all_is_the_user_query_not_a_failed_r
     first = record.utterances[0]
     assert first.content == topic.topic.user_query
     assert first.fallback.startswith("the user query")
+
+
+def test_an_assistant_turn_is_capped_and_a_cut_answer_keeps_its_whole_sentences(demo, sim_env):
+    """The 0.5B wrote ~500 tokens a turn where PAL-Set's assistant writes 1–3 sentences: the turn is asked with a
+    cap (sim.roles.ASSISTANT_TURN_TOKENS), and an answer the cap cut mid-sentence ends at its last full stop."""
+    rambling = "Try a short walk after dinner. " * 100 + "Then you could"
+
+    def reply(req):
+        return rambling if side_of(req) == "assistant" else default_reply(req)
+
+    make_llm, store = sim_env
+    llm, fake = make_llm(reply, cut=True)  # the fake cuts at max_tokens, as a server does
+    sim = make_llm.ws.open_simulation(demo, make_spec(demo, "1000", "1000_sample7", "topic-1", "vanilla-log"), llm)
+    record = sim.run()
+    answers = [r for r in fake.requests if side_of(r) == "assistant"]
+    assert answers and all(r.max_tokens == ASSISTANT_TURN_TOKENS for r in answers)
+    said = [u.content for u in record.utterances if u.side == "assistant"]
+    assert said and all(s.endswith("after dinner.") and "Then you could" not in s for s in said)
+    assert all(len(s.split(" ")) <= ASSISTANT_TURN_TOKENS for s in said)
+
+
+@pytest.mark.parametrize(("text", "kept"), [
+    ("I can help. Try the number 7 bus to", "I can help."),
+    ('Sure! How about "yoga". And then', 'Sure! How about "yoga".'),
+    ("你好。我建议你明天早", "你好。"),
+    ("好的！试试散步吧？然后", "好的！试试散步吧？"),
+    ("no sentence ends in this one", "no sentence ends in this one"),
+    ("It costs 3.5 pounds and", "It costs 3.5 pounds and"),
+])
+def test_whole_sentences_ends_at_the_last_full_stop_in_either_language(text, kept):
+    assert whole_sentences(text) == kept
