@@ -23,6 +23,7 @@ into a :class:`~backends.llm.meter.CallMeter` for a live progress display.
 from __future__ import annotations
 
 import copy
+import itertools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -316,8 +317,8 @@ class LLMClient:
         try:
             sent, fitted = self._fit(role, req, shrink_answer, cuts, derived)
             (it, first), attempts = call_with_retries(limited_first_chunk, policy, cancel)
-            chunks = [first] if first is not None else []
-            for chunk in [*chunks, *it]:
+            # chained, not unpacked into a list: a list would read the whole answer before the first delta is yielded
+            for chunk in itertools.chain([first] if first is not None else [], it):
                 if cancel is not None and cancel.is_set():
                     break
                 if isinstance(chunk, ChatResult):

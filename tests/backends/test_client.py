@@ -126,6 +126,27 @@ def test_stream_yields_deltas_then_result_and_caches(make_client):
     assert again[-1].cache_hit and len(fake.requests) == 1
 
 
+class CountingStream(ScriptedLLM):
+    """A provider that notes how many deltas it has sent when the caller reads each one."""
+
+    def stream(self, req):
+        self.sent = 0
+        result = self.complete(req)
+        for word in result.text.split(" "):
+            self.sent += 1
+            yield word + " "
+        yield result
+
+
+def test_stream_hands_on_each_delta_as_it_arrives(make_client):
+    """A delta reaches the caller before the provider sends the next (the Simulate page shows a turn as it is
+    written): the client must not read the whole answer first."""
+    fake = CountingStream(["one two three four"])
+    client = make_client(every_role(fake))
+    seen = [fake.sent for chunk in client.stream("assistant", MSG, use_cache=False) if isinstance(chunk, str)]
+    assert seen == [1, 2, 3, 4]
+
+
 def test_configured_keys_are_redacted_from_errors_and_records(make_client):
     key = "sk-live-abcdef123456"
     fake = ScriptedLLM([BadRequest(f"invalid api key {key}")])
