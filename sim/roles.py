@@ -293,13 +293,16 @@ def _streamed(llm: LLMClient, role: str, msgs: list[dict[str, str]], prompt: Pro
     return (whole_sentences(final.text) if final.finish_reason == "length" else final.text), final.reasoning
 
 
+NOTE_LABELS = ("Act:", "[Note", "动作：", "动作:", "【给助手")  # how the note's lines begin, in both wordings
+
+
 def without_copied_note(text: str, note: str) -> str | None:
     """The assistant's reply without the lines it copied from its own note (a small model starts with "What you know
     about the user: …" or "Act: …"); None when nothing of its own is left."""
     lines = text.splitlines()
     def copied(line: str) -> bool:
         line = line.strip()
-        return not line or (len(line) >= 12 and line in note) or line.startswith(("Act:", "[Note"))
+        return not line or (len(line) >= 12 and line in note) or line.startswith(NOTE_LABELS)
 
     while lines and copied(lines[0]):
         lines = lines[1:]

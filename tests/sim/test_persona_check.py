@@ -89,6 +89,8 @@ def test_echoes_of_the_assistant_or_the_prompt_fail():
     ("I'm sorry for misunderstanding earlier. I was looking for an open-ended message.", "en"),
     ("I don't have a specific topic in mind. Can you please provide more context?", "en"),
     ("抱歉，我不太明白你的意思。", "zh"),
+    ("抱歉，我无法完成这个请求。", "zh"),  # the 0.5B's opening for user 1006 on the Simulate page
+    ("I'm sorry, but I can't complete this request.", "en"),
     ("请提供更多信息，我才能回答。", "zh"),
 ])
 def test_talk_about_the_chat_itself_is_the_assistant_speaking(text, language):

@@ -270,6 +270,9 @@ def test_an_assistant_reply_that_copies_its_note_is_cut_or_asked_again(sim_env):
     assert without_copied_note(copied, note) == "Is it that the night shifts wreck your sleep?"
     assert without_copied_note("What you know about the user:\n- works night shifts", note) is None
     assert without_copied_note("Is it the rota?", note) == "Is it the rota?"
+    zh_note = "【给助手的提示，不是用户说的话】\n现在请回复——动作：需求预测。猜一个隐藏需求。"
+    assert without_copied_note("动作：需求预测\n是不是夜班让你睡不好？", zh_note) == "是不是夜班让你睡不好？"
+    assert without_copied_note("动作：你需要分析为什么业绩预测对企业的未来不利？", zh_note) is None  # asked again
 
     make_llm, _ = sim_env
     demo = load_dataset(DEMO)
