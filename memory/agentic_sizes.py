@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from backends.llm.context import MESSAGE_OVERHEAD, REQUEST_OVERHEAD, Budget
+from memory.sentences import sentences
 from memory.tokens import count_tokens
 
 Count = Callable[[str], int]
@@ -70,13 +71,7 @@ def chunk_units(units: list[str], limit: int, count: Count = count_tokens) -> li
     return ["\n".join(c) for c in pack_units(units, limit, count)]
 
 
-_SENTENCE = re.compile(r".*?(?:[。！？]+[”’」）)]*|[.!?]+[\"'”’)]*(?=\s|$)|$)\s*")  # "3.5" and "e.g.x" stay whole
 _BULLET = re.compile(r"^(\s*(?:[-*•]|\d+[.)])\s+)")
-
-
-def sentences(line: str) -> list[str]:
-    """A line's sentences, each with its end punctuation and trailing space (Chinese and English stops)."""
-    return [m.group(0) for m in _SENTENCE.finditer(line) if m.group(0).strip()]
 
 
 def fit_to_tokens(text: str, limit: int) -> tuple[str, int]:

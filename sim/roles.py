@@ -26,6 +26,7 @@ from backends.prompts import Prompt
 from memory.base import assistant_client
 from memory.build import MemoryBuilder
 from memory.privacy import redact_text
+from memory.sentences import whole_sentences
 from memory.types import RetrievalTrace
 from palset.dataset import Session, SessionTopic, User
 from palset.vocab import Act
@@ -55,7 +56,6 @@ USER_TURN_TOKENS = 160  # one short sentence (a Chinese one included); more is a
 # PAL-Set's assistant turns are 1–3 sentences (≤ 270 characters, about 65 tokens, in the demo data); the 0.5B wrote
 # ~500 tokens a turn, almost all of it paragraphs after the first, which clean() drops — decoded for nothing
 ASSISTANT_TURN_TOKENS = 128
-_SENTENCE_END = re.compile(r"[.!?。！？…]+[\"”’)）]*(?=\s|$)|[。！？]")
 
 
 class SimulationError(RuntimeError):
@@ -82,13 +82,6 @@ def clean(text: str) -> str:
     """Strip role prefixes and wrapping quotes a small model adds; keep at most the first paragraph."""
     text = _PREFIX.sub("", text.strip()).strip().strip('"“”').strip()
     return text.split("\n\n")[0].strip()
-
-
-def whole_sentences(text: str) -> str:
-    """``text`` up to the end of its last complete sentence: an answer cut by its token cap stops mid-sentence. The
-    text as it is when no sentence in it ends."""
-    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
-    return text[:ends[-1]].strip() if ends else text
 
 
 def turn_tokens(llm: LLMClient, role: str, cap: int) -> int:
@@ -320,6 +313,7 @@ class Assistant:
         self.ctx, self.builder, self.method_label = ctx, builder, method_label
         # a method with its own model (PLUM) answers the assistant role itself
         self.llm = assistant_client(llm, builder.impl if builder else None, ctx.session)
+        self.max_tokens = turn_tokens(self.llm, "assistant", ASSISTANT_TURN_TOKENS)  # a turn's answer budget
         self.prompt = load_role_prompt("sim/assistant", ctx.user.language)
         self.summary_prompt = load_role_prompt("sim/query_summary", ctx.user.language)
 
@@ -349,8 +343,8 @@ class Assistant:
             return assistant_messages(self.prompt, self.ctx, kept, note, static_memory=memory if static else None,
                                       dropped=dropped)
 
-        budget = self.llm.budget("assistant", max_tokens=turn_tokens(self.llm, "assistant", ASSISTANT_TURN_TOKENS))
-        return fit_messages(budget, build, history, trace, memory_of=self._memory_text)
+        return fit_messages(self.llm.budget("assistant", max_tokens=self.max_tokens), build, history, trace,
+                            memory_of=self._memory_text)
 
     def say(self, turn_no: int, act: Act, history: list[Utterance], salt: str,
             on_token: Callable[[str], None] | None = None) -> Utterance:
@@ -369,7 +363,7 @@ class Assistant:
             nonlocal reasoning
             text, reasoning = _streamed(self.llm, "assistant", msgs, self.prompt, f"{salt}/{n}", fitted.all_cuts,
                                         on_token if n == 1 else None,
-                                        max_tokens=turn_tokens(self.llm, "assistant", ASSISTANT_TURN_TOKENS))
+                                        max_tokens=self.max_tokens)
             if text is None:
                 return None
             words = without_copied_note(clean(text), note)

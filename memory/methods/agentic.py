@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import BaseModel, Field, create_model
 
 from backends.prompts import load_prompt
-from memory.agentic_sizes import Sizes, chunk_units, fit_to_tokens, negotiate, pack_units, sentences
+from memory.agentic_sizes import Sizes, chunk_units, fit_to_tokens, negotiate, pack_units
 from memory.base import (
     MemoryMethod,
     MemoryView,
@@ -53,6 +53,7 @@ from memory.rewriting import (
     scrub,
     view_with,
 )
+from memory.sentences import sentences
 from memory.tokens import count_tokens
 from memory.types import Changes, MemoryItem, PromptBlock, Purpose, RetrievalTrace, RetrievedItem
 from palset.dataset import Session
