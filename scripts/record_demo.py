@@ -6,7 +6,10 @@ run in the order a visitor meets their records — the tour's topic and a Chines
 still makes a workspace whose tour reads well. Every command resumes where it stopped (``pal simulate`` keeps every
 saved utterance, ``pal judge`` every stored judgment, ``pal memory`` every built session), so running this again
 continues the recording; a ledger (``recording.json`` in the recording's PAL_HOME) keeps each stage's time and
-status, and the bundle's manifest says which stages are in it.
+status, and the bundle's manifest says which stages are in it. On a machine without the recording's home (a fresh
+clone) the recording continues from the bundle itself: it is imported into a new home and the stages its manifest
+lists are not recorded again (``--fresh`` records from the start). After the tour's stages the demo users come one at
+a time (dialogues, then verdicts), so a recording cut short holds whole users.
 
 Models: the memory builder is the default local model (Qwen2.5-Coder-0.5B); the User-LLM, the assistant and the
 judge are the 1.5B (``make model-1.5b``; ``PAL_DEMO_DIALOGUE_MODEL`` names another), because their words are what
@@ -28,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,7 +81,6 @@ def judge(a: str, b: str, users: list[str], *extra: str) -> list[str]:
 
 def build_plan() -> list[Stage]:
     """The stages, in the order a visitor meets their records."""
-    all_methods = [*BASELINES, "h2memory"]
     return [
         Stage("memories", "pal memory fidelity --users all --method M for M in " + ", ".join(NO_LLM_MEMORIES)
               + " (no LLM)", [["memory", "fidelity", "--dataset", DATASET, "--users", "all", "--method", m]
@@ -97,13 +100,21 @@ def build_plan() -> list[Stage]:
               "--annotators reviewer-a,reviewer-b (a calibration batch at temperature 1)",
               [judge("gold", "vanilla-log", ["1002"], "--review-uncertain", "1", "--annotators",
                      "reviewer-a,reviewer-b", "--review-seed", "7")]),
-        *[Stage(f"dialogues-{u}", f"pal simulate user {u} on two query topics with "
-                + ", ".join(all_methods if u in H2_USERS else BASELINES),
-                [simulate(all_methods if u in H2_USERS else BASELINES, two_topics(u))]) for u in USERS],
-        Stage("verdicts", "pal judge --k 3 of every method pair on every simulated topic",
-              [judge(a, b, USERS) for a, b in pairs(all_methods)]),
+        *[stage for u in USERS for stage in user_stages(u)],
         Stage("simulator-fidelity", "pal simulate fidelity (every check on every run)",
               [["simulate", "fidelity", "--dataset", DATASET, "--format", "csv"]]),
+    ]
+
+
+def user_stages(user: str) -> list[Stage]:
+    """One demo user's dialogues on two query topics, then FairEval of every pair of its methods there: a user at a
+    time, so that a recording cut short holds whole users (each user's dialogues with their verdicts)."""
+    methods = [*BASELINES, "h2memory"] if user in H2_USERS else BASELINES
+    return [
+        Stage(f"dialogues-{user}", f"pal simulate user {user} on two query topics with " + ", ".join(methods),
+              [simulate(methods, two_topics(user))]),
+        Stage(f"verdicts-{user}", f"pal judge --k 3 of every pair of {', '.join(methods)} on user {user}'s topics",
+              [judge(a, b, [user]) for a, b in pairs(methods)]),
     ]
 
 
@@ -120,6 +131,36 @@ def recording_env(home: Path) -> dict[str, str]:
 
 def load_ledger(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"stages": {}}
+
+
+def recorded_stages(how: list[str]) -> dict[str, float]:
+    """The stages a bundle holds and their seconds, read back from its manifest's ``how`` lines (:func:`export` writes
+    one ``"<stage how> — <minutes> min"`` line per finished stage)."""
+    found: dict[str, float] = {}
+    for stage in build_plan():
+        prefix = stage.how + " — "
+        for line in how:
+            if line.startswith(prefix) and line.endswith(" min"):
+                found[stage.name] = float(line[len(prefix):-len(" min")]) * 60
+    return found
+
+
+def seed_from_bundle(bundle: Path, env: dict[str, str], ledger: dict, save) -> bool:
+    """Continue the recording a bundle holds on a machine without its recording's home (a fresh clone): import the
+    bundle into the new home and mark its stages done, with the minutes they took. False when the import failed."""
+    with zipfile.ZipFile(bundle) as z:
+        how = json.loads(z.read("manifest.json")).get("how", [])
+    print(f"== continuing the recording in {bundle.name}: pal workspace import", flush=True)
+    if subprocess.call([sys.executable, "-m", "cli", "workspace", "import", str(bundle)], cwd=ROOT, env=env) != 0:
+        print(f"error: could not import {bundle}; run with --fresh to record from the start", file=sys.stderr)
+        return False
+    for name, seconds in recorded_stages(how).items():
+        ledger["stages"][name] = {"seconds": seconds, "status": "done", "how": next(
+            s.how for s in build_plan() if s.name == name)}
+    ledger["continued_from"] = bundle.name
+    save()
+    print(f"== recorded before: {', '.join(ledger['stages']) or 'nothing'}", flush=True)
+    return True
 
 
 def run_stage(stage: Stage, env: dict[str, str], ledger: dict, save) -> bool:
@@ -188,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=None, help="start no stage after this many minutes")
     parser.add_argument("--only-export", action="store_true")
     parser.add_argument("--list", action="store_true", help="print the stages and their state, run nothing")
+    parser.add_argument("--fresh", action="store_true",
+                        help="record from the start, not from what the bundle at --out already holds")
     args = parser.parse_args(argv)
     args.home.mkdir(parents=True, exist_ok=True)
     path = args.home / "recording.json"
@@ -198,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
         path.write_text(json.dumps(ledger, indent=1), encoding="utf-8")
 
     plan = build_plan()
+    if not ledger["stages"] and not args.fresh and not args.list and args.out.exists() \
+            and not seed_from_bundle(args.out, env, ledger, save):
+        return 1
     if args.list:
         for stage in plan:
             entry = ledger["stages"].get(stage.name, {"status": "pending", "seconds": 0})

@@ -151,8 +151,10 @@ class OpenAICompatProvider:
         timings: dict | None = None
         finish = None
         model = req.model
+        response = None
         try:
-            for chunk in self._post(req, stream=True):
+            response = self._post(req, stream=True)
+            for chunk in response:
                 if not isinstance(chunk, dict):
                     raise BadResponse(f"{self.endpoint}: unreadable stream chunk")
                 model = chunk.get("model") or model
@@ -170,6 +172,9 @@ class OpenAICompatProvider:
         except Exception as e:  # every SDK error is mapped to a typed one (key-free message)
             log.debug("%s: SDK error", self.endpoint, exc_info=True)
             raise self._translate(e) from None
+        finally:  # also when the caller stops reading (a cancelled turn): the server sees the connection close and
+            if response is not None:  # stops decoding, instead of writing on until the response is collected
+                response.close()
         yield ChatResult(
             text="".join(parts), model=model, reasoning="".join(thoughts), **_reasoning_usage(usage),
             **prompt_usage(usage, timings),

@@ -89,3 +89,44 @@ def test_slots_are_read_from_a_llama_cpp_servers_props():
         assert OpenAICompatProvider(fake.base_url, None).slots() == 2
     with FaultServer().running() as srv:  # no /props: the server does not say
         assert OpenAICompatProvider(srv.base_url, None).slots() is None
+
+
+def test_a_stream_closed_early_closes_its_connection_so_the_server_stops_generating():
+    """A cancelled turn (the Simulate page's stop, a closed tab) must not leave the server decoding into a socket
+    nobody reads: closing the provider's stream closes the HTTP response, and the server's next writes fail."""
+    import json
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from testkit.fault_server import serving
+
+    written: list[int] = []
+    stopped = threading.Event()
+
+    class Slow(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.end_headers()
+            chunk = {"choices": [{"index": 0, "delta": {"content": "word "}, "finish_reason": None}]}
+            try:
+                for n in range(400):  # about 20 s of tokens, far longer than the test waits
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                    written.append(n)
+                    time.sleep(0.05)
+            except (BrokenPipeError, ConnectionResetError):
+                stopped.set()
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    httpd.daemon_threads = True
+    with serving(httpd):
+        stream = OpenAICompatProvider(f"http://127.0.0.1:{httpd.server_address[1]}/v1", None).stream(_request())
+        assert [next(stream), next(stream)] == ["word ", "word "]
+        stream.close()
+        assert stopped.wait(5.0), f"the server was still writing after {len(written)} chunks"
+    assert len(written) < 150

@@ -110,3 +110,52 @@ def test_an_unfinished_build_is_left_out_of_the_export_but_kept_in_the_recording
     rows = sqlite3.connect(copy / "runs.sqlite").execute("SELECT build_id FROM memory_builds ORDER BY 1").fetchall()
     assert rows == [("a",), ("c",)]
     assert len(sqlite3.connect(home / "runs.sqlite").execute("SELECT * FROM memory_builds").fetchall()) == 3
+
+
+def _bundle(path, how):
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("manifest.json", json.dumps({"how": how}))
+    return path
+
+
+def test_a_fresh_home_continues_the_recording_the_bundle_holds(tmp_path, calls):
+    made, _ = calls
+    plan = {s.name: s for s in record_demo.build_plan()}
+    bundle = _bundle(tmp_path / "w.palbundle", [
+        "make demo-workspace (…; 1.5 h of recording on 2 CPU cores)",
+        plan["memories"].how + " — 10 min",
+        plan["tour-dialogues"].how + " — 22 min",
+        plan["h2memory-1006"].how + " — 9 min",
+        "not yet recorded: tour-verdicts, …"])
+    home = tmp_path / "fresh-home"
+    assert record_demo.main(["--home", str(home), "--out", str(bundle), "--minutes", "0"]) == 0
+    assert made[0][3:] == ["workspace", "import", str(bundle)]  # the bundle's records come into the new home first
+    ledger = json.loads((home / "recording.json").read_text())
+    assert {n for n, e in ledger["stages"].items() if e["status"] == "done"} == {"memories", "tour-dialogues",
+                                                                                "h2memory-1006"}
+    assert ledger["stages"]["tour-dialogues"]["seconds"] == 22 * 60
+    hows = [made[-1][i + 1] for i, word in enumerate(made[-1]) if word == "--how"]
+    assert "0.7 h of recording" in hows[0]  # 41 minutes recorded before, counted in the new bundle
+    assert hows[-1].startswith("not yet recorded: tour-verdicts, h2memory-1002,")
+    made.clear()  # a second run keeps its own ledger and imports nothing again
+    assert record_demo.main(["--home", str(home), "--out", str(bundle), "--minutes", "0"]) == 0
+    assert [c[3:5] for c in made] == [["workspace", "export"]]
+
+
+def test_a_bundle_that_will_not_import_stops_the_recording(tmp_path, calls):
+    made, codes = calls
+    codes["import"] = 2
+    bundle = _bundle(tmp_path / "w.palbundle", [])
+    assert record_demo.main(["--home", str(tmp_path / "h"), "--out", str(bundle)]) == 1
+    assert [c[3:5] for c in made] == [["workspace", "import"]]  # nothing recorded over it, nothing exported
+    assert record_demo.main(["--home", str(tmp_path / "h2"), "--out", str(bundle), "--fresh", "--minutes", "0"]) == 0
+
+
+def test_users_come_whole_one_at_a_time():
+    names = [s.name for s in record_demo.build_plan()]
+    per_user = [n for n in names if n.startswith(("dialogues-", "verdicts-"))]
+    assert per_user[:4] == ["dialogues-1000", "verdicts-1000", "dialogues-1001", "verdicts-1001"]
+    verdicts = {s.name: s for s in record_demo.build_plan()}["verdicts-1006"]
+    assert len(verdicts.commands) == 6 and all(_flag(c, "--users") == "1006" for c in verdicts.commands)
