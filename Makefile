@@ -108,10 +108,11 @@ clean:
 
 # Record the bundled demo workspace from the demo data with PAL Studio's own commands, offline (scripts/record_demo.py):
 # the no-LLM memories and their fidelity, then the tour's topic and a Chinese user's (simulations, FairEval k=3), then
-# H²Memory of users 1002, 1006 and 1007, then every demo user on two query topics, every method pair judged, and the
-# simulator fidelity of every run — the memory builder the default Qwen2.5-Coder-0.5B; the User-LLM, assistant and
+# H²Memory of users 1002, 1006 and 1007, then each demo user in turn on two query topics with every method pair judged,
+# and the simulator fidelity of every run — the memory builder the default Qwen2.5-Coder-0.5B; the User-LLM, assistant and
 # judge the 1.5B (installed first), because a visitor reads their words. Many CPU-hours on 2 cores: each stage
 # resumes, so running it again continues, and MINUTES=N starts no stage after N minutes and exports what is
-# recorded (the bundle's manifest lists the stages it holds and those not yet recorded).
+# recorded (the bundle's manifest lists the stages it holds and those not yet recorded). On a fresh clone it continues
+# from the committed bundle (imported into DEMO_HOME, its stages not recorded again).
 demo-workspace: setup $(QWEN15_STAMP)
 	DEMO_HOME=$(DEMO_HOME) $(PY) scripts/record_demo.py --out $(DEMO_BUNDLE) $(if $(MINUTES),--minutes $(MINUTES))
