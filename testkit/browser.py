@@ -74,3 +74,10 @@ def browser_page(width: int = 1400, height: int = 2400):
             yield page
         finally:
             browser.close()
+
+
+
+def wait_idle(page, timeout_ms: int = 90_000) -> None:
+    """Wait until the app has no script run in progress (``stApp``'s script state is ``notRunning``): a key
+    pressed during a rerun can be lost while its elements are replaced, one pressed when idle is not."""
+    page.locator("[data-testid='stApp'][data-test-script-state='notRunning']").wait_for(timeout=timeout_ms)
