@@ -84,13 +84,14 @@ def test_sign_in_reload_deep_link_and_throttle_through_nginx(lab_env, tmp_path):
                 _sign_in(guess, f"guess{i}", "wrong-password")
                 guess.get_by_text("Unknown name or wrong password.").wait_for(timeout=60_000)
             # past the free attempts each counted failure doubles the wait (1 s, 2 s, 4 s…): guess on until the
-            # address must wait 16 s or more, longer than a loaded machine takes to fill the next form
+            # address must wait 32 s or more, longer than a loaded machine takes to fill the next form and load the
+            # page it redirects to (16 s was once too short in a loaded make test)
             for i in range(5, 80):
                 _sign_in(guess, f"guess{i}", "wrong-password")
                 guess.get_by_text(re.compile("Unknown name or wrong password|Too many failed sign-ins")).first.wait_for(
                     timeout=60_000)
                 waiting = re.search(r"signin=wait-(\d+)", guess.url)
-                if waiting and int(waiting.group(1)) >= 16:
+                if waiting and int(waiting.group(1)) >= 32:
                     break
             _sign_in(guess, "boss", PASSWORD)  # the address waits, even with a right password
             guess.get_by_text("Too many failed sign-ins").wait_for(timeout=60_000)
