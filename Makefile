@@ -113,6 +113,7 @@ clean:
 # judge the 1.5B (installed first), because a visitor reads their words. Many CPU-hours on 2 cores: each stage
 # resumes, so running it again continues, and MINUTES=N starts no stage after N minutes and exports what is
 # recorded (the bundle's manifest lists the stages it holds and those not yet recorded). On a fresh clone it continues
-# from the committed bundle (imported into DEMO_HOME, its stages not recorded again).
+# from the committed bundle (imported into DEMO_HOME, its stages not recorded again). `touch $(DEMO_HOME)/STOP` ends it
+# after the stage under way and Ctrl-C at once; either way what is recorded is exported.
 demo-workspace: setup $(QWEN15_STAMP)
 	DEMO_HOME=$(DEMO_HOME) $(PY) scripts/record_demo.py --out $(DEMO_BUNDLE) $(if $(MINUTES),--minutes $(MINUTES))

@@ -17,7 +17,9 @@ a visitor reads.
 
 Run: ``make demo-workspace`` (every stage, then the export), or
 ``.venv/bin/python scripts/record_demo.py [--minutes M] [--only-export] [--list]``: ``--minutes`` starts no stage
-after M minutes (the stage under way finishes), then exports what is recorded.
+after M minutes (the stage under way finishes), then exports what is recorded. To stop a recording early and keep
+it, ``touch HOME/STOP`` (HOME: ``--home``, ``.pal-demo`` by default; the stage under way finishes, then the export), or
+press Ctrl-C (the command under way stops, keeping what it saved; the export follows and the stage resumes next time).
 """
 
 from __future__ import annotations
@@ -172,8 +174,14 @@ def run_stage(stage: Stage, env: dict[str, str], ledger: dict, save) -> bool:
     for command in stage.commands:
         print(f"== {stage.name}: pal {' '.join(command)}", flush=True)
         start = time.monotonic()
-        code = subprocess.call([sys.executable, "-m", "cli", *command], cwd=ROOT, env=env)
-        entry["seconds"] += time.monotonic() - start
+        try:
+            code = subprocess.call([sys.executable, "-m", "cli", *command], cwd=ROOT, env=env)
+        except KeyboardInterrupt:  # Ctrl-C: the command stops (what it saved stays); the time spent is kept
+            entry["status"] = f"interrupted: pal {' '.join(command)}"
+            raise
+        finally:
+            entry["seconds"] += time.monotonic() - start
+            save()
         if code != 0:
             entry["status"] = f"failed (exit {code}): pal {' '.join(command)}"
             save()
@@ -250,13 +258,25 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{stage.name:22} {entry['status']:10} {entry['seconds'] / 60:6.1f} min  {stage.how}")
         return 0
     start = time.monotonic()
-    ok = True
+    ok, interrupted = True, False
+    stop_file = args.home / "STOP"
     for stage in [] if args.only_export else plan:
         if args.minutes is not None and time.monotonic() - start > args.minutes * 60:
             print(f"== stopping after {args.minutes:g} minutes; run again to continue", flush=True)
             break
-        ok = run_stage(stage, env, ledger, save) and ok
-    return export(env, ledger, args.out) or (0 if ok else 1)
+        if stop_file.exists():
+            stop_file.unlink()
+            print(f"== stopping: {stop_file} asked for it; run again to continue", flush=True)
+            break
+        try:
+            ok = run_stage(stage, env, ledger, save) and ok
+        except KeyboardInterrupt:
+            print(f"== interrupted during {stage.name}; exporting what is recorded; run again to continue",
+                  flush=True)
+            interrupted = True
+            break
+    code = export(env, ledger, args.out)
+    return 130 if interrupted else code or (0 if ok else 1)
 
 
 if __name__ == "__main__":

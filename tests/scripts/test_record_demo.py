@@ -95,6 +95,50 @@ def test_minutes_stops_starting_stages_and_still_exports(tmp_path, calls):
     assert [c[3:5] for c in made] == [["workspace", "export"]]  # no stage started: what is recorded is exported
 
 
+def test_a_stop_file_ends_the_recording_after_the_stage_under_way(tmp_path, calls, monkeypatch):
+    made, _ = calls
+    home = tmp_path / "h"
+    plan = record_demo.build_plan()
+
+    def stop_during_the_second_stage(command, cwd, env):
+        made.append(command)
+        if command[3:] == plan[1].commands[0]:
+            (home / "STOP").write_text("")
+        return 0
+
+    monkeypatch.setattr(record_demo.subprocess, "call", stop_during_the_second_stage)
+    assert record_demo.main(["--home", str(home), "--out", str(tmp_path / "w.palbundle")]) == 0
+    assert [c[3:] for c in made[:-1]] == [*plan[0].commands, *plan[1].commands]  # that stage finished, no other began
+    assert made[-1][3:5] == ["workspace", "export"] and not (home / "STOP").exists()  # the next run goes on
+    ledger = json.loads((home / "recording.json").read_text())
+    assert [n for n, e in ledger["stages"].items() if e["status"] == "done"] == [plan[0].name, plan[1].name]
+
+
+def test_ctrl_c_keeps_the_time_spent_exports_and_the_stage_resumes_next_time(tmp_path, calls, monkeypatch):
+    made, _ = calls
+    home = tmp_path / "h"
+    plan = record_demo.build_plan()
+
+    def interrupted_in_the_second_stage(command, cwd, env):
+        made.append(command)
+        if command[3:] == plan[1].commands[0]:
+            record_demo.time.sleep(0.05)
+            raise KeyboardInterrupt
+        return 0
+
+    monkeypatch.setattr(record_demo.subprocess, "call", interrupted_in_the_second_stage)
+    assert record_demo.main(["--home", str(home), "--out", str(tmp_path / "w.palbundle")]) == 130
+    assert made[-1][3:5] == ["workspace", "export"]  # what was recorded is exported all the same
+    hows = [made[-1][i + 1] for i, word in enumerate(made[-1]) if word == "--how"]
+    assert hows[-1].startswith(f"not yet recorded: {plan[1].name},")
+    entry = json.loads((home / "recording.json").read_text())["stages"][plan[1].name]
+    assert entry["status"].startswith("interrupted: pal simulate") and entry["seconds"] >= 0.05
+    made.clear()
+    monkeypatch.setattr(record_demo.subprocess, "call", lambda command, cwd, env: made.append(command) or 0)
+    assert record_demo.main(["--home", str(home), "--out", str(tmp_path / "w.palbundle"), "--minutes", "0.001"]) == 0
+    assert made[0][3:] == plan[1].commands[0]  # the interrupted stage runs again first
+
+
 def test_an_unfinished_build_is_left_out_of_the_export_but_kept_in_the_recording(tmp_path):
     import sqlite3
 
