@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from backends.llm.client import LLMClient
 from backends.llm.errors import ContextOverflow
 from backends.llm.types import StructuredResult
-from backends.prompts import Prompt, prompt_language
+from backends.prompts import Prompt, load_prompt, prompt_language
 from memory.privacy import redact_text
 from palset.vocab import Act
 from sim.fit import fit_messages
@@ -68,9 +68,19 @@ def decision_messages(prompt: Prompt, sim_prompt: Prompt, ctx: Any, act: Act, hi
     return [{"role": "system", "content": system}, {"role": "user", "content": text}]
 
 
+def words_prompt(prompt: Prompt, language: str) -> Prompt:
+    """The decision prompt whose fixed words are in the user's ``language``: under the English wording
+    (``PAL_PROMPT_WORDING=english``) a Chinese user still says "不对，不是这个。", not "No, that's not it."."""
+    if prompt_language(prompt) == language or language not in ("en", "zh"):
+        return prompt
+    base = prompt.name.removesuffix(".zh")
+    return load_prompt(base if language == "en" else f"{base}.{language}")
+
+
 def compose(prompt: Prompt, decision: BaseModel, language: str, sources: list[str], name: str) -> tuple[str, str]:
     """(the turn, what it was composed from): the decision's fixed words, then the model's clause when it speaks as
     the user on its own (else the fixed words alone)."""
+    prompt = words_prompt(prompt, language)
     if isinstance(decision, GuessDecision):
         said, yes = "guessed", decision.guessed
         clause = "" if yes else decision.point  # a confirmation needs no more words, and must not volunteer needs

@@ -75,7 +75,7 @@ class QueryOut(BaseModel):
 
 
 _PLACEHOLDER = re.compile(r"^\W*$|^<[^>]*>$|^\.\.\.$|^…$")
-_PREFIX = re.compile(r"^\s*(assistant|user|you|reply|answer|用户|助手|你|回复|回答)\s*[:：]\s*", re.I)
+_PREFIX = re.compile(r"^\s*(assistant|user|you|me|reply|answer|用户|助手|你|我|回复|回答)\s*[:：]\s*", re.I)
 
 
 def clean(text: str) -> str:

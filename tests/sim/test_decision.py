@@ -34,6 +34,17 @@ def test_chinese_users_get_chinese_fixed_words_and_an_echo_is_left_out():
     assert text == "不对，不是这个。" and "left out" in note and classify(text).label == "reject"
 
 
+def test_under_the_english_wording_a_chinese_user_still_says_the_fixed_words_in_chinese(monkeypatch):
+    monkeypatch.setenv("PAL_PROMPT_WORDING", "english")
+    prompt = load_role_prompt("sim/user_decision", "zh")
+    assert prompt.name == "sim/user_decision"  # the English wording was sent to the model
+    said = "你是想把驻场谈到不耽误照顾她吧？"
+    text, _ = compose(prompt, GuessDecision(guessed=False, point=said), "zh", [said], "程磊")
+    assert text == "不对，不是这个。" and speaks_as_user(text, "zh").ok  # was "No, that's not it."
+    text, _ = compose(prompt, VerdictDecision(accept=True, why="我正好想剪个短片"), "zh", [], "程磊")
+    assert text == "好，就这么办。我正好想剪个短片"
+
+
 class _Recorder:
     """A client whose user_simulator window is ``window`` tokens (the estimate counter); it records what it is asked
     and answers a guess decision, or raises ``raises``."""
