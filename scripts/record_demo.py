@@ -186,7 +186,6 @@ def run_stage(stage: Stage, env: dict[str, str], ledger: dict, save) -> bool:
             entry["status"] = f"failed (exit {code}): pal {' '.join(command)}"
             save()
             return False
-        save()
     entry["status"] = "done"
     save()
     return True

@@ -95,18 +95,23 @@ def test_minutes_stops_starting_stages_and_still_exports(tmp_path, calls):
     assert [c[3:5] for c in made] == [["workspace", "export"]]  # no stage started: what is recorded is exported
 
 
+def _during(monkeypatch, made: list, command: list[str], action) -> None:
+    """Commands are recorded and succeed; ``action`` runs when ``command`` is the one called."""
+    def call(cmd, cwd, env):
+        made.append(cmd)
+        if cmd[3:] == command:
+            action()
+        return 0
+
+    monkeypatch.setattr(record_demo.subprocess, "call", call)
+
+
 def test_a_stop_file_ends_the_recording_after_the_stage_under_way(tmp_path, calls, monkeypatch):
     made, _ = calls
     home = tmp_path / "h"
     plan = record_demo.build_plan()
 
-    def stop_during_the_second_stage(command, cwd, env):
-        made.append(command)
-        if command[3:] == plan[1].commands[0]:
-            (home / "STOP").write_text("")
-        return 0
-
-    monkeypatch.setattr(record_demo.subprocess, "call", stop_during_the_second_stage)
+    _during(monkeypatch, made, plan[1].commands[0], lambda: (home / "STOP").write_text(""))
     assert record_demo.main(["--home", str(home), "--out", str(tmp_path / "w.palbundle")]) == 0
     assert [c[3:] for c in made[:-1]] == [*plan[0].commands, *plan[1].commands]  # that stage finished, no other began
     assert made[-1][3:5] == ["workspace", "export"] and not (home / "STOP").exists()  # the next run goes on
@@ -119,14 +124,11 @@ def test_ctrl_c_keeps_the_time_spent_exports_and_the_stage_resumes_next_time(tmp
     home = tmp_path / "h"
     plan = record_demo.build_plan()
 
-    def interrupted_in_the_second_stage(command, cwd, env):
-        made.append(command)
-        if command[3:] == plan[1].commands[0]:
-            record_demo.time.sleep(0.05)
-            raise KeyboardInterrupt
-        return 0
+    def ctrl_c() -> None:
+        record_demo.time.sleep(0.05)
+        raise KeyboardInterrupt
 
-    monkeypatch.setattr(record_demo.subprocess, "call", interrupted_in_the_second_stage)
+    _during(monkeypatch, made, plan[1].commands[0], ctrl_c)
     assert record_demo.main(["--home", str(home), "--out", str(tmp_path / "w.palbundle")]) == 130
     assert made[-1][3:5] == ["workspace", "export"]  # what was recorded is exported all the same
     hows = [made[-1][i + 1] for i, word in enumerate(made[-1]) if word == "--how"]
