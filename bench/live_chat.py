@@ -5,7 +5,8 @@ For each utterance: seconds to the first token (the User-LLM in fixed mode strea
 includes its query summary and retrieval when the method has them), seconds to the end of the turn, tries (a
 User-LLM turn that fails ``sim.persona_check`` is asked again), and how much of the prompt is the previous call's
 prompt of the same role (its longest common prefix in characters: what the server's prompt cache can keep — the
-bundled llama.cpp server caches prompts, ``cache_prompt``). Then p50/p95 per side, and the load average beside
+bundled llama.cpp server caches prompts, ``cache_prompt``) and how many prompt tokens the server actually read (its
+calls' prompt tokens less those it served from its cache, as the call records keep them). Then p50/p95 per side, and the load average beside
 them (the target, start streaming within 3 s and finish at p50 <= 8 s for the default model, is for a quiet
 2-core machine).
 
@@ -100,6 +101,7 @@ def main() -> None:
         turn, side, act = sim.next_slot()  # type: ignore[misc]  # the bench stops before the run ends, so a slot is left
         first: list[float] = []
         calls_before = len(REUSE)
+        last_call = max((c["id"] for c in llm.store.calls(session_id="live-chat", limit=1)), default=0)
         started = time.perf_counter()
         utt = sim.step(on_token=lambda _t, first=first: first or first.append(time.perf_counter()))
         total = time.perf_counter() - started
@@ -108,12 +110,17 @@ def main() -> None:
         ttft = (first[0] - started) if first else total
         calls = REUSE[calls_before:]
         reused = sum(s for _, _, s in calls) / max(sum(n for _, n, _ in calls), 1)
+        recorded = [c for c in llm.store.calls(session_id="live-chat", limit=50) if c["id"] > last_call]
+        processed = sum(c["tokens_processed"] if c["tokens_processed"] is not None else (c["tokens_in"] or 0)
+                        for c in recorded)
         rows.append({"side": side, "ttft": ttft, "total": total, "tries": utt.attempts, "reused": reused,
-                     "calls": len(calls)})
+                     "calls": len(calls), "processed": processed})
         print(f"  turn {turn} {side:9} {act.value:24} first token {ttft:5.1f} s  done {total:5.1f} s  "
-              f"x{utt.attempts}  prompt from the previous call {reused:4.0%}  {utt.content[:70]!r}", flush=True)
+              f"x{utt.attempts}  prompt from the previous call {reused:4.0%}  prompt tokens read {processed:5,}  "
+              f"{'(composed) ' if utt.composed else ''}{utt.content[:70]!r}", flush=True)
     end_load = os.getloadavg()
-    print(f"\n{'side':9} {'n':>3} {'first token p50':>16} {'p95':>6} {'turn p50':>9} {'p95':>6} {'prompt reused':>14}")
+    print(f"\n{'side':9} {'n':>3} {'first token p50':>16} {'p95':>6} {'turn p50':>9} {'p95':>6} {'prompt reused':>14} "
+          f"{'tokens read p50':>16}")
     for side in ("user", "assistant"):
         mine = [r for r in rows if r["side"] == side]
         if not mine:
@@ -121,7 +128,7 @@ def main() -> None:
         ttft, total = [r["ttft"] for r in mine], [r["total"] for r in mine]
         reused = statistics.mean(r["reused"] for r in mine[1:]) if len(mine) > 1 else 0.0
         print(f"{side:9} {len(mine):>3} {pct(ttft, .5):>14.1f} s {pct(ttft, .95):>5.1f}s {pct(total, .5):>7.1f} s "
-              f"{pct(total, .95):>5.1f}s {reused:>13.0%}")
+              f"{pct(total, .95):>5.1f}s {reused:>13.0%} {pct([r['processed'] for r in mine], .5):>16,.0f}")
     print(f"load average at the end {end_load[0]:.1f} {end_load[1]:.1f} {end_load[2]:.1f} "
           "(targets, quiet 2-core machine, default model: first token <= 3 s, turn p50 <= 8 s)")
     ws.close()

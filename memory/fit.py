@@ -129,3 +129,28 @@ def fit_memory_prompt(budget: Budget, render: Callable[[str], str], trace: Retri
         room = budget.limit - budget.count_messages([{"role": "user", "content": render("")}])
         trace = fit_trace(trace, room, budget.count, budget.counter_name)
     return render(trace.context or no_memory), trace
+
+def without_shown(trace: RetrievalTrace, shown: str, count: Count = count_tokens) -> tuple[RetrievalTrace, list[str]]:
+    """``trace`` without what ``shown`` (the notes of the dialogue's earlier turns) already holds, and the labels of
+    the parts left out: a part whose text is in ``shown`` goes, as does a block without parts whose whole text is.
+
+    Why: a retrieval method's assistant keeps each turn's note in its transcript (:mod:`sim.prompting`), so what it
+    retrieved before is still in front of it; sending it again would make every turn's note new text for the
+    server to read, where the dialogue so far is served from its prompt cache. The items stay in the trace (they
+    are still in front of the assistant, in an earlier note): only the text to send shrinks."""
+    if not shown:
+        return trace, []
+    blocks, repeated = [], []
+    for b in trace.blocks:
+        if not b.parts:
+            again = bool(b.text.strip()) and b.text in shown
+            blocks.append(b.model_copy(update={"text": ""}) if again else b)
+            repeated += [b.title] if again else []
+            continue
+        keep = [p for p in b.parts if p.text not in shown]
+        repeated += [p.label for p in b.parts if p.text in shown]
+        blocks.append(b if len(keep) == len(b.parts) else
+                      b.model_copy(update={"parts": keep, "text": b.sep.join(p.text for p in keep)}))
+    if not repeated:
+        return trace, []
+    return trace.model_copy(update={"blocks": blocks, "tokens": count(render_context(blocks))}), repeated

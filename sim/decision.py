@@ -16,7 +16,7 @@ cache serves all but its last lines.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,6 +33,7 @@ from sim.types import COMPOSED, Utterance
 
 log = logging.getLogger(__name__)
 
+NO_DRAFT = "no draft spoke as the user"  # why a turn is composed, as its ``fallback`` ends
 CLAUSE_CHARS = 120  # the schema's bound on the model's own words (12 English words, 20 Chinese characters asked)
 
 
@@ -77,9 +78,10 @@ def words_prompt(prompt: Prompt, language: str) -> Prompt:
     return load_prompt(base if language == "en" else f"{base}.{language}")
 
 
-def compose(prompt: Prompt, decision: BaseModel, language: str, sources: list[str], name: str) -> tuple[str, str]:
-    """(the turn, what it was composed from): the decision's fixed words, then the model's clause when it speaks as
-    the user on its own (else the fixed words alone)."""
+def compose(prompt: Prompt, decision: BaseModel, language: str, sources: list[str], name: str,
+            why: str = NO_DRAFT) -> tuple[str, str]:
+    """(the turn, what it was composed from, ending with ``why``): the decision's fixed words, then the model's
+    clause when it speaks as the user on its own (else the fixed words alone)."""
     prompt = words_prompt(prompt, language)
     if isinstance(decision, GuessDecision):
         said, yes = "guessed", decision.guessed
@@ -99,11 +101,32 @@ def compose(prompt: Prompt, decision: BaseModel, language: str, sources: list[st
         clause = clause[0].upper() + clause[1:]
     text = f"{head}{joiner}{clause}" if kept else head
     words = f"; its words {'kept' if kept else 'left out'}: {clause!r}" if clause else ""
-    return text, f"{COMPOSED} ({said}{words}): no draft spoke as the user"
+    return text, f"{COMPOSED} ({said}{words}): {why}"
+
+
+class Decided(NamedTuple):
+    """A judging turn composed from the model's decision."""
+
+    turn: str  # the words sent
+    fallback: str  # what they were composed from (the utterance's ``fallback``)
+    reasoning: str = ""  # a reasoning model's thinking on the decision
+
+
+def composed_before(act: Act, history: list[Utterance]) -> Utterance | None:
+    """The run's earlier judging turn that had to be composed because none of its drafts spoke as the user, if any.
+
+    Why: a model that could not word one judging turn as the user (the 0.5B: three drafts of ~8 s each, then the
+    decision) almost never words the next one (FIDELITY.md); asking for the decision at once makes such a turn one
+    call (≈ 3 s on a quiet 2-core machine) instead of four (≈ 22 s), and the transcript says so. Read from the
+    history, so a resumed run decides the same way."""
+    if act not in DECIDED:
+        return None
+    return next((u for u in history if u.side == "user" and u.act in DECIDED and u.composed
+                 and u.fallback.endswith(NO_DRAFT)), None)
 
 
 def decided_turn(llm: LLMClient, sim_prompt: Prompt, ctx: Any, act: Act, history: list[Utterance], system: str,
-                 sources: list[str], salt: str, seed: int | None = None) -> tuple[str, str] | None:
+                 sources: list[str], salt: str, seed: int | None = None, why: str = NO_DRAFT) -> Decided | None:
     """(turn, note) for a judging ``act`` from the model's decision; None when the act is not a judging one, no
     valid decision came or the decision cannot fit the window (the caller keeps its last draft). The chat is fitted
     into the window on its own (the oldest utterances go first): the decision's part and its JSON instructions are
@@ -126,4 +149,4 @@ def decided_turn(llm: LLMClient, sim_prompt: Prompt, ctx: Any, act: Act, history
     if not isinstance(out, StructuredResult) or not out.ok:
         log.warning("user simulator decision for %s: no valid JSON; the last draft is kept", act.value)
         return None
-    return compose(prompt, out.value, ctx.user.language, sources, ctx.name())
+    return Decided(*compose(prompt, out.value, ctx.user.language, sources, ctx.name(), why), out.reasoning)

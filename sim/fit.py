@@ -83,6 +83,8 @@ class FittedMessages:
     trace: RetrievalTrace | None = None
     cuts: list[Cut] = field(default_factory=list)  # the dialogue's; the trace keeps its own
     dropped: int = 0  # the oldest utterances left out of the messages to fit the window
+    repeated: list[str] = field(default_factory=list)  # memory parts not sent again: an earlier note in the
+    # transcript shows them (sim.roles.Assistant.fitted)
 
     @property
     def all_cuts(self) -> list[Cut]:
@@ -121,5 +123,6 @@ def first_turn_room(budget: Budget, language: str = "English") -> int | None:
         return None
     prompt = load_prompt("sim/assistant")
     empty = [{"role": "system", "content": prompt.part("system", language=language, static_memory="")},
-             {"role": "user", "content": prompt.part("turn", memory="", act="", definition="", language=language)}]
+             {"role": "user", "content": prompt.part("turn", memory="", reply=prompt.part(
+                 "reply", act="", definition="", language=language))}]
     return budget.limit - budget.count_messages(empty)

@@ -18,8 +18,11 @@ prefix caching) only processes what is new.
 * **Assistant** (:func:`assistant_messages`): system message with the role and — for a method whose memory does
   not depend on the dialogue (``uses_query`` false: vanilla, vanilla-log, full history, PLUM) — the memory; then
   the transcript; the last user message carries the user's words, then a note with the retrieved memory (for
-  query-dependent methods, which change it every turn) and the act. The query-summary call before it shares the
-  system message and transcript (:func:`assistant_messages` with the summary prompt's ``turn``).
+  query-dependent methods, which change it every turn) and the act. A retrieval method's notes stay in the
+  transcript, each after the words it answered, and a note holds only what earlier notes did not show: the
+  server reads each turn's new memory once, not all of it again (the retrieved memory of a turn was ≈1,700 new
+  tokens, its first token 29 s on the 0.5B). The query-summary call before it shares the system message and
+  transcript (:func:`assistant_messages` with the summary prompt's ``turn``).
 
 Chinese users get the prompts' Chinese wording (``<name>.zh.md``; see FIDELITY.md for the measurement).
 """
@@ -170,8 +173,9 @@ def echo_sources(messages: Sequence[dict[str, str]], history: Sequence[Utterance
 def assistant_messages(prompt: Prompt, ctx: Any, history: Sequence[Utterance], tail: str, *,
                        static_memory: str | None = None, dropped: int = 0) -> list[dict[str, str]]:
     """The assistant's messages: system (role, and ``static_memory`` when the method's memory does not depend on
-    the dialogue), the transcript (the user's words as user messages, the assistant's as its own), and the last
-    user message: the user's latest words, then ``tail`` (a note with the act, or the query-summary request)."""
+    the dialogue), the transcript (the user's words as user messages, each followed by the note its assistant turn
+    was sent with, when one was kept: :attr:`Utterance.note`; the assistant's words as its own), and the last user
+    message: the user's latest words, then ``tail`` (a note with the act, or the query-summary request)."""
     zh = prompt_language(prompt) == "zh"
     language = language_name(prompt, ctx.user.language)
     memory = prompt.part("static_memory", memory=static_memory) if static_memory is not None else ""
@@ -181,22 +185,39 @@ def assistant_messages(prompt: Prompt, ctx: Any, history: Sequence[Utterance], t
         if u.side == "user":
             pending.append(redact_text(u.content))
             continue
-        if pending:
-            msgs.append({"role": "user", "content": "\n".join(pending)})
+        if pending or u.note:
+            msgs.append({"role": "user", "content": _with_note("\n".join(pending), u.note)})
             pending = []
         msgs.append({"role": "assistant", "content": redact_text(u.content)})
-    words = "\n".join(pending)
-    msgs.append({"role": "user", "content": f"{words}\n\n{tail}" if words else tail})
+    msgs.append({"role": "user", "content": _with_note("\n".join(pending), tail)})
     return msgs
 
 
+def _with_note(words: str, note: str | None) -> str:
+    """The user's words, then the note for the assistant: the last message of a turn as it was sent, and so as
+    later turns send it again (the same text, so a prompt cache serves it)."""
+    return f"{words}\n\n{note}" if words and note else (words or note or "")
+
+
 def assistant_note(prompt: Prompt, ctx: Any, act: Act, memory: str | None) -> str:
-    """The note after the user's words: the retrieved ``memory`` (None: it is in the system message) and the act."""
+    """The note after the user's words: the retrieved ``memory`` (None: it is in the system message) and the act.
+    It begins with :func:`kept_note` of the same memory, which is what later turns keep of it."""
     lang = prompt_language(prompt)
-    text = prompt.part("turn", act=act_name(act, lang), definition=definition("assistant", act, lang),
-                       memory=prompt.part("turn_memory", memory=memory) if memory is not None else "",
-                       language=language_name(prompt, ctx.user.language))
-    return text.strip()
+    reply = prompt.part("reply", act=act_name(act, lang), definition=definition("assistant", act, lang),
+                        language=language_name(prompt, ctx.user.language))
+    return _note(prompt, memory, reply.strip())
+
+
+def kept_note(prompt: Prompt, memory: str) -> str:
+    """A retrieval method's note as the transcript of later turns keeps it: its memory, without the line asking for
+    that turn's act (an act gone by would only mislead). The start of the note the turn was sent, so a prompt
+    cache keeps serving the transcript up to the end of that memory."""
+    return _note(prompt, memory, "")
+
+
+def _note(prompt: Prompt, memory: str | None, reply: str) -> str:
+    memory_text = prompt.part("turn_memory", memory=memory) if memory is not None else ""
+    return prompt.part("turn", memory=memory_text, reply=reply).strip()
 
 
 def summary_note(prompt: Prompt, ctx: Any) -> str:

@@ -25,13 +25,14 @@ from backends.llm.types import ChatResult, StructuredResult
 from backends.prompts import Prompt
 from memory.base import assistant_client
 from memory.build import MemoryBuilder
+from memory.fit import without_shown
 from memory.privacy import redact_text
 from memory.sentences import whole_sentences
 from memory.types import RetrievalTrace
 from palset.dataset import Session, SessionTopic, User
 from palset.vocab import Act
 from sim.acts import PURPOSE
-from sim.decision import decided_turn
+from sim.decision import Decided, composed_before, decided_turn
 from sim.fit import FittedMessages, fit_messages, render_transcript
 from sim.persona_check import speaks_as_user
 from sim.prompting import (
@@ -40,6 +41,7 @@ from sim.prompting import (
     assistant_note,
     cut_at_speaker,
     echo_sources,
+    kept_note,
     load_role_prompt,
     render_messages,
     simulator_messages,
@@ -56,6 +58,7 @@ USER_TURN_TOKENS = 160  # one short sentence (a Chinese one included); more is a
 # PAL-Set's assistant turns are 1–3 sentences (≤ 270 characters, about 65 tokens, in the demo data); the 0.5B wrote
 # ~500 tokens a turn, almost all of it paragraphs after the first, which clean() drops — decoded for nothing
 ASSISTANT_TURN_TOKENS = 128
+PARAGRAPH = "\n\n"  # both sides' turns are their first paragraph (clean): decoding stops there
 
 
 class SimulationError(RuntimeError):
@@ -192,12 +195,16 @@ class UserSimulator:
     def say(self, turn_no: int, act: Act, history: list[Utterance], salt: str,
             on_token: Callable[[str], None] | None = None) -> tuple[Utterance, bool]:
         """(utterance, wants_to_end)."""
+        started = time.perf_counter()
         fitted = self.fitted(act, history)
         msgs = fitted.messages
         sources = echo_sources(msgs, history)
+        if at_once := self._decided_at_once(turn_no, act, history, msgs, sources, salt, on_token):
+            return self._utterance(turn_no, act, at_once.turn, msgs, fitted.cuts, attempts=1,
+                                   fallback=at_once.fallback, started=started,
+                                   reasoning=at_once.reasoning), False
         rejected: list[tuple[str, tuple[str, ...]]] = []  # drafts that did not speak as the user, and why
         ended, reasoning = False, ""
-        started = time.perf_counter()
 
         def attempt_free(n: int) -> str | None:
             nonlocal ended, reasoning
@@ -216,7 +223,8 @@ class UserSimulator:
             text, reasoning = _streamed(self.llm, "user_simulator", with_retry_notes(self.prompt, self.ctx, msgs, rejected),
                                         self.prompt, f"{salt}/{n}", fitted.cuts,
                                         on_token if n == 1 else None,
-                                        max_tokens=turn_tokens(self.llm, "user_simulator", USER_TURN_TOKENS))
+                                        max_tokens=turn_tokens(self.llm, "user_simulator", USER_TURN_TOKENS),
+                                        stop=self._stops())
             return self._in_persona(self._words(text), n, sources, rejected) if text is not None else None
 
         try:
@@ -235,14 +243,45 @@ class UserSimulator:
                     self.llm, self.prompt, self.ctx, act, history, msgs[0]["content"], sources, salt,
                     seed=sampling_seed(f"{salt}/decision"))) is not None:
                 log.info("user simulator turn %s composed from a decision (last draft: %.80s)", turn_no, content)
-                content, fallback = decided
+                content, fallback = decided.turn, decided.fallback
                 tries += 1
+        return self._utterance(turn_no, act, content, msgs, fitted.cuts, attempts=tries, fallback=fallback,
+                               started=started, reasoning=reasoning), ended
+
+    def _utterance(self, turn_no: int, act: Act, content: str, msgs: list[dict[str, str]], cuts: list[Cut], *,
+                   attempts: int, fallback: str, started: float, reasoning: str = "") -> Utterance:
         return Utterance(turn_no=turn_no, side="user", actor="simulator", act=act, content=content,
                          prompt_name=self.prompt.name, prompt_version=self.prompt.version, prompt=render_messages(msgs),
-                         cuts=fitted.cuts, reasoning=reasoning, attempts=tries, fallback=fallback,
+                         cuts=cuts, reasoning=reasoning, attempts=attempts, fallback=fallback,
                          model=self.llm.config.role("user_simulator").model,
-                         latency_ms=(time.perf_counter() - started) * 1000, created_at=time.time()), ended
+                         latency_ms=(time.perf_counter() - started) * 1000, created_at=time.time())
 
+    def _decided_at_once(self, turn_no: int, act: Act, history: list[Utterance], msgs: list[dict[str, str]],
+                         sources: list[str], salt: str,
+                         on_token: Callable[[str], None] | None) -> Decided | None:
+        """The turn composed from the model's decision without drafting first, when an earlier judging turn
+        of this run had to be (:func:`sim.decision.composed_before`; fixed mode only); None to draft as usual."""
+        before = None if self.free_mode else composed_before(act, history)
+        if before is None:
+            return None
+        decided = decided_turn(self.llm, self.prompt, self.ctx, act, history, msgs[0]["content"], sources, salt,
+                               seed=sampling_seed(f"{salt}/decision"),
+                               why=f"asked at once, since turn {before.turn_no}'s drafts never spoke as the user")
+        if decided is None:
+            return None
+        log.info("user simulator turn %s composed from a decision at once (turn %s needed it)", turn_no, before.turn_no)
+        if on_token is not None:
+            on_token(decided.turn)
+        return decided
+
+
+    def _stops(self) -> list[str]:
+        """Where a draft's words end (the server stops decoding there): the first paragraph (``clean`` keeps only it)
+        and a line where the model goes on to write the next speaker's (``cut_at_speaker``) — a rambling 0.5B draft
+        ran on to the turn's token cap. Four at most, as OpenAI's API allows."""
+        if self.ctx.user.language == "zh":
+            return [PARAGRAPH, "\n助手：", "\n助手:", f"\n{self.ctx.name()}："]
+        return [PARAGRAPH, "\nAssistant:", f"\n{self.ctx.name()}:", "\nThe assistant just wrote"]
 
     def _opening_fallback(self, draft: str) -> str:
         """Why the opening is the question on the user's mind as written (the dataset's user query, or the typed
@@ -335,16 +374,32 @@ class Assistant:
             return out.value.query.strip()
         return next((u.content for u in reversed(history) if u.side == "user"), "")
 
-    def fitted(self, act: Act, history: list[Utterance], trace: RetrievalTrace | None) -> FittedMessages:
+    def fitted(self, act: Act, history: list[Utterance], trace: RetrievalTrace | None) -> tuple[FittedMessages, str]:
+        """(the messages fitted into the window, what later turns keep of the note they end with: "" for a memory
+        in the system message). A retrieval method's note holds only what the notes kept in the transcript do not
+        already show (:func:`memory.fit.without_shown`); when fitting leaves old utterances out, their notes go
+        with them, so what only they showed is shown again."""
         static = self.static_memory
+        notes: list[str] = []  # what each build keeps of its note for later turns: the last one is the turn's
 
         def build(memory: str, kept: list[Utterance], dropped: int) -> list[dict[str, str]]:
-            note = assistant_note(self.prompt, self.ctx, act, None if static else memory)
-            return assistant_messages(self.prompt, self.ctx, kept, note, static_memory=memory if static else None,
-                                      dropped=dropped)
+            notes.append("" if static else kept_note(self.prompt, memory))
+            return assistant_messages(self.prompt, self.ctx, kept,
+                                      assistant_note(self.prompt, self.ctx, act, None if static else memory),
+                                      static_memory=memory if static else None, dropped=dropped)
 
-        return fit_messages(self.llm.budget("assistant", max_tokens=self.max_tokens), build, history, trace,
-                            memory_of=self._memory_text)
+        budget = self.llm.budget("assistant", max_tokens=self.max_tokens)
+        if static or trace is None:
+            return fit_messages(budget, build, history, trace, memory_of=self._memory_text), notes[-1]
+        dropped = -1
+        fitted = FittedMessages([])
+        while fitted.dropped > dropped:  # at most once per utterance left out; usually once
+            dropped = fitted.dropped
+            shown = "\n".join(u.note for u in history[dropped:] if u.note)
+            new, repeated = without_shown(trace, shown)
+            fitted = fit_messages(budget, build, history, new, memory_of=self._memory_text)
+            fitted.repeated = repeated
+        return fitted, notes[-1]
 
     def say(self, turn_no: int, act: Act, history: list[Utterance], salt: str,
             on_token: Callable[[str], None] | None = None) -> Utterance:
@@ -353,20 +408,18 @@ class Assistant:
         trace = None
         if self.builder is not None:
             trace = self.builder.retrieve(query or self.ctx.topic.topic.user_query, PURPOSE[act], self.ctx.session)
-        fitted = self.fitted(act, history, trace)
+        fitted, note = self.fitted(act, history, trace)
         msgs = fitted.messages
         reasoning = ""
-
-        note = msgs[-1]["content"]
 
         def attempt(n: int) -> str | None:
             nonlocal reasoning
             text, reasoning = _streamed(self.llm, "assistant", msgs, self.prompt, f"{salt}/{n}", fitted.all_cuts,
                                         on_token if n == 1 else None,
-                                        max_tokens=self.max_tokens)
+                                        max_tokens=self.max_tokens, stop=[PARAGRAPH])
             if text is None:
                 return None
-            words = without_copied_note(clean(text), note)
+            words = without_copied_note(clean(text), msgs[-1]["content"])  # the user's words and the note
             if words is None and n < MAX_TRIES:
                 log.info("assistant turn %s copied its note, asked again: %.80s", turn_no, text)
                 return None
@@ -375,7 +428,8 @@ class Assistant:
         content, tries = _retrying(f"assistant, turn {turn_no} ({act.value})", attempt)
         return Utterance(turn_no=turn_no, side="assistant", actor="assistant", act=act, content=content,
                          prompt_name=self.prompt.name, prompt_version=self.prompt.version, prompt=render_messages(msgs),
-                         retrieval_query=query or None, trace=fitted.trace.summary() if fitted.trace else None,
+                         retrieval_query=query or None, note=note or None,
+                         trace=_trace_record(fitted),
                          cuts=fitted.cuts, reasoning=reasoning, attempts=tries,
                          model=self.llm.config.role("assistant").model,
                          latency_ms=(time.perf_counter() - started) * 1000, created_at=time.time())
@@ -383,4 +437,17 @@ class Assistant:
     def _memory_text(self, trace: RetrievalTrace | None) -> str:
         if self.builder is None:
             return "(nothing: this assistant has no memory of the user)"
+        if trace is not None and not trace.context and trace.items:  # every item is in an earlier turn's note
+            return self.prompt.part("nothing_new").strip()
         return (trace.context if trace else "") or "(nothing relevant)"
+
+
+def _trace_record(fitted: FittedMessages) -> dict[str, Any] | None:
+    """What the utterance keeps of its retrieval: the trace's summary, and which of its parts were not sent again
+    because an earlier turn's note, still in the transcript, shows them."""
+    if fitted.trace is None:
+        return None
+    summary = fitted.trace.summary()
+    if fitted.repeated:
+        summary["repeated"] = list(fitted.repeated)
+    return summary

@@ -36,6 +36,10 @@ class Utterance(BaseModel):
     prompt_version: str | None = None
     prompt: str | None = None  # the exact messages sent, rendered as text (for the UI's "prompt" expander)
     retrieval_query: str | None = None
+    # a retrieval method's assistant turn: the note sent after the user's words (the memory this turn retrieved that
+    # earlier notes did not show, and the act), exactly as sent; later turns keep it in their transcript, so a
+    # prompt cache serves it (sim.prompting.assistant_messages). None: nothing kept (a memory in the system message)
+    note: str | None = None
     trace: dict[str, Any] | None = None  # memory.types.RetrievalTrace.summary() (its "cuts": the memory's)
     cuts: list[Cut] = Field(default_factory=list)  # the dialogue so far, trimmed to fit the window (sim.fit)
     reasoning: str = ""  # a reasoning model's thinking, kept apart: never shown as the utterance nor sent again

@@ -1,8 +1,8 @@
 """Fitting retrieval traces into a window: full history loses its oldest sessions, RAG its lowest-scored items."""
 
 from backends.llm.counters import estimate_tokens
-from memory.fit import fit_blocks, fit_trace
-from memory.types import BlockPart, PromptBlock, render_context
+from memory.fit import fit_blocks, fit_trace, without_shown
+from memory.types import BlockPart, PromptBlock, RetrievalTrace, render_context
 
 
 def count(text):
@@ -60,3 +60,29 @@ def test_a_context_that_fits_is_left_alone(build_memory, tiny_user):
     builder = built(build_memory, "full-history", tiny_user)
     trace = builder.retrieve("x", "requirement", tiny_user.query[0])
     assert fit_trace(trace, trace.tokens + 100, count, "estimate") is trace
+
+
+def test_parts_an_earlier_note_shows_are_not_sent_again_but_stay_retrieved(build_memory, demo_user):
+    """A retrieval assistant keeps its notes in the transcript (issue 24 point 4): a later turn's note leaves out
+    the parts already there — its items stay in the trace, since they are still in front of the assistant."""
+    builder = built(build_memory, "rag-turn", demo_user)
+    trace = builder.retrieve("sleep", "requirement", demo_user.query[0])
+    logs = next(b for b in trace.blocks if b.title == "Logs of the current session")
+    shown = "earlier note:\n" + "\n".join(p.text for p in logs.parts[:2])
+    new, repeated = without_shown(trace, shown)
+    assert repeated == [p.label for p in logs.parts[:2]]
+    assert all(p.text not in new.context for p in logs.parts[:2]) and logs.parts[2].text in new.context
+    assert new.items == trace.items and new.tokens < trace.tokens
+    assert without_shown(trace, "") == (trace, []) and without_shown(trace, "nothing of it") == (trace, [])
+    everything, repeated = without_shown(trace, trace.context)
+    assert everything.context == "" and everything.tokens == 0 and len(repeated) == sum(len(b.parts) for b in trace.blocks)
+
+
+def test_a_block_without_parts_goes_only_when_its_whole_text_was_shown():
+    trace_blocks = [PromptBlock(title="Background", text="Works nights. Sleeps badly."),
+                    PromptBlock.of_parts("Logs", [BlockPart(text="- a log", label="L1")], "lowest_score", "items")]
+    trace = RetrievalTrace(method="h2memory", query="q", purpose="requirement", as_of_session=None, blocks=trace_blocks)
+    new, repeated = without_shown(trace, "note: Works nights.")
+    assert repeated == [] and new is trace
+    new, repeated = without_shown(trace, "note: Works nights. Sleeps badly.\n- a log")
+    assert repeated == ["Background", "L1"] and new.context == ""

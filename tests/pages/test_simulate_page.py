@@ -77,6 +77,17 @@ def test_a_full_fixed_run_renders_every_utterance_with_its_act(llm):
     assert {b.label for b in at.get("download_button")} == {"Export JSON", "Export Markdown"}
 
 
+def test_a_retrieval_turn_says_which_memory_an_earlier_note_already_showed(llm):
+    """rag-turn with the same query each turn: from the second assistant turn on, the page says the note does not
+    repeat what an earlier turn's note (still in the transcript) shows."""
+    at = start("rag-turn")
+    rec = app_workspace().sims.load(run_id_for(spec("rag-turn")))
+    assert rec.status == "finished"
+    captions = "\n".join(c.value for c in at.caption)
+    repeated = [u for u in rec.utterances if u.side == "assistant" and (u.trace or {}).get("repeated")]
+    assert repeated and f"{len(repeated[0].trace['repeated'])} of the memory's parts were already" in captions
+
+
 def test_a_person_takes_over_the_user_side_then_hands_it_back(llm):
     at = start(hold_user=True)
     run_id = run_id_for(spec())

@@ -10,6 +10,7 @@ from sim.prompting import (
     assistant_messages,
     assistant_note,
     echo_sources,
+    kept_note,
     load_role_prompt,
     simulator_messages,
     summary_note,
@@ -106,6 +107,26 @@ def test_assistant_messages_grow_at_their_end_with_the_note_last(demo):
     summary = assistant_messages(prompt, ctx, history[:5], summary_note(load_role_prompt("sim/query_summary", "en"), ctx))
     assert summary[:-1] == turn3[:-1] and summary[-1]["content"].startswith(history[4].content)
     assert "what does the user need" in summary[-1]["content"]
+
+
+def test_a_retrieval_note_stays_in_the_transcript_without_its_act_line(demo):
+    """Issue 24 point 4: an earlier turn's retrieved memory stays where it was sent, after the words it answered, so
+    the next turn's messages repeat the last ones up to the end of that memory (a prompt cache serves them); the
+    line asking for that turn's act is not kept."""
+    for uid, language in (("1000", "en"), ("1006", "zh")):
+        ctx = ctx_of(demo, uid)
+        prompt = load_role_prompt("sim/assistant", language)
+        history = dataset_history(ctx, 3)
+        sent = assistant_note(prompt, ctx, Act.REQUIREMENT_PREDICTION, "- m1")
+        turn2 = assistant_messages(prompt, ctx, history[:3], sent)
+        kept = kept_note(prompt, "- m1")
+        assert sent.startswith(kept) and "- m1" in kept and "Requirement Prediction" not in kept and "需求推测" not in kept
+        history[3] = history[3].model_copy(update={"note": kept})  # the assistant's turn 2, as the run stores it
+        turn3 = assistant_messages(prompt, ctx, history[:5], assistant_note(prompt, ctx, Act.SOLUTION_PROPOSAL, "- m2"))
+        assert turn3[:len(turn2) - 1] == turn2[:-1]
+        assert turn3[len(turn2) - 1]["content"] == f"{history[2].content}\n\n{kept}"
+        assert turn2[-1]["content"].startswith(turn3[len(turn2) - 1]["content"])  # served from the cache up to there
+        assert turn3[-1]["content"].count("- m1") == 0 and "- m2" in turn3[-1]["content"]
 
 
 def test_a_memory_that_does_not_change_sits_in_the_system_message(demo):

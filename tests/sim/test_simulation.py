@@ -82,6 +82,39 @@ def test_assistant_turns_keep_retrieval_trace_and_prompt(demo, sim_env):
     assert assistant[0].trace["purpose"] == "requirement" and assistant[-1].trace["purpose"] == "solution"
 
 
+def test_a_retrieval_assistant_reads_each_retrieved_item_once(demo, sim_env):
+    """Issue 24 point 4: each assistant turn's prompt repeats the previous one's messages as they were sent, up to
+    the end of its retrieved memory (so llama.cpp's prompt cache serves them), and a turn's note holds only what no
+    earlier note shows; the utterance keeps every retrieved item and which ones were not sent again."""
+    make_llm, store = sim_env
+    queries = iter(["help with sleep", "help with sleep", "money worries at home", "help with sleep"])
+
+    def reply(req):
+        if side_of(req) == "summary":
+            return json.dumps({"query": next(queries, "help with sleep")})
+        return default_reply(req)
+
+    sim, fake = sim_for(demo, make_llm, store, method="rag-turn", reply=reply)
+    record = sim.run()
+    assert record.status == "finished", record.error
+    answers = [r.messages for r in fake.requests if side_of(r) == "assistant"]
+    assistant = [u for u in record.utterances if u.side == "assistant"]
+    assert len(answers) == len(assistant) >= 3
+    for before, after in zip(answers, answers[1:], strict=False):
+        assert after[:len(before) - 1] == before[:-1]
+        assert before[-1].content.startswith(after[len(before) - 1].content)  # the act line alone is not kept
+    assert all(u.note and u.note in u.prompt for u in assistant)
+    second = assistant[1]  # the same query again: nothing new to send, every item still retrieved
+    assert second.trace["items"] and len(second.trace["repeated"]) >= len(second.trace["items"])
+    assert "nothing new" in second.note
+    third = assistant[2]  # a new query: only its new items are sent
+    fresh = [i["text"] for i in third.trace["items"] if i["text"] not in assistant[0].note]
+    assert fresh and all(text in third.note for text in fresh) and third.trace["repeated"]
+    last = "\n".join(m.content for m in answers[-1])
+    shown = {i["text"] for u in assistant for i in u.trace["items"]}
+    assert shown and all(last.count(text) == 1 for text in shown)
+
+
 def test_a_person_can_take_over_either_side_and_hand_back(demo, sim_env):
     make_llm, store = sim_env
     sim, _ = sim_for(demo, make_llm, store)
@@ -219,6 +252,9 @@ def test_both_sides_stream_their_text_in_fixed_mode_and_free_mode_user_turns_are
         utt = sim.step(on_token=tokens.append)
         assert utt.side == side and len(tokens) > 1 and "".join(tokens).strip() == utt.content
     assert fake.requests[0].response_format is None and "Topic Inquiry" in fake.requests[0].messages[-1].content
+    # decoding stops where a turn's words end (its first paragraph, or a line of the next speaker)
+    assert fake.requests[0].stop == ["\n\n", "\nAssistant:", "\nMegan Ashworth:", "\nThe assistant just wrote"]
+    assert fake.requests[-1].stop == ["\n\n"]
     free, fake = sim_for(demo, make_llm, store, mode="free", seed="free")
     tokens = []
     utt = free.step(on_token=tokens.append)
@@ -337,6 +373,51 @@ def test_a_judging_turn_whose_drafts_never_speak_as_the_user_is_composed_from_th
     assert asked[0].messages[0].content.startswith("You write the chat messages")  # the User-LLM's own system message
     others = [u for u in user if u.turn_no > 1 and u.act not in (Act.REQUIREMENT_CONFIRMATION, Act.SOLUTION_FEEDBACK)]
     assert all(not u.fallback and "How can I help" in u.content for u in others)  # no decision for other acts
+
+
+def test_once_a_judging_turn_had_to_be_composed_later_ones_ask_for_the_decision_at_once(sim_env):
+    """Issue 24 point 4: a model that could not word one judging turn as the user is not asked for three drafts of
+    the next: the later judging turns are one decision call each (streamed to the page whole), and say why."""
+    def decision(req):
+        if "just guessed" in req.messages[-1].content:
+            return json.dumps({"guessed": False, "point": "I need the swap approved in writing"})
+        return json.dumps({"accept": False, "why": "I can't afford it"})
+
+    record, asked = _judging_run(sim_env, decision)
+    user = [u for u in record.utterances if u.side == "user"]
+    judging = [u for u in user if u.act in (Act.REQUIREMENT_CONFIRMATION, Act.SOLUTION_FEEDBACK)]
+    first, later = judging[0], judging[1:]
+    assert len(later) >= 2 and len(asked) == len(judging)
+    assert first.fallback.endswith("no draft spoke as the user") and first.attempts == 4  # three drafts, then the decision
+    assert all(u.composed and u.attempts == 1 for u in later)
+    assert all(u.fallback.endswith(f"asked at once, since turn {first.turn_no}'s drafts never spoke as the user")
+               for u in later)
+    assert [u.content for u in later if u.act == Act.SOLUTION_FEEDBACK][0].startswith("No")
+
+
+def test_a_judging_turn_asked_at_once_streams_its_words_whole(sim_env):
+    make_llm, _ = sim_env
+    demo = load_dataset(DEMO)
+
+    def reply(req):
+        last = req.messages[-1].content
+        if side_of(req) == "user" and ("just guessed" in last or "just suggested" in last):
+            return json.dumps({"guessed": False, "point": "my worry is money"} if "just guessed" in last
+                              else {"accept": True, "why": ""})
+        if side_of(req) == "user" and "The chat has not started" not in last:
+            return "How can I help you with your rota today?"
+        return default_reply(req)
+
+    llm, _fake = make_llm(reply)
+    sim = make_llm.ws.open_simulation(demo, make_spec(demo, "1000", "1000_sample7", "topic-1", "vanilla"), llm)
+    while sim.next_slot() is not None:
+        tokens: list[str] = []
+        utt = sim.step(on_token=tokens.append)
+        if utt.side == "user" and utt.attempts == 1 and utt.composed:
+            assert tokens == [utt.content]
+            break
+    else:
+        raise AssertionError("no judging turn was asked at once")
 
 
 def test_no_valid_decision_keeps_the_last_draft(sim_env):

@@ -122,5 +122,8 @@ def memory_and_prompt(utt: Utterance, key: str) -> None:
                          column_config={"text": st.column_config.TextColumn("text", width="large")})
         else:
             st.caption("No items retrieved.")
+        if repeated := trace.get("repeated"):
+            st.caption(f"{len(repeated)} of the memory's parts were already in an earlier turn's note, which stays in "
+                       "the transcript: this turn's note does not repeat them.")
     st.markdown("**Prompt**")
     st.code(utt.prompt or "(not recorded)", language=None, wrap_lines=True, height=260)
