@@ -86,6 +86,7 @@ def test_a_retrieval_turn_says_which_memory_an_earlier_note_already_showed(llm):
     captions = "\n".join(c.value for c in at.caption)
     repeated = [u for u in rec.utterances if u.side == "assistant" and (u.trace or {}).get("repeated")]
     assert repeated and f"{len(repeated[0].trace['repeated'])} of the memory's parts were already" in captions
+    assert f"Memory context: {repeated[0].trace['tokens']:,} tokens new in this turn's note" in captions
 
 
 def test_a_person_takes_over_the_user_side_then_hands_it_back(llm):

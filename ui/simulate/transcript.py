@@ -113,7 +113,8 @@ def memory_and_prompt(utt: Utterance, key: str) -> None:
         tokens, full = trace.get("tokens", 0), trace.get("full_history_tokens", 0)
         share = f" ({tokens / full:.1%})" if full else ""
         counter = trace.get("token_counter") or "estimate"
-        st.caption(f"Memory context: {tokens:,} tokens · full history: {full:,} tokens{share} · "
+        new = " new in this turn's note" if trace.get("repeated") else ""
+        st.caption(f"Memory context: {tokens:,} tokens{new} · full history: {full:,} tokens{share} · "
                    f"purpose {md_escape(trace.get('purpose', '?'))} · counted by {md_escape(counter)}")
         items = trace.get("items", [])
         if items:
