@@ -16,7 +16,6 @@ from memory.build import MemoryBuilder
 from memory.methods import METHODS
 from memory.types import PromptBlock
 from sim.service import make_spec
-from testkit.requests import assistant_line
 from testkit.workspace import make_workspace
 from tests.sim.conftest import default_reply
 
@@ -44,7 +43,7 @@ class WeightsProvider(ScriptedLLM):
             return json.dumps({"requirement": f"{MARKER} restated"})
         if '"solution"' in schema:
             return json.dumps({"solution": f"{MARKER} proposed"})
-        return f"{MARKER} reply: {assistant_line(req)}"  # a new sentence each turn (a repeat is asked again)
+        return f"{MARKER} reply"
 
 
 class WeightsMethod(MemoryMethod):
@@ -78,7 +77,7 @@ def test_with_provider_overrides_one_role_and_shares_the_rest(tmp_path):
     assert over.provider("assistant") is other and over.provider("judge") is fake
     assert over.store is llm.store and over.cache is llm.cache
     assert over.config.role("assistant").model == "weights/tiny" and llm.config.role("assistant").model != "weights/tiny"
-    assert over.chat("assistant", [{"role": "user", "content": "hi"}]).text.startswith(f"{MARKER} reply")
+    assert over.chat("assistant", [{"role": "user", "content": "hi"}]).text == f"{MARKER} reply"
     assert over.chat("judge", [{"role": "user", "content": "hi"}]).text == "main"
     over.for_run("r2").chat("assistant", [{"role": "user", "content": "again"}])  # a run-scoped view keeps the override
     rows = llm.store.calls("hook")[::-1]  # newest first
@@ -102,7 +101,7 @@ def test_simulation_uses_the_methods_provider_for_the_assistant(tmp_path, monkey
     assert record.status == "finished"
     assert record.settings["assistant"]["model"] == "weights/tiny"  # the run records who really answered
     said = [u for u in record.utterances if u.side == "assistant"]
-    assert said and all(u.content.startswith(f"{MARKER} reply") and u.model == "weights/tiny" for u in said)
+    assert said and all(u.content == f"{MARKER} reply" and u.model == "weights/tiny" for u in said)
     assert all(u.content.endswith(").") for u in record.utterances if u.side == "user")
     assert SEEN[-1].current.sample_id == "1000_sample7" and len(SEEN[-1].requests) == len(said)
     assert not any("You are a personal assistant" in (r.messages[0].content if r.messages else "") for r in fake.requests)
