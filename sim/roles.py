@@ -34,7 +34,7 @@ from palset.vocab import Act
 from sim.acts import PURPOSE
 from sim.decision import Decided, composed_before, decided_turn
 from sim.fit import FittedMessages, fit_messages, render_transcript
-from sim.persona_check import echoes, speaks_as_user
+from sim.persona_check import speaks_as_user
 from sim.prompting import (
     LANGUAGE,
     assistant_messages,
@@ -412,12 +412,9 @@ class Assistant:
         msgs = fitted.messages
         reasoning = ""
 
-        previous = next((u.content for u in reversed(history) if u.side == "assistant"), "")
-        sent = msgs
-
         def attempt(n: int) -> str | None:
-            nonlocal reasoning, sent
-            text, reasoning = _streamed(self.llm, "assistant", sent, self.prompt, f"{salt}/{n}", fitted.all_cuts,
+            nonlocal reasoning
+            text, reasoning = _streamed(self.llm, "assistant", msgs, self.prompt, f"{salt}/{n}", fitted.all_cuts,
                                         on_token if n == 1 else None,
                                         max_tokens=self.max_tokens, stop=[PARAGRAPH])
             if text is None:
@@ -425,13 +422,6 @@ class Assistant:
             words = without_copied_note(clean(text), msgs[-1]["content"])  # the user's words and the note
             if words is None and n < MAX_TRIES:
                 log.info("assistant turn %s copied its note, asked again: %.80s", turn_no, text)
-                return None
-            if words and previous and echoes(words, previous) and n < MAX_TRIES:
-                # the 0.5B said its previous turn again, word for word, turn after turn: asked again, told so (the
-                # note goes after everything the cache holds)
-                log.info("assistant turn %s repeated its previous turn, asked again: %.80s", turn_no, words)
-                sent = [*msgs[:-1], {"role": "user",
-                                     "content": f"{msgs[-1]['content']}\n{self.prompt.part('repeated').strip()}"}]
                 return None
             return words or clean(text)
 

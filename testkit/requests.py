@@ -77,19 +77,6 @@ USER_LINES = ("I need some help sorting this out", "Yes, that is exactly what wo
               "Okay, let me think about it")
 
 
-ASSISTANT_LINES = ("Could the night shifts be what keeps you from sleeping?", "Maybe money is tight this month?",
-                   "How about a fixed bedtime on your days off?", "Would a shorter commute change things for you?",
-                   "Perhaps your family could share the chores on weekdays?", "What if you tried a weekly plan?",
-                   "Is it the new rota that worries you most?", "A short walk after lunch might help you rest.")
-
-
-def assistant_line(req: ChatRequest) -> str:
-    """A fake assistant's words for this turn: a different sentence each turn (an assistant saying its previous
-    turn again is asked again, see sim.roles), ending with the act's name."""
-    turn = sum(m.role == "assistant" for m in req.messages)
-    return f"{ASSISTANT_LINES[turn % len(ASSISTANT_LINES)]} ({act_of(req)})"
-
-
 def user_line(req: ChatRequest) -> str:
     """A fake User-LLM's words for this turn: a different sentence each turn (a user repeating a line is asked
     again, see sim.persona_check), ending with the act's initials."""

@@ -9,7 +9,7 @@ import pytest
 from backends.config import ROLES
 from backends.llm.fake import ScriptedLLM
 from backends.llm.types import ChatRequest
-from testkit.requests import assistant_line, role_of, user_line, wants_json
+from testkit.requests import act_of, role_of, user_line, wants_json
 from testkit.workspace import make_workspace
 
 
@@ -34,7 +34,7 @@ def default_reply(req: ChatRequest) -> str:
         return user_says(req, user_line(req))
     if side == "summary":
         return json.dumps({"query": "help with sleep"})
-    return assistant_line(req)
+    return f"assistant answers ({act_of(req)})"
 
 
 @pytest.fixture

@@ -298,7 +298,7 @@ def test_an_opening_that_never_speaks_as_the_user_becomes_the_user_query(sim_env
 def test_an_assistant_reply_that_copies_its_note_is_cut_or_asked_again(sim_env):
     """The 0.5B model began replies with its own note ("What you know about the user: …", "Act: …")."""
     from sim.roles import without_copied_note
-    from testkit.requests import act_of
+    from tests.sim.conftest import act_of
 
     note = ("[Note for the assistant, not from the user]\nWhat you know about the user:\n- works night shifts\n"
             "Your reply now — Act: Requirement Prediction. Guess ONE hidden need.")
@@ -327,38 +327,6 @@ def test_an_assistant_reply_that_copies_its_note_is_cut_or_asked_again(sim_env):
     assert record.status == "finished", record.error
     first = next(u for u in record.utterances if u.side == "assistant")
     assert first.attempts == 2 and first.content.startswith("Could it be the night shifts?")
-
-
-def test_an_assistant_reply_that_says_its_previous_turn_again_is_asked_again_and_told_so(sim_env):
-    """The 0.5B said the same sentence turn after turn ("你可以根据当前的操作进度和市场反馈，推测用户的下一步需求是…"):
-    a reply that mostly repeats the assistant's previous turn is asked again with a note saying so; the third try
-    is kept whatever it says."""
-    make_llm, _ = sim_env
-    demo = load_dataset(DEMO)
-    same = "Could it be that the night shifts leave you no time to sleep properly?"
-    asked: list = []
-
-    def reply(req):
-        if side_of(req) != "assistant":
-            return default_reply(req)
-        asked.append(req)
-        said_before = any(m.role == "assistant" for m in req.messages)
-        told = "said your previous message again" in req.messages[-1].content
-        return same if not said_before or not told else f"Then is it money for the holidays? ({act_of(req)})"
-
-    llm, _fake = make_llm(reply)
-    record = make_llm.ws.open_simulation(demo, make_spec(demo, "1000", "1000_sample7", "topic-1", "vanilla"), llm).run()
-    assert record.status == "finished", record.error
-    first, second = [u for u in record.utterances if u.side == "assistant"][:2]
-    assert first.content == same and first.attempts == 1
-    assert second.attempts == 2 and second.content.startswith("Then is it money")
-    retry = [r for r in asked if "said your previous message again" in r.messages[-1].content][0]
-    assert retry.messages[:-1] == asked[1].messages[:-1]  # only the last message grows: the cache keeps the rest
-    assert retry.messages[-1].content.startswith(asked[1].messages[-1].content)
-    stubborn, _ = make_llm(lambda req: same if side_of(req) == "assistant" else default_reply(req))
-    spec = make_spec(demo, "1000", "1000_sample7", "topic-1", "vanilla", seed="stubborn")
-    kept = [u for u in make_llm.ws.open_simulation(demo, spec, stubborn).run().utterances if u.side == "assistant"]
-    assert kept[1].attempts == 3 and kept[1].content == same
 
 
 def _judging_run(sim_env, decision):
