@@ -129,9 +129,16 @@ def stored_turns(home) -> int:
         return 0
 
 
+def _sigint_as_in_a_terminal() -> None:
+    """Ctrl-C's default action in the child: a test process that inherited SIGINT ignored (something earlier in the
+    same xdist worker left it so) would pass that on, and the child, ignoring it, ran its batch to the end (exit 0)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_and_wait(args, env, home, turns: int) -> subprocess.Popen:
     """Start ``pal simulate`` and return once it has stored at least ``turns`` utterances."""
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_sigint_as_in_a_terminal)
     deadline = time.time() + 120
     while stored_turns(home) < turns and time.time() < deadline and proc.poll() is None:
         time.sleep(0.05)
