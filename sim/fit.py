@@ -84,7 +84,7 @@ class FittedMessages:
     cuts: list[Cut] = field(default_factory=list)  # the dialogue's; the trace keeps its own
     dropped: int = 0  # the oldest utterances left out of the messages to fit the window
     repeated: list[str] = field(default_factory=list)  # memory parts not sent again: an earlier note in the
-    # transcript shows them (sim.roles.Assistant.fitted)
+    # transcript shows them (sim.assistant.Assistant.fitted)
 
     @property
     def all_cuts(self) -> list[Cut]:

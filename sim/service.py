@@ -7,8 +7,9 @@ from backends.prompts import load_prompt
 from memory.build import MemoryBuilder
 from memory.methods import get_method_class
 from palset.dataset import Dataset, dataset_key
+from sim.assistant import Assistant
 from sim.reference import AlwaysAcceptSimulator, RandomVerdictSimulator, ReplaySimulator, topic_turns
-from sim.roles import Assistant, TopicContext, UserSimulator
+from sim.roles import TopicContext, UserSimulator
 from sim.runner import Simulation
 from sim.schedule import fixed_schedule
 from sim.store import SimStore, run_id_for

@@ -297,7 +297,7 @@ def test_an_opening_that_never_speaks_as_the_user_becomes_the_user_query(sim_env
 
 def test_an_assistant_reply_that_copies_its_note_is_cut_or_asked_again(sim_env):
     """The 0.5B model began replies with its own note ("What you know about the user: …", "Act: …")."""
-    from sim.roles import without_copied_note
+    from sim.assistant import without_copied_note
     from tests.sim.conftest import act_of
 
     note = ("[Note for the assistant, not from the user]\nWhat you know about the user:\n- works night shifts\n"

@@ -1,0 +1,170 @@
+"""Role ``assistant`` of a simulated dialogue: the memory-equipped assistant (split from :mod:`sim.roles`, which
+keeps the User-LLM and what both sides share)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from backends.llm.client import LLMClient
+from backends.llm.types import StructuredResult
+from memory.base import assistant_client
+from memory.build import MemoryBuilder
+from memory.fit import without_shown
+from memory.types import RetrievalTrace
+from palset.vocab import Act
+from sim.acts import PURPOSE
+from sim.fit import FittedMessages, fit_messages
+from sim.prompting import (
+    assistant_messages,
+    assistant_note,
+    kept_note,
+    load_role_prompt,
+    render_messages,
+    summary_note,
+)
+from sim.roles import (
+    ASSISTANT_TURN_TOKENS,
+    MAX_TRIES,
+    PARAGRAPH,
+    QueryOut,
+    TopicContext,
+    _retrying,
+    _streamed,
+    clean,
+    turn_tokens,
+    usable,
+)
+from sim.types import Utterance
+
+log = logging.getLogger(__name__)
+
+
+NOTE_LABELS = ("Act:", "[Note", "动作：", "动作:", "【给助手")  # how the note's lines begin, in both wordings
+
+
+def without_copied_note(text: str, note: str) -> str | None:
+    """The assistant's reply without the lines it copied from its own note (a small model starts with "What you know
+    about the user: …" or "Act: …"); None when nothing of its own is left."""
+    lines = text.splitlines()
+    def copied(line: str) -> bool:
+        line = line.strip()
+        return not line or (len(line) >= 12 and line in note) or line.startswith(NOTE_LABELS)
+
+    while lines and copied(lines[0]):
+        lines = lines[1:]
+    rest = "\n".join(lines).strip()
+    return rest if usable(rest) else None
+
+
+class Assistant:
+    """Role ``assistant``: summarise the need into a retrieval query, retrieve from memory, answer in the act.
+
+    A method whose memory does not depend on the dialogue (``uses_query`` false) has it in the system message,
+    so it is read once per run; a retrieved memory goes into the turn's note, after the user's words."""
+
+    def __init__(self, llm: LLMClient, ctx: TopicContext, builder: MemoryBuilder | None, method_label: str):
+        self.ctx, self.builder, self.method_label = ctx, builder, method_label
+        # a method with its own model (PLUM) answers the assistant role itself
+        self.llm = assistant_client(llm, builder.impl if builder else None, ctx.session)
+        self.max_tokens = turn_tokens(self.llm, "assistant", ASSISTANT_TURN_TOKENS)  # a turn's answer budget
+        self.prompt = load_role_prompt("sim/assistant", ctx.user.language)
+        self.summary_prompt = load_role_prompt("sim/query_summary", ctx.user.language)
+
+    @property
+    def static_memory(self) -> bool:
+        """Whether the memory is the same whatever the dialogue says (it then sits in the system message)."""
+        return self.builder is None or not getattr(self.builder.impl, "uses_query", True)
+
+    def _query(self, history: list[Utterance], salt: str) -> str:
+        if self.static_memory:
+            return ""
+        note = summary_note(self.summary_prompt, self.ctx)
+        fitted = fit_messages(self.llm.budget("assistant", structured=QueryOut),
+                              lambda _m, kept, dropped: assistant_messages(self.prompt, self.ctx, kept, note,
+                                                                           dropped=dropped), history)
+        out = self.llm.structured("assistant", fitted.messages, QueryOut, prompt=self.summary_prompt, cache_salt=salt,
+                                  cuts=fitted.cuts)
+        if isinstance(out, StructuredResult) and out.value.query.strip():
+            return out.value.query.strip()
+        return next((u.content for u in reversed(history) if u.side == "user"), "")
+
+    def fitted(self, act: Act, history: list[Utterance], trace: RetrievalTrace | None) -> tuple[FittedMessages, str]:
+        """(the messages fitted into the window, what later turns keep of the note they end with: "" for a memory
+        in the system message). A retrieval method's note holds only what the notes kept in the transcript do not
+        already show (:func:`memory.fit.without_shown`); when fitting leaves old utterances out, their notes go
+        with them, so what only they showed is shown again."""
+        static = self.static_memory
+        notes: list[str] = []  # what each build keeps of its note for later turns: the last one is the turn's
+
+        def build(memory: str, kept: list[Utterance], dropped: int) -> list[dict[str, str]]:
+            notes.append("" if static else kept_note(self.prompt, memory))
+            return assistant_messages(self.prompt, self.ctx, kept,
+                                      assistant_note(self.prompt, self.ctx, act, None if static else memory),
+                                      static_memory=memory if static else None, dropped=dropped)
+
+        budget = self.llm.budget("assistant", max_tokens=self.max_tokens)
+        if static or trace is None:
+            return fit_messages(budget, build, history, trace, memory_of=self._memory_text), notes[-1]
+        dropped = -1
+        fitted = FittedMessages([])
+        while fitted.dropped > dropped:  # at most once per utterance left out; usually once
+            dropped = fitted.dropped
+            shown = "\n".join(u.note for u in history[dropped:] if u.note)
+            new, repeated = without_shown(trace, shown)
+            fitted = fit_messages(budget, build, history, new, memory_of=self._memory_text)
+            fitted.repeated = repeated
+        return fitted, notes[-1]
+
+    def say(self, turn_no: int, act: Act, history: list[Utterance], salt: str,
+            on_token: Callable[[str], None] | None = None) -> Utterance:
+        started = time.perf_counter()
+        query = self._query(history, salt)
+        trace = None
+        if self.builder is not None:
+            trace = self.builder.retrieve(query or self.ctx.topic.topic.user_query, PURPOSE[act], self.ctx.session)
+        fitted, note = self.fitted(act, history, trace)
+        msgs = fitted.messages
+        reasoning = ""
+
+        def attempt(n: int) -> str | None:
+            nonlocal reasoning
+            text, reasoning = _streamed(self.llm, "assistant", msgs, self.prompt, f"{salt}/{n}", fitted.all_cuts,
+                                        on_token if n == 1 else None,
+                                        max_tokens=self.max_tokens, stop=[PARAGRAPH])
+            if text is None:
+                return None
+            words = without_copied_note(clean(text), msgs[-1]["content"])  # the user's words and the note
+            if words is None and n < MAX_TRIES:
+                log.info("assistant turn %s copied its note, asked again: %.80s", turn_no, text)
+                return None
+            return words or clean(text)
+
+        content, tries = _retrying(f"assistant, turn {turn_no} ({act.value})", attempt)
+        return Utterance(turn_no=turn_no, side="assistant", actor="assistant", act=act, content=content,
+                         prompt_name=self.prompt.name, prompt_version=self.prompt.version, prompt=render_messages(msgs),
+                         retrieval_query=query or None, note=note or None,
+                         trace=_trace_record(fitted),
+                         cuts=fitted.cuts, reasoning=reasoning, attempts=tries,
+                         model=self.llm.config.role("assistant").model,
+                         latency_ms=(time.perf_counter() - started) * 1000, created_at=time.time())
+
+    def _memory_text(self, trace: RetrievalTrace | None) -> str:
+        if self.builder is None:
+            return "(nothing: this assistant has no memory of the user)"
+        if trace is not None and not trace.context and trace.items:  # every item is in an earlier turn's note
+            return self.prompt.part("nothing_new").strip()
+        return (trace.context if trace else "") or "(nothing relevant)"
+
+
+def _trace_record(fitted: FittedMessages) -> dict[str, Any] | None:
+    """What the utterance keeps of its retrieval: the trace's summary, and which of its parts were not sent again
+    because an earlier turn's note, still in the transcript, shows them."""
+    if fitted.trace is None:
+        return None
+    summary = fitted.trace.summary()
+    if fitted.repeated:
+        summary["repeated"] = list(fitted.repeated)
+    return summary
