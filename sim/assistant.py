@@ -4,12 +4,12 @@ keeps the User-LLM and what both sides share)."""
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from typing import Any
 
 from backends.llm.client import LLMClient
-from backends.llm.types import StructuredResult
 from memory.base import assistant_client
 from memory.build import MemoryBuilder
 from memory.fit import without_shown
@@ -29,7 +29,6 @@ from sim.roles import (
     ASSISTANT_TURN_TOKENS,
     MAX_TRIES,
     PARAGRAPH,
-    QueryOut,
     TopicContext,
     _retrying,
     _streamed,
@@ -40,9 +39,22 @@ from sim.roles import (
 from sim.types import Utterance
 
 log = logging.getLogger(__name__)
+QUERY_TOKENS = 48  # the demo runs' queries are 3–20 words (a Chinese one 10–25 characters); one line, then it stops
+_QUERY_JSON = re.compile(r'^\{\s*"query"\s*:\s*"(.*?)"\s*\}?$', re.S)
+_QUERY_LABEL = re.compile(r"^\s*(search query|query|查询语句|查询|检索)\s*[:：]\s*", re.I)
 
 
 NOTE_LABELS = ("Act:", "[Note", "动作：", "动作:", "【给助手")  # how the note's lines begin, in both wordings
+
+
+def query_text(text: str) -> str:
+    """The retrieval query in a query-summary answer: its first line without a "Query:" label, wrapping quotes or
+    the JSON object a model used to structured output may still write (``{"query": "…"}``); "" when none."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    if found := _QUERY_JSON.match(line):
+        line = found.group(1)
+    line = _QUERY_LABEL.sub("", line).strip().strip('"“”「」\'').strip()
+    return line if usable(line) else ""
 
 
 def without_copied_note(text: str, note: str) -> str | None:
@@ -78,17 +90,20 @@ class Assistant:
         """Whether the memory is the same whatever the dialogue says (it then sits in the system message)."""
         return self.builder is None or not getattr(self.builder.impl, "uses_query", True)
 
-    def _query(self, history: list[Utterance], salt: str) -> str:
+    def _query(self, history: list[Utterance], salt: str, on_query: Callable[[str], None] | None) -> str:
+        """The turn's retrieval query: one streamed line (``on_query`` gets it as it comes, so a page shows the
+        memory search at once), or the user's last words when the model gives nothing usable."""
         if self.static_memory:
             return ""
         note = summary_note(self.summary_prompt, self.ctx)
-        fitted = fit_messages(self.llm.budget("assistant", structured=QueryOut),
+        fitted = fit_messages(self.llm.budget("assistant", max_tokens=QUERY_TOKENS),
                               lambda _m, kept, dropped: assistant_messages(self.prompt, self.ctx, kept, note,
                                                                            dropped=dropped), history)
-        out = self.llm.structured("assistant", fitted.messages, QueryOut, prompt=self.summary_prompt, cache_salt=salt,
-                                  cuts=fitted.cuts)
-        if isinstance(out, StructuredResult) and out.value.query.strip():
-            return out.value.query.strip()
+        text, _ = _streamed(self.llm, "assistant", fitted.messages, self.summary_prompt, f"{salt}/query", fitted.cuts,
+                            on_query, max_tokens=QUERY_TOKENS, stop=["\n"])
+        if query := query_text(text or ""):
+            return query
+        log.info("assistant's query summary gave nothing usable (%r): the user's last words are the query", text)
         return next((u.content for u in reversed(history) if u.side == "user"), "")
 
     def fitted(self, act: Act, history: list[Utterance], trace: RetrievalTrace | None) -> tuple[FittedMessages, str]:
@@ -119,9 +134,12 @@ class Assistant:
         return fitted, notes[-1]
 
     def say(self, turn_no: int, act: Act, history: list[Utterance], salt: str,
-            on_token: Callable[[str], None] | None = None) -> Utterance:
+            on_token: Callable[[str], None] | None = None,
+            on_query: Callable[[str], None] | None = None) -> Utterance:
+        """The assistant's utterance in ``act``: ``on_query`` gets the retrieval query as it streams (retrieval
+        methods), then ``on_token`` the reply."""
         started = time.perf_counter()
-        query = self._query(history, salt)
+        query = self._query(history, salt, on_query)
         trace = None
         if self.builder is not None:
             trace = self.builder.retrieve(query or self.ctx.topic.topic.user_query, PURPOSE[act], self.ctx.session)

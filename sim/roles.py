@@ -64,10 +64,6 @@ class FreeUserTurn(UserTurn):
     end: bool = Field(False, description="true when you are done with this conversation")
 
 
-class QueryOut(BaseModel):
-    query: str = Field(max_length=300)
-
-
 _PLACEHOLDER = re.compile(r"^\W*$|^<[^>]*>$|^\.\.\.$|^…$")
 _PREFIX = re.compile(r"^\s*(assistant|user|you|me|reply|answer|用户|助手|你|我|回复|回答)\s*[:：]\s*", re.I)
 

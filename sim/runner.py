@@ -87,9 +87,11 @@ class Simulation:
 
     # ------------------------------------------------------------------ doing it
 
-    def step(self, human_text: str | None = None, on_token: Callable[[str], None] | None = None) -> Utterance | None:
+    def step(self, human_text: str | None = None, on_token: Callable[[str], None] | None = None,
+             on_query: Callable[[str], None] | None = None) -> Utterance | None:
         """Produce and save the next utterance (a person's words when ``human_text`` is given); ``on_token`` gets
-        the text as it streams (either side: the simulator streams in fixed mode)."""
+        the text as it streams (either side: the simulator streams in fixed mode), ``on_query`` a retrieval
+        assistant's memory-search query before its reply."""
         with self._lock:
             self._hold()
             self._sync()
@@ -109,7 +111,7 @@ class Simulation:
                 utt, ended = self.simulator.say(turn, act, history, salt, on_token=on_token)
                 self.ended_by_user = self.ended_by_user or (ended and self.record.spec.mode == "free")
             else:
-                utt = self.assistant.say(turn, act, history, salt, on_token=on_token)
+                utt = self.assistant.say(turn, act, history, salt, on_token=on_token, on_query=on_query)
             if self.store.add_utterance(self.record.run_id, utt):
                 self.record.utterances.append(utt)
             else:  # another driver saved this turn side first: take the stored run, never ask again

@@ -35,7 +35,7 @@ def protocol_reply(req: ChatRequest) -> str:
         words = user_line(req)
         return json.dumps({"content": words}) if wants_json(req) else words
     if role == "summary":
-        return json.dumps({"query": "help with the week"})
+        return "help with the week"
     if role == "judge":
         first, second = _slots(text)
         if "Ground truth: what the user really needed" in text:

@@ -45,7 +45,7 @@ def scripted_reply(req: ChatRequest) -> str:
         words = user_line(req)
         return json.dumps({"content": words}) if wants_json(req) else words
     if role == "summary":
-        return json.dumps({"query": "help with the week"})
+        return "help with the week"
     if "## assistant-1" in first:
         longer = first.split("## assistant-2")[0].count("\n") >= first.split("## assistant-2")[-1].count("\n")
         scores = (8, 6) if longer else (6, 8)

@@ -9,8 +9,11 @@ import pytest
 from backends.config import ROLES
 from backends.llm.fake import ScriptedLLM
 from backends.llm.types import ChatRequest
+from palset.loader import load_dataset
+from sim.service import make_spec
 from testkit.requests import act_of, role_of, user_line, wants_json
 from testkit.workspace import make_workspace
+from tests.conftest import DEMO
 
 
 def side_of(req: ChatRequest) -> str:
@@ -33,7 +36,7 @@ def default_reply(req: ChatRequest) -> str:
     if side == "user":
         return user_says(req, user_line(req))
     if side == "summary":
-        return json.dumps({"query": "help with sleep"})
+        return "help with sleep"
     return f"assistant answers ({act_of(req)})"
 
 
@@ -55,3 +58,16 @@ def sim_env(sim_ws):
 
     make_llm.ws = sim_ws  # the workspace, for opening simulations and batches
     return make_llm, sim_ws.sims
+
+
+@pytest.fixture(scope="module")
+def demo():
+    """The demo dataset (data/demo), loaded once per module."""
+    return load_dataset(DEMO)
+
+
+def sim_for(demo, make_llm, store, method="vanilla-log", reply=default_reply, **kw):
+    """A simulation of user 1000's first query topic with the scripted LLM ``reply`` (and that fake)."""
+    llm, fake = make_llm(reply)
+    spec = make_spec(demo, "1000", "1000_sample7", "topic-1", method, **kw)
+    return make_llm.ws.open_simulation(demo, spec, llm), fake

@@ -1,8 +1,10 @@
 """The gold memory (oracle upper bound) as a simulated assistant's memory: a fixed run over a query topic retrieves
 gold situations of the session being answered and earlier topics only, and never shows the query topic's answers."""
 
-from tests.sim.conftest import sim_env  # noqa: F401 - the fixture
-from tests.sim.test_simulation import demo, sim_for  # noqa: F401 - the fixture and helper
+from tests.sim.conftest import (
+    sim_env,  # noqa: F401 - the fixture
+    sim_for,
+)
 
 
 def test_a_run_with_the_gold_memory(demo, sim_env, monkeypatch):  # noqa: F811

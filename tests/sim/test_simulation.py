@@ -11,18 +11,7 @@ from sim.schedule import derived_schedule
 from sim.service import SimulationSetupError, make_spec
 from testkit.requests import act_of
 from tests.conftest import DEMO
-from tests.sim.conftest import default_reply, side_of
-
-
-@pytest.fixture(scope="module")
-def demo():
-    return load_dataset(DEMO)
-
-
-def sim_for(demo, make_llm, store, method="vanilla-log", reply=default_reply, **kw):
-    llm, fake = make_llm(reply)
-    spec = make_spec(demo, "1000", "1000_sample7", "topic-1", method, **kw)
-    return make_llm.ws.open_simulation(demo, spec, llm), fake
+from tests.sim.conftest import default_reply, side_of, sim_for
 
 
 def test_derived_schedule_has_the_fixed_shape():
@@ -91,7 +80,7 @@ def test_a_retrieval_assistant_reads_each_retrieved_item_once(demo, sim_env):
 
     def reply(req):
         if side_of(req) == "summary":
-            return json.dumps({"query": next(queries, "help with sleep")})
+            return next(queries, "help with sleep")
         return default_reply(req)
 
     sim, fake = sim_for(demo, make_llm, store, method="rag-turn", reply=reply)

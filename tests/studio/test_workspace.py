@@ -22,7 +22,7 @@ from tests.sim.conftest import default_reply
 def reply(req) -> str:
     """H²Memory's structured steps get H²Memory answers; the simulation's turns get the simulation's."""
     name = schema_name(req)
-    return h2_reply(req) if name and name not in ("UserTurn", "FreeUserTurn", "QueryOut") else default_reply(req)
+    return h2_reply(req) if name and name not in ("UserTurn", "FreeUserTurn") else default_reply(req)
 
 
 @pytest.fixture

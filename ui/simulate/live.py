@@ -11,7 +11,6 @@ followed read-only instead (see :func:`ui.simulate.view.render_replay`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 import streamlit as st
 
@@ -206,7 +205,8 @@ def step_once(sim: Simulation) -> None:
         placeholder = st.empty()
         placeholder.caption(f"{speaker(side, actor)} is writing… ({act.value})")
         try:
-            utt = sim.step(on_token=stream_into(placeholder, badge_line(act.value, turn)))
+            stream = TurnStream(placeholder, badge_line(act.value, turn))
+            utt = sim.step(on_token=stream.reply, on_query=stream.query)
         except RunElsewhere as e:  # another driver took the run over (our lease had lapsed): follow it
             live_runs().pop(sim.record.run_id, None)
             placeholder.info(md_escape(e))
@@ -221,12 +221,33 @@ def step_once(sim: Simulation) -> None:
                 utterance_body(utt, sim.record.run_id)
 
 
-def stream_into(placeholder, header: str) -> Callable[[str], None]:
-    """An ``on_token`` callback that redraws the growing text in ``placeholder``."""
-    parts: list[str] = []
+class TurnStream:
+    """What a turn shows while it is written, redrawn in ``placeholder``: a retrieval assistant's memory-search query
+    first, as it streams (so the turn visibly starts before the memory it finds is read), then the reply growing in
+    place."""
 
-    def on_token(token: str) -> None:
-        parts.append(token)
-        placeholder.markdown(f"{header}  \n{md_escape(''.join(parts))} ▌")
+    def __init__(self, placeholder, header: str):
+        self.placeholder, self.header = placeholder, header
+        self.searched: list[str] = []
+        self.replied: list[str] = []
 
-    return on_token
+    def query(self, token: str) -> None:
+        self.searched.append(token)
+        self._draw()
+
+    def reply(self, token: str) -> None:
+        self.replied.append(token)
+        self._draw()
+
+    def text(self) -> str:
+        """The markdown drawn now."""
+        lines = [self.header]
+        if self.searched:
+            lines.append(f"🔎 *searching memory for:* {md_escape(''.join(self.searched).strip())}"
+                         + ("" if self.replied else " ▌"))
+        if self.replied:
+            lines.append(f"{md_escape(''.join(self.replied))} ▌")
+        return "  \n".join(lines)
+
+    def _draw(self) -> None:
+        self.placeholder.markdown(self.text())

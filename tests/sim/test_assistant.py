@@ -1,0 +1,55 @@
+"""The assistant role's retrieval query (sim/assistant.py): one streamed line, shown before the reply."""
+
+from __future__ import annotations
+
+from sim.assistant import query_text
+from tests.sim.conftest import default_reply, side_of, sim_for
+
+
+def test_the_query_is_the_first_line_without_label_quotes_or_json():
+    assert query_text("how to get staff for the Q2 cycle\nBecause the user…") == "how to get staff for the Q2 cycle"
+    assert query_text('\n  Query: "staff shortage at work"') == "staff shortage at work"
+    assert query_text("查询：强制分布下给刘梅定绩效") == "强制分布下给刘梅定绩效"
+    assert query_text('{"query": "work from home focus time"}') == "work from home focus time"  # the v2 habit
+    assert query_text("Search query: 「育儿与工作的冲突」") == "育儿与工作的冲突"
+    assert query_text("") == "" and query_text("\n\n") == "" and query_text('"…"') == ""
+
+
+def test_a_retrieval_assistant_streams_its_query_before_its_reply(demo, sim_env):
+    """Issue 24 point 4: the memory search is the first thing a retrieval assistant's turn shows; the reply's tokens
+    come after every token of the query, and the utterance keeps the query it retrieved with."""
+    make_llm, store = sim_env
+    sim, fake = sim_for(demo, make_llm, store, method="rag-turn")
+    events: list[tuple[str, str]] = []
+    while (slot := sim.next_slot()) is not None and slot[1] == "user":
+        sim.step()
+    utt = sim.step(on_token=lambda t: events.append(("reply", t)), on_query=lambda t: events.append(("query", t)))
+    assert utt is not None and utt.side == "assistant"
+    kinds = [k for k, _ in events]
+    assert "query" in kinds and "reply" in kinds
+    assert kinds.index("reply") > max(i for i, k in enumerate(kinds) if k == "query")
+    assert "".join(t for k, t in events if k == "query").strip() == utt.retrieval_query == "help with sleep"
+    summary = [r for r in fake.requests if side_of(r) == "summary"]
+    assert summary and summary[-1].stop == ["\n"] and summary[-1].response_format is None  # plain text, one line
+
+
+def test_a_query_summary_with_nothing_usable_retrieves_by_the_users_last_words(demo, sim_env):
+    make_llm, store = sim_env
+    sim, _ = sim_for(demo, make_llm, store, method="rag-turn",
+                     reply=lambda req: "…" if side_of(req) == "summary" else default_reply(req))
+    record = sim.run()
+    assert record.status == "finished", record.error
+    first_user = next(u for u in record.utterances if u.side == "user")
+    first_assistant = next(u for u in record.utterances if u.side == "assistant")
+    assert first_assistant.retrieval_query == first_user.content
+
+
+def test_a_method_without_retrieval_asks_no_query_and_streams_none(demo, sim_env):
+    make_llm, store = sim_env
+    sim, fake = sim_for(demo, make_llm, store, method="vanilla-log")
+    queried: list[str] = []
+    while (slot := sim.next_slot()) is not None and slot[1] == "user":
+        sim.step()
+    utt = sim.step(on_query=queried.append)
+    assert utt is not None and utt.retrieval_query is None and not queried
+    assert not [r for r in fake.requests if side_of(r) == "summary"]
