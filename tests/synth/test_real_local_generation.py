@@ -10,6 +10,8 @@ the preference step alone asks for up to 1,600 tokens of answer, so requests com
 
 from __future__ import annotations
 
+import json
+import re
 import time
 
 import pytest
@@ -18,8 +20,9 @@ from cli.main import main
 from palset.loader import load_dataset
 from synth.config import SynthConfig
 from synth.pipeline import Pipeline
+from synth.registry import get_step
 from testkit.workspace import make_workspace
-from tests.conftest import local_model_env
+from tests.conftest import DEFAULT_MODEL, local_model_env
 from tests.pages.apptest import open_page
 
 pytestmark = [pytest.mark.slow(seconds=250), pytest.mark.local_model]
@@ -74,3 +77,22 @@ def test_a_one_month_english_user_in_a_small_window(local_servers, tmp_path, mon
     at = open_page("users", timeout=120, dataset="generated", user=info.uid)
     assert not any("No user with id" in w.value for w in at.warning)
     assert [t.value for t in at.title] == [user.name]
+
+
+@pytest.mark.slow(seconds=60)
+def test_the_synthesizer_writes_a_chinese_profile_on_the_default_model(local_servers, tmp_path, monkeypatch):
+    """The synthesizer role on the default model (issue 24 point 6): the first step of a Chinese user, its profile,
+    passes the step's schema and rules and is written in Chinese."""
+    monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
+    ws = make_workspace(tmp_path / "pal", env={"PAL_DEFAULT_TIMEOUT": "600", **local_model_env(DEFAULT_MODEL)},
+                        servers=local_servers)
+    llm = ws.llm(session_id="default-synth")
+    config = SynthConfig(lang="zh", months=1, seed=3, description="成都一位三十五岁的公交车司机，有两个孩子",
+                         situations_min=1, situations_max=1, max_topics=1, min_logs=3, max_logs=4, retries=3)
+    pipe = Pipeline.create(config, str(tmp_path / "generated"), ws.synth, llm=llm)
+    info = pipe.run(until="profile")
+    assert pipe.record("profile") is not None, info.error
+    profile = pipe.output("profile").model_dump(by_alias=True)
+    assert not get_step("profile").check(profile, {}, config)
+    assert re.search(r"[\u4e00-\u9fff]", json.dumps(profile, ensure_ascii=False)), profile
+    assert {c["model"] for c in llm.store.calls("default-synth", limit=100)} == {DEFAULT_MODEL}
