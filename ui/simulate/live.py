@@ -243,7 +243,7 @@ class TurnStream:
         """The markdown drawn now."""
         lines = [self.header]
         if self.searched:
-            lines.append(f"🔎 *searching memory for:* {md_escape(''.join(self.searched).strip())}"
+            lines.append(f":material/search: *searching memory for:* {md_escape(''.join(self.searched).strip())}"
                          + ("" if self.replied else " ▌"))
         if self.replied:
             lines.append(f"{md_escape(''.join(self.replied))} ▌")
