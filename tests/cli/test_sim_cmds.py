@@ -130,8 +130,9 @@ def stored_turns(home) -> int:
 
 
 def _sigint_as_in_a_terminal() -> None:
-    """Ctrl-C's default action in the child: a test process that inherited SIGINT ignored (something earlier in the
-    same xdist worker left it so) would pass that on, and the child, ignoring it, ran its batch to the end (exit 0)."""
+    """Ctrl-C's default action in the child. A suite started in the background by a non-interactive shell
+    (``make test &``) has SIGINT ignored from the start — the shell does that to background jobs, and Python then
+    installs no handler — and the child, inheriting it, ran its batch to the end (exit 0)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
