@@ -41,7 +41,8 @@ from sim.types import Utterance
 log = logging.getLogger(__name__)
 QUERY_TOKENS = 48  # the demo runs' queries are 3–20 words (a Chinese one 10–25 characters); one line, then it stops
 _QUERY_JSON = re.compile(r'^\{\s*"query"\s*:\s*"(.*?)"\s*\}?$', re.S)
-_QUERY_LABEL = re.compile(r"^\s*(search query|query|查询语句|查询|检索)\s*[:：]\s*", re.I)
+# "Query:", "Search:", "search for …" — labels the 1.5B put before its query in the demo recording
+_QUERY_LABEL = re.compile(r"^\s*(?:(?:search query|search|query|查询语句|查询|检索|搜索)\s*[:：]|search for\b)\s*", re.I)
 
 
 NOTE_LABELS = ("Act:", "[Note", "动作：", "动作:", "【给助手")  # how the note's lines begin, in both wordings

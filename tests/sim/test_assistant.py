@@ -12,6 +12,11 @@ def test_the_query_is_the_first_line_without_label_quotes_or_json():
     assert query_text("查询：强制分布下给刘梅定绩效") == "强制分布下给刘梅定绩效"
     assert query_text('{"query": "work from home focus time"}') == "work from home focus time"  # the v2 habit
     assert query_text("Search query: 「育儿与工作的冲突」") == "育儿与工作的冲突"
+    # the 1.5B's, recording user 1003 of the demo workspace
+    assert query_text('search for "cover plan 11c2') == "cover plan 11c2"
+    assert query_text('Search: "How do I create a cover plan for my classes?') == "How do I create a cover plan for my classes?"
+    assert query_text("搜索：产假前的工作交接") == "产假前的工作交接"
+    assert query_text("Searching for a cover plan") == "Searching for a cover plan"  # words, not a label
     assert query_text("") == "" and query_text("\n\n") == "" and query_text('"…"') == ""
 
 
