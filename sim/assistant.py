@@ -54,7 +54,7 @@ def query_text(text: str) -> str:
     line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     if found := _QUERY_JSON.match(line):
         line = found.group(1)
-    line = _QUERY_LABEL.sub("", line).strip().strip('"“”「」\'').strip()
+    line = clean(_QUERY_LABEL.sub("", line)).strip("「」'").strip()  # clean: role prefixes and wrapping quotes
     return line if usable(line) else ""
 
 
