@@ -10,12 +10,16 @@ user (:mod:`sim.persona_check`). The utterance's ``fallback`` says so, with the 
 a free draft; the quality bench counts these turns apart.
 
 The decision call sends the User-LLM's own system message and the same chat as the draft, so a server's prompt
-cache serves all but its last lines.
+cache serves all but its last lines. Its JSON is read as it streams (:class:`DecisionStream`): the decision is its
+first field, so the turn's fixed words can be shown a few tokens into the answer, before the model's clause is
+written (issue 24 point 4: a turn decided at once showed nothing until the whole call was done, ≈ 4.4 s).
 """
 
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -57,6 +61,11 @@ DECIDED: dict[Act, tuple[str, type[BaseModel]]] = {
     Act.REQUIREMENT_CONFIRMATION: ("guess", GuessDecision),
     Act.SOLUTION_FEEDBACK: ("verdict", VerdictDecision),
 }
+# per judging act: the decision's field, and the prompt's parts holding the fixed words for true and for false
+HEADS: dict[Act, tuple[str, str, str]] = {
+    Act.REQUIREMENT_CONFIRMATION: ("guessed", "guessed", "missed"),
+    Act.SOLUTION_FEEDBACK: ("accept", "accepted", "rejected"),
+}
 
 
 def decision_messages(prompt: Prompt, sim_prompt: Prompt, ctx: Any, act: Act, history: list[Utterance], system: str,
@@ -78,20 +87,25 @@ def words_prompt(prompt: Prompt, language: str) -> Prompt:
     return load_prompt(base if language == "en" else f"{base}.{language}")
 
 
+def head_words(prompt: Prompt, act: Act, yes: bool, language: str) -> str:
+    """The fixed words a judging turn of ``act`` starts with for the decision ``yes``, in the user's ``language``."""
+    _, if_yes, if_no = HEADS[act]
+    return words_prompt(prompt, language).part(if_yes if yes else if_no).strip()
+
+
 def compose(prompt: Prompt, decision: BaseModel, language: str, sources: list[str], name: str,
             why: str = NO_DRAFT) -> tuple[str, str]:
     """(the turn, what it was composed from, ending with ``why``): the decision's fixed words, then the model's
     clause when it speaks as the user on its own (else the fixed words alone)."""
-    prompt = words_prompt(prompt, language)
     if isinstance(decision, GuessDecision):
-        said, yes = "guessed", decision.guessed
+        act, said, yes = Act.REQUIREMENT_CONFIRMATION, "guessed", decision.guessed
         clause = "" if yes else decision.point  # a confirmation needs no more words, and must not volunteer needs
-        head = prompt.part("guessed" if yes else "missed").strip()
     elif isinstance(decision, VerdictDecision):
-        said, yes, clause = "accept", decision.accept, decision.why
-        head = prompt.part("accepted" if yes else "rejected").strip()
+        act, said, yes, clause = Act.SOLUTION_FEEDBACK, "accept", decision.accept, decision.why
     else:
         raise TypeError(f"not a user decision: {type(decision).__name__}")
+    head = head_words(prompt, act, yes, language)
+    prompt = words_prompt(prompt, language)
     said = f"{said}: {'yes' if yes else 'no'}"
     clause = " ".join(clause.split()).strip("\"'“”")
     kept = bool(clause) and speaks_as_user(clause, language, sources, name).ok
@@ -102,6 +116,35 @@ def compose(prompt: Prompt, decision: BaseModel, language: str, sources: list[st
     text = f"{head}{joiner}{clause}" if kept else head
     words = f"; its words {'kept' if kept else 'left out'}: {clause!r}" if clause else ""
     return text, f"{COMPOSED} ({said}{words}): {why}"
+
+
+class DecisionStream:
+    """Reads a decision's JSON as it streams and hands the turn's words to ``on_token``: the fixed words as soon as
+    the decision's value is out (``"guessed": false`` → "No, that's not it."), the rest of the composed turn (the
+    model's clause, when kept) once the answer is parsed. What was shown is a prefix of the turn sent, or the page's
+    final redraw (the utterance) corrects it, logged."""
+
+    def __init__(self, prompt: Prompt, act: Act, language: str, on_token: Callable[[str], None]):
+        field = HEADS[act][0]
+        self.pattern = re.compile(rf'"{field}"\s*:\s*(true|false)')
+        self.prompt, self.act, self.language, self.on_token = prompt, act, language, on_token
+        self.text, self.shown = "", ""
+
+    def feed(self, delta: str) -> None:
+        """One delta of the JSON answer."""
+        self.text += delta
+        if not self.shown and (m := self.pattern.search(self.text)):
+            self.shown = head_words(self.prompt, self.act, m.group(1) == "true", self.language)
+            self.on_token(self.shown)
+
+    def finish(self, turn: str) -> None:
+        """The composed ``turn``: what of it is not shown yet."""
+        if turn.startswith(self.shown):
+            if rest := turn[len(self.shown):]:
+                self.on_token(rest)
+        else:
+            log.warning("user simulator decision: %r was shown while it streamed, the turn composed is %r",
+                        self.shown, turn)
 
 
 class Decided(NamedTuple):
@@ -126,11 +169,13 @@ def composed_before(act: Act, history: list[Utterance]) -> Utterance | None:
 
 
 def decided_turn(llm: LLMClient, sim_prompt: Prompt, ctx: Any, act: Act, history: list[Utterance], system: str,
-                 sources: list[str], salt: str, seed: int | None = None, why: str = NO_DRAFT) -> Decided | None:
+                 sources: list[str], salt: str, seed: int | None = None, why: str = NO_DRAFT,
+                 on_token: Callable[[str], None] | None = None) -> Decided | None:
     """(turn, note) for a judging ``act`` from the model's decision; None when the act is not a judging one, no
     valid decision came or the decision cannot fit the window (the caller keeps its last draft). The chat is fitted
     into the window on its own (the oldest utterances go first): the decision's part and its JSON instructions are
-    longer than the draft's. An endpoint failure raises, as every call of the turn."""
+    longer than the draft's. ``on_token`` gets the turn's words as the decision streams (:class:`DecisionStream`).
+    An endpoint failure raises, as every call of the turn."""
     if act not in DECIDED:
         return None
     prompt = load_role_prompt("sim/user_decision", ctx.user.language)
@@ -139,9 +184,10 @@ def decided_turn(llm: LLMClient, sim_prompt: Prompt, ctx: Any, act: Act, history
                           lambda _memory, kept, dropped: decision_messages(prompt, sim_prompt, ctx, act, kept, system,
                                                                            dropped), history)
     extra: dict[str, Any] = {"seed": seed} if seed is not None else {}
+    stream = DecisionStream(prompt, act, ctx.user.language, on_token) if on_token is not None else None
     try:
         out = llm.structured("user_simulator", fitted.messages, model, prompt=prompt, cache_salt=f"{salt}/decision",
-                             cuts=fitted.cuts, **extra)
+                             cuts=fitted.cuts, on_text=stream.feed if stream else None, **extra)
     except ContextOverflow as e:
         log.warning("user simulator decision for %s: it does not fit the window (%s); the last draft is kept",
                     act.value, e)
@@ -149,4 +195,7 @@ def decided_turn(llm: LLMClient, sim_prompt: Prompt, ctx: Any, act: Act, history
     if not isinstance(out, StructuredResult) or not out.ok:
         log.warning("user simulator decision for %s: no valid JSON; the last draft is kept", act.value)
         return None
-    return Decided(*compose(prompt, out.value, ctx.user.language, sources, ctx.name(), why), out.reasoning)
+    decided = Decided(*compose(prompt, out.value, ctx.user.language, sources, ctx.name(), why), out.reasoning)
+    if stream is not None:
+        stream.finish(decided.turn)
+    return decided

@@ -186,10 +186,13 @@ class UserSimulator:
         fitted = self.fitted(act, history)
         msgs = fitted.messages
         sources = echo_sources(msgs, history)
-        if at_once := self._decided_at_once(turn_no, act, history, msgs, sources, salt, on_token):
+        at_once, shown = self._decided_at_once(turn_no, act, history, msgs, sources, salt, on_token)
+        if at_once is not None:
             return self._utterance(turn_no, act, at_once.turn, msgs, fitted.cuts, attempts=1,
                                    fallback=at_once.fallback, started=started,
                                    reasoning=at_once.reasoning), False
+        if shown:  # a decision showed its words but came to nothing: the drafts are not streamed after them
+            on_token = None
         rejected: list[tuple[str, tuple[str, ...]]] = []  # drafts that did not speak as the user, and why
         ended, reasoning = False, ""
 
@@ -245,21 +248,28 @@ class UserSimulator:
 
     def _decided_at_once(self, turn_no: int, act: Act, history: list[Utterance], msgs: list[dict[str, str]],
                          sources: list[str], salt: str,
-                         on_token: Callable[[str], None] | None) -> Decided | None:
-        """The turn composed from the model's decision without drafting first, when an earlier judging turn
-        of this run had to be (:func:`sim.decision.composed_before`; fixed mode only); None to draft as usual."""
+                         on_token: Callable[[str], None] | None) -> tuple[Decided | None, bool]:
+        """(the turn composed from the model's decision without drafting first, when an earlier judging turn of this
+        run had to be (:func:`sim.decision.composed_before`; fixed mode only), else None to draft as usual; whether
+        ``on_token`` was given words). The decision streams: its fixed words go to ``on_token`` as soon as the
+        decision's value is written."""
         before = None if self.free_mode else composed_before(act, history)
         if before is None:
-            return None
+            return None, False
+        shown: list[str] = []
+
+        def relay(token: str) -> None:
+            shown.append(token)
+            on_token(token)  # type: ignore[misc]  # relay is passed only when on_token is set
+
         decided = decided_turn(self.llm, self.prompt, self.ctx, act, history, msgs[0]["content"], sources, salt,
                                seed=sampling_seed(f"{salt}/decision"),
-                               why=f"asked at once, since turn {before.turn_no}'s drafts never spoke as the user")
-        if decided is None:
-            return None
-        log.info("user simulator turn %s composed from a decision at once (turn %s needed it)", turn_no, before.turn_no)
-        if on_token is not None:
-            on_token(decided.turn)
-        return decided
+                               why=f"asked at once, since turn {before.turn_no}'s drafts never spoke as the user",
+                               on_token=relay if on_token is not None else None)
+        if decided is not None:
+            log.info("user simulator turn %s composed from a decision at once (turn %s needed it)", turn_no,
+                     before.turn_no)
+        return decided, bool(shown)
 
 
     def _stops(self) -> list[str]:

@@ -285,15 +285,17 @@ class LLMClient:
 
     def stream(self, role: str, messages: MessagesIn, *, prompt: Prompt | None = None, use_cache: bool = True,
                cache_salt: str = "", cancel: threading.Event | None = None, shrink_answer: bool = True,
-               cuts: list[Cut] | None = None, **overrides: Any) -> Iterator[str | ChatResult]:
+               cuts: list[Cut] | None = None, structured_mode: str | None = None,
+               **overrides: Any) -> Iterator[str | ChatResult]:
         """Yield answer deltas then the final :class:`ChatResult` (thinking never among the deltas; see
         :class:`ReasoningSplitter`). Connection failures before the first token are retried; a cached
-        answer is replayed at once. Window fitting as in :meth:`chat`."""
+        answer is replayed at once. Window fitting as in :meth:`chat`; ``structured_mode`` is recorded with the
+        call, as there (a structured call whose JSON is read while it is written)."""
         provider = self.provider(role)
         req = self._request(role, messages, overrides)
         key = cache_key(provider.endpoint, req, cache_salt) if self.cache is not None and use_cache else None
         if key and (hit := self.cache.get(key)) is not None:  # type: ignore[union-attr]  # key is set only when there is a cache
-            self._record(role, provider, req, prompt, hit, None)
+            self._record(role, provider, req, prompt, hit, None, structured_mode=structured_mode)
             if self.meter is not None:
                 self.meter.hit()
             yield hit.text
@@ -328,7 +330,8 @@ class LLMClient:
             if rest := splitter.finish():
                 yield rest
         except LLMError as e:
-            self._record(role, provider, req, prompt, None, f"{type(e).__name__}: {e}", **fitted)
+            self._record(role, provider, req, prompt, None, f"{type(e).__name__}: {e}", structured_mode=structured_mode,
+                         **fitted)
             self._raise_redacted(e)
         finally:
             self._ended(result)
@@ -337,15 +340,17 @@ class LLMClient:
         result = separate(result, self._budgets.counter(role))
         if key and result.text:
             self.cache.put(key, provider.endpoint, result)  # type: ignore[union-attr]  # key is set only when there is a cache
-        self._record(role, provider, sent, prompt, result, None, **fitted)
+        self._record(role, provider, sent, prompt, result, None, structured_mode=structured_mode, **fitted)
         yield result
 
     def structured(self, role: str, messages: MessagesIn, model: type[M], *, prompt: Prompt | None = None,
                    retries: int = 2, use_cache: bool = True, cache_salt: str = "",
                    cancel: threading.Event | None = None, check: Callable[[M], str | None] | None = None,
                    mode: str | None = None, shrink_answer: bool = True, cuts: list[Cut] | None = None,
+                   on_text: Callable[[str], None] | None = None,
                    **overrides: Any) -> StructuredResult[M] | StructuredFailure:
         """Ask for an instance of ``model``: bounded JSON schema, tolerant parsing, validation errors fed back.
+        ``on_text`` gets the first attempt's JSON as it streams (the call then goes through :meth:`stream`).
 
         ``check`` may reject a parsed value with a message (a semantic rule the schema cannot express);
         it is treated like a validation error. Rejected answers are evicted from the cache.
@@ -356,7 +361,7 @@ class LLMClient:
         """
         return ask_structured(self, role, _messages(messages), model, prompt=prompt, retries=retries,
                               use_cache=use_cache, cache_salt=cache_salt, cancel=cancel, check=check, mode=mode,
-                              shrink_answer=shrink_answer, cuts=cuts, **overrides)
+                              shrink_answer=shrink_answer, cuts=cuts, on_text=on_text, **overrides)
 
 
 def _slots(provider: ChatProvider) -> int | None:

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from backends.config import PlatformConfig
 from backends.llm.context import Budget, Cut
-from backends.llm.errors import LLMError
+from backends.llm.errors import Cancelled, LLMError
 from backends.llm.negotiate import StructuredModes, is_format_rejection, next_mode, response_format
 from backends.llm.registry import ChatProvider
 from backends.llm.structured import StructuredError, bounded_schema, parse_structured, schema_instructions
@@ -43,6 +43,8 @@ class ChatClient(Protocol):
     def budget(self, role: str, max_tokens: int | None = None, structured: type[BaseModel] | None = None) -> Budget: ...
 
     def chat(self, role: str, messages: Sequence[Message], **kwargs: Any) -> ChatResult: ...
+
+    def stream(self, role: str, messages: Sequence[Message], **kwargs: Any) -> Iterator[str | ChatResult]: ...
 
     def redact(self, text: str) -> str: ...
 
@@ -111,13 +113,33 @@ def fit_corrections(budget: Budget, head: list[Message], rejected: list[tuple[st
     return head + correction_turns(kept), cuts
 
 
+def answer(client: ChatClient, role: str, msgs: list[Message], on_text: Callable[[str], None] | None,
+           cancel: threading.Event | None, **kwargs: Any) -> ChatResult:
+    """One attempt's completion: ``client.chat``, or, when ``on_text`` is given, ``client.stream`` with each delta
+    of the answer passed to it (a caller that reads the JSON while it is written, e.g. to show a decision as soon as
+    its first field is out). Raises :class:`Cancelled` when ``cancel`` stops a stream before its end."""
+    if on_text is None:
+        return client.chat(role, msgs, cancel=cancel, **kwargs)
+    final: ChatResult | None = None
+    for chunk in client.stream(role, msgs, cancel=cancel, **kwargs):
+        if isinstance(chunk, ChatResult):
+            final = chunk
+        else:
+            on_text(chunk)
+    if final is None:
+        raise Cancelled(f"{role}: the structured answer was cancelled while it streamed")
+    return final
+
+
 def ask_structured(client: ChatClient, role: str, messages: Sequence[Message], model: type[M], *,
                    prompt: Prompt | None = None, retries: int = 2, use_cache: bool = True, cache_salt: str = "",
                    cancel: threading.Event | None = None, check: Callable[[M], str | None] | None = None,
                    mode: str | None = None, shrink_answer: bool = True, cuts: list[Cut] | None = None,
+                   on_text: Callable[[str], None] | None = None,
                    **overrides: Any) -> StructuredResult[M] | StructuredFailure:
     """See :meth:`backends.llm.client.LLMClient.structured`; ``mode`` forces one mode (no negotiation);
-    ``cuts`` the caller made to fit its prompt are recorded with each call."""
+    ``cuts`` the caller made to fit its prompt are recorded with each call; ``on_text`` gets the first attempt's
+    answer as it streams (:func:`answer`; a correction is not streamed, so the caller reads one JSON text)."""
     schema = bounded_schema(model)
     rc, provider = client.config.role(role), client.provider(role)
     forced = mode is not None or "response_format" in overrides
@@ -135,9 +157,9 @@ def ask_structured(client: ChatClient, role: str, messages: Sequence[Message], m
         if "response_format" not in overrides and (fmt := response_format(current, model.__name__, schema)):
             call["response_format"] = fmt
         try:
-            result = client.chat(role, msgs, prompt=prompt, use_cache=use_cache, cache_salt=cache_salt, cancel=cancel,
-                                 shrink_answer=shrink_answer, structured_mode=current, cuts=[*(cuts or []), *trimmed],
-                                 **call)
+            result = answer(client, role, msgs, None if raws else on_text, cancel, prompt=prompt, use_cache=use_cache,
+                            cache_salt=cache_salt, shrink_answer=shrink_answer, structured_mode=current,
+                            cuts=[*(cuts or []), *trimmed], **call)
         except LLMError as e:
             following = None if forced or not is_format_rejection(e) else next_mode(current, str(e))
             if following is None:

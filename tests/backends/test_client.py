@@ -147,6 +147,32 @@ def test_stream_hands_on_each_delta_as_it_arrives(make_client):
     assert seen == [1, 2, 3, 4]
 
 
+def test_structured_streams_its_first_answer_to_on_text_and_records_the_mode(make_client):
+    """A caller that reads the JSON while it is written (a user's decision shown as soon as its value is out) gets
+    the first attempt's deltas; a correction is asked but not streamed, so the caller reads one JSON text."""
+    fake = CountingStream(['{"score": 42, "reason": "x"}', '{"score": 7, "reason": "fine"}'])
+    client = make_client(every_role(fake))
+    seen: list[tuple[str, int]] = []
+    out = client.structured("judge", MSG, Verdict, on_text=lambda d: seen.append((d, fake.sent)))
+    assert out.ok and out.value.score == 7 and out.attempts == 2
+    assert "".join(d for d, _ in seen).strip() == '{"score": 42, "reason": "x"}'
+    assert [n for _, n in seen] == [1, 2, 3, 4]  # each delta as it arrives, not after the whole answer
+    rows = client.store.calls("s1")
+    assert [r["structured_mode"] for r in rows] == ["json_schema", "json_schema"]
+    assert fake.requests[0].response_format is not None  # the grammar is sent with the streamed request too
+
+
+def test_a_structured_stream_cancelled_before_its_end_raises_cancelled(make_client):
+    import threading
+
+    from backends.llm.errors import Cancelled
+
+    cancel = threading.Event()
+    client = make_client(every_role(ScriptedLLM(['{"score": 3, "reason": "a long reason"}'])))
+    with pytest.raises(Cancelled):
+        client.structured("judge", MSG, Verdict, cancel=cancel, on_text=lambda d: cancel.set())
+
+
 def test_configured_keys_are_redacted_from_errors_and_records(make_client):
     key = "sk-live-abcdef123456"
     fake = ScriptedLLM([BadRequest(f"invalid api key {key}")])

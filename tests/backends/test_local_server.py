@@ -3,6 +3,7 @@ server behind xllamacpp — start, chat, stream, structured, restart, clean stop
 the path, and SmolLM2 is the fastest), plus one start of the default Qwen2.5-Coder-0.5B."""
 
 import os
+import re
 import signal
 import time
 from typing import Literal
@@ -130,6 +131,21 @@ def test_bounded_structured_call_parses(server, tmp_path):
                             use_cache=False, max_tokens=80)
     assert out.ok, out
     assert out.value.sky in ("sunny", "cloudy", "rainy")
+
+
+@pytest.mark.slow
+@pytest.mark.local_model
+def test_a_structured_call_streams_its_grammar_bound_json(server, tmp_path):
+    """The bundled server keeps the schema's grammar on a streamed request, in the schema's field order (a user's
+    decision is read from its first field while it streams)."""
+    client = client_for(server, tmp_path)
+    deltas: list[str] = []
+    out = client.structured("judge", [{"role": "user", "content": "Describe today's weather in Paris."}], Weather,
+                            use_cache=False, max_tokens=80, on_text=deltas.append)
+    assert out.ok, out
+    assert len(deltas) >= 3 and "".join(deltas) == out.raw
+    first_field = next(iter(Weather.model_fields))
+    assert re.match(r'\s*\{\s*"' + first_field + '"', out.raw), out.raw
 
 
 @pytest.mark.slow

@@ -113,3 +113,50 @@ def test_a_decision_that_cannot_fit_keeps_the_last_draft():
     llm = _Recorder(window=1200, raises=ContextOverflow("the prompt takes 4,066 tokens … nothing was sent"))
     assert decided_turn(llm, load_role_prompt("sim/user_simulator", "en"), ctx, Act.SOLUTION_FEEDBACK, history,
                         "system", [], "salt") is None
+
+
+def test_a_decision_shows_its_fixed_words_as_soon_as_its_value_is_written_then_the_rest():
+    """Issue 24 point 4: the turn's first words are out a few tokens into the JSON, not when the call is done."""
+    from palset.vocab import Act
+    from sim.decision import DecisionStream
+
+    prompt = load_role_prompt("sim/user_decision", "en")
+    shown: list[str] = []
+    stream = DecisionStream(prompt, Act.REQUIREMENT_CONFIRMATION, "en", shown.append)
+    for delta in ['{"gue', 'ssed"', ': fa']:
+        stream.feed(delta)
+        assert shown == []  # "fa…" is not a decision yet
+    stream.feed('lse')
+    assert shown == ["No, that's not it."]
+    stream.feed(', "point": "I want')
+    stream.feed(' it in writing"}')
+    assert shown == ["No, that's not it."]  # shown once
+    turn, _ = compose(prompt, GuessDecision(guessed=False, point="I want it in writing"), "en", [], "Megan")
+    stream.finish(turn)
+    assert "".join(shown) == turn == "No, that's not it. I want it in writing"
+
+
+def test_a_chinese_users_decision_streams_in_chinese():
+    from palset.vocab import Act
+    from sim.decision import DecisionStream
+
+    prompt = load_role_prompt("sim/user_decision", "zh")
+    shown: list[str] = []
+    stream = DecisionStream(prompt, Act.SOLUTION_FEEDBACK, "zh", shown.append)
+    stream.feed('{"accept":true,"why":"')
+    assert shown == ["好，就这么办。"]
+    turn, _ = compose(prompt, VerdictDecision(accept=True, why="我正好想剪个短片"), "zh", [], "程磊")
+    stream.finish(turn)
+    assert "".join(shown) == turn
+
+
+def test_a_decision_whose_parse_disagrees_with_what_streamed_adds_nothing_and_is_logged(caplog):
+    from palset.vocab import Act
+    from sim.decision import DecisionStream
+
+    prompt = load_role_prompt("sim/user_decision", "en")
+    shown: list[str] = []
+    stream = DecisionStream(prompt, Act.SOLUTION_FEEDBACK, "en", shown.append)
+    stream.feed('{"accept": true, "accept": false}')
+    stream.finish("No, that's not for me.")
+    assert shown == ["Yes, I'll do that."] and "was shown while it streamed" in caplog.text

@@ -384,7 +384,7 @@ def test_once_a_judging_turn_had_to_be_composed_later_ones_ask_for_the_decision_
     assert [u.content for u in later if u.act == Act.SOLUTION_FEEDBACK][0].startswith("No")
 
 
-def test_a_judging_turn_asked_at_once_streams_its_words_whole(sim_env):
+def test_a_judging_turn_asked_at_once_streams_its_fixed_words_first(sim_env):
     make_llm, _ = sim_env
     demo = load_dataset(DEMO)
 
@@ -403,10 +403,41 @@ def test_a_judging_turn_asked_at_once_streams_its_words_whole(sim_env):
         tokens: list[str] = []
         utt = sim.step(on_token=tokens.append)
         if utt.side == "user" and utt.attempts == 1 and utt.composed:
-            assert tokens == [utt.content]
+            # the decision streams: its fixed words as soon as its value is out, then the model's clause
+            assert tokens[0] in ("No, that's not it.", "Yes, I'll do that.") and "".join(tokens) == utt.content
             break
     else:
         raise AssertionError("no judging turn was asked at once")
+
+
+def test_a_decision_asked_at_once_that_comes_to_nothing_streams_no_draft_after_its_words(sim_env):
+    """Its fixed words were shown while it streamed, but no valid JSON came: the turn is drafted as usual, without
+    streaming the drafts after those words (the page redraws the kept turn)."""
+    make_llm, _ = sim_env
+    demo = load_dataset(DEMO)
+    decisions = iter(range(100))
+
+    def reply(req):
+        last = req.messages[-1].content
+        if side_of(req) == "user" and "just guessed" in last:
+            point = "my worry is money" if next(decisions) == 0 else "x" * 400  # over the schema's bound
+            return json.dumps({"guessed": False, "point": point})
+        if side_of(req) == "user" and "The chat has not started" not in last:
+            return "How can I help you with your rota today?"
+        return default_reply(req)
+
+    llm, _fake = make_llm(reply)
+    sim = make_llm.ws.open_simulation(demo, make_spec(demo, "1000", "1000_sample7", "topic-1", "vanilla"), llm)
+    confirmations = 0
+    while sim.next_slot() is not None:
+        tokens: list[str] = []
+        utt = sim.step(on_token=tokens.append)
+        if utt.side == "user" and utt.act == Act.REQUIREMENT_CONFIRMATION:
+            confirmations += 1
+            if confirmations == 2:
+                assert tokens == ["No, that's not it."] and "How can I help" in utt.content and not utt.composed
+                return
+    raise AssertionError("fewer than two confirmations")
 
 
 def test_no_valid_decision_keeps_the_last_draft(sim_env):
