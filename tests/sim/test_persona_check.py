@@ -90,6 +90,8 @@ def test_echoes_of_the_assistant_or_the_prompt_fail():
     ("I don't have a specific topic in mind. Can you please provide more context?", "en"),
     ("抱歉，我不太明白你的意思。", "zh"),
     ("抱歉，我无法完成这个请求。", "zh"),  # the 0.5B's opening for user 1006 on the Simulate page
+    ("我“很抱歉”，但我无法回答这个问题。", "zh"),  # the 0.5B's kept opening in bench/live_chat.py, user 1006
+    ("很抱歉，但是我不能提供这方面的帮助。", "zh"),
     ("I'm sorry, but I can't complete this request.", "en"),
     ("请提供更多信息，我才能回答。", "zh"),
 ])
