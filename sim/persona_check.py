@@ -136,6 +136,22 @@ def echoes(text: str, source: str) -> bool:
     return bool(mine) and len(mine & _grams(source)) >= ECHO_SHARE * len(mine)
 
 
+def lasting_reasons(text: str, name: str = "") -> list[str]:
+    """The reasons ``text`` does not speak as the user that no words after it can undo — a pattern once written stays
+    in the turn: an assistant's greeting or offer, narration about "the user" (or the user's full ``name``), talk
+    about the prompt. (Copying, the first person and the language are shares of the whole turn: they can change.)
+    Why apart: a draft streamed to the server is stopped as soon as one of them shows (:mod:`sim.roles`), rather
+    than decoded to its end and rejected."""
+    reasons = []
+    if OFFER_EN.search(text) or OFFER_ZH.search(text):
+        reasons.append("assistant-style greeting or offer")
+    if NARRATION_EN.search(text) or NARRATION_ZH.search(text) or (name and name.strip() and name.strip() in text):
+        reasons.append('narrates "the user"')
+    if PROMPT_TALK.search(text):
+        reasons.append("talks about the prompt")
+    return reasons
+
+
 def speaks_as_user(text: str, language: str, sources: Sequence[str] = (), name: str = "") -> PersonaVerdict:
     """The rule of the module docstring for one turn of a user whose language is ``language`` (``zh``/``en``);
     ``sources``: texts the turn must not copy (the assistant's last message, the prompt's cue); ``name``: the
@@ -144,12 +160,7 @@ def speaks_as_user(text: str, language: str, sources: Sequence[str] = (), name: 
     reasons: list[str] = []
     if any(echoes(text, source) for source in sources if source):
         reasons.append("repeats the assistant or the prompt")
-    if OFFER_EN.search(text) or OFFER_ZH.search(text):
-        reasons.append("assistant-style greeting or offer")
-    if NARRATION_EN.search(text) or NARRATION_ZH.search(text) or (name and name.strip() and name.strip() in text):
-        reasons.append('narrates "the user"')
-    if PROMPT_TALK.search(text):
-        reasons.append("talks about the prompt")
+    reasons += lasting_reasons(text, name)
     own_question = bool(QUESTION.search(text)) and not GUESS.search(text)
     if not (FIRST_PERSON_EN.search(text) or FIRST_PERSON_ZH.search(text) or _short(text) or own_question):
         reasons.append("not in the first person")

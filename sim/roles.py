@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from palset.dataset import Session, SessionTopic, User
 from palset.vocab import Act
 from sim.decision import Decided, composed_before, decided_turn
 from sim.fit import FittedMessages, fit_messages, render_transcript
-from sim.persona_check import speaks_as_user
+from sim.persona_check import lasting_reasons, speaks_as_user
 from sim.prompting import (
     LANGUAGE,
     cut_at_speaker,
@@ -213,6 +214,7 @@ class UserSimulator:
             text, reasoning = _streamed(self.llm, "user_simulator", with_retry_notes(self.prompt, self.ctx, msgs, rejected),
                                         self.prompt, f"{salt}/{n}", fitted.cuts,
                                         on_token if n == 1 else None,
+                                        stop_when=self._gone_astray if n < MAX_TRIES else None,
                                         max_tokens=turn_tokens(self.llm, "user_simulator", USER_TURN_TOKENS),
                                         stop=self._stops())
             return self._in_persona(self._words(text), n, sources, rejected) if text is not None else None
@@ -288,6 +290,14 @@ class UserSimulator:
         log.warning("user simulator opening: no draft spoke as the user (last: %.80s); the user query is sent", draft)
         return f"the user query: no draft spoke as the user (last draft: {draft[:200]!r})"
 
+    def _gone_astray(self, text: str) -> bool:
+        """Whether a draft being written already fails the persona rule in a way no later words undo
+        (:func:`sim.persona_check.lasting_reasons`: an assistant's offer, narration, prompt talk): the server then
+        stops decoding it and it is asked again, instead of being decoded to its end first (issue 24 point 4; most
+        of the 0.5B's rejected drafts showed one of these). Read up to the last whole word, so a word still being
+        written ("user" of "username") does not count. Not for the last draft, which is kept whatever it is."""
+        return bool(lasting_reasons(self._words(_WORD_TAIL.sub("", text)), self.ctx.name()))
+
     def _words(self, text: str) -> str:
         """The user's words of a reply: role prefixes and quotes stripped, cut where the model went on to write
         the assistant's line or the prompt's cue."""
@@ -305,18 +315,31 @@ class UserSimulator:
         return None
 
 
+_WORD_TAIL = re.compile(r"[A-Za-z0-9_'’-]+$")  # a Latin word that may still be being written
+
+
 def _streamed(llm: LLMClient, role: str, msgs: list[dict[str, str]], prompt: Prompt, salt: str, cuts: list[Cut],
-              on_token: Callable[[str], None] | None, **overrides: Any) -> tuple[str | None, str]:
+              on_token: Callable[[str], None] | None, stop_when: Callable[[str], bool] | None = None,
+              **overrides: Any) -> tuple[str | None, str]:
     """(text, reasoning) of one streamed call; deltas go to ``on_token``. A retry (no ``on_token``) asks once more
-    with its own seed. An answer its token cap cut off keeps its whole sentences."""
+    with its own seed. An answer its token cap cut off keeps its whole sentences. ``stop_when`` reads the text so far
+    after each delta: when it says so the call is stopped there (the server stops decoding) and that text returned
+    as it is, for the caller to reject."""
     final: ChatResult | None = None
-    chunks = llm.stream(role, msgs, prompt=prompt, use_cache=True, cuts=cuts, cache_salt=salt,
+    cancel = threading.Event() if stop_when is not None else None
+    said: list[str] = []
+    chunks = llm.stream(role, msgs, prompt=prompt, use_cache=True, cuts=cuts, cache_salt=salt, cancel=cancel,
                         seed=sampling_seed(salt), **overrides)
     for chunk in chunks:
         if isinstance(chunk, ChatResult):
             final = chunk
-        elif on_token:
+            continue
+        said.append(chunk)
+        if on_token:
             on_token(chunk)
+        if stop_when is not None and cancel is not None and not cancel.is_set() and stop_when("".join(said)):
+            log.info("%s: draft stopped after %d deltas: %.80s", role, len(said), "".join(said))
+            cancel.set()
     if final is None:
-        return None, ""
+        return ("".join(said) if cancel is not None and cancel.is_set() else None), ""
     return (whole_sentences(final.text) if final.finish_reason == "length" else final.text), final.reasoning

@@ -108,3 +108,14 @@ def test_the_users_own_full_name_is_narration():
     assert not verdict.ok and 'narrates "the user"' in verdict.reasons
     assert not speaks_as_user("罗晓岚想知道怎么开口。", "zh", name="罗晓岚").ok
     assert speaks_as_user("I asked Alexandra about it.", "en", name="Alexandra Kowalski").ok  # a first name alone
+
+
+def test_lasting_reasons_are_those_no_later_words_undo():
+    from sim.persona_check import lasting_reasons
+
+    assert lasting_reasons("How can I help you") == ["assistant-style greeting or offer"]
+    assert lasting_reasons("The user wants a swap") == ['narrates "the user"']
+    assert lasting_reasons("Megan Li wants", name="Megan Li") == ['narrates "the user"']
+    assert lasting_reasons("My hidden need is") == ["talks about the prompt"]
+    assert lasting_reasons("Rota") == []  # no first person yet, but the next words may bring it
+    assert lasting_reasons("你好，我是您的助手") == ["assistant-style greeting or offer"]

@@ -12,3 +12,67 @@ def test_a_label_the_model_wrote_before_the_words_is_stripped_and_a_bare_label_i
     assert clean("Me: Can we swap the shift?") == "Can we swap the shift?"
     assert not usable(clean("回复："))  # what the 0.5B model sent as a verdict once
     assert clean("Reply to Aisha first, then Loop.") == "Reply to Aisha first, then Loop."  # a verb, not a label
+
+
+def test_a_draft_that_has_gone_astray_for_good_is_stopped_while_it_streams(sim_env):
+    """Issue 24 point 4: a User-LLM draft that narrates "the user" or offers help like an assistant cannot become
+    the user's words however it goes on, so its stream is stopped there (the server stops decoding) and the draft
+    is asked again; the last draft, which is kept whatever it is, is read to its end."""
+    from backends.config import ROLES
+    from backends.llm.fake import ScriptedLLM
+    from palset.loader import load_dataset
+    from sim.service import make_spec
+    from tests.conftest import DEMO
+    from tests.sim.conftest import default_reply, side_of
+
+    tail = " ".join(["and", "then", "some", "more", "words"] * 8)
+
+    class Counting(ScriptedLLM):
+        """Notes, per streamed request, its attempt (retry notes in it + 1), how many deltas were read, its side."""
+
+        read: list[list[int]] = []
+
+        def stream(self, req):
+            entry = [req.messages[-1].content.count("The last draft was not usable") + 1, 0, side_of(req)]
+            self.read.append(entry)
+            for piece in super().stream(req):
+                if isinstance(piece, str):
+                    entry[1] += 1
+                yield piece
+
+    def reply(req):
+        if side_of(req) == "user" and "The chat has not started" not in req.messages[-1].content:
+            return f"The user wants a fair swap {tail}"
+        return default_reply(req)
+
+    fake = Counting(reply)
+    sim_ws = sim_env[0].ws
+    llm = sim_ws.llm(session_id="simtest", providers=dict.fromkeys(ROLES, fake))
+    demo = load_dataset(DEMO)
+    sim = sim_ws.open_simulation(demo, make_spec(demo, "1000", "1000_sample7", "topic-1", "vanilla"), llm)
+    for _ in range(4):  # the opening, the assistant, the user's second turn (three drafts), the assistant
+        utt = sim.step()
+    user_turn = [u for u in sim.record.utterances if u.side == "user"][1]
+    assert user_turn.content.startswith("The user wants") or user_turn.composed
+    drafts = [(attempt, n) for attempt, n, side in fake.read if side == "user"][1:]  # the second turn's
+    assert [attempt for attempt, _ in drafts] == [1, 2, 3] and user_turn.attempts >= 3
+    assert all(n <= 3 for _, n in drafts[:2])  # "The ", "user " and one delta more, not 45 words
+    assert drafts[2][1] > 40  # the last draft is read whole
+    assert utt is not None
+
+
+def test_a_word_still_being_written_does_not_stop_a_draft(sim_env):
+    """"The user" of "The username …" is not narration yet: the text is read up to its last whole word."""
+    from palset.loader import load_dataset
+    from sim.roles import TopicContext, UserSimulator
+    from tests.conftest import DEMO
+
+    user = load_dataset(DEMO).users["1000"]
+    session = user.session("1000_sample7")
+    llm, _ = sim_env[0]()
+    simulator = UserSimulator(llm, TopicContext(user=user, session=session, topic=session.topics[0]))
+    assert not simulator._gone_astray("The user")  # perhaps "The username", perhaps "The user wants"
+    assert simulator._gone_astray("The user wants")
+    assert simulator._gone_astray("How can I help you")
+    assert not simulator._gone_astray("I keep losing my")  # a user's words so far
+    assert not simulator._gone_astray("My rota")  # not in the first person yet either: that can change
