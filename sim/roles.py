@@ -46,7 +46,8 @@ __all__ = ["LANGUAGE", "SimulationError", "TopicContext", "UserSimulator", "rend
 
 MAX_TRIES = 3
 log = logging.getLogger(__name__)
-USER_TURN_TOKENS = 160  # one short sentence (a Chinese one included); more is a model rambling on
+USER_TURN_TOKENS = 96  # about twice the demo data's longest user turn (42 tokens, English or Chinese, estimated):
+# more is a model rambling on (the 0.5B's last drafts copied an act's definition to 160 tokens, ~10 s of decoding)
 # PAL-Set's assistant turns are 1–3 sentences (≤ 270 characters, about 65 tokens, in the demo data); the 0.5B wrote
 # ~500 tokens a turn, almost all of it paragraphs after the first, which clean() drops — decoded for nothing
 ASSISTANT_TURN_TOKENS = 128

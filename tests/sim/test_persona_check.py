@@ -92,6 +92,7 @@ def test_echoes_of_the_assistant_or_the_prompt_fail():
     ("抱歉，我无法完成这个请求。", "zh"),  # the 0.5B's opening for user 1006 on the Simulate page
     ("我“很抱歉”，但我无法回答这个问题。", "zh"),  # the 0.5B's kept opening in bench/live_chat.py, user 1006
     ("很抱歉，但是我不能提供这方面的帮助。", "zh"),
+    ("好的，请提供对话的内容。", "zh"),  # the 0.5B's kept opening for user 1006 in bench/live_chat.py
     ("I'm sorry, but I can't complete this request.", "en"),
     ("请提供更多信息，我才能回答。", "zh"),
 ])
@@ -119,3 +120,17 @@ def test_lasting_reasons_are_those_no_later_words_undo():
     assert lasting_reasons("My hidden need is") == ["talks about the prompt"]
     assert lasting_reasons("Rota") == []  # no first person yet, but the next words may bring it
     assert lasting_reasons("你好，我是您的助手") == ["assistant-style greeting or offer"]
+
+
+def test_no_user_turn_of_the_dataset_has_a_lasting_reason():
+    """A draft with a lasting reason is stopped while it streams: none of PAL-Set's own user turns (the demo data's
+    862, English and Chinese) would have been."""
+    from palset.loader import load_dataset
+    from sim.persona_check import lasting_reasons
+    from tests.conftest import DEMO
+
+    data = load_dataset(DEMO)
+    turns = [(turn.user.content, user.name) for user in data.users.values() for sid in user.sessions
+             for turn in user.session(getattr(sid, "sample_id", sid)).turns]
+    assert len(turns) > 800
+    assert [text for text, name in turns if lasting_reasons(text, name)] == []
