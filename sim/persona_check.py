@@ -54,6 +54,9 @@ OFFER_EN = re.compile("|".join([
     r"\bi don'?t have a specific (?:topic|question)",
     r"\bplease (?:provide|give|share) (?:me )?(?:with )?(?:more |some |the )?(?:specific )?(?:details|information|context)\b",
     r"\bi understand your (?:request|question|concern|situation)\b",
+    r"\b(?:issues?|problems?|challenges?|difficult(?:y|ies)|concerns?) (?:that )?you(?:'re| are) (?:facing|dealing with|"
+    r"experiencing)\b",
+    r"\bi see what you(?:'re| are) asking\b",
     r"\bi(?:'m| am) (?:so |very |really )?sorry (?:for|about|to hear about) (?:the|your) (?:disappointment|loss|trouble|"
     r"situation|news|difficult)",
 ]), re.I)

@@ -94,6 +94,8 @@ def test_echoes_of_the_assistant_or_the_prompt_fail():
     ("很抱歉，但是我不能提供这方面的帮助。", "zh"),
     ("好的，请提供对话的内容。", "zh"),  # the 0.5B's kept opening for user 1006 in bench/live_chat.py
     ("I'm sorry, but I can't complete this request.", "en"),
+    ("I see what you're asking about. Can you please tell me more about the specific issue you're facing with "
+     "darkroom work during December?", "en"),  # the 1.5B as user 1004, recording the demo workspace
     ("请提供更多信息，我才能回答。", "zh"),
 ])
 def test_talk_about_the_chat_itself_is_the_assistant_speaking(text, language):
