@@ -89,8 +89,12 @@ def words_prompt(prompt: Prompt, language: str) -> Prompt:
 
 def head_words(prompt: Prompt, act: Act, yes: bool, language: str) -> str:
     """The fixed words a judging turn of ``act`` starts with for the decision ``yes``, in the user's ``language``."""
+    return _head(words_prompt(prompt, language), act, yes)
+
+
+def _head(worded: Prompt, act: Act, yes: bool) -> str:
     _, if_yes, if_no = HEADS[act]
-    return words_prompt(prompt, language).part(if_yes if yes else if_no).strip()
+    return worded.part(if_yes if yes else if_no).strip()
 
 
 def compose(prompt: Prompt, decision: BaseModel, language: str, sources: list[str], name: str,
@@ -104,8 +108,8 @@ def compose(prompt: Prompt, decision: BaseModel, language: str, sources: list[st
         act, said, yes, clause = Act.SOLUTION_FEEDBACK, "accept", decision.accept, decision.why
     else:
         raise TypeError(f"not a user decision: {type(decision).__name__}")
-    head = head_words(prompt, act, yes, language)
     prompt = words_prompt(prompt, language)
+    head = _head(prompt, act, yes)
     said = f"{said}: {'yes' if yes else 'no'}"
     clause = " ".join(clause.split()).strip("\"'“”")
     kept = bool(clause) and speaks_as_user(clause, language, sources, name).ok

@@ -327,20 +327,20 @@ def _streamed(llm: LLMClient, role: str, msgs: list[dict[str, str]], prompt: Pro
     after each delta: when it says so the call is stopped there (the server stops decoding) and that text returned
     as it is, for the caller to reject."""
     final: ChatResult | None = None
-    cancel = threading.Event() if stop_when is not None else None
-    said: list[str] = []
+    cancel = threading.Event()
+    said = ""
     chunks = llm.stream(role, msgs, prompt=prompt, use_cache=True, cuts=cuts, cache_salt=salt, cancel=cancel,
                         seed=sampling_seed(salt), **overrides)
     for chunk in chunks:
         if isinstance(chunk, ChatResult):
             final = chunk
             continue
-        said.append(chunk)
+        said += chunk
         if on_token:
             on_token(chunk)
-        if stop_when is not None and cancel is not None and not cancel.is_set() and stop_when("".join(said)):
-            log.info("%s: draft stopped after %d deltas: %.80s", role, len(said), "".join(said))
+        if stop_when is not None and not cancel.is_set() and stop_when(said):
+            log.info("%s: draft stopped while it streamed: %.80s", role, said)
             cancel.set()
     if final is None:
-        return ("".join(said) if cancel is not None and cancel.is_set() else None), ""
+        return (said if cancel.is_set() else None), ""
     return (whole_sentences(final.text) if final.finish_reason == "length" else final.text), final.reasoning
