@@ -86,6 +86,14 @@ def demo_user(demo_dataset):
     return demo_dataset.users["1000"]
 
 
+@pytest.fixture(scope="session")
+def demo_user_turns(demo_dataset) -> list[tuple[str, str]]:
+    """Every user turn of the demo data's dialogues (English and Chinese) with its user's name: what a simulated
+    user's turn is measured against."""
+    return [(turn.user.content, user.name) for user in demo_dataset.users.values()
+            for session in user.sessions for turn in session.turns]
+
+
 def _load_demo():
     from palset.loader import load_dataset
 

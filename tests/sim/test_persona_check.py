@@ -124,15 +124,10 @@ def test_lasting_reasons_are_those_no_later_words_undo():
     assert lasting_reasons("你好，我是您的助手") == ["assistant-style greeting or offer"]
 
 
-def test_no_user_turn_of_the_dataset_has_a_lasting_reason():
+def test_no_user_turn_of_the_dataset_has_a_lasting_reason(demo_user_turns):
     """A draft with a lasting reason is stopped while it streams: none of PAL-Set's own user turns (the demo data's
     862, English and Chinese) would have been."""
-    from palset.loader import load_dataset
     from sim.persona_check import lasting_reasons
-    from tests.conftest import DEMO
 
-    data = load_dataset(DEMO)
-    turns = [(turn.user.content, user.name) for user in data.users.values() for sid in user.sessions
-             for turn in user.session(getattr(sid, "sample_id", sid)).turns]
-    assert len(turns) > 800
-    assert [text for text, name in turns if lasting_reasons(text, name)] == []
+    assert len(demo_user_turns) > 800
+    assert [text for text, name in demo_user_turns if lasting_reasons(text, name)] == []

@@ -78,15 +78,11 @@ def test_a_word_still_being_written_does_not_stop_a_draft(sim_env):
     assert not simulator._gone_astray("My rota")  # not in the first person yet either: that can change
 
 
-def test_a_user_turns_token_cap_leaves_room_for_the_longest_turn_of_the_data_twice():
+def test_a_user_turns_token_cap_leaves_room_for_the_longest_turn_of_the_data_twice(demo_user_turns):
     """The cap stops a rambling draft early, never a user's real turn: PAL-Set's own user turns (the demo data,
     English and Chinese) fit in it twice over."""
     from backends.llm.counters import estimate_tokens
-    from palset.loader import load_dataset
     from sim.roles import USER_TURN_TOKENS
-    from tests.conftest import DEMO
 
-    data = load_dataset(DEMO)
-    longest = max(estimate_tokens(turn.user.content) for user in data.users.values()
-                  for sid in user.sessions for turn in user.session(getattr(sid, "sample_id", sid)).turns)
+    longest = max(estimate_tokens(text) for text, _ in demo_user_turns)
     assert 30 <= longest and 2 * longest <= USER_TURN_TOKENS <= 3 * longest
