@@ -7,7 +7,8 @@ A turn passes when all of these hold:
    rephrase…", "Sorry for the misunderstanding", "抱歉，我不明白"): what small models write when they slip into
    the assistant's part;
 2. **no narration of "the user"** — "The user asks about…", "用户想要…", or the user's own full name ("Alexandra
-   Kowalski's question is…"): a summary, not the user speaking;
+   Kowalski's question is…"), or of the assistant ("The assistant correctly identified…", "助手说的…"; not "my
+   assistant" or "the assistant manager", people a user may have): a summary, not the user speaking;
 3. **first person** — "I", "my", "we" / "我", "咱"; a short reaction (at most 8 words, or 15 Chinese characters:
    "Yes, exactly.", "不对。") or a question (Chinese drops the pronoun: "这话怎么开口？") passes without one, unless the
    question guesses at the other side's needs the way the assistant does ("Are you looking for…?", "你是想…吗？");
@@ -56,11 +57,15 @@ OFFER_EN = re.compile("|".join([
     r"\bi understand your (?:request|question|concern|situation)\b",
     r"\b(?:issues?|problems?|challenges?|difficult(?:y|ies)|concerns?) (?:that )?you(?:'re| are) (?:facing|dealing with|"
     r"experiencing)\b",
-    r"\bi see what you(?:'re| are) asking\b",
+    r"\bi see (?:that |what )?you(?:'re| are) (?:asking|looking for|interested in|trying to (?:find|decide|figure))",
     r"\bi(?:'m| am) (?:so |very |really )?sorry (?:for|about|to hear about) (?:the|your) (?:disappointment|loss|trouble|"
     r"situation|news|difficult)",
 ]), re.I)
 NARRATION_EN = re.compile(r"^\W*(?:the )?user\b|\bthe user(?:'s)?\b", re.I)
+# "the assistant" with the word after it (so a draft cut at "the assistant" while it streams is not stopped yet),
+# not a person's job: "the assistant manager"
+ASSISTANT_NARRATION_EN = re.compile(r"\bthe (?:ai )?assistant(?:'s)?(?:[^\w\s]|\s+(?!(?:manager|principal|coach|"
+                                    r"director|editor|professor|teacher|head|buyer|producer)\b)\w)", re.I)
 FIRST_PERSON_EN = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|our|us)\b", re.I)
 
 OFFER_ZH = re.compile("|".join([
@@ -79,8 +84,11 @@ OFFER_ZH = re.compile("|".join([
     r"(?:抱歉|对不起)[”\"」』']?[，,]?\s*我(?:不太|没有|没)?(?:明白|理解|懂)",
     r"请(?:您|你)?(?:提供|说明|补充)(?:更多|一些)?(?:信息|细节|上下文|背景)",
     r"请(?:您|你)?(?:提供|给出|发送|告诉我)(?:一下)?(?:对话|聊天)(?:的)?(?:内容|记录)",
+    r"我(?:看到|明白)(?:了)?(?:你|您)(?:正在|在)(?:寻找|询问|问)",
 ]), re.I)
 NARRATION_ZH = re.compile(r"^\W*用户|用户(?:想|需要|希望|正在|是|在|询问|表示|的)")
+ASSISTANT_NARRATION_ZH = re.compile(r"(?<!我的)(?<!我们的)(?:AI|智能)?助手(?:说|提到|认为|正确|刚才|的(?:回答|建议|话)|指出|"
+                                    r"识别|理解|回答|建议|问)", re.I)
 PROMPT_TALK = re.compile(r"\b(?:hidden|implicit) needs?\b|\brequirement (?:confirmation|prediction)\b|"
                          r"\bsolution (?:feedback|discussion|proposal)\b|\btopic inquiry\b|隐藏(?:的)?需求|隐性需求|"
                          r"需求确认|需求预测|方案反馈|方案讨论|话题询问", re.I)
@@ -142,8 +150,8 @@ def echoes(text: str, source: str) -> bool:
 
 def lasting_reasons(text: str, name: str = "") -> list[str]:
     """The reasons ``text`` does not speak as the user that no words after it can undo — a pattern once written stays
-    in the turn: an assistant's greeting or offer, narration about "the user" (or the user's full ``name``), talk
-    about the prompt. (Copying, the first person and the language are shares of the whole turn: they can change.)
+    in the turn: an assistant's greeting or offer, narration about "the user" (or the user's full ``name``) or "the
+    assistant", talk about the prompt. (Copying, the first person and the language are shares of the whole turn: they can change.)
     Why apart: a draft streamed to the server is stopped as soon as one of them shows (:mod:`sim.roles`), rather
     than decoded to its end and rejected."""
     reasons = []
@@ -151,6 +159,8 @@ def lasting_reasons(text: str, name: str = "") -> list[str]:
         reasons.append("assistant-style greeting or offer")
     if NARRATION_EN.search(text) or NARRATION_ZH.search(text) or (name and name.strip() and name.strip() in text):
         reasons.append('narrates "the user"')
+    if ASSISTANT_NARRATION_EN.search(text) or ASSISTANT_NARRATION_ZH.search(text):
+        reasons.append('narrates "the assistant"')
     if PROMPT_TALK.search(text):
         reasons.append("talks about the prompt")
     return reasons

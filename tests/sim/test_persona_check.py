@@ -58,6 +58,14 @@ def test_chinese_user_turns_pass(text):
      'narrates "the user"'),
     ("What do you need to turn the committee's feedback into a plan?", "en", "not in the first person"),  # what the 0.5B model asked
     ("Which of my hidden needs did you guess?", "en", "talks about the prompt"),
+    # the 1.5B as user 1005, recording the demo workspace
+    ("I understand that we need to make a decision about our apartment lease by December 31. The assistant correctly "
+     "identified the need for choosing an option that works whether or not he gets the day job.", "en",
+     'narrates "the assistant"'),
+    ("I see you're looking for a decision on our apartment lease by December 31.", "en",
+     "assistant-style greeting or offer"),
+    ("助手说得对，我需要先比较两个租房方案。", "zh", 'narrates "the assistant"'),
+    ("我明白你在问租约的事。", "zh", "assistant-style greeting or offer"),
 ])
 def test_assistant_like_or_narrated_turns_fail_with_their_reason(text, language, reason):
     verdict = speaks_as_user(text, language)
@@ -122,6 +130,17 @@ def test_lasting_reasons_are_those_no_later_words_undo():
     assert lasting_reasons("My hidden need is") == ["talks about the prompt"]
     assert lasting_reasons("Rota") == []  # no first person yet, but the next words may bring it
     assert lasting_reasons("你好，我是您的助手") == ["assistant-style greeting or offer"]
+    assert lasting_reasons("Yes. The assistant") == []  # cut while streaming: "the assistant manager" may follow
+    assert lasting_reasons("Yes. The assistant got it") == ['narrates "the assistant"']
+
+
+@pytest.mark.parametrize("text,language", [
+    ("I asked my assistant to book the room.", "en"),
+    ("The assistant manager signed off on my rota.", "en"),
+    ("我的助手说下周再谈。", "zh"),
+])
+def test_an_assistant_the_user_has_is_not_narration(text, language):
+    assert speaks_as_user(text, language).ok
 
 
 def test_no_user_turn_of_the_dataset_has_a_lasting_reason(demo_user_turns):
