@@ -70,9 +70,13 @@ _PLACEHOLDER = re.compile(r"^\W*$|^<[^>]*>$|^\.\.\.$|^…$")
 _PREFIX = re.compile(r"^\s*(assistant|user|you|me|reply|answer|用户|助手|你|我|回复|回答)\s*[:：]\s*", re.I)
 
 
-def clean(text: str) -> str:
-    """Strip role prefixes and wrapping quotes a small model adds; keep at most the first paragraph."""
-    text = _PREFIX.sub("", text.strip()).strip().strip('"“”').strip()
+def clean(text: str, name: str = "") -> str:
+    """Strip role prefixes (and ``name`` as a speaker label: "Adrian Valenzuela: …", as the transcript labels the
+    user's lines) and wrapping quotes a small model adds; keep at most the first paragraph."""
+    text = text.strip()
+    if name and name.strip():
+        text = re.sub(rf"^{re.escape(name.strip())}\s*[:：]\s*", "", text)
+    text = _PREFIX.sub("", text).strip().strip('"“”').strip()
     return text.split("\n\n")[0].strip()
 
 
@@ -296,13 +300,17 @@ class UserSimulator:
         (:func:`sim.persona_check.lasting_reasons`: an assistant's offer, narration, prompt talk): the server then
         stops decoding it and it is asked again, instead of being decoded to its end first (issue 24 point 4; most
         of the 0.5B's rejected drafts showed one of these). Read up to the last whole word, so a word still being
-        written ("user" of "username") does not count. Not for the last draft, which is kept whatever it is."""
-        return bool(lasting_reasons(self._words(_WORD_TAIL.sub("", text)), self.ctx.name()))
+        written ("user" of "username") does not count, nor the user's name written as a speaker label before its
+        colon. Not for the last draft, which is kept whatever it is."""
+        so_far = _WORD_TAIL.sub("", text)
+        if self.ctx.name().startswith(so_far.strip()):  # the name being written as a label ("罗晓岚" before its "：")
+            return False
+        return bool(lasting_reasons(self._words(so_far), self.ctx.name()))
 
     def _words(self, text: str) -> str:
-        """The user's words of a reply: role prefixes and quotes stripped, cut where the model went on to write
-        the assistant's line or the prompt's cue."""
-        return clean(cut_at_speaker(text, self.ctx.name()))
+        """The user's words of a reply: role prefixes, the user's name as a speaker label and quotes stripped, cut
+        where the model went on to write the assistant's line or the prompt's cue."""
+        return clean(cut_at_speaker(text, self.ctx.name()), self.ctx.name())
 
     def _in_persona(self, text: str, attempt: int, sources: list[str],
                     rejected: list[tuple[str, tuple[str, ...]]]) -> str | None:

@@ -86,3 +86,27 @@ def test_a_user_turns_token_cap_leaves_room_for_the_longest_turn_of_the_data_twi
 
     longest = max(estimate_tokens(text) for text, _ in demo_user_turns)
     assert 30 <= longest and 2 * longest <= USER_TURN_TOKENS <= 3 * longest
+
+
+def test_the_users_name_as_a_speaker_label_is_stripped_and_does_not_stop_a_draft(sim_env):
+    """The transcript labels the user's lines with their name, so a model may begin "Adrian Valenzuela: …" (the 1.5B
+    did so in five of user 1005's drafts while recording the demo workspace, each stopped as narration): the label is
+    not the user's words, and neither is it narration while it is being written."""
+    from palset.loader import load_dataset
+    from sim.roles import TopicContext, UserSimulator
+    from tests.conftest import DEMO
+
+    assert clean("Adrian Valenzuela: I need a fair way to pick.", name="Adrian Valenzuela") == "I need a fair way to pick."
+    assert clean("罗晓岚：我想先问问怎么开口。", name="罗晓岚") == "我想先问问怎么开口。"
+    assert clean("I told Adrian Valenzuela: no.", name="Adrian Valenzuela") == "I told Adrian Valenzuela: no."
+    data = load_dataset(DEMO)
+    llm, _ = sim_env[0]()
+    for uid in ("1000", "1006"):
+        user = data.users[uid]
+        session = user.query[0]
+        simulator = UserSimulator(llm, TopicContext(user=user, session=session, topic=session.topics[0]))
+        name = simulator.ctx.name()
+        assert not simulator._gone_astray(name)  # its colon may follow
+        assert not simulator._gone_astray(f"{name}: I")
+        assert simulator._words(f"{name}: I need a plan.") == "I need a plan."
+        assert simulator._gone_astray(f"{name} wants a plan")  # the name, then words about the user: narration
