@@ -10,13 +10,15 @@ from collections.abc import Callable
 from typing import Any
 
 from backends.llm.client import LLMClient
+from backends.prompts import prompt_language
 from memory.base import assistant_client
 from memory.build import MemoryBuilder
 from memory.fit import without_shown
 from memory.types import RetrievalTrace
 from palset.vocab import Act
-from sim.acts import PURPOSE
+from sim.acts import PURPOSE, act_name, definition
 from sim.fit import FittedMessages, fit_messages
+from sim.persona_check import echoes
 from sim.prompting import (
     assistant_messages,
     assistant_note,
@@ -58,13 +60,18 @@ def query_text(text: str) -> str:
     return line if usable(line) else ""
 
 
-def without_copied_note(text: str, note: str) -> str | None:
+def without_copied_note(text: str, note: str, instruction: str = "") -> str | None:
     """The assistant's reply without the lines it copied from its own note (a small model starts with "What you know
-    about the user: …" or "Act: …"); None when nothing of its own is left."""
+    about the user: …" or "Act: …") or that are mostly its ``instruction`` reworded (the act's name and definition:
+    the 1.5B answered user 1006 "提出方案（如果之前讨论过别的方案，就提一个新的）：提供一个具体的方案…" while
+    recording the demo workspace); None when nothing of its own is left. Not the note's memory: a reply may rightly
+    say again what the memory says of the user."""
     lines = text.splitlines()
+
     def copied(line: str) -> bool:
         line = line.strip()
-        return not line or (len(line) >= 12 and line in note) or line.startswith(NOTE_LABELS)
+        return (not line or (len(line) >= 12 and line in note) or line.startswith(NOTE_LABELS)
+                or bool(instruction) and echoes(line, instruction))
 
     while lines and copied(lines[0]):
         lines = lines[1:]
@@ -147,6 +154,8 @@ class Assistant:
         fitted, note = self.fitted(act, history, trace)
         msgs = fitted.messages
         reasoning = ""
+        lang = prompt_language(self.prompt)
+        instruction = f"{act_name(act, lang)} {definition('assistant', act, lang)}"
 
         def attempt(n: int) -> str | None:
             nonlocal reasoning
@@ -155,7 +164,7 @@ class Assistant:
                                         max_tokens=self.max_tokens, stop=[PARAGRAPH])
             if text is None:
                 return None
-            words = without_copied_note(clean(text), msgs[-1]["content"])  # the user's words and the note
+            words = without_copied_note(clean(text), msgs[-1]["content"], instruction)  # the user's words and the note
             if words is None and n < MAX_TRIES:
                 log.info("assistant turn %s copied its note, asked again: %.80s", turn_no, text)
                 return None

@@ -58,3 +58,18 @@ def test_a_method_without_retrieval_asks_no_query_and_streams_none(demo, sim_env
     utt = sim.step(on_query=queried.append)
     assert utt is not None and utt.retrieval_query is None and not queried
     assert not [r for r in fake.requests if side_of(r) == "summary"]
+
+
+def test_no_assistant_line_of_the_dataset_reads_as_its_instruction(demo_dataset):
+    """A reply line that mostly rewords the act's name and definition is asked again (``without_copied_note``); none
+    of PAL-Set's own assistant lines (the demo data, English and Chinese) would be, whichever act is asked."""
+    from sim.acts import PURPOSE, act_name, definition
+    from sim.assistant import without_copied_note
+
+    lines = [(line, u.language) for u in demo_dataset.users.values() for s in u.sessions for t in s.turns
+             for line in t.assistant.content.splitlines() if line.strip()]
+    assert len(lines) > 800 and {language for _, language in lines} == {"en", "zh"}
+    copied = [line for line, language in lines for act in PURPOSE  # the assistant's acts
+              if without_copied_note(line, "", f"{act_name(act, language)} {definition('assistant', act, language)}")
+              is None]
+    assert copied == []

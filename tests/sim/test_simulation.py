@@ -298,6 +298,13 @@ def test_an_assistant_reply_that_copies_its_note_is_cut_or_asked_again(sim_env):
     zh_note = "【给助手的提示，不是用户说的话】\n现在请回复——动作：需求预测。猜一个隐藏需求。"
     assert without_copied_note("动作：需求预测\n是不是夜班让你睡不好？", zh_note) == "是不是夜班让你睡不好？"
     assert without_copied_note("动作：你需要分析为什么业绩预测对企业的未来不利？", zh_note) is None  # asked again
+    # the act's definition reworded (the 1.5B as user 1006's assistant, recording the demo workspace): asked again
+    instruction = "方案提议 提出一个具体的方案（如果之前讨论过别的方案，就提一个新的），不要解释你对用户的推断。"
+    reworded = "提出方案（如果之前讨论过别的方案，就提一个新的）：提供一个具体的方案（如果之前讨论过别的方案，就提一个新的），不要解释你对用户的推断。"
+    assert without_copied_note(reworded, zh_note) == reworded  # not a copy of the note's lines
+    assert without_copied_note(reworded, zh_note, instruction) is None
+    own = "我建议你们在补充约定里写一条折中条款：三亚行8天，1月21日出发。"
+    assert without_copied_note(f"{reworded}\n{own}", zh_note, instruction) == own
 
     make_llm, _ = sim_env
     demo = load_dataset(DEMO)
@@ -308,6 +315,11 @@ def test_an_assistant_reply_that_copies_its_note_is_cut_or_asked_again(sim_env):
             asked.append(req)
             if len(asked) == 1:  # only the note, copied: asked again
                 return req.messages[-1].content
+            if len(asked) == 3:  # the act's name and definition, as the model might word them: asked again
+                from palset.vocab import Act
+                from sim.acts import definition
+
+                return f"{act_of(req)}: {definition('assistant', Act(act_of(req)))}".replace("ONE", "one")
             return f"Could it be the night shifts? ({act_of(req)})"
         return default_reply(req)
 
@@ -316,6 +328,8 @@ def test_an_assistant_reply_that_copies_its_note_is_cut_or_asked_again(sim_env):
     assert record.status == "finished", record.error
     first = next(u for u in record.utterances if u.side == "assistant")
     assert first.attempts == 2 and first.content.startswith("Could it be the night shifts?")
+    second = [u for u in record.utterances if u.side == "assistant"][1]
+    assert second.attempts == 2 and second.content.startswith("Could it be the night shifts?")
 
 
 def _judging_run(sim_env, decision):
