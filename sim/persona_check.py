@@ -57,6 +57,7 @@ OFFER_EN = re.compile("|".join([
     r"\bi understand your (?:request|question|concern|situation)\b",
     r"\b(?:issues?|problems?|challenges?|difficult(?:y|ies)|concerns?) (?:that )?you(?:'re| are) (?:facing|dealing with|"
     r"experiencing)\b",
+    r"\bdo you have (?:any )?(?:questions?|anything) (?:for|to ask) me\b",
     r"\bi see (?:that |what )?you(?:'re| are) (?:asking|looking for|interested in|trying to (?:find|decide|figure))",
     r"\bi(?:'m| am) (?:so |very |really )?sorry (?:for|about|to hear about) (?:the|your) (?:disappointment|loss|trouble|"
     r"situation|news|difficult)",
@@ -85,8 +86,9 @@ OFFER_ZH = re.compile("|".join([
     r"请(?:您|你)?(?:提供|说明|补充)(?:更多|一些)?(?:信息|细节|上下文|背景)",
     r"请(?:您|你)?(?:提供|给出|发送|告诉我)(?:一下)?(?:对话|聊天)(?:的)?(?:内容|记录)",
     r"我(?:看到|明白)(?:了)?(?:你|您)(?:正在|在)(?:寻找|询问|问)",
+    r"(?:你|您)(?:是不是|是否)?有什么(?:问题|事情?|需要)(?:想|要)(?:问|告诉|咨询)我",
 ]), re.I)
-NARRATION_ZH = re.compile(r"^\W*用户|用户(?:想|需要|希望|正在|是|在|询问|表示|的)")
+NARRATION_ZH = re.compile(r"^\W*用户|用户(?:想|需要|希望|正在|是|在|询问|表示|的|和|与|应该|可以|要|会|觉得|认为)")
 ASSISTANT_NARRATION_ZH = re.compile(r"(?<!我的)(?<!我们的)(?:AI|智能)?助手(?:说|提到|认为|正确|刚才|的(?:回答|建议|话)|指出|"
                                     r"识别|理解|回答|建议|问)", re.I)
 PROMPT_TALK = re.compile(r"\b(?:hidden|implicit) needs?\b|\brequirement (?:confirmation|prediction)\b|"

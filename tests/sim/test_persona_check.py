@@ -66,6 +66,11 @@ def test_chinese_user_turns_pass(text):
      "assistant-style greeting or offer"),
     ("助手说得对，我需要先比较两个租房方案。", "zh", 'narrates "the assistant"'),
     ("我明白你在问租约的事。", "zh", "assistant-style greeting or offer"),
+    # the 1.5B as user 1006, recording the demo workspace: an opening that asks the assistant for its question,
+    # and "the user and her ex-husband" as a confirmation
+    ("你好，你是不是有什么问题想问我？", "zh", "assistant-style greeting or offer"),
+    ("Hi, do you have any questions for me?", "en", "assistant-style greeting or offer"),
+    ("我对，用户和前夫应该在假期结束后达成一份书面的约定。", "zh", 'narrates "the user"'),
 ])
 def test_assistant_like_or_narrated_turns_fail_with_their_reason(text, language, reason):
     verdict = speaks_as_user(text, language)
