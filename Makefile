@@ -116,4 +116,4 @@ clean:
 # from the committed bundle (imported into DEMO_HOME, its stages not recorded again). `touch $(DEMO_HOME)/STOP` ends it
 # after the stage under way and Ctrl-C at once; either way what is recorded is exported.
 demo-workspace: setup $(QWEN15_STAMP)
-	DEMO_HOME=$(DEMO_HOME) $(PY) scripts/record_demo.py --out $(DEMO_BUNDLE) $(if $(MINUTES),--minutes $(MINUTES))
+	DEMO_HOME=$(DEMO_HOME) $(PY) scripts/record_demo.py --out $(DEMO_BUNDLE) $(if $(MINUTES),--minutes $(MINUTES)) $(if $(REDO),--redo $(REDO))

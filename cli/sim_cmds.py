@@ -1,5 +1,5 @@
 """``pal simulate`` (batch simulation, resumable), ``pal simulate fidelity`` (:mod:`cli.simfid_cmds`), ``pal runs
-list`` and ``pal runs export``."""
+list``, ``pal runs export`` and ``pal runs discard``."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_simulate)
     simfid_cmds.register(p)
 
-    p = sub.add_parser("runs", help="list and export simulation runs")
+    p = sub.add_parser("runs", help="list, export and discard simulation runs")
     rsub = p.add_subparsers(dest="runs_command", required=True)
     ls = rsub.add_parser("list", help="stored simulation runs, newest first")
     _add_filters(ls)
@@ -43,6 +43,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     ex.add_argument("--format", choices=["jsonl", "md"], default="jsonl")
     ex.add_argument("--out", help="write to this file instead of stdout")
     ex.set_defaults(func=cmd_export)
+    dc = rsub.add_parser("discard", help="delete runs with their judgments and simulator fidelity, so the command "
+                                         "that made them records them anew (shows what would go without --yes)")
+    dc.add_argument("run_ids", nargs="+", help="the runs to discard")
+    dc.add_argument("--yes", action="store_true", help="discard them (without it, only say what would go)")
+    dc.set_defaults(func=cmd_discard)
 
 
 def _add_filters(p: argparse.ArgumentParser) -> None:
@@ -196,6 +201,33 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"wrote {len(records)} run(s) to {args.out}", file=sys.stderr)
     else:
         sys.stdout.write(text)
+    return 0
+
+
+def cmd_discard(args: argparse.Namespace) -> int:
+    """What would go (each run's utterances and the judgments that read it), then, with ``--yes``, discard it."""
+    from cli.context import open_workspace
+    from studio.discard import DiscardRefused, discard_problems, discard_runs
+
+    ws = open_workspace()
+    if problems := discard_problems(ws, args.run_ids):
+        print("error: nothing discarded: " + "; ".join(problems), file=sys.stderr)
+        return 2
+    if not args.yes:
+        for run_id in dict.fromkeys(args.run_ids):
+            judged = [j for j in ws.evals.judgments() if run_id in (j.run_a, j.run_b)]
+            print(f"would discard {run_id} ({ws.sims.count_utterances(run_id)} utterances) and {len(judged)} "
+                  f"judgment(s) that read it")
+        print("nothing discarded: add --yes to discard", file=sys.stderr)
+        return 1
+    try:
+        done = discard_runs(ws, args.run_ids, actor="cli")
+    except DiscardRefused as e:  # a driver took one of them between the check and the deletion
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for d in done:
+        print(f"discarded {d.run_id} ({d.utterances} utterances, {len(d.judgments)} judgment(s), {d.fidelity} "
+              f"simulator-fidelity result(s)); the command that made it records it anew")
     return 0
 
 

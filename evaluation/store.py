@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Iterable
 
@@ -45,6 +46,14 @@ class EvalStore:
         sql = "SELECT data FROM judgments" + (" WHERE " + " AND ".join(conds) if conds else "") + " ORDER BY created_at"
         with self.db.read() as conn:
             return [Judgment.model_validate_json(r[0]) for r in conn.execute(sql, args)]
+
+    @staticmethod
+    def delete_judgments_of_run_in(conn: sqlite3.Connection, run_id: str) -> list[str]:
+        """Delete the judgments that read ``run_id`` (either side) inside the caller's write transaction; their keys."""
+        keys = [r[0] for r in conn.execute("SELECT judgment_key FROM judgments WHERE run_a=? OR run_b=?",
+                                           (run_id, run_id))]
+        conn.execute("DELETE FROM judgments WHERE run_a=? OR run_b=?", (run_id, run_id))
+        return keys
 
     def get_result(self, key: str) -> TaskResult | None:
         with self.db.read() as conn:

@@ -36,6 +36,14 @@ class ReviewStore:
         with self.db.write() as conn:
             conn.execute("DELETE FROM review_batches WHERE batch_id=?", (batch_id,))
 
+    def batches_showing_run(self, run_id: str) -> list[str]:
+        """The review batches with an item that shows ``run_id`` (either side of a pair) to annotators."""
+        with self.db.read() as conn:
+            return [r[0] for r in conn.execute(
+                "SELECT DISTINCT batch_id FROM review_items WHERE json_extract(payload, '$.run_a')=? "
+                "OR json_extract(payload, '$.run_b')=? OR json_extract(payload, '$.run_id')=? ORDER BY batch_id",
+                (run_id, run_id, run_id))]
+
     @staticmethod
     def _batch(row) -> dict:
         out = dict(row)

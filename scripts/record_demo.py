@@ -20,6 +20,8 @@ Run: ``make demo-workspace`` (every stage, then the export), or
 after M minutes (the stage under way finishes), then exports what is recorded. To stop a recording early and keep
 it, ``touch HOME/STOP`` (HOME: ``--home``, ``.pal-demo`` by default; the stage under way finishes, then the export), or
 press Ctrl-C (the command under way stops, keeping what it saved; the export follows and the stage resumes next time).
+``--redo RUN,RUN`` (``make demo-workspace REDO=…``) records runs anew — ones recorded before a rule of the simulator
+changed — by discarding them with their judgments and setting the stages that made them to run again.
 """
 
 from __future__ import annotations
@@ -191,6 +193,63 @@ def run_stage(stage: Stage, env: dict[str, str], ledger: dict, save) -> bool:
     return True
 
 
+def runs_of(home: Path, run_ids: list[str]) -> dict[str, tuple[str, str, str]]:
+    """(user, dialogue-task id, method) of each of ``run_ids`` stored in the recording's home; absent ones left out."""
+    db = home / "runs.sqlite"
+    if not db.exists():
+        return {}
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = con.execute(f"SELECT run_id, user_id, sample_id, topic_key, method FROM sim_runs WHERE run_id IN "
+                           f"({','.join('?' * len(run_ids))})", run_ids).fetchall()
+    finally:
+        con.close()
+    return {r[0]: (r[1], f"{r[2]}_{r[3]}", r[4]) for r in rows}
+
+
+def stages_making(plan: list[Stage], user: str, task: str, method: str) -> list[str]:
+    """The stages whose commands make a run of ``method`` on ``task`` or judge it (its user, a pair with its method),
+    and the simulator-fidelity stage that checks every run."""
+    names = []
+    for stage in plan:
+        for c in stage.commands:
+            simulates = c[0] == "simulate" and "--task-ids" in c and task in _value(c, "--task-ids").split(",") \
+                and method in _value(c, "--methods").split(",")
+            judges = c[0] == "judge" and user in _value(c, "--users").split(",") \
+                and method in (_value(c, "--runs"), _value(c, "--baseline"))
+            if simulates or judges or c[:2] == ["simulate", "fidelity"]:
+                names.append(stage.name)
+                break
+    return names
+
+
+def _value(command: list[str], flag: str) -> str:
+    return command[command.index(flag) + 1] if flag in command else ""
+
+
+def redo(run_ids: list[str], env: dict[str, str], ledger: dict, save) -> bool:
+    """Record ``run_ids`` anew: discard each with its judgments and simulator fidelity (``pal runs discard``), and
+    set the stages that made, judged or checked it to run again (their minutes so far kept; each resumes, so it
+    makes only what is missing). False, with nothing changed, when a run is not in the recording or cannot go."""
+    found = runs_of(Path(env["PAL_HOME"]), run_ids)
+    if missing := [r for r in run_ids if r not in found]:
+        print(f"error: not in the recording at {env['PAL_HOME']}: {', '.join(missing)}", file=sys.stderr)
+        return False
+    print(f"== redo: pal runs discard {' '.join(run_ids)} --yes", flush=True)
+    if subprocess.call([sys.executable, "-m", "cli", "runs", "discard", *run_ids, "--yes"], cwd=ROOT, env=env) != 0:
+        return False
+    plan = build_plan()
+    again = sorted({n for user, task, method in found.values() for n in stages_making(plan, user, task, method)},
+                   key=[s.name for s in plan].index)
+    for name in again:
+        if name in ledger["stages"]:
+            ledger["stages"][name]["status"] = "pending"
+    ledger.setdefault("redone", []).extend(run_ids)
+    save()
+    print(f"== redo: {', '.join(again)} will run again", flush=True)
+    return True
+
+
 def export(env: dict[str, str], ledger: dict, out: Path) -> int:
     """Export the recording, with one ``--how`` line per finished stage and the total recording time."""
     done = [(n, e) for n, e in ledger["stages"].items() if e["status"] == "done"]
@@ -202,6 +261,8 @@ def export(env: dict[str, str], ledger: dict, out: Path) -> int:
     missing = [s.name for s in build_plan() if s.name not in dict(done)]
     if missing:
         how.append("not yet recorded: " + ", ".join(missing))
+    if ledger.get("redone"):
+        how.append("recorded anew after a rule changed (discarded with their judgments): " + ", ".join(ledger["redone"]))
     methods = [*NO_LLM_MEMORIES, *(["h2memory"] if any(n.startswith("h2memory-") for n, _ in done) else [])]
     command = [sys.executable, "-m", "cli", "workspace", "export", "--dataset", DATASET, "--pseudonymise",
                "--methods", ",".join(methods), "--out", str(out)]  # a build cut short stays out of the bundle
@@ -236,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=None, help="start no stage after this many minutes")
     parser.add_argument("--only-export", action="store_true")
     parser.add_argument("--list", action="store_true", help="print the stages and their state, run nothing")
+    parser.add_argument("--redo", default="", help="comma-separated run ids to record anew (discarded with their "
+                        "judgments and simulator fidelity; the stages that made them run again)")
     parser.add_argument("--fresh", action="store_true",
                         help="record from the start, not from what the bundle at --out already holds")
     args = parser.parse_args(argv)
@@ -256,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
             entry = ledger["stages"].get(stage.name, {"status": "pending", "seconds": 0})
             print(f"{stage.name:22} {entry['status']:10} {entry['seconds'] / 60:6.1f} min  {stage.how}")
         return 0
+    if args.redo and not redo([r.strip() for r in args.redo.split(",") if r.strip()], env, ledger, save):
+        return 1
     start = time.monotonic()
     ok, interrupted = True, False
     stop_file = args.home / "STOP"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 import time
 
 from backends.store.db import Database
@@ -90,6 +91,14 @@ class SimStore:
         record.utterances = [Utterance.model_validate_json(t[0]) for t in turns]
         record.created_at, record.updated_at = row[1], row[2]
         return record
+
+    @staticmethod
+    def delete_in(conn: sqlite3.Connection, run_id: str) -> int:
+        """Delete the run and its utterances inside the caller's write transaction; the utterances deleted
+        (:mod:`studio.discard`, which also deletes what was made of the run)."""
+        count = conn.execute("DELETE FROM sim_turns WHERE run_id=?", (run_id,)).rowcount
+        conn.execute("DELETE FROM sim_runs WHERE run_id=?", (run_id,))
+        return count
 
     def list(self, **filters: str) -> list[dict]:
         """Run summaries (newest first), optionally filtered by dataset/user_id/method/status/sample_id/topic_key."""

@@ -15,6 +15,7 @@ from backends.store.db import Database
 ACTIONS: dict[str, str] = {
     "memory.edit": "edited a memory item (the previous text is kept as a version)",
     "memory.forget": "forgot memory items and everything derived from them",
+    "runs.discard": "discarded a simulation run with its judgments and simulator fidelity (to record it anew)",
     "review.batch_create": "created a review batch",
     "review.batch_delete": "deleted a review batch",
     "settings.override": "changed a role's LLM settings for their browser session",

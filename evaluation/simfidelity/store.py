@@ -38,6 +38,11 @@ class SimFidelityStore:
                          (result.key, result.run_id, result.dataset, result.user_id, result.method, result.simulator,
                           result.embedder, result.model_dump_json(), result.created_at))
 
+    @staticmethod
+    def delete_of_run_in(conn: sqlite3.Connection, run_id: str) -> int:
+        """Delete the run's results inside the caller's write transaction; how many."""
+        return conn.execute("DELETE FROM sim_fidelity WHERE run_id=?", (run_id,)).rowcount
+
     def _rows(self, sql: str, args: tuple) -> list:
         try:
             with self.db.read() as conn:

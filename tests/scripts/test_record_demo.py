@@ -205,3 +205,45 @@ def test_users_come_whole_one_at_a_time():
     assert per_user[:4] == ["dialogues-1000", "verdicts-1000", "dialogues-1001", "verdicts-1001"]
     verdicts = {s.name: s for s in record_demo.build_plan()}["verdicts-1006"]
     assert len(verdicts.commands) == 6 and all(_flag(c, "--users") == "1006" for c in verdicts.commands)
+
+
+def _recorded_home(tmp_path, runs: list[tuple[str, str, str, str, str]]):
+    """A recording's home where every stage is done and ``runs`` (run, user, sample, topic, method) are stored."""
+    import sqlite3
+
+    ledger = {"stages": {s.name: {"seconds": 60.0, "status": "done", "how": s.how}
+                         for s in record_demo.build_plan()}}
+    (tmp_path / "recording.json").write_text(json.dumps(ledger))
+    con = sqlite3.connect(tmp_path / "runs.sqlite")
+    con.execute("CREATE TABLE sim_runs (run_id TEXT, user_id TEXT, sample_id TEXT, topic_key TEXT, method TEXT)")
+    con.executemany("INSERT INTO sim_runs VALUES (?, ?, ?, ?, ?)", runs)
+    con.commit()
+    con.close()
+
+
+def test_redo_discards_the_runs_and_runs_again_only_the_stages_that_made_judged_or_checked_them(tmp_path, calls):
+    made, _ = calls
+    _recorded_home(tmp_path, [("run-1005-rag-turn-aa", "1005", "1005_sample7", "topic-1", "rag-turn")])
+    out = ["--home", str(tmp_path), "--out", str(tmp_path / "w.palbundle")]
+    assert record_demo.main([*out, "--redo", "run-1005-rag-turn-aa,run-1004-gold-missing"]) == 1
+    assert made == []  # a run not in the recording: nothing discarded, nothing run
+    assert record_demo.main([*out, "--redo", "run-1005-rag-turn-aa"]) == 0
+    pal = [c[3:] for c in made]
+    assert pal[0] == ["runs", "discard", "run-1005-rag-turn-aa", "--yes"]
+    assert [c[0] for c in pal[1:]] == ["simulate", "judge", "judge", "judge", "simulate", "workspace"]
+    assert "1005_sample7_topic-1" in _flag(pal[1], "--task-ids") and {_flag(c, "--users") for c in pal[2:5]} == {"1005"}
+    assert pal[5][:2] == ["simulate", "fidelity"]
+    assert any(h.startswith("recorded anew after a rule changed (discarded with their judgments): run-1005-rag-turn-aa")
+               for h in (pal[-1][i + 1] for i, word in enumerate(pal[-1]) if word == "--how"))
+    ledger = json.loads((tmp_path / "recording.json").read_text())
+    again = ledger["stages"]["dialogues-1005"]
+    assert again["status"] == "done" and again["seconds"] >= 60.0  # ran again; the minutes before are kept
+    assert ledger["redone"] == ["run-1005-rag-turn-aa"]
+
+
+def test_a_tour_run_is_made_again_by_the_tour_stages_and_the_users_own():
+    plan = record_demo.build_plan()
+    assert record_demo.stages_making(plan, "1002", "1002_sample7_topic-1", "gold") == [
+        "tour-dialogues", "tour-verdicts", "h2memory-verdicts", "review-batch", "dialogues-1002", "verdicts-1002", "simulator-fidelity"]
+    assert record_demo.stages_making(plan, "1006", "1006_sample8_topic-1", "h2memory") == [
+        "h2memory-verdicts", "dialogues-1006", "verdicts-1006", "simulator-fidelity"]
