@@ -142,12 +142,12 @@ def with_retry_notes(prompt: Prompt, ctx: Any, messages: list[dict[str, str]],
 
 def cut_at_speaker(text: str, name: str) -> str:
     """``text`` up to a line where the model went on to write the next speaker's line ("Assistant: …", "助手：",
-    "<name>: …") or the prompt's own cue (a small model continuing the transcript); a first line that copies the
-    cue's quote of the assistant is dropped."""
-    labels = ("Assistant:", "Assistant：", "助手：", "助手:", "助手刚才说", "The assistant just wrote", f"{name}:", f"{name}：",
-              "Write ", "写出")
+    "<name>: …"), to tell what the assistant said ("The assistant replied: …", the 1.5B in five recorded demo turns;
+    the prompt's own cue "The assistant just wrote" / "助手刚才说" among them) or to write the prompt's cue; a first
+    line about the assistant (a copy of the cue's quote) is dropped when the user's words follow it."""
+    cues = ("助手", "The assistant")
+    labels = ("Assistant:", "Assistant：", *cues, f"{name}:", f"{name}：", "Write ", "写出")
     lines = text.splitlines()
-    cues = ("助手刚才说", "The assistant just wrote")
     while len(lines) > 1 and lines[0].strip().startswith(cues):  # the model first copied the cue's quote
         lines = lines[1:]
     for i, line in enumerate(lines[1:], start=1):

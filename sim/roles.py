@@ -284,8 +284,8 @@ class UserSimulator:
         and a line where the model goes on to write the next speaker's (``cut_at_speaker``) — a rambling 0.5B draft
         ran on to the turn's token cap. Four at most, as OpenAI's API allows."""
         if self.ctx.user.language == "zh":
-            return [PARAGRAPH, "\n助手：", "\n助手:", f"\n{self.ctx.name()}："]
-        return [PARAGRAPH, "\nAssistant:", f"\n{self.ctx.name()}:", "\nThe assistant just wrote"]
+            return [PARAGRAPH, "\n助手", f"\n{self.ctx.name()}：", f"\n{self.ctx.name()}:"]
+        return [PARAGRAPH, "\nAssistant:", f"\n{self.ctx.name()}:", "\nThe assistant"]
 
     def _opening_fallback(self, draft: str) -> str:
         """Why the opening is the question on the user's mind as written (the dataset's user query, or the typed

@@ -193,6 +193,14 @@ def test_a_reply_is_cut_where_the_model_writes_the_next_speaker_and_after_a_copi
     assert cut_at_speaker("Yes, the night shifts.\nAssistant: And knowing you…", "Jane") == "Yes, the night shifts."
     assert cut_at_speaker('助手刚才说：“是刘梅那一栏吧？”\n对，就是她。\n助手：那你……', "罗晓岚") == "对，就是她。"
     assert cut_at_speaker("The assistant just wrote: \"x\"", "Jane") == "The assistant just wrote: \"x\""  # nothing else
+    # the 1.5B, recording the demo workspace (users 1001, 1002): the user's words, then what "the assistant replied"
+    said = ("I will not accept this proposed rule, as it would limit my ability to handle her demands.\n"
+            'The assistant replied: "I will not accept this proposed rule."')
+    assert cut_at_speaker(said, "Nadia Haddad") == "I will not accept this proposed rule, as it would limit my ability " \
+                                                   "to handle her demands."
+    assert cut_at_speaker('The assistant replied: "Is it the rota?"\nYes, the rota.', "Jane") == "Yes, the rota."
+    assert cut_at_speaker("对，就是她。\n助手回复：好的。", "罗晓岚") == "对，就是她。"
+    assert cut_at_speaker("I asked my assistant.\nShe said no.", "Jane") == "I asked my assistant.\nShe said no."
 
 
 def test_saying_again_what_the_user_said_before_is_not_a_copy(demo):

@@ -242,7 +242,7 @@ def test_both_sides_stream_their_text_in_fixed_mode_and_free_mode_user_turns_are
         assert utt.side == side and len(tokens) > 1 and "".join(tokens).strip() == utt.content
     assert fake.requests[0].response_format is None and "Topic Inquiry" in fake.requests[0].messages[-1].content
     # decoding stops where a turn's words end (its first paragraph, or a line of the next speaker)
-    assert fake.requests[0].stop == ["\n\n", "\nAssistant:", "\nMegan Ashworth:", "\nThe assistant just wrote"]
+    assert fake.requests[0].stop == ["\n\n", "\nAssistant:", "\nMegan Ashworth:", "\nThe assistant"]
     assert fake.requests[-1].stop == ["\n\n"]
     free, fake = sim_for(demo, make_llm, store, mode="free", seed="free")
     tokens = []
