@@ -140,15 +140,17 @@ def with_retry_notes(prompt: Prompt, ctx: Any, messages: list[dict[str, str]],
     return [*messages[:-1], {"role": messages[-1]["role"], "content": "\n".join([messages[-1]["content"], *notes])}]
 
 
+ABOUT_THE_ASSISTANT = ("助手", "The assistant")  # how a line about the assistant begins (the cue's own words among them)
+
+
 def cut_at_speaker(text: str, name: str) -> str:
     """``text`` up to a line where the model went on to write the next speaker's line ("Assistant: …", "助手：",
     "<name>: …"), to tell what the assistant said ("The assistant replied: …", the 1.5B in five recorded demo turns;
     the prompt's own cue "The assistant just wrote" / "助手刚才说" among them) or to write the prompt's cue; a first
     line about the assistant (a copy of the cue's quote) is dropped when the user's words follow it."""
-    cues = ("助手", "The assistant")
-    labels = ("Assistant:", "Assistant：", *cues, f"{name}:", f"{name}：", "Write ", "写出")
+    labels = ("Assistant:", "Assistant：", *ABOUT_THE_ASSISTANT, f"{name}:", f"{name}：", "Write ", "写出")
     lines = text.splitlines()
-    while len(lines) > 1 and lines[0].strip().startswith(cues):  # the model first copied the cue's quote
+    while len(lines) > 1 and lines[0].strip().startswith(ABOUT_THE_ASSISTANT):  # the model first copied the cue's quote
         lines = lines[1:]
     for i, line in enumerate(lines[1:], start=1):
         if line.strip().startswith(labels):

@@ -32,6 +32,7 @@ from sim.decision import Decided, composed_before, decided_turn
 from sim.fit import FittedMessages, fit_messages, render_transcript
 from sim.persona_check import lasting_reasons, speaks_as_user
 from sim.prompting import (
+    ABOUT_THE_ASSISTANT,
     LANGUAGE,
     cut_at_speaker,
     echo_sources,
@@ -301,10 +302,13 @@ class UserSimulator:
         stops decoding it and it is asked again, instead of being decoded to its end first (issue 24 point 4; most
         of the 0.5B's rejected drafts showed one of these). Read up to the last whole word, so a word still being
         written ("user" of "username") does not count, nor the user's name written as a speaker label before its
-        colon. Not for the last draft, which is kept whatever it is."""
+        colon, nor a first line about the assistant before the next line (:func:`cut_at_speaker` drops it when the
+        user's words follow). Not for the last draft, which is kept whatever it is."""
         so_far = _WORD_TAIL.sub("", text)
         if self.ctx.name().startswith(so_far.strip()):  # the name being written as a label ("罗晓岚" before its "：")
             return False
+        if "\n" not in so_far.strip() and so_far.lstrip().startswith(ABOUT_THE_ASSISTANT):
+            return False  # a first line copying the cue ("The assistant just wrote: …"): the user's words may follow
         return bool(lasting_reasons(self._words(so_far), self.ctx.name()))
 
     def _words(self, text: str) -> str:

@@ -110,3 +110,21 @@ def test_the_users_name_as_a_speaker_label_is_stripped_and_does_not_stop_a_draft
         assert not simulator._gone_astray(f"{name}: I")
         assert simulator._words(f"{name}: I need a plan.") == "I need a plan."
         assert simulator._gone_astray(f"{name} wants a plan")  # the name, then words about the user: narration
+
+
+def test_a_first_line_about_the_assistant_waits_for_the_next_line(sim_env):
+    """A draft that first copies the cue ("The assistant just wrote: …") may go on to the user's words on its next
+    line (which ``cut_at_speaker`` keeps), so it is not stopped on that line; narration of the assistant after the
+    user's own words is."""
+    from palset.loader import load_dataset
+    from sim.roles import TopicContext, UserSimulator
+    from tests.conftest import DEMO
+
+    user = load_dataset(DEMO).users["1000"]
+    session = user.session("1000_sample7")
+    llm, _ = sim_env[0]()
+    simulator = UserSimulator(llm, TopicContext(user=user, session=session, topic=session.topics[0]))
+    assert not simulator._gone_astray('The assistant just wrote: "Is it the rota?"')
+    assert simulator._words('The assistant just wrote: "Is it the rota?"\nYes, the rota.') == "Yes, the rota."
+    assert simulator._gone_astray('The assistant just wrote: "Is it the rota?"\nThe assistant keeps asking me')
+    assert simulator._gone_astray("Yes. The assistant got it")
