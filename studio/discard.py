@@ -6,16 +6,20 @@ copied its instruction) stays as it was; the demo workspace replaces such runs r
 command resumes, so re-running it simulates only the discarded runs and judges only their pairs again (the run id
 is the spec's, so the new run takes its place; cached LLM answers to unchanged requests are reused).
 
-Refused, with nothing deleted: a run id that is not stored, a run somebody drives now (its lease), and a run a
+The LLM calls made for a discarded run and its judgments are not deleted — what they cost stays in the session's
+and the lab's totals — but filed under ``discarded@<time>:<id>``, so the run made again under the same id counts
+only its own. Refused, with nothing deleted: a run id that is not stored, a run somebody drives now (its lease), and a run a
 review batch shows its annotators (their answers are about that transcript)."""
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
+from backends.store.runstore import RunStore
 from evaluation.simfidelity.store import SimFidelityStore
 from evaluation.store import EvalStore
 from sim.store import SimStore
@@ -43,6 +47,7 @@ class Discarded(BaseModel):
     utterances: int
     judgments: list[str]
     fidelity: int
+    calls: int  # LLM calls of the run and its judgments, filed under "discarded@<time>:<id>" (their cost stays counted)
 
 
 def discard_problems(ws: Workspace, run_ids: list[str]) -> list[str]:
@@ -68,16 +73,18 @@ def discard_runs(ws: Workspace, run_ids: list[str], actor: str) -> list[Discarde
     if problems := discard_problems(ws, ids):
         raise DiscardRefused("nothing discarded: " + "; ".join(problems))
     records = {run_id: ws.sims.load(run_id) for run_id in ids}
+    stamp = time.strftime("%Y%m%dT%H%M%S")
     done = []
     with ws.db.write() as conn:
         for run_id, record in records.items():
             judgments = EvalStore.delete_judgments_of_run_in(conn, run_id)
             fidelity = SimFidelityStore.delete_of_run_in(conn, run_id)
             utterances = SimStore.delete_in(conn, run_id)
+            calls = RunStore.detach_calls_in(conn, [run_id, *judgments], f"discarded@{stamp}")
             spec = record.spec
             done.append(Discarded(run_id=run_id, user_id=spec.user_id, sample_id=spec.sample_id,
                                   topic_key=spec.topic_key, method=spec.method, utterances=utterances,
-                                  judgments=judgments, fidelity=fidelity))
+                                  judgments=judgments, fidelity=fidelity, calls=calls))
     for d in done:
         log.info("discarded %s (%s utterances, %s judgments, %s fidelity results) for %s", d.run_id, d.utterances,
                  len(d.judgments), d.fidelity, actor)

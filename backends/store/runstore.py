@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Iterable
 
@@ -78,6 +79,14 @@ class RunStore:
             if reasoning:
                 conn.execute("INSERT INTO llm_reasoning (call_id, text) VALUES (?, ?)", (call_id, reasoning))
             return call_id
+
+    @staticmethod
+    def detach_calls_in(conn: sqlite3.Connection, record_ids: list[str], tag: str) -> int:
+        """Inside the caller's write transaction, file the calls made for ``record_ids`` (a discarded run, the
+        judgments that read it) under ``tag:<id>`` instead: what they cost stays in the session's and the lab's
+        totals, but a record made again under the same id does not count them as its own. How many."""
+        return sum(conn.execute("UPDATE llm_calls SET run_id=? WHERE run_id=?", (f"{tag}:{rid}", rid)).rowcount
+                   for rid in record_ids)
 
     def reasoning(self, run_id: str | None = None, session_id: str | None = None, limit: int = 100) -> list[dict]:
         """The thinking recorded with calls of one run or browser session, newest first."""

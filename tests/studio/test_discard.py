@@ -41,7 +41,11 @@ def test_a_run_goes_with_its_judgments_and_fidelity_and_nothing_else(home):
     before_kept = _counts(ws, kept)
     utterances, judged, checked = _counts(ws, gone)
     assert utterances > 0 and judged > 0 and checked == 1  # the fixture made all of it
+    calls_before = ws.runs.totals().calls
+    assert ws.runs.totals(run_id=gone).calls > 0
     (done,) = discard_runs(ws, [gone], actor="carol.researcher")
+    assert ws.runs.totals(run_id=gone).calls == 0 and done.calls > 0  # a run made again counts only its own calls
+    assert ws.runs.totals().calls == calls_before  # what they cost is still counted
     assert (done.run_id, done.method, done.user_id, done.utterances, len(done.judgments), done.fidelity) == (
         gone, "rag-turn", "1000", utterances, judged, 1)
     assert not ws.sims.exists(gone) and _counts(ws, gone) == (0, 0, 0)
