@@ -215,7 +215,7 @@ def cmd_discard(args: argparse.Namespace) -> int:
         return 2
     if not args.yes:
         for run_id in dict.fromkeys(args.run_ids):
-            judged = [j for j in ws.evals.judgments() if run_id in (j.run_a, j.run_b)]
+            judged = ws.evals.keys_reading(run_id)  # keys only: a lab's store holds thousands of judgments
             print(f"would discard {run_id} ({ws.sims.count_utterances(run_id)} utterances) and {len(judged)} "
                   f"judgment(s) that read it")
         print("nothing discarded: add --yes to discard", file=sys.stderr)

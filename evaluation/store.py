@@ -12,6 +12,10 @@ from evaluation.personamem.evaluate import PMRecord
 from evaluation.tasks import TaskResult
 
 
+def _keys_reading(conn: sqlite3.Connection, run_id: str) -> list[str]:
+    return [r[0] for r in conn.execute("SELECT judgment_key FROM judgments WHERE run_a=? OR run_b=?", (run_id, run_id))]
+
+
 class EvalStore:
     """Judgments (table ``judgments``) and bench task results (table ``bench_results``)."""
 
@@ -47,11 +51,15 @@ class EvalStore:
         with self.db.read() as conn:
             return [Judgment.model_validate_json(r[0]) for r in conn.execute(sql, args)]
 
+    def keys_reading(self, run_id: str) -> list[str]:
+        """The keys of the judgments that read ``run_id`` (either side), without loading them."""
+        with self.db.read() as conn:
+            return _keys_reading(conn, run_id)
+
     @staticmethod
     def delete_judgments_of_run_in(conn: sqlite3.Connection, run_id: str) -> list[str]:
         """Delete the judgments that read ``run_id`` (either side) inside the caller's write transaction; their keys."""
-        keys = [r[0] for r in conn.execute("SELECT judgment_key FROM judgments WHERE run_a=? OR run_b=?",
-                                           (run_id, run_id))]
+        keys = _keys_reading(conn, run_id)
         conn.execute("DELETE FROM judgments WHERE run_a=? OR run_b=?", (run_id, run_id))
         return keys
 
