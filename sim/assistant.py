@@ -18,7 +18,7 @@ from memory.types import RetrievalTrace
 from palset.vocab import Act
 from sim.acts import PURPOSE, act_name, definition
 from sim.fit import FittedMessages, fit_messages
-from sim.persona_check import echoes
+from sim.persona_check import echoes, repeats_earlier
 from sim.prompting import (
     assistant_messages,
     assistant_note,
@@ -156,6 +156,7 @@ class Assistant:
         reasoning = ""
         lang = prompt_language(self.prompt)
         instruction = f"{act_name(act, lang)} {definition('assistant', act, lang)}"
+        earlier = [u.content for u in history if u.side == "assistant"]
 
         def attempt(n: int) -> str | None:
             nonlocal reasoning
@@ -167,6 +168,9 @@ class Assistant:
             words = without_copied_note(clean(text), msgs[-1]["content"], instruction)  # the user's words and the note
             if words is None and n < MAX_TRIES:
                 log.info("assistant turn %s copied its note, asked again: %.80s", turn_no, text)
+                return None
+            if words is not None and n < MAX_TRIES and repeats_earlier(words, earlier):
+                log.info("assistant turn %s says an earlier reply again word for word, asked again: %.80s", turn_no, words)
                 return None
             return words or clean(text)
 

@@ -30,7 +30,7 @@ from palset.dataset import Session, SessionTopic, User
 from palset.vocab import Act
 from sim.decision import Decided, composed_before, decided_turn
 from sim.fit import FittedMessages, fit_messages, render_transcript
-from sim.persona_check import lasting_reasons, speaks_as_user
+from sim.persona_check import REPEATS_EARLIER, lasting_reasons, repeats_earlier, speaks_as_user
 from sim.prompting import (
     ABOUT_THE_ASSISTANT,
     LANGUAGE,
@@ -201,6 +201,7 @@ class UserSimulator:
         if shown:  # a decision showed its words but came to nothing: the drafts are not streamed after them
             on_token = None
         rejected: list[tuple[str, tuple[str, ...]]] = []  # drafts that did not speak as the user, and why
+        earlier = [u.content for u in history if u.side == "user"]
         ended, reasoning = False, ""
 
         def attempt_free(n: int) -> str | None:
@@ -212,7 +213,7 @@ class UserSimulator:
                                       "content is empty or a placeholder: write the user's actual words")
             if isinstance(out, StructuredResult):
                 ended, reasoning = bool(out.value.end), out.reasoning
-                return self._in_persona(self._words(out.value.content), n, sources, rejected)
+                return self._in_persona(self._words(out.value.content), n, sources, earlier, rejected)
             return None
 
         def attempt_plain(n: int) -> str | None:
@@ -223,7 +224,7 @@ class UserSimulator:
                                         stop_when=self._gone_astray if n < MAX_TRIES else None,
                                         max_tokens=turn_tokens(self.llm, "user_simulator", USER_TURN_TOKENS),
                                         stop=self._stops())
-            return self._in_persona(self._words(text), n, sources, rejected) if text is not None else None
+            return self._in_persona(self._words(text), n, sources, earlier, rejected) if text is not None else None
 
         try:
             content, tries = _retrying(f"user simulator, turn {turn_no} ({act.value})",
@@ -316,15 +317,18 @@ class UserSimulator:
         where the model went on to write the assistant's line or the prompt's cue."""
         return clean(cut_at_speaker(text, self.ctx.name()), self.ctx.name())
 
-    def _in_persona(self, text: str, attempt: int, sources: list[str],
+    def _in_persona(self, text: str, attempt: int, sources: list[str], earlier: list[str],
                     rejected: list[tuple[str, tuple[str, ...]]]) -> str | None:
         """``text``, or None (ask again, telling the model what was wrong) when it does not speak as the user
-        (:mod:`sim.persona_check`) and this is not the last attempt — the last one is kept rather than failing."""
-        verdict = speaks_as_user(text, self.ctx.user.language, sources, self.ctx.name())
-        if verdict.ok or attempt >= MAX_TRIES or not usable(text):
+        (:mod:`sim.persona_check`) or says one of the user's ``earlier`` turns again word for word
+        (:func:`sim.persona_check.repeats_earlier`), and this is not the last attempt — the last one is kept rather
+        than failing."""
+        reasons = speaks_as_user(text, self.ctx.user.language, sources, self.ctx.name()).reasons
+        reasons += (REPEATS_EARLIER,) if repeats_earlier(text, earlier) else ()
+        if not reasons or attempt >= MAX_TRIES or not usable(text):
             return text
-        log.info("user simulator turn rejected (%s): %.80s", "; ".join(verdict.reasons), text)
-        rejected.append((text, verdict.reasons))
+        log.info("user simulator turn rejected (%s): %.80s", "; ".join(reasons), text)
+        rejected.append((text, reasons))
         return None
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sim.persona_check import detect_language, echoes, in_language, speaks_as_user
+from sim.persona_check import detect_language, echoes, in_language, repeats_earlier, speaks_as_user
 
 
 @pytest.mark.parametrize("text", [
@@ -155,3 +155,34 @@ def test_no_user_turn_of_the_dataset_has_a_lasting_reason(demo_user_turns):
 
     assert len(demo_user_turns) > 800
     assert [text for text, name in demo_user_turns if lasting_reasons(text, name)] == []
+
+
+def test_a_turn_said_again_word_for_word_repeats_an_earlier_one():
+    """The 1.5B as user 1006 sent its opening again as its next turn while recording the demo workspace; a short
+    reaction may rightly come twice."""
+    opening = "我听说年底会进行交叉检查，温江万达店得了86分，在片区排第三，差评数比国庆时下降了一半多，但人效仍是8家店里最低的。"
+    assert repeats_earlier(opening, ["不对，不是这个。", opening])
+    assert repeats_earlier(" " + opening.replace("，", ", "), [opening])  # spaces and punctuation aside
+    assert not repeats_earlier(opening, [])
+    assert not repeats_earlier(opening, [opening[:-10]])  # words in common are not a repeat
+    assert not repeats_earlier("不对，不是这个。", ["不对，不是这个。"])  # a short reaction
+    said = "Sure, I understand. Can you please specify what is needed?"
+    assert repeats_earlier(said.upper(), [said])
+    assert not repeats_earlier(said + " For my classes.", [said])
+    assert not repeats_earlier("No, that's not it.", ["No, that's not it."])
+
+
+def test_no_turn_of_the_dataset_repeats_an_earlier_one_of_its_speaker(demo_dataset):
+    """PAL-Set's own dialogues (the demo data's 862 turns, English and Chinese) never say a turn again word for word,
+    the user's nor the assistant's: the rule asks again only what the dataset never does."""
+    said = 0
+    for user in demo_dataset.users.values():
+        for session in user.sessions:
+            earlier: dict[str, list[str]] = {"user": [], "assistant": []}
+            for turn in session.turns:
+                for side, utterance in (("user", turn.user), ("assistant", turn.assistant)):
+                    if utterance is not None:
+                        assert not repeats_earlier(utterance.content, earlier[side]), utterance.content
+                        earlier[side].append(utterance.content)
+                        said += 1
+    assert said > 1600

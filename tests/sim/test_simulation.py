@@ -11,7 +11,7 @@ from sim.schedule import derived_schedule
 from sim.service import SimulationSetupError, make_spec
 from testkit.requests import act_of
 from tests.conftest import DEMO
-from tests.sim.conftest import default_reply, side_of, sim_for
+from tests.sim.conftest import default_reply, side_of, sim_for, user_says
 
 
 def test_derived_schedule_has_the_fixed_shape():
@@ -330,6 +330,33 @@ def test_an_assistant_reply_that_copies_its_note_is_cut_or_asked_again(sim_env):
     assert first.attempts == 2 and first.content.startswith("Could it be the night shifts?")
     second = [u for u in record.utterances if u.side == "assistant"][1]
     assert second.attempts == 2 and second.content.startswith("Could it be the night shifts?")
+
+
+def test_a_turn_said_again_word_for_word_is_asked_again(sim_env):
+    """A user turn or an assistant reply that says an earlier one of its own again, word for word, is asked again (the
+    user's told why); the next draft is kept. The 1.5B did both while recording the demo workspace."""
+    said = "I keep wondering how to move my night shifts so I can sleep properly before the exam week."
+    guess = "Could it be that the night shifts keep you from sleeping well before your exams this month?"
+    users: list = []
+    assistants: list = []
+
+    def reply(req):
+        side = side_of(req)
+        if side == "user":
+            users.append(req)
+            return user_says(req, said) if len(users) <= 2 else default_reply(req)
+        if side == "assistant":
+            assistants.append(req)
+            return guess if len(assistants) <= 2 else default_reply(req)
+        return default_reply(req)
+
+    record, _topic = _finished_run(sim_env, reply)
+    user_turns = [u for u in record.utterances if u.side == "user"]
+    assert user_turns[0].content == said and user_turns[0].attempts == 1
+    assert user_turns[1].content != said and user_turns[1].attempts == 2
+    assert "repeats an earlier message of its own word for word" in users[2].messages[-1].content
+    replies = [u for u in record.utterances if u.side == "assistant"]
+    assert replies[0].content == guess and replies[1].content != guess and replies[1].attempts == 2
 
 
 def _judging_run(sim_env, decision):
