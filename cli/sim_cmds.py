@@ -227,8 +227,8 @@ def cmd_discard(args: argparse.Namespace) -> int:
         return 2
     for d in done:
         print(f"discarded {d.run_id} ({d.utterances} utterances, {len(d.judgments)} judgment(s), {d.fidelity} "
-              f"simulator-fidelity result(s); their {d.calls} LLM call(s) stay counted, filed as discarded); the "
-              f"command that made it records it anew")
+              f"simulator-fidelity result(s); their {d.calls} LLM call(s) stay counted, filed as discarded; "
+              f"{len(d.requeued)} job unit(s) queued again); the command that made it records it anew")
     return 0
 
 

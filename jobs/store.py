@@ -163,6 +163,20 @@ class JobStore:
             conn.execute("UPDATE jobs SET cancelled=0, updated_at=? WHERE job_id=?", (now(), job_id))
             return conn.execute(sql, args).rowcount
 
+    @staticmethod
+    def requeue_reading_in(conn: sqlite3.Connection, run_id: str) -> list[str]:
+        """Queue again, in the caller's transaction, every unit that made, judged or checked the simulation run
+        ``run_id`` (its id a part of the unit's key: ``sim/<run>``, ``judge/<run>/<run>/<aspect>``, ``simfid/<run>``)
+        and had ended; their ids. Why: a discarded run (:mod:`studio.discard`) is recorded anew by the command that
+        made it, which resubmits the same job — whose units, still done, would be skipped."""
+        rows = conn.execute("SELECT unit_id FROM job_units WHERE instr(unit_id || '/', '/' || ? || '/') > 0 "
+                            "AND status IN ('done', 'failed', 'cancelled')", (run_id,)).fetchall()
+        ids = [r[0] for r in rows]
+        conn.executemany("UPDATE job_units SET status='queued', max_attempts=attempts+1, result=NULL, last_error=NULL, "
+                         "progress=0, progress_text='', lease_owner=NULL, lease_until=NULL WHERE unit_id=?",
+                         [(i,) for i in ids])
+        return ids
+
     # ------------------------------------------------------------------ dead workers
 
     def requeue_expired(self) -> int:

@@ -244,7 +244,7 @@ def redo(run_ids: list[str], env: dict[str, str], ledger: dict, save) -> bool:
     for name in again:
         if name in ledger["stages"]:
             ledger["stages"][name]["status"] = "pending"
-    ledger.setdefault("redone", []).extend(run_ids)
+    ledger["redone"] = list(dict.fromkeys([*ledger.get("redone", []), *run_ids]))  # a run recorded anew twice: once
     save()
     print(f"== redo: {', '.join(again)} will run again", flush=True)
     return True

@@ -8,7 +8,8 @@ is the spec's, so the new run takes its place; cached LLM answers to unchanged r
 
 The LLM calls made for a discarded run and its judgments are not deleted — what they cost stays in the session's
 and the lab's totals — but filed under ``discarded@<time>:<id>``, so the run made again under the same id counts
-only its own. Refused, with nothing deleted: a run id that is not stored, a run somebody drives now (its lease), and a run a
+only its own. The job units that made, judged or checked a run are queued again, so the command resubmitting its
+job does not skip them as done. Refused, with nothing deleted: a run id that is not stored, a run somebody drives now (its lease), and a run a
 review batch shows its annotators (their answers are about that transcript)."""
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 from backends.store.runstore import RunStore
 from evaluation.simfidelity.store import SimFidelityStore
 from evaluation.store import EvalStore
+from jobs.store import JobStore
 from sim.store import SimStore
 
 if TYPE_CHECKING:
@@ -48,6 +50,7 @@ class Discarded(BaseModel):
     judgments: list[str]
     fidelity: int
     calls: int  # LLM calls of the run and its judgments, filed under "discarded@<time>:<id>" (their cost stays counted)
+    requeued: list[str] = []  # job units that made, judged or checked it, queued again for the command run again
 
 
 def discard_problems(ws: Workspace, run_ids: list[str]) -> list[str]:
@@ -81,10 +84,11 @@ def discard_runs(ws: Workspace, run_ids: list[str], actor: str) -> list[Discarde
             fidelity = SimFidelityStore.delete_of_run_in(conn, run_id)
             utterances = SimStore.delete_in(conn, run_id)
             calls = RunStore.detach_calls_in(conn, [run_id, *judgments], f"discarded@{stamp}")
+            requeued = JobStore.requeue_reading_in(conn, run_id)
             spec = record.spec
             done.append(Discarded(run_id=run_id, user_id=spec.user_id, sample_id=spec.sample_id,
                                   topic_key=spec.topic_key, method=spec.method, utterances=utterances,
-                                  judgments=judgments, fidelity=fidelity, calls=calls))
+                                  judgments=judgments, fidelity=fidelity, calls=calls, requeued=requeued))
     for d in done:
         log.info("discarded %s (%s utterances, %s judgments, %s fidelity results) for %s", d.run_id, d.utterances,
                  len(d.judgments), d.fidelity, actor)

@@ -57,6 +57,28 @@ def test_a_run_goes_with_its_judgments_and_fidelity_and_nothing_else(home):
         discard_runs(ws, [gone], actor="carol.researcher")
 
 
+def test_the_job_units_that_made_judged_or_checked_a_run_are_queued_again(home):
+    """The command that made a run resubmits the same job (its id follows from its runs): units still done would be
+    skipped, and the discarded run never made again (what happened re-recording the demo workspace's runs)."""
+    from jobs.types import JobSpec, UnitSpec
+
+    ws = home(review=False)
+    runs = {r["method"]: r["run_id"] for r in ws.sims.list()}
+    gone, kept = runs["rag-turn"], runs["gold"]
+    keys = [f"sim/{gone}", f"sim/{kept}", f"judge/{kept}/{gone}/requirement", f"simfid/{gone}", f"simfid/{kept}"]
+    ws.jobs.store.submit(JobSpec(job_id="redo", kind="simulate", title="t", pool="cli",
+                                 units=[UnitSpec(key=k, kind="sim.run") for k in keys]))
+    while (unit := ws.jobs.store.claim("host:1:t", 60, job_id="redo")) is not None:
+        assert ws.jobs.store.finish(unit.unit_id, "host:1:t", {"done": True}, 1.0)
+    (done,) = discard_runs(ws, [gone], actor="cli")
+    status = {u.unit_id.removeprefix("redo/"): u.status for u in ws.jobs.store.units("redo")}
+    assert status == {f"sim/{gone}": "queued", f"sim/{kept}": "done", f"judge/{kept}/{gone}/requirement": "queued",
+                      f"simfid/{gone}": "queued", f"simfid/{kept}": "done"}
+    assert sorted(done.requeued) == sorted(f"redo/{k}" for k in keys if gone in k)
+    again = ws.jobs.store.claim("host:1:t", 60, job_id="redo")
+    assert again is not None and gone in again.unit_id and again.result is None  # runnable again
+
+
 def test_a_driven_or_reviewed_run_is_refused_and_nothing_is_deleted(home):
     ws = home(review=True)
     runs = {r["method"]: r["run_id"] for r in ws.sims.list()}
