@@ -18,7 +18,7 @@ from memory.types import RetrievalTrace
 from palset.vocab import Act
 from sim.acts import PURPOSE, act_name, definition
 from sim.fit import FittedMessages, fit_messages
-from sim.persona_check import echoes, repeats_earlier
+from sim.persona_check import echoes, flat_text, repeats_earlier
 from sim.prompting import (
     assistant_messages,
     assistant_note,
@@ -60,6 +60,34 @@ def query_text(text: str) -> str:
     return line if usable(line) else ""
 
 
+# an assistant that, asked to propose, asks the user for the proposal: "好的，请提供你的方案。", "Sure! How can we start
+# with the proposed solution?" — 21 of the 108 Solution Proposal replies the 1.5B recorded for the demo workspace (19
+# of them Chinese: it reads 提出一个具体的方案 as something to ask for), none of the demo data's 862 assistant turns
+ASKS_FOR_PROPOSAL = re.compile("|".join([
+    r"^\W*(?:好的|好|嗯|明白了?|了解了?|当然)?[，,！!。\s]*请(?:你|您)?(?:先)?(?:根据[^，。]*[，,]?\s*)?"
+    r"(?:提供|告诉我|分享|说说|说一下|给出|提出|描述|继续提出)",
+    r"\b(?:please )?(?:share|tell me|provide|give me|describe) (?:me )?(?:with )?(?:more about )?your (?:own )?"
+    r"(?:proposal|plan|ideas?|thoughts|suggestions?|solution)\b",
+    r"\bwhat (?:do|would) you (?:suggest|propose)\b",
+    r"^\W*(?:sure|okay|ok|great)?[,!.\s]*how (?:can|should|do) we start\b",
+]), re.I)
+
+
+def asks_for_proposal(text: str, act: Act) -> bool:
+    """Whether a reply in ``act`` that should propose a solution asks the user for one instead (asked again)."""
+    return act == Act.SOLUTION_PROPOSAL and bool(ASKS_FOR_PROPOSAL.search(text))
+
+
+def _label_only(line: str, instruction: str) -> bool:
+    """Whether ``line`` is only a label taken from the instruction — the act's name and a colon ("方案讨论：", the
+    1.5B's whole reply to user 1006 once): its words, before the colon, are in the instruction."""
+    head = line.rstrip()
+    if not head.endswith((":", "：")):
+        return False
+    flat = flat_text(head)
+    return bool(flat) and flat in flat_text(instruction)
+
+
 def without_copied_note(text: str, note: str, instruction: str = "") -> str | None:
     """The assistant's reply without the lines it copied from its own note (a small model starts with "What you know
     about the user: …" or "Act: …") or that are mostly its ``instruction`` reworded (the act's name and definition:
@@ -71,7 +99,7 @@ def without_copied_note(text: str, note: str, instruction: str = "") -> str | No
     def copied(line: str) -> bool:
         line = line.strip()
         return (not line or (len(line) >= 12 and line in note) or line.startswith(NOTE_LABELS)
-                or bool(instruction) and echoes(line, instruction))
+                or bool(instruction) and (echoes(line, instruction) or _label_only(line, instruction)))
 
     while lines and copied(lines[0]):
         lines = lines[1:]
@@ -171,6 +199,10 @@ class Assistant:
                 return None
             if words is not None and n < MAX_TRIES and repeats_earlier(words, earlier):
                 log.info("assistant turn %s says an earlier reply again word for word, asked again: %.80s", turn_no, words)
+                return None
+            if words is not None and n < MAX_TRIES and asks_for_proposal(words, act):
+                log.info("assistant turn %s asks the user for the proposal it should make, asked again: %.80s",
+                         turn_no, words)
                 return None
             return words or clean(text)
 

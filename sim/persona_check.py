@@ -139,8 +139,13 @@ def _short(text: str) -> bool:
     return cjk <= SHORT_CJK if cjk else len(text.split()) <= SHORT_WORDS
 
 
+def flat_text(text: str) -> str:
+    """``text`` lower-cased with only its letters and digits: what the echo and repeat rules compare."""
+    return _NOT_TEXT.sub("", text.lower())
+
+
 def _grams(text: str) -> set[str]:
-    flat = _NOT_TEXT.sub("", text.lower())
+    flat = flat_text(text)
     return {flat[i:i + ECHO_GRAM] for i in range(max(len(flat) - ECHO_GRAM + 1, 0))}
 
 
@@ -175,8 +180,8 @@ def repeats_earlier(text: str, earlier: Sequence[str]) -> bool:
     32 such turns in 21 of its 54 runs — the 1.5B as user 1006 sent its opening again as its next turn, and as the
     assistant answered "好的，请告诉我具体的方案内容…" four turns running. The simulator asks such a turn again, the
     user's with this reason in its retry note."""
-    flat = _NOT_TEXT.sub("", text.lower())
-    return bool(flat) and not _short(text) and any(flat == _NOT_TEXT.sub("", e.lower()) for e in earlier)
+    flat = flat_text(text)
+    return bool(flat) and not _short(text) and any(flat == flat_text(e) for e in earlier)
 
 
 REPEATS_EARLIER = "repeats an earlier message of its own word for word"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from palset.vocab import Act
 from sim.assistant import query_text
 from tests.sim.conftest import default_reply, side_of, sim_for
 
@@ -73,3 +74,34 @@ def test_no_assistant_line_of_the_dataset_reads_as_its_instruction(demo_dataset)
               if without_copied_note(line, "", f"{act_name(act, language)} {definition('assistant', act, language)}")
               is None]
     assert copied == []
+
+
+def test_a_proposal_that_asks_the_user_for_one_is_caught_and_none_of_the_dataset(demo_dataset):
+    """The 1.5B, asked to propose, asked the user for the proposal in 21 of 108 recorded replies (19 Chinese: it reads
+    提出一个具体的方案 as a request); PAL-Set's own assistant turns never do, whatever their act."""
+    from sim.assistant import asks_for_proposal
+
+    for reply in ["好的，请提供你的方案。", "好的，请根据你的需求和提供的信息，提出一个具体的方案。", "请告诉我你的想法和建议。",
+                  "Sure! How can we start with the proposed solution?", "Please share your ideas with me.",
+                  "What would you suggest?"]:
+        assert asks_for_proposal(reply, Act.SOLUTION_PROPOSAL), reply
+        assert not asks_for_proposal(reply, Act.SOLUTION_DISCUSSION)  # "请继续" may rightly end a discussion turn
+    for reply in ["我建议你们在补充约定里写一条折中条款：三亚行8天。", "How about a written rota for the holidays?",
+                  "好的，我建议先和刘梅单独谈一次，把评分标准摊开讲。"]:
+        assert not asks_for_proposal(reply, Act.SOLUTION_PROPOSAL), reply
+    turns = [t.assistant.content for u in demo_dataset.users.values() for s in u.sessions for t in s.turns]
+    assert len(turns) > 800 and [t for t in turns if asks_for_proposal(t, Act.SOLUTION_PROPOSAL)] == []
+
+
+def test_a_label_from_the_instruction_alone_is_not_a_reply():
+    """"方案讨论：" was the 1.5B's whole reply to user 1006 once; "方案提议：" began another, its proposal after it."""
+    from sim.acts import act_name, definition
+    from sim.assistant import without_copied_note
+
+    def instruction(act: Act) -> str:
+        return f"{act_name(act, 'zh')} {definition('assistant', act, 'zh')}"
+
+    assert without_copied_note("方案讨论：", "", instruction(Act.SOLUTION_DISCUSSION)) is None
+    proposal = "我们建议先和刘梅单独谈一次。"
+    assert without_copied_note(f"方案提议：\n{proposal}", "", instruction(Act.SOLUTION_PROPOSAL)) == proposal
+    assert without_copied_note("我的建议：", "", instruction(Act.SOLUTION_PROPOSAL)) == "我的建议："  # not the instruction's

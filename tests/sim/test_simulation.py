@@ -359,6 +359,23 @@ def test_a_turn_said_again_word_for_word_is_asked_again(sim_env):
     assert replies[0].content == guess and replies[1].content != guess and replies[1].attempts == 2
 
 
+def test_a_proposal_that_asks_the_user_for_one_is_asked_again(sim_env):
+    """Asked to propose, the 1.5B often asked the user for the proposal ("好的，请提供你的方案。"): asked again."""
+    from testkit.requests import act_of as act_named
+
+    proposals: list = []
+
+    def reply(req):
+        if side_of(req) == "assistant" and act_named(req) == "Solution Proposal":
+            proposals.append(req)
+            return "Please share your ideas with me." if len(proposals) == 1 else "How about a written night-shift rota?"
+        return default_reply(req)
+
+    record, _topic = _finished_run(sim_env, reply)
+    first = next(u for u in record.utterances if u.side == "assistant" and u.act.value == "Solution Proposal")
+    assert first.attempts == 2 and first.content == "How about a written night-shift rota?"
+
+
 def _judging_run(sim_env, decision):
     """A run whose User-LLM always answers as an assistant in plain text, and ``decision(req)`` to a decision."""
     asked = []
