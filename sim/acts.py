@@ -45,7 +45,10 @@ _ZH: dict[tuple[SideName, Act], str] = {
     ("user", Act.SOLUTION_FEEDBACK): "对建议明确表态：是愿意接受的那类方案就认可；是会拒绝的那类就直接拒绝，可以不耐烦；"
                                      "绝不说“听起来不错，但是……”，也不详细解释理由。",
     ("assistant", Act.REQUIREMENT_PREDICTION): "根据你对用户近况和背景的了解，主动猜测用户问题背后的一个隐藏需求，用一句简短的问话请用户确认。不要提出方案。",
-    ("assistant", Act.SOLUTION_PROPOSAL): "提出一个具体的方案（如果之前讨论过别的方案，就提一个新的），不要解释你对用户的推断。",
+    # "直接提出…以“我建议你”开头…不要反问": the 1.5B read 提出一个具体的方案 as a request and asked the user for the
+    # proposal (FIDELITY.md: 8 of 12 recorded contexts before, 0 of 12 with this wording)
+    ("assistant", Act.SOLUTION_PROPOSAL): "直接提出你自己的一个具体方案，回复以“我建议你”开头（如果之前讨论过别的方案，就提一个新的）。"
+                                          "不要反问用户，不要解释你对用户的推断。",
     ("assistant", Act.SOLUTION_DISCUSSION): "结合你对用户的了解，回答用户对当前方案的疑问或质疑，并尽量说服用户。",
     ("assistant", Act.FEEDBACK_RESPONSE): "简短回应用户的表态。不要再提出新方案；如果用户拒绝了，只表示理解或歉意。",
 }

@@ -66,6 +66,7 @@ def query_text(text: str) -> str:
 ASKS_FOR_PROPOSAL = re.compile("|".join([
     r"^\W*(?:好的|好|嗯|明白了?|了解了?|当然)?[，,！!。\s]*请(?:你|您)?(?:先)?(?:根据[^，。]*[，,]?\s*)?"
     r"(?:提供|告诉我|分享|说说|说一下|给出|提出|描述|继续提出)",
+    r"我建议(?:你|您)(?:先)?(?:提供|给出|提出|说说|告诉我)(?:一个|一下)?(?:你的|具体的?)*(?:方案|想法|建议|计划)",
     r"\b(?:please )?(?:share|tell me|provide|give me|describe) (?:me )?(?:with )?(?:more about )?your (?:own )?"
     r"(?:proposal|plan|ideas?|thoughts|suggestions?|solution)\b",
     r"\bwhat (?:do|would) you (?:suggest|propose)\b",

@@ -83,11 +83,11 @@ def test_a_proposal_that_asks_the_user_for_one_is_caught_and_none_of_the_dataset
 
     for reply in ["好的，请提供你的方案。", "好的，请根据你的需求和提供的信息，提出一个具体的方案。", "请告诉我你的想法和建议。",
                   "Sure! How can we start with the proposed solution?", "Please share your ideas with me.",
-                  "What would you suggest?"]:
+                  "What would you suggest?", "我建议你提供一个具体的方案，这个方案是在线上跑现场。"]:
         assert asks_for_proposal(reply, Act.SOLUTION_PROPOSAL), reply
         assert not asks_for_proposal(reply, Act.SOLUTION_DISCUSSION)  # "请继续" may rightly end a discussion turn
     for reply in ["我建议你们在补充约定里写一条折中条款：三亚行8天。", "How about a written rota for the holidays?",
-                  "好的，我建议先和刘梅单独谈一次，把评分标准摊开讲。"]:
+                  "好的，我建议先和刘梅单独谈一次，把评分标准摊开讲。", "我建议你和前夫签一份探视补充约定，写清接送时间。"]:
         assert not asks_for_proposal(reply, Act.SOLUTION_PROPOSAL), reply
     turns = [t.assistant.content for u in demo_dataset.users.values() for s in u.sessions for t in s.turns]
     assert len(turns) > 800 and [t for t in turns if asks_for_proposal(t, Act.SOLUTION_PROPOSAL)] == []
