@@ -14,9 +14,10 @@ A turn passes when all of these hold:
    question guesses at the other side's needs the way the assistant does ("Are you looking for…?", "你是想…吗？");
 4. **the user's language** — Chinese: at least half of the letters are Chinese characters; English: at most a
    tenth are;
-5. **no talk about the prompt** — its own terms ("hidden need", "隐藏需求", "Requirement Confirmation"): a user
+5. **not only a salutation** — "亲爱的助手：", "Dear assistant,": the turn must say something;
+6. **no talk about the prompt** — its own terms ("hidden need", "隐藏需求", "Requirement Confirmation"): a user
    does not know them (the 0.5B model asked "需要猜中哪一个隐藏需求？");
-6. **no echo** — most of the turn (60 % of its 6-character pieces) is not copied from a given text: the
+7. **no echo** — most of the turn (60 % of its 6-character pieces) is not copied from a given text: the
    assistant's last message, the prompt's example or instructions (small models copy what is nearest).
 
 :func:`speaks_as_user` returns a :class:`PersonaVerdict` with the reasons a turn fails; :func:`detect_language`
@@ -87,7 +88,12 @@ OFFER_ZH = re.compile("|".join([
     r"请(?:您|你)?(?:提供|给出|发送|告诉我)(?:一下)?(?:对话|聊天)(?:的)?(?:内容|记录)",
     r"我(?:看到|明白)(?:了)?(?:你|您)(?:正在|在)(?:寻找|询问|问)",
     r"(?:你|您)(?:是不是|是否)?有什么(?:问题|事情?|需要)(?:想|要)(?:问|告诉|咨询)我",
+    # "请问您最近有什么具体的问题或者需要帮助的地方吗？" — the 1.5B as user 1006, re-recording the demo workspace
+    r"(?:你|您)[^。？?！!]{0,8}有什么[^。？?！!]{0,12}需要(?:我)?(?:的)?(?:帮助|帮忙)",
 ]), re.I)
+# a turn that only addresses the assistant — "亲爱的助手：", the 1.5B's whole opening for user 1006 once
+SALUTATION = re.compile(r"^\W*(?:亲爱的|尊敬的)?\s*(?:AI|智能)?(?:助手|小助手)(?:你好|您好)?\W*$|"
+                        r"^\W*(?:dear|hi|hello|hey)\s+(?:ai\s+)?assistant\W*$", re.I)
 NARRATION_ZH = re.compile(r"^\W*用户|用户(?:想|需要|希望|正在|是|在|询问|表示|的|和|与|应该|可以|要|会|觉得|认为)")
 ASSISTANT_NARRATION_ZH = re.compile(r"(?<!我的)(?<!我们的)(?:AI|智能)?助手(?:说|提到|认为|正确|刚才|的(?:回答|建议|话)|指出|"
                                     r"识别|理解|回答|建议|问)", re.I)
@@ -196,6 +202,8 @@ def speaks_as_user(text: str, language: str, sources: Sequence[str] = (), name: 
     if any(echoes(text, source) for source in sources if source):
         reasons.append("repeats the assistant or the prompt")
     reasons += lasting_reasons(text, name)
+    if SALUTATION.search(text):
+        reasons.append("only addresses the assistant")
     own_question = bool(QUESTION.search(text)) and not GUESS.search(text)
     if not (FIRST_PERSON_EN.search(text) or FIRST_PERSON_ZH.search(text) or _short(text) or own_question):
         reasons.append("not in the first person")
