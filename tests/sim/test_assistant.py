@@ -105,3 +105,15 @@ def test_a_label_from_the_instruction_alone_is_not_a_reply():
     proposal = "我们建议先和刘梅单独谈一次。"
     assert without_copied_note(f"方案提议：\n{proposal}", "", instruction(Act.SOLUTION_PROPOSAL)) == proposal
     assert without_copied_note("我的建议：", "", instruction(Act.SOLUTION_PROPOSAL)) == "我的建议："  # not the instruction's
+
+
+def test_a_reply_that_ends_announcing_what_was_cut_loses_the_announcement():
+    """Decoding stops at a reply's first blank line, so "Here's how you could do it:" before a list kept nothing."""
+    from sim.assistant import announces_more, without_announcement
+
+    cut = "Certainly! I suggest a structured, measurable approach to what keeps you at V5. Here's how you could do it:"
+    assert announces_more(cut) and announces_more("具体步骤如下：") and not announces_more("Try a written rota.")
+    assert without_announcement(cut) == "Certainly! I suggest a structured, measurable approach to what keeps you at V5."
+    assert without_announcement("我建议你先和刘梅谈一次。\n具体步骤如下：") == "我建议你先和刘梅谈一次。"
+    assert without_announcement("Here's how you could do it:") == "Here's how you could do it:"  # nothing before it
+    assert without_announcement("Try a written rota.") == "Try a written rota."

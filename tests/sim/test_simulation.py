@@ -376,6 +376,23 @@ def test_a_proposal_that_asks_the_user_for_one_is_asked_again(sim_env):
     assert first.attempts == 2 and first.content == "How about a written night-shift rota?"
 
 
+def test_a_reply_that_announces_a_cut_list_is_asked_again_and_the_last_loses_its_announcement(sim_env):
+    """"Here's how you could do it:" ends a reply whose list the paragraph stop cut: asked again; the last try, kept,
+    loses that sentence."""
+    from testkit.requests import act_of as act_named
+
+    announced = "I suggest a written rota for the night shifts. Here's how you could do it:"
+
+    def reply(req):
+        if side_of(req) == "assistant" and act_named(req) in ("Solution Proposal", "Solution Discussion"):
+            return announced
+        return default_reply(req)
+
+    record, _topic = _finished_run(sim_env, reply)
+    first = next(u for u in record.utterances if u.side == "assistant" and u.act.value == "Solution Proposal")
+    assert first.attempts == 3 and first.content == "I suggest a written rota for the night shifts."
+
+
 def _judging_run(sim_env, decision):
     """A run whose User-LLM always answers as an assistant in plain text, and ``decision(req)`` to a decision."""
     asked = []
