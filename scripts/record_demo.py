@@ -244,7 +244,7 @@ def redo(run_ids: list[str], env: dict[str, str], ledger: dict, save) -> bool:
     for name in again:
         if name in ledger["stages"]:
             ledger["stages"][name]["status"] = "pending"
-    ledger["redone"] = list(dict.fromkeys([*ledger.get("redone", []), *run_ids]))  # a run recorded anew twice: once
+    ledger["redone"] = list(dict.fromkeys([*ledger.get("redone", []), *run_ids]))  # each run named once
     save()
     print(f"== redo: {', '.join(again)} will run again", flush=True)
     return True

@@ -75,6 +75,9 @@ ASKS_FOR_PROPOSAL = re.compile("|".join([
 ]), re.I)
 
 
+_COLONS = (":", "：")
+
+
 def asks_for_proposal(text: str, act: Act) -> bool:
     """Whether a reply in ``act`` that should propose a solution asks the user for one instead (asked again)."""
     return act == Act.SOLUTION_PROPOSAL and bool(ASKS_FOR_PROPOSAL.search(text))
@@ -84,7 +87,7 @@ def announces_more(text: str) -> bool:
     """Whether a reply ends by announcing what follows ("Here's how you could do it:", "具体如下："): what came after was
     cut where its first paragraph ends (decoding stops there). 36 of the 340 replies the 1.5B recorded for the demo
     workspace, 26 of them Solution Proposals — the tour's own dialogue among them — kept only the announcement."""
-    return text.rstrip().endswith((":", "："))
+    return text.rstrip().endswith(_COLONS)
 
 
 def without_announcement(text: str) -> str:
@@ -98,13 +101,24 @@ def without_announcement(text: str) -> str:
     return rest if usable(rest) else text
 
 
+def _ask_again(words: str, act: Act, earlier: list[str]) -> str:
+    """Why a reply is asked again although it is the assistant's own words ("" when it is not): it says one of the
+    assistant's ``earlier`` replies again, asks the user for the proposal it should make, or announces what was cut."""
+    if repeats_earlier(words, earlier):
+        return "says an earlier reply again word for word"
+    if asks_for_proposal(words, act):
+        return "asks the user for the proposal it should make"
+    if announces_more(words):
+        return "announces what its first paragraph does not hold"
+    return ""
+
+
 def _label_only(line: str, instruction: str) -> bool:
     """Whether ``line`` is only a label taken from the instruction — the act's name and a colon ("方案讨论：", the
     1.5B's whole reply to user 1006 once): its words, before the colon, are in the instruction."""
-    head = line.rstrip()
-    if not head.endswith((":", "：")):
+    if not announces_more(line):  # a label ends with its colon
         return False
-    flat = flat_text(head)
+    flat = flat_text(line)
     return bool(flat) and flat in flat_text(instruction)
 
 
@@ -217,16 +231,8 @@ class Assistant:
             if words is None and n < MAX_TRIES:
                 log.info("assistant turn %s copied its note, asked again: %.80s", turn_no, text)
                 return None
-            if words is not None and n < MAX_TRIES and repeats_earlier(words, earlier):
-                log.info("assistant turn %s says an earlier reply again word for word, asked again: %.80s", turn_no, words)
-                return None
-            if words is not None and n < MAX_TRIES and asks_for_proposal(words, act):
-                log.info("assistant turn %s asks the user for the proposal it should make, asked again: %.80s",
-                         turn_no, words)
-                return None
-            if words is not None and n < MAX_TRIES and announces_more(words):
-                log.info("assistant turn %s announces what its first paragraph does not hold, asked again: %.80s",
-                         turn_no, words)
+            if words is not None and n < MAX_TRIES and (why := _ask_again(words, act, earlier)):
+                log.info("assistant turn %s %s, asked again: %.80s", turn_no, why, words)
                 return None
             return without_announcement(words or clean(text))
 
