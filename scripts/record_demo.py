@@ -47,6 +47,7 @@ NO_LLM_MEMORIES = ["gold", "rag-turn", "rag-session", "vanilla-log"]
 H2_USERS = ["1002", "1006", "1007"]  # the tour's user and both Chinese users
 TOUR_TASKS = ["1002_sample7_topic-1", "1006_sample7_topic-1"]  # the tour's topic, then a Chinese user's
 TOUR_PAIRS = [("rag-turn", "vanilla-log"), ("gold", "vanilla-log"), ("gold", "rag-turn")]  # the tour's stop 12 first
+REDONE = "recorded anew after a rule changed (discarded with their judgments): "  # a manifest line's start
 USERS = ["1000", "1001", "1002", "1003", "1004", "1005", "1006", "1007"]
 BUILDER_MODEL = "qwen2.5-coder-0.5b"  # the default local model: memory builder (its JSON is valid; FIDELITY.md)
 DIALOGUE_MODEL = "qwen2.5-coder-1.5b"  # User-LLM, assistant and judge: what a visitor reads. The 0.5B as assistant
@@ -161,6 +162,7 @@ def seed_from_bundle(bundle: Path, env: dict[str, str], ledger: dict, save) -> b
     for name, seconds in recorded_stages(how).items():
         ledger["stages"][name] = {"seconds": seconds, "status": "done", "how": next(
             s.how for s in build_plan() if s.name == name)}
+    ledger["redone"] = [r for line in how if line.startswith(REDONE) for r in line[len(REDONE):].split(", ")]
     ledger["continued_from"] = bundle.name
     save()
     print(f"== recorded before: {', '.join(ledger['stages']) or 'nothing'}", flush=True)
@@ -262,7 +264,7 @@ def export(env: dict[str, str], ledger: dict, out: Path) -> int:
     if missing:
         how.append("not yet recorded: " + ", ".join(missing))
     if ledger.get("redone"):
-        how.append("recorded anew after a rule changed (discarded with their judgments): " + ", ".join(ledger["redone"]))
+        how.append(REDONE + ", ".join(ledger["redone"]))
     methods = [*NO_LLM_MEMORIES, *(["h2memory"] if any(n.startswith("h2memory-") for n, _ in done) else [])]
     command = [sys.executable, "-m", "cli", "workspace", "export", "--dataset", DATASET, "--pseudonymise",
                "--methods", ",".join(methods), "--out", str(out)]  # a build cut short stays out of the bundle

@@ -174,7 +174,8 @@ def test_a_fresh_home_continues_the_recording_the_bundle_holds(tmp_path, calls):
         plan["memories"].how + " — 10 min",
         plan["tour-dialogues"].how + " — 22 min",
         plan["h2memory-1006"].how + " — 9 min",
-        "not yet recorded: tour-verdicts, …"])
+        "not yet recorded: tour-verdicts, …",
+        record_demo.REDONE + "run-1006-gold-aa, run-1002-rag-turn-bb"])
     home = tmp_path / "fresh-home"
     assert record_demo.main(["--home", str(home), "--out", str(bundle), "--minutes", "0"]) == 0
     assert made[0][3:] == ["workspace", "import", str(bundle)]  # the bundle's records come into the new home first
@@ -184,7 +185,8 @@ def test_a_fresh_home_continues_the_recording_the_bundle_holds(tmp_path, calls):
     assert ledger["stages"]["tour-dialogues"]["seconds"] == 22 * 60
     hows = [made[-1][i + 1] for i, word in enumerate(made[-1]) if word == "--how"]
     assert "0.7 h of recording" in hows[0]  # 41 minutes recorded before, counted in the new bundle
-    assert hows[-1].startswith("not yet recorded: tour-verdicts, h2memory-1002,")
+    assert hows[-2].startswith("not yet recorded: tour-verdicts, h2memory-1002,")
+    assert hows[-1] == record_demo.REDONE + "run-1006-gold-aa, run-1002-rag-turn-bb"  # the runs made anew before
     made.clear()  # a second run keeps its own ledger and imports nothing again
     assert record_demo.main(["--home", str(home), "--out", str(bundle), "--minutes", "0"]) == 0
     assert [c[3:5] for c in made] == [["workspace", "export"]]
