@@ -20,6 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--runs", required=True, metavar="METHOD_A", help="the method under test")
     p.add_argument("--baseline", required=True, metavar="METHOD_B", help="the method it is compared with")
     p.add_argument("--users", help="comma-separated user ids (default: every user with paired runs)")
+    p.add_argument("--task-ids", help="comma-separated dialogue-task ids ({sample_id}_{topic_key}, as pal simulate): "
+                                      "judge only these topics (default: every topic with paired runs)")
     p.add_argument("--k", type=int, default=3, help="judge samples per order (default 3, as the paper)")
     p.add_argument("--threshold", type=float, default=0.0,
                    help="tie when the mean scores differ by at most this (default 0: exact equality)")
@@ -91,8 +93,11 @@ def cmd_judge(args: argparse.Namespace) -> int:
     ws = open_workspace()
     sims = ws.sims
     dkey, users = dataset_key(dataset.root), _split(args.users) or None
-    pairs = pair_runs(sims, dkey, args.runs, args.baseline, users)
-    dropped = dropped_topics(sims, dkey, args.runs, args.baseline, users)
+    tasks = set(_split(args.task_ids)) or None
+    pairs = [p for p in pair_runs(sims, dkey, args.runs, args.baseline, users)
+             if tasks is None or f"{p.sample_id}_{p.topic_key}" in tasks]
+    dropped = [d for d in dropped_topics(sims, dkey, args.runs, args.baseline, users)
+               if tasks is None or f"{d.sample_id}_{d.topic_key}" in tasks]
     if not pairs:
         print(f"error: no topic has finished runs of both {args.runs} and {args.baseline}"
               + (f" ({len(dropped)} topic(s) dropped: {dropped[0].reason}, …)" if dropped else ""), file=sys.stderr)

@@ -17,13 +17,14 @@ from cli import (
     llm_cmds,
     memory_cmds,
     personamem_cmds,
+    review_cmds,
     sim_cmds,
     users_cmds,
     workspace_cmds,
 )
 
 COMMAND_MODULES = [dataset_cmds, llm_cmds, memory_cmds, sim_cmds, eval_cmds, personamem_cmds, users_cmds, generate_cmds,
-                   experiment_cmds, workspace_cmds]
+                   experiment_cmds, workspace_cmds, review_cmds]
 
 
 def build_parser() -> argparse.ArgumentParser:

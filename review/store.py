@@ -10,6 +10,10 @@ from backends.store.db import Database
 from review.batches import TASKS, BatchPlan, assign
 
 
+class BatchAnswered(ValueError):
+    """A review batch somebody answered in is kept: the message says how many answers, by how many annotators."""
+
+
 class ReviewStore:
     def __init__(self, db: Database):
         self.db = db
@@ -32,9 +36,23 @@ class ReviewStore:
                                  [(batch_id, no, a) for a in people])
         return batch_id
 
-    def delete_batch(self, batch_id: str) -> None:
+    def delete_batch(self, batch_id: str) -> dict:
+        """Delete a batch with its items and assignments; returns the deleted batch (with ``items``). Why: a batch
+        shows its annotators fixed transcripts, so a run it shows cannot be recorded anew until the batch goes
+        (``pal runs discard`` refuses such a run). Refused with :class:`BatchAnswered`, nothing deleted, once anybody
+        has answered (people's work is not thrown away with it); ``KeyError`` for a batch that is not stored."""
         with self.db.write() as conn:
-            conn.execute("DELETE FROM review_batches WHERE batch_id=?", (batch_id,))
+            row = conn.execute("SELECT * FROM review_batches WHERE batch_id=?", (batch_id,)).fetchone()
+            if row is None:
+                raise KeyError(f"no review batch {batch_id}")
+            answered = conn.execute("SELECT COUNT(*), COUNT(DISTINCT annotator) FROM review_answers WHERE batch_id=?",
+                                    (batch_id,)).fetchone()
+            if answered[0]:
+                raise BatchAnswered(f"review batch {batch_id} not deleted: {answered[1]} annotator(s) gave "
+                                    f"{answered[0]} answer(s) in it")
+            items = conn.execute("SELECT COUNT(*) FROM review_items WHERE batch_id=?", (batch_id,)).fetchone()[0]
+            conn.execute("DELETE FROM review_batches WHERE batch_id=?", (batch_id,))  # items, assignments cascade
+        return {**self._batch(row), "items": items}
 
     def batches_showing_run(self, run_id: str) -> list[str]:
         """The review batches with an item that shows ``run_id`` (either side of a pair) to annotators."""

@@ -84,6 +84,12 @@ def judge(a: str, b: str, users: list[str], *extra: str) -> list[str]:
             *extra]
 
 
+def tour_judge(a: str, b: str, *extra: str) -> list[str]:
+    """A judge command of the tour's stages: only the tour's topics (run again after a redo, it would otherwise judge
+    the users' second topics too, recorded later by their own stages)."""
+    return judge(a, b, ["1002", "1006"], "--task-ids", ",".join(TOUR_TASKS), *extra)
+
+
 def build_plan() -> list[Stage]:
     """The stages, in the order a visitor meets their records."""
     return [
@@ -93,18 +99,18 @@ def build_plan() -> list[Stage]:
         Stage("tour-dialogues", f"pal simulate --methods {','.join(BASELINES)} --task-ids {','.join(TOUR_TASKS)}",
               [simulate(BASELINES, TOUR_TASKS)]),
         Stage("tour-verdicts", "pal judge --k 3 of every pair of " + ", ".join(BASELINES) + " on those topics",
-              [judge(a, b, ["1002", "1006"]) for a, b in TOUR_PAIRS]),
+              [tour_judge(a, b) for a, b in TOUR_PAIRS]),
         *[Stage(f"h2memory-{u}", f"pal memory fidelity --user {u} --method h2memory (built by the default model)",
                 [["memory", "fidelity", "--dataset", DATASET, "--users", u, "--method", "h2memory", "--build"]])
           for u in H2_USERS],
         Stage("h2memory-dialogues", "pal simulate --methods h2memory on the tour's topics",
               [simulate(["h2memory"], TOUR_TASKS)]),
         Stage("h2memory-verdicts", "pal judge --k 3 of h2memory against " + ", ".join(BASELINES) + " there",
-              [judge("h2memory", b, ["1002", "1006"]) for b in BASELINES]),
+              [tour_judge("h2memory", b) for b in BASELINES]),
         Stage("review-batch", "pal judge --runs gold --baseline vanilla-log --users 1002 --review-uncertain 1 "
               "--annotators reviewer-a,reviewer-b (a calibration batch at temperature 1)",
-              [judge("gold", "vanilla-log", ["1002"], "--review-uncertain", "1", "--annotators",
-                     "reviewer-a,reviewer-b", "--review-seed", "7")]),
+              [judge("gold", "vanilla-log", ["1002"], "--task-ids", TOUR_TASKS[0], "--review-uncertain", "1",
+                     "--annotators", "reviewer-a,reviewer-b", "--review-seed", "7")]),
         *[stage for u in USERS for stage in user_stages(u)],
         Stage("simulator-fidelity", "pal simulate fidelity (every check on every run)",
               [["simulate", "fidelity", "--dataset", DATASET, "--format", "csv"]]),
@@ -210,15 +216,18 @@ def runs_of(home: Path, run_ids: list[str]) -> dict[str, tuple[str, str, str]]:
 
 
 def stages_making(plan: list[Stage], user: str, task: str, method: str) -> list[str]:
-    """The stages whose commands make a run of ``method`` on ``task`` or judge it (its user, a pair with its method),
-    and the simulator-fidelity stage that checks every run."""
+    """The stages whose commands make a run of ``method`` on ``task`` or judge it (its user, a pair with its method,
+    its topic where a command names topics), and the simulator-fidelity stage that checks every run. Not the
+    review-batch stage: it makes a batch each time it runs, so it runs again only when its batch was deleted
+    (:func:`redo`)."""
     names = []
     for stage in plan:
         for c in stage.commands:
             simulates = c[0] == "simulate" and "--task-ids" in c and task in _value(c, "--task-ids").split(",") \
                 and method in _value(c, "--methods").split(",")
-            judges = c[0] == "judge" and user in _value(c, "--users").split(",") \
-                and method in (_value(c, "--runs"), _value(c, "--baseline"))
+            judges = c[0] == "judge" and "--review-uncertain" not in c and user in _value(c, "--users").split(",") \
+                and method in (_value(c, "--runs"), _value(c, "--baseline")) \
+                and ("--task-ids" not in c or task in _value(c, "--task-ids").split(","))
             if simulates or judges or c[:2] == ["simulate", "fidelity"]:
                 names.append(stage.name)
                 break
@@ -229,27 +238,52 @@ def _value(command: list[str], flag: str) -> str:
     return command[command.index(flag) + 1] if flag in command else ""
 
 
+def batches_showing(home: Path, run_ids: list[str]) -> list[str]:
+    """The review batches of the recording's home with an item that shows one of ``run_ids`` (either side)."""
+    con = sqlite3.connect(f"file:{home / 'runs.sqlite'}?mode=ro", uri=True)
+    try:
+        marks = ",".join("?" * len(run_ids))
+        return [r[0] for r in con.execute(
+            f"SELECT DISTINCT batch_id FROM review_items WHERE json_extract(payload, '$.run_a') IN ({marks}) OR "
+            f"json_extract(payload, '$.run_b') IN ({marks}) ORDER BY batch_id", [*run_ids, *run_ids])]
+    finally:
+        con.close()
+
+
 def redo(run_ids: list[str], env: dict[str, str], ledger: dict, save) -> bool:
-    """Record ``run_ids`` anew: discard each with its judgments and simulator fidelity (``pal runs discard``), and
-    set the stages that made, judged or checked it to run again (their minutes so far kept; each resumes, so it
-    makes only what is missing). False, with nothing changed, when a run is not in the recording or cannot go."""
+    """Record ``run_ids`` anew: delete the review batch that shows one of them (``pal review delete``; refused once
+    an annotator answered) and set the review-batch stage to make it again, discard each run with its judgments
+    and simulator fidelity (``pal runs discard``), and set the stages that made, judged or checked it to run again
+    (their minutes so far kept; each resumes, so it makes only what is missing). False when a run is not in the
+    recording (nothing changed) or cannot go."""
     found = runs_of(Path(env["PAL_HOME"]), run_ids)
     if missing := [r for r in run_ids if r not in found]:
         print(f"error: not in the recording at {env['PAL_HOME']}: {', '.join(missing)}", file=sys.stderr)
         return False
+    plan = build_plan()
+    remade: set[str] = set()
+    if batches := batches_showing(Path(env["PAL_HOME"]), run_ids):
+        print(f"== redo: pal review delete {' '.join(batches)} --yes (they show these runs)", flush=True)
+        if subprocess.call([sys.executable, "-m", "cli", "review", "delete", *batches, "--yes"], cwd=ROOT,
+                           env=env) != 0:
+            return False
+        remade = {s.name for s in plan if any("--review-uncertain" in c for c in s.commands)}
+        _set_pending(ledger, remade, save)  # the batch is gone: made again even if the discard below fails
     print(f"== redo: pal runs discard {' '.join(run_ids)} --yes", flush=True)
     if subprocess.call([sys.executable, "-m", "cli", "runs", "discard", *run_ids, "--yes"], cwd=ROOT, env=env) != 0:
         return False
-    plan = build_plan()
-    again = sorted({n for user, task, method in found.values() for n in stages_making(plan, user, task, method)},
+    again = sorted(remade | {n for user, task, method in found.values() for n in stages_making(plan, user, task, method)},
                    key=[s.name for s in plan].index)
-    for name in again:
-        if name in ledger["stages"]:
-            ledger["stages"][name]["status"] = "pending"
     ledger["redone"] = list(dict.fromkeys([*ledger.get("redone", []), *run_ids]))  # each run named once
-    save()
+    _set_pending(ledger, set(again), save)
     print(f"== redo: {', '.join(again)} will run again", flush=True)
     return True
+
+
+def _set_pending(ledger: dict, names: set[str], save) -> None:
+    for name in names & set(ledger["stages"]):
+        ledger["stages"][name]["status"] = "pending"
+    save()
 
 
 def export(env: dict[str, str], ledger: dict, out: Path) -> int:

@@ -7,7 +7,7 @@ import pytest
 from cli import eval_cmds
 from cli.main import main
 from tests.conftest import DEMO
-from tests.evaluation.conftest import MARKER, USER, prefers_marker, store_run
+from tests.evaluation.conftest import MARKER, SAMPLE, USER, prefers_marker, store_run
 from tests.evaluation.test_tasks import scripted
 
 
@@ -35,13 +35,17 @@ def test_pal_judge_pairs_runs_judges_and_resumes(env, cli_llm, capsys):
     store_run(sims, "h2memory", MARKER, sample="1000_sample8")  # no baseline run: not paired
     use(prefers_marker)
     argv = ["judge", "--dataset", str(DEMO), "--runs", "h2memory", "--baseline", "vanilla", "--k", "1", "--json"]
+    assert main([*argv, "--task-ids", f"{SAMPLE}_topic-2,1000_sample8_topic-1"]) == 0  # only the topics named
+    assert [(r["aspect"], r["win"]) for r in json.loads(capsys.readouterr().out)] == [("preference", 1),
+                                                                                     ("requirement", 1)]
+    assert len(log[-1].requests) == 4  # one topic, two aspects, both orders
     assert main(argv) == 0
     out, err = capsys.readouterr()
     rows = json.loads(out)
     assert [(r["aspect"], r["win"], r["tie"], r["lose"]) for r in rows] == [("preference", 2, 0, 0),
                                                                             ("requirement", 2, 0, 0)]
     assert rows[0]["adjusted_win_rate"] == 1.0 and rows[0]["flip_rate"] == 0.0
-    assert "[4/4]" in err and len(log[-1].requests) == 8
+    assert len(log[-1].requests) == 4  # the other topic; the one judged before is stored
     assert main(argv[:-1]) == 0  # resumed: nothing judged again, table printed
     out, err = capsys.readouterr()
     assert len(log[-1].requests) == 0 and "stored" in err and "h2memory vs vanilla" in out

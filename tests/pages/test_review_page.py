@@ -272,3 +272,22 @@ def test_guidelines_fetch_no_remote_image_and_show_where_links_go(team):
     text = all_markdown(at)
     assert "Read carefully" in text and "![" not in text and "](" not in text and "]:" not in text
     assert "image: tracker" in text and "the rubric (https" in text and "the form (https" in text
+
+
+def test_an_unanswered_batch_can_be_deleted_by_its_admin_behind_a_confirmation_an_answered_one_cannot(team):
+    store, b = team
+    at = sign_in("boss", batch=b["other"])
+    assert at.button(key=f"review_delete_{b['other']}").disabled  # nothing goes without the confirmation
+    at.checkbox(key=f"review_delete_sure_{b['other']}").check().run()
+    click(at, f"review_delete_{b['other']}")
+    assert store.batch(b["other"]) is None and "batch" not in at.query_params
+    assert at.success and f"Deleted batch {b['other']} (2 items)" in at.success[0].value
+    (entry,) = app_workspace().audit.entries(action="review.batch_delete")
+    assert (entry.actor, entry.target, entry.detail["items"]) == ("boss", b["other"], 2)
+    no = store.assigned(b["split"], "ann1")[0]
+    store.answer(b["split"], no, "ann1", "logs", "2")
+    at = sign_in("boss", batch=b["split"])
+    assert not [x for x in at.button if x.key == f"review_delete_{b['split']}"]
+    assert any("1 answer(s) given in this batch" in c.value for c in at.caption)
+    at = sign_in("ann3", batch=b["split"])  # an annotator manages no batch
+    assert not [x for x in at.button if (x.key or "").startswith("review_delete_")]

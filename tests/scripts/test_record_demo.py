@@ -209,8 +209,9 @@ def test_users_come_whole_one_at_a_time():
     assert len(verdicts.commands) == 6 and all(_flag(c, "--users") == "1006" for c in verdicts.commands)
 
 
-def _recorded_home(tmp_path, runs: list[tuple[str, str, str, str, str]]):
-    """A recording's home where every stage is done and ``runs`` (run, user, sample, topic, method) are stored."""
+def _recorded_home(tmp_path, runs: list[tuple[str, str, str, str, str]], shown: dict[str, tuple[str, str]] | None = None):
+    """A recording's home where every stage is done, ``runs`` (run, user, sample, topic, method) are stored and
+    review batches show pairs of them (``shown``: batch → (run_a, run_b))."""
     import sqlite3
 
     ledger = {"stages": {s.name: {"seconds": 60.0, "status": "done", "how": s.how}
@@ -219,6 +220,9 @@ def _recorded_home(tmp_path, runs: list[tuple[str, str, str, str, str]]):
     con = sqlite3.connect(tmp_path / "runs.sqlite")
     con.execute("CREATE TABLE sim_runs (run_id TEXT, user_id TEXT, sample_id TEXT, topic_key TEXT, method TEXT)")
     con.executemany("INSERT INTO sim_runs VALUES (?, ?, ?, ?, ?)", runs)
+    con.execute("CREATE TABLE review_items (batch_id TEXT, item_no INTEGER, item_key TEXT, payload TEXT)")
+    con.executemany("INSERT INTO review_items VALUES (?, 1, 'k', ?)",
+                    [(b, json.dumps({"run_a": a, "run_b": z})) for b, (a, z) in (shown or {}).items()])
     con.commit()
     con.close()
 
@@ -243,9 +247,36 @@ def test_redo_discards_the_runs_and_runs_again_only_the_stages_that_made_judged_
     assert ledger["redone"] == ["run-1005-rag-turn-aa"]
 
 
+def test_a_run_a_review_batch_shows_goes_with_the_batch_and_the_batch_is_made_again(tmp_path, calls):
+    made, codes = calls
+    _recorded_home(tmp_path, [("run-1002-gold-aa", "1002", "1002_sample7", "topic-1", "gold"),
+                              ("run-1002-gold-bb", "1002", "1002_sample8", "topic-1", "gold")],
+                   shown={"b-1": ("run-1002-vanilla-log-cc", "run-1002-gold-aa")})
+    out = ["--home", str(tmp_path), "--out", str(tmp_path / "w.palbundle"), "--minutes", "0"]
+    assert record_demo.main([*out, "--redo", "run-1002-gold-bb"]) == 0  # a run no batch shows: the batch stays
+    assert [c[3:5] for c in made[:1]] == [["runs", "discard"]]
+    ledger = json.loads((tmp_path / "recording.json").read_text())
+    assert ledger["stages"]["review-batch"]["status"] == "done"
+    assert ledger["stages"]["tour-verdicts"]["status"] == "done"  # the tour's judges judge only the tour's topics
+    made.clear()
+    codes["review"] = 2  # an annotator answered in it: refused, nothing discarded
+    assert record_demo.main([*out, "--redo", "run-1002-gold-aa"]) == 1
+    assert [c[3:] for c in made] == [["review", "delete", "b-1", "--yes"]]
+    made.clear()
+    codes.pop("review")
+    assert record_demo.main([*out, "--redo", "run-1002-gold-aa"]) == 0
+    assert [c[3:5] for c in made[:2]] == [["review", "delete"], ["runs", "discard"]]
+    ledger = json.loads((tmp_path / "recording.json").read_text())
+    assert {n for n, e in ledger["stages"].items() if e["status"] == "pending"} == {
+        "tour-dialogues", "tour-verdicts", "h2memory-verdicts", "review-batch", "dialogues-1002", "verdicts-1002",
+        "simulator-fidelity"}
+
+
 def test_a_tour_run_is_made_again_by_the_tour_stages_and_the_users_own():
     plan = record_demo.build_plan()
     assert record_demo.stages_making(plan, "1002", "1002_sample7_topic-1", "gold") == [
-        "tour-dialogues", "tour-verdicts", "h2memory-verdicts", "review-batch", "dialogues-1002", "verdicts-1002", "simulator-fidelity"]
+        "tour-dialogues", "tour-verdicts", "h2memory-verdicts", "dialogues-1002", "verdicts-1002", "simulator-fidelity"]
+    assert record_demo.stages_making(plan, "1002", "1002_sample8_topic-1", "gold") == [
+        "dialogues-1002", "verdicts-1002", "simulator-fidelity"]
     assert record_demo.stages_making(plan, "1006", "1006_sample8_topic-1", "h2memory") == [
-        "h2memory-verdicts", "dialogues-1006", "verdicts-1006", "simulator-fidelity"]
+        "dialogues-1006", "verdicts-1006", "simulator-fidelity"]  # h2memory-verdicts judges the tour's topics only

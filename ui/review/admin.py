@@ -14,7 +14,7 @@ from review.accounts import LOCAL_ADMIN, Account, AccountStore
 from review.agreement import batch_agreement, disagreements
 from review.batches import TASKS, memory_candidates, pairwise_candidates, plan_batch, quality_candidates
 from review.export import answer_rows, item_rows, to_csv, to_jsonl
-from review.store import ReviewStore
+from review.store import BatchAnswered, ReviewStore
 from ui.agreement import render_judge_human
 from ui.platform_state import base_workspace, home_workspace
 from ui.review.simturns import candidates as simturn_candidates
@@ -141,6 +141,33 @@ def new_batch(store: ReviewStore, accounts: AccountStore, account: Account, data
                                       items=len(plan.items), annotators=plan.annotators, seed=seed)
         st.success(f"Created batch {md_escape(batch_id)} with {len(plan.items)} items.")
         st.session_state.pop("review_new_seed_default", None)
+
+
+def delete_control(store: ReviewStore, batch: dict, account: Account) -> None:
+    """Delete a batch nobody has answered in (a mistaken one, or one whose runs are recorded anew); admins and the
+    batch's creator only, behind a confirmation. A batch with answers cannot go: the store refuses, and this says so."""
+    batch_id = batch["batch_id"]
+    if not (account.is_admin or batch["created_by"] == account.name):
+        return
+    if answers := store.count_answers(batch_id):
+        st.caption(f"Kept: {answers} answer(s) given in this batch, so it cannot be deleted.")
+        return
+    sure = st.checkbox("Delete this batch with its items and assignments (nobody has answered yet)",
+                       key=f"review_delete_sure_{batch_id}")
+    if not st.button("Delete batch", key=f"review_delete_{batch_id}", disabled=not sure,
+                     icon=":material/delete:"):
+        return
+    try:
+        gone = store.delete_batch(batch_id)
+    except (BatchAnswered, KeyError) as e:  # answered, or deleted, since the page was drawn
+        log.warning("review batch %s not deleted for %s: %s", batch_id, account.name, e)
+        st.error(error_text(e))
+        return
+    home_workspace().audit.record(account.name, "review.batch_delete", batch_id, title=gone["title"],
+                                  task=gone["task"], items=gone["items"])
+    st.session_state["review_deleted"] = f"Deleted batch {batch_id} ({gone['items']} items)."
+    go_to()
+    st.rerun()
 
 
 def go_to(batch: str | None = None, item: int | None = None) -> None:

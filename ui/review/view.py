@@ -24,7 +24,7 @@ from ui.access import current_identity
 from ui.platform_state import base_workspace, home_workspace
 from ui.presenting import read_only_note, writes_allowed
 from ui.review.accounts import render_accounts
-from ui.review.admin import go_to, new_batch, overview
+from ui.review.admin import delete_control, go_to, new_batch, overview
 from ui.review.content import render_content
 from ui.text import md_escape, plain_links_markdown
 
@@ -42,6 +42,8 @@ def render_review(dataset: Dataset) -> None:
         st.error("Sign in first.")
         return
     st.caption(f"Reviewing as **{md_escape(account.name)}** · {account.role}")
+    if deleted := st.session_state.pop("review_deleted", None):  # set by the batch page's delete, shown once here
+        st.success(deleted)
     batch_id = st.query_params.get("batch")
     if batch_id:
         _render_batch(store, account, batch_id, dataset)
@@ -101,6 +103,8 @@ def _render_batch(store: ReviewStore, account: Account, batch_id: str, dataset: 
     if manages_batches(account):
         with st.expander("Batch overview: progress, agreement, disagreements, exports", expanded=not mine):
             overview(store, batch)
+            if writes_allowed():
+                delete_control(store, batch, account)
     if raw is not None:
         try:
             item_no = int(raw)
