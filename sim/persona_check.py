@@ -56,6 +56,11 @@ OFFER_EN = re.compile("|".join([
     r"\bi don'?t have a specific (?:topic|question)",
     r"\bplease (?:provide|give|share) (?:me )?(?:with )?(?:more |some |the )?(?:specific )?(?:details|information|context)\b",
     r"\bi understand your (?:request|question|concern|situation)\b",
+    # "I can help with that!", "Sure! I can help you create a shared Google calendar…", "I understand you need to agree
+    # on a post-birth plan…": the 1.5B as user 1003 (confirming and discussing), re-recording the demo workspace
+    r"\bi(?: can|'ll| will) help you\b",
+    r"\bi can help with (?:that|this|it)\b",
+    r"\bi understand (?:that )?you (?:need|want)\b",
     r"\b(?:issues?|problems?|challenges?|difficult(?:y|ies)|concerns?) (?:that )?you(?:'re| are) (?:facing|dealing with|"
     r"experiencing)\b",
     r"\bdo you have (?:any )?(?:questions?|anything) (?:for|to ask) me\b",

@@ -74,6 +74,11 @@ def test_chinese_user_turns_pass(text):
     ("你好，你是不是有什么问题想问我？", "zh", "assistant-style greeting or offer"),
     ("Hi, do you have any questions for me?", "en", "assistant-style greeting or offer"),
     ("我对，用户和前夫应该在假期结束后达成一份书面的约定。", "zh", 'narrates "the user"'),
+    # the 1.5B as user 1003, confirming the assistant's guess and discussing its proposal, in the assistant's words
+    ("I understand you need to agree on a post-birth plan for both grandmothers. I can help with that!", "en",
+     "assistant-style greeting or offer"),
+    ("Sure! I can help you create a shared Google calendar for both grandparents.", "en",
+     "assistant-style greeting or offer"),
 ])
 def test_assistant_like_or_narrated_turns_fail_with_their_reason(text, language, reason):
     verdict = speaks_as_user(text, language)
