@@ -101,11 +101,14 @@ def without_announcement(text: str) -> str:
     return rest if usable(rest) else text
 
 
-def _ask_again(words: str, act: Act, earlier: list[str]) -> str:
+def _ask_again(words: str, act: Act, earlier: list[str], said: str = "") -> str:
     """Why a reply is asked again although it is the assistant's own words ("" when it is not): it says one of the
-    assistant's ``earlier`` replies again, asks the user for the proposal it should make, or announces what was cut."""
+    assistant's ``earlier`` replies again (word for word or nearly), mostly copies what the user just ``said``, asks
+    the user for the proposal it should make, or announces what was cut."""
     if repeats_earlier(words, earlier):
-        return "says an earlier reply again word for word"
+        return "says an earlier reply again"
+    if repeats_earlier(words, [said]):  # 15 of the 340 recorded replies of the 1.5B; none of the demo data's 862
+        return "mostly copies the user's last message"
     if asks_for_proposal(words, act):
         return "asks the user for the proposal it should make"
     if announces_more(words):
@@ -219,6 +222,7 @@ class Assistant:
         lang = prompt_language(self.prompt)
         instruction = f"{act_name(act, lang)} {definition('assistant', act, lang)}"
         earlier = [u.content for u in history if u.side == "assistant"]
+        said = next((u.content for u in reversed(history) if u.side == "user"), "")
 
         def attempt(n: int) -> str | None:
             nonlocal reasoning
@@ -231,7 +235,7 @@ class Assistant:
             if words is None and n < MAX_TRIES:
                 log.info("assistant turn %s copied its note, asked again: %.80s", turn_no, text)
                 return None
-            if words is not None and n < MAX_TRIES and (why := _ask_again(words, act, earlier)):
+            if words is not None and n < MAX_TRIES and (why := _ask_again(words, act, earlier, said)):
                 log.info("assistant turn %s %s, asked again: %.80s", turn_no, why, words)
                 return None
             return without_announcement(words or clean(text))

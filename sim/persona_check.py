@@ -185,17 +185,20 @@ def lasting_reasons(text: str, name: str = "") -> list[str]:
 
 
 def repeats_earlier(text: str, earlier: Sequence[str]) -> bool:
-    """Whether ``text`` says one of ``earlier`` (the same speaker's turns before it in the dialogue) again word for
-    word — letters and digits compared, case, spaces and punctuation aside — and is more than a short reaction
-    ("No, not that.", "不对，不是这个。" may rightly come twice). Why: reading the recorded demo workspace turned up
-    32 such turns in 21 of its 54 runs — the 1.5B as user 1006 sent its opening again as its next turn, and as the
-    assistant answered "好的，请告诉我具体的方案内容…" four turns running. The simulator asks such a turn again, the
-    user's with this reason in its retry note."""
+    """Whether ``text`` says one of ``earlier`` (the same speaker's turns before it in the dialogue) again, word for
+    word — letters and digits compared, case, spaces and punctuation aside — or nearly (most of it copied:
+    :func:`echoes`), and is more than a short reaction ("No, not that.", "不对，不是这个。" may rightly come twice).
+    Why: reading the recorded demo workspace turned up 32 word-for-word repeats in 21 of its 54 runs — the 1.5B as
+    user 1006 sent its opening again as its next turn, and as the assistant answered "好的，请告诉我具体的方案内容…"
+    four turns running — and, once those were asked again, 41 user turns and 40 assistant replies that copied most
+    of an earlier one ("I understand this new requirement for my mother, yes." three turns running, with one word
+    changed); none of the demo data's 1,724 turns does either. The simulator asks such a turn again, the user's with
+    this reason in its retry note."""
     flat = flat_text(text)
-    return bool(flat) and not _short(text) and any(flat == flat_text(e) for e in earlier)
+    return bool(flat) and not _short(text) and any(flat == flat_text(e) or echoes(text, e) for e in earlier)
 
 
-REPEATS_EARLIER = "repeats an earlier message of its own word for word"
+REPEATS_EARLIER = "repeats an earlier message of its own (word for word or nearly)"
 
 
 def speaks_as_user(text: str, language: str, sources: Sequence[str] = (), name: str = "") -> PersonaVerdict:

@@ -354,9 +354,30 @@ def test_a_turn_said_again_word_for_word_is_asked_again(sim_env):
     user_turns = [u for u in record.utterances if u.side == "user"]
     assert user_turns[0].content == said and user_turns[0].attempts == 1
     assert user_turns[1].content != said and user_turns[1].attempts == 2
-    assert "repeats an earlier message of its own word for word" in users[2].messages[-1].content
+    assert "repeats an earlier message of its own (word for word or nearly)" in users[2].messages[-1].content
     replies = [u for u in record.utterances if u.side == "assistant"]
     assert replies[0].content == guess and replies[1].content != guess and replies[1].attempts == 2
+
+
+def test_a_reply_nearly_saying_an_earlier_one_again_or_copying_the_user_is_asked_again(sim_env):
+    """The 1.5B copied most of an earlier reply with a word changed (40 of 340 recorded replies), or most of what the
+    user had just said (15): each is asked again; a reply of its own words is kept."""
+    said = "I keep wondering how to move my night shifts so I can sleep properly before the exam week."
+    guess = "Could it be that the night shifts keep you from sleeping well before your exams this month?"
+    drafts = iter([said.replace("I keep", "So you keep") + " Right?", guess,
+                   guess.replace("this month", "this term"), "Do you also need the rota agreed with your ward manager?"])
+
+    def reply(req):
+        if side_of(req) == "user":
+            return user_says(req, said) if "Chat so far" not in req.messages[-1].content else default_reply(req)
+        if side_of(req) == "assistant":
+            return next(drafts, None) or default_reply(req)
+        return default_reply(req)
+
+    record, _topic = _finished_run(sim_env, reply)
+    replies = [u for u in record.utterances if u.side == "assistant"]
+    assert (replies[0].content, replies[0].attempts) == (guess, 2)  # the copy of the user's words was asked again
+    assert (replies[1].content, replies[1].attempts) == ("Do you also need the rota agreed with your ward manager?", 2)
 
 
 def test_a_proposal_that_asks_the_user_for_one_is_asked_again(sim_env):
