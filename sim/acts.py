@@ -29,8 +29,9 @@ _EN: dict[tuple[SideName, Act], str] = {
     ("assistant", Act.REQUIREMENT_PREDICTION): "Guess ONE hidden need behind your user's question from what you know "
                                                "of their situation and background, and ask them in one short question "
                                                "whether that is it. Do not propose solutions.",
-    ("assistant", Act.SOLUTION_PROPOSAL): "Propose ONE concrete solution (a new one if others were discussed), without "
-                                          "explaining your reasoning about the user.",
+    ("assistant", Act.SOLUTION_PROPOSAL): "Propose ONE concrete solution of your own (a new one if others were "
+                                          "discussed) in one short paragraph that starts with \"I suggest you\": no "
+                                          "list, no heading, no question to the user, and no reasoning about the user.",
     ("assistant", Act.SOLUTION_DISCUSSION): "Answer the user's question or objection about the current solution, using "
                                             "what you know of the user, and try to persuade them.",
     ("assistant", Act.FEEDBACK_RESPONSE): "Reply briefly to the user's verdict. Never offer another solution; after a "
