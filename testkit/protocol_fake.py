@@ -14,7 +14,7 @@ import json
 import time
 
 from backends.llm.types import ChatRequest
-from testkit.requests import act_of, all_text, role_of, user_line, wants_json
+from testkit.requests import act_code, act_of, all_text, role_of, user_line, wants_json
 
 RESTATEMENT = "I need a plan for the week"
 PROPOSAL = "Try a short walk after dinner"
@@ -54,7 +54,7 @@ def protocol_reply(req: ChatRequest) -> str:
         return json.dumps({"solution": PROPOSAL})
     if role == "assistant":
         plain = "(nothing: this assistant has no memory of the user)" in text
-        return f"{'plain' if plain else 'remembered'} answer ({act_of(req)})"
+        return f"{'plain' if plain else 'remembered'} answer ({act_code(act_of(req))})"
     return json.dumps({"content": "ok"})
 
 

@@ -12,7 +12,7 @@ from sim.service import make_spec
 from sim.store import run_id_for
 from testkit.browser import browser_page, chromium_available, running_app
 from testkit.fault_server import FaultServer, completion
-from testkit.requests import USER_LINES
+from testkit.requests import USER_LINES, act_code
 from tests.conftest import DEMO
 from tests.pages.apptest import app_workspace
 
@@ -55,7 +55,7 @@ def fake_llm(body: dict) -> tuple[int, dict, bytes]:
         words = f"{USER_LINES[turn % len(USER_LINES)]} (" + "".join(w[0] for w in _act(body).split()) + ")"
         text = json.dumps({"content": words}) if body.get("response_format") else words
     else:
-        text = f"assistant answers ({_act(body)}) politely"
+        text = f"assistant answers ({act_code(_act(body))}) politely"
     if body.get("stream"):
         return 200, {"content-type": "text/event-stream"}, _sse(text, model)
     return 200, {"content-type": "application/json"}, json.dumps(completion(text, model)).encode()
@@ -91,7 +91,7 @@ def test_two_methods_side_by_side_stream_and_show_both_transcripts(app_env, fake
         for i in range(2):
             assert columns.nth(i).locator(CHAT).count() == 2 * turns
             first_reply = columns.nth(i).locator(CHAT).nth(1).locator("[data-testid='stMarkdownContainer']").first
-            assert "assistant answers (Requirement Prediction) politely" in first_reply.inner_text()
+            assert "assistant answers (RP) politely" in first_reply.inner_text()
         assert page.get_by_text("Feedback Response").count() >= 2  # act badges
         assert "run=run-1001-vanilla-log-" in page.evaluate("location.href")
     runs = [app_workspace().sims.load(run_id_for(make_spec(dataset, UID, SAMPLE, TOPIC, m))) for m in ("vanilla-log", "vanilla")]
@@ -100,7 +100,7 @@ def test_two_methods_side_by_side_stream_and_show_both_transcripts(app_env, fake
     by_user = [b for b in streamed if "chat messages that" in b["messages"][0]["content"]]
     # every turn of both runs, the assistant's and the User-LLM's (plain text in fixed mode), came as a token stream
     assert len(streamed) - len(by_user) == 2 * turns and len(by_user) == 2 * turns
-    assert all(u.content == f"assistant answers ({u.act.value}) politely" for r in runs for u in r.utterances
+    assert all(u.content == f"assistant answers ({act_code(u.act.value)}) politely" for r in runs for u in r.utterances
                if u.side == "assistant")
 
 

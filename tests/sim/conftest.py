@@ -11,7 +11,7 @@ from backends.llm.fake import ScriptedLLM
 from backends.llm.types import ChatRequest
 from palset.loader import load_dataset
 from sim.service import make_spec
-from testkit.requests import act_of, role_of, user_line, wants_json
+from testkit.requests import act_code, act_of, role_of, user_line, wants_json
 from testkit.workspace import make_workspace
 from tests.conftest import DEMO
 
@@ -37,7 +37,7 @@ def default_reply(req: ChatRequest) -> str:
         return user_says(req, user_line(req))
     if side == "summary":
         return "help with sleep"
-    return f"assistant answers ({act_of(req)})"
+    return f"assistant answers ({act_code(act_of(req))})"  # initials: an act's name is the prompt's term
 
 
 @pytest.fixture

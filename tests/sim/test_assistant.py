@@ -76,6 +76,23 @@ def test_no_assistant_line_of_the_dataset_reads_as_its_instruction(demo_dataset)
     assert copied == []
 
 
+def test_a_reply_about_the_user_or_in_the_prompts_terms_is_caught_and_none_of_the_dataset(demo_dataset):
+    """48 of the 340 replies the 1.5B recorded talked about "the user" or in the prompt's terms; PAL-Set's own assistant
+    turns speak to the user, never about them, in English and Chinese."""
+    from sim.assistant import talks_about_the_user
+
+    for reply in ["Based on the information provided, the user seems to be looking for a place to live.",
+                  "You've mentioned a couple of hidden needs: supporting Callum and the rota.",
+                  "Sure! Here's a concrete solution proposal for you.", "用户需要一份整改方案。",
+                  "Yes, there is a hidden need related to your user's question."]:
+        assert talks_about_the_user(reply), reply
+    for reply in ["Do you want the rota agreed with your ward manager before Christmas?",
+                  "I suggest you ask your user group at work for two volunteers.", "我建议你先和刘梅单独谈一次。"]:
+        assert not talks_about_the_user(reply), reply
+    turns = [t.assistant.content for u in demo_dataset.users.values() for s in u.sessions for t in s.turns]
+    assert len(turns) > 800 and [t for t in turns if talks_about_the_user(t)] == []
+
+
 def test_a_proposal_that_asks_the_user_for_one_is_caught_and_none_of_the_dataset(demo_dataset):
     """The 1.5B, asked to propose, asked the user for the proposal in 21 of 108 recorded replies (19 Chinese: it reads
     提出一个具体的方案 as a request); PAL-Set's own assistant turns never do, whatever their act."""

@@ -9,7 +9,7 @@ from palset.vocab import Act
 from sim.roles import ASSISTANT_TURN_TOKENS, SimulationError, sampling_seed
 from sim.schedule import derived_schedule
 from sim.service import SimulationSetupError, make_spec
-from testkit.requests import act_of
+from testkit.requests import act_code, act_of
 from tests.conftest import DEMO
 from tests.sim.conftest import default_reply, side_of, sim_for, user_says
 
@@ -320,7 +320,7 @@ def test_an_assistant_reply_that_copies_its_note_is_cut_or_asked_again(sim_env):
                 from sim.acts import definition
 
                 return f"{act_of(req)}: {definition('assistant', Act(act_of(req)))}".replace("ONE", "one")
-            return f"Could it be the night shifts? ({act_of(req)})"
+            return f"Could it be the night shifts? ({act_code(act_of(req))})"
         return default_reply(req)
 
     llm, _fake = make_llm(reply)
@@ -378,6 +378,19 @@ def test_a_reply_nearly_saying_an_earlier_one_again_or_copying_the_user_is_asked
     replies = [u for u in record.utterances if u.side == "assistant"]
     assert (replies[0].content, replies[0].attempts) == (guess, 2)  # the copy of the user's words was asked again
     assert (replies[1].content, replies[1].attempts) == ("Do you also need the rota agreed with your ward manager?", 2)
+
+
+def test_a_reply_about_the_user_is_asked_again(sim_env):
+    """"Based on the information provided, the user seems to…" — the instruction showing through: asked again."""
+    guess = "Do you want the night shifts moved so you can sleep before the exam week?"
+    drafts = iter(["Based on the information provided, the user seems to want better sleep.", guess])
+
+    def reply(req):
+        return (next(drafts, None) if side_of(req) == "assistant" else None) or default_reply(req)
+
+    record, _topic = _finished_run(sim_env, reply)
+    first = next(u for u in record.utterances if u.side == "assistant")
+    assert (first.content, first.attempts) == (guess, 2)
 
 
 def test_a_proposal_that_asks_the_user_for_one_is_asked_again(sim_env):
