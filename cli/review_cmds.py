@@ -62,7 +62,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
         return 2
     if not args.yes:
         for b in ids:
-            print(f"would delete review batch {b} ({len(ws.reviews.items(b))} items, no answers)")
+            print(f"would delete review batch {b} ({len(ws.reviews.items(b))} item(s), no answers)")
         print("nothing deleted: add --yes to delete", file=sys.stderr)
         return 1
     for b in ids:
@@ -73,5 +73,5 @@ def cmd_delete(args: argparse.Namespace) -> int:
             return 2
         ws.audit.record(cli_actor(), "review.batch_delete", b, title=gone["title"], task=gone["task"],
                         items=gone["items"])
-        print(f"deleted review batch {b} ({gone['items']} items, {gone['task']}: {gone['title']})")
+        print(f"deleted review batch {b} ({gone['items']} item(s), {gone['task']}: {gone['title']})")
     return 0

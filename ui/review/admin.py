@@ -165,7 +165,7 @@ def delete_control(store: ReviewStore, batch: dict, account: Account) -> None:
         return
     home_workspace().audit.record(account.name, "review.batch_delete", batch_id, title=gone["title"],
                                   task=gone["task"], items=gone["items"])
-    st.session_state["review_deleted"] = f"Deleted batch {batch_id} ({gone['items']} items)."
+    st.session_state["review_deleted"] = f"Deleted batch {batch_id} ({gone['items']} item{'' if gone['items'] == 1 else 's'})."
     go_to()
     st.rerun()
 
