@@ -48,6 +48,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     dc.add_argument("run_ids", nargs="+", help="the runs to discard")
     dc.add_argument("--yes", action="store_true", help="discard them (without it, only say what would go)")
     dc.set_defaults(func=cmd_discard)
+    ck = rsub.add_parser("check", help="read stored runs again under the simulator's current rules: the turns it "
+                                       "would ask again today, and why (to choose runs to record anew)")
+    ck.add_argument("--dataset", required=True, help="the runs' dataset folder in PAL-Set layout, or a known name")
+    _add_filters(ck)
+    ck.add_argument("--ids", action="store_true", help="print only the ids of the runs with such turns, "
+                                                       "comma-separated (for make demo-workspace REDO=…)")
+    ck.add_argument("--json", action="store_true", help="print JSON")
+    ck.set_defaults(func=cmd_check)
 
 
 def _add_filters(p: argparse.ArgumentParser) -> None:
@@ -229,6 +237,37 @@ def cmd_discard(args: argparse.Namespace) -> int:
         print(f"discarded {d.run_id} ({d.utterances} utterances, {len(d.judgments)} judgment(s), {d.fidelity} "
               f"simulator-fidelity result(s); their {d.calls} LLM call(s) stay counted, filed as discarded; "
               f"{len(d.requeued)} job unit(s) queued again); the command that made it records it anew")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Each stored run of the dataset (narrowed by the filters) through :func:`sim.recheck.check_run`; a line per
+    turn the current rules would ask again, and the counts per reason."""
+    from cli.context import load_dataset_arg, open_workspace
+    from palset.dataset import dataset_key
+    from sim.recheck import check_run, reason_counts
+
+    dataset = load_dataset_arg(args.dataset)
+    store = open_workspace().sims
+    rows = list(reversed(store.list(dataset=dataset_key(dataset.root), **_filters(args))))
+    unknown = sorted({r["user_id"] for r in rows} - set(dataset.users))
+    if unknown:
+        print(f"error: runs of users not in {dataset.root}: {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    checks = [check_run(store.load(r["run_id"]), dataset.users[r["user_id"]]) for r in rows]
+    failing = [c for c in checks if c.slips]
+    if args.json:
+        print(json.dumps([c.model_dump() for c in checks], ensure_ascii=False, indent=1))
+    elif args.ids:
+        print(",".join(c.run_id for c in failing))
+    else:
+        for c in failing:
+            print(f"{c.run_id} ({c.task_id}, {display_name(c.method)})")
+            for s in c.slips:
+                print(f"  turn {s.turn_no} {s.side}: {'; '.join(s.reasons)}: {s.text[:70]!r}")
+    counts = ", ".join(f"{reason} {n}" for reason, n in reason_counts(checks).most_common())
+    print(f"{len(failing)} of {len(checks)} run(s) hold turns the current rules would ask again"
+          + (f" — turns by reason: {counts}" if counts else ""), file=sys.stderr)
     return 0
 
 

@@ -109,7 +109,7 @@ def talks_about_the_user(text: str) -> bool:
     return bool(NARRATION_EN.search(text) or NARRATION_ZH.search(text) or PROMPT_TALK.search(text))
 
 
-def _ask_again(words: str, act: Act, earlier: list[str], said: str = "") -> str:
+def why_asked_again(words: str, act: Act, earlier: list[str], said: str = "") -> str:
     """Why a reply is asked again although it is the assistant's own words ("" when it is not): it says one of the
     assistant's ``earlier`` replies again (word for word or nearly), mostly copies what the user just ``said``, talks
     about the user or in the prompt's terms, asks the user for the proposal it should make, or announces what was
@@ -246,7 +246,7 @@ class Assistant:
             if words is None and n < MAX_TRIES:
                 log.info("assistant turn %s copied its note, asked again: %.80s", turn_no, text)
                 return None
-            if words is not None and n < MAX_TRIES and (why := _ask_again(words, act, earlier, said)):
+            if words is not None and n < MAX_TRIES and (why := why_asked_again(words, act, earlier, said)):
                 log.info("assistant turn %s %s, asked again: %.80s", turn_no, why, words)
                 return None
             return without_announcement(words or clean(text))

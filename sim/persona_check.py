@@ -201,6 +201,14 @@ def repeats_earlier(text: str, earlier: Sequence[str]) -> bool:
 REPEATS_EARLIER = "repeats an earlier message of its own (word for word or nearly)"
 
 
+def user_turn_reasons(text: str, language: str, sources: Sequence[str], name: str, earlier: Sequence[str]
+                      ) -> tuple[str, ...]:
+    """Why a simulated user's turn is asked again (empty: it is kept): the persona rule (:func:`speaks_as_user`)
+    and the repeat rule against the user's ``earlier`` turns (:func:`repeats_earlier`)."""
+    reasons = speaks_as_user(text, language, sources, name).reasons
+    return reasons + ((REPEATS_EARLIER,) if repeats_earlier(text, earlier) else ())
+
+
 def speaks_as_user(text: str, language: str, sources: Sequence[str] = (), name: str = "") -> PersonaVerdict:
     """The rule of the module docstring for one turn of a user whose language is ``language`` (``zh``/``en``);
     ``sources``: texts the turn must not copy (the assistant's last message, the prompt's cue); ``name``: the

@@ -30,7 +30,7 @@ from palset.dataset import Session, SessionTopic, User
 from palset.vocab import Act
 from sim.decision import Decided, composed_before, decided_turn
 from sim.fit import FittedMessages, fit_messages, render_transcript
-from sim.persona_check import REPEATS_EARLIER, lasting_reasons, repeats_earlier, speaks_as_user
+from sim.persona_check import lasting_reasons, speaks_as_user, user_turn_reasons
 from sim.prompting import (
     ABOUT_THE_ASSISTANT,
     LANGUAGE,
@@ -90,6 +90,12 @@ def usable(text: str) -> bool:
     return bool(text) and not _PLACEHOLDER.match(text) and len(text) >= 2
 
 
+def user_name(user: User) -> str:
+    """A user's name as the User-LLM plays it (the profile's, else "the user" / "用户")."""
+    p = user.profile
+    return p.name.strip() if p is not None and p.name.strip() else ("用户" if user.language == "zh" else "the user")
+
+
 @dataclass
 class TopicContext:
     """Everything about the simulated topic, from the dataset."""
@@ -105,8 +111,7 @@ class TopicContext:
 
     def name(self) -> str:
         """The user's name as the User-LLM plays it (the profile's, else "the user")."""
-        p = self.user.profile
-        return p.name.strip() if p is not None and p.name.strip() else ("用户" if self.user.language == "zh" else "the user")
+        return user_name(self.user)
 
     def persona(self, zh: bool = False) -> str:
         """The profile in one paragraph (labels in Chinese for a Chinese-worded prompt)."""
@@ -323,8 +328,7 @@ class UserSimulator:
         (:mod:`sim.persona_check`) or says one of the user's ``earlier`` turns again word for word
         (:func:`sim.persona_check.repeats_earlier`), and this is not the last attempt — the last one is kept rather
         than failing."""
-        reasons = speaks_as_user(text, self.ctx.user.language, sources, self.ctx.name()).reasons
-        reasons += (REPEATS_EARLIER,) if repeats_earlier(text, earlier) else ()
+        reasons = user_turn_reasons(text, self.ctx.user.language, sources, self.ctx.name(), earlier)
         if not reasons or attempt >= MAX_TRIES or not usable(text):
             return text
         log.info("user simulator turn rejected (%s): %.80s", "; ".join(reasons), text)
