@@ -31,7 +31,7 @@ from backends.prompts import Prompt, load_prompt, prompt_language
 from memory.privacy import redact_text
 from palset.vocab import Act
 from sim.fit import fit_messages
-from sim.persona_check import speaks_as_user
+from sim.persona_check import speaks_as_user, stray_chinese
 from sim.prompting import language_name, last_assistant_words, load_role_prompt, transcript_lines
 from sim.types import COMPOSED, Utterance
 
@@ -112,7 +112,7 @@ def compose(prompt: Prompt, decision: BaseModel, language: str, sources: list[st
     head = _head(prompt, act, yes)
     said = f"{said}: {'yes' if yes else 'no'}"
     clause = " ".join(clause.split()).strip("\"'“”")
-    kept = bool(clause) and speaks_as_user(clause, language, sources, name).ok
+    kept = bool(clause) and speaks_as_user(clause, language, sources, name).ok and not stray_chinese(clause, language)
     zh = prompt_language(prompt) == "zh"
     joiner = "" if zh else " "
     if kept and not zh:

@@ -138,6 +138,14 @@ def detect_language(text: str) -> str:
     return "zh" if share >= 0.5 else "en" if share <= 0.1 else "mixed"
 
 
+def stray_chinese(text: str, language: str) -> bool:
+    """Whether an English user's ``text`` holds a Chinese character: the 1.5B ends an English clause in Chinese at
+    times ("…family responsibility and健康.", "It will also help my班" — 3 of the 480 recorded turns of the English
+    demo users, each a composed verdict's clause); none of the demo data's English turns holds one. The language
+    rule's tenth lets such a clause pass; a clause appended to fixed words must not."""
+    return language == "en" and bool(_CJK.search(text))
+
+
 def in_language(text: str, language: str) -> bool:
     """Whether ``text`` is written in ``language`` (``zh`` or ``en``; other codes: not judged, True)."""
     if language not in ("zh", "en"):

@@ -160,3 +160,22 @@ def test_a_decision_whose_parse_disagrees_with_what_streamed_adds_nothing_and_is
     stream.feed('{"accept": true, "accept": false}')
     stream.finish("No, that's not for me.")
     assert shown == ["Yes, I'll do that."] and "was shown while it streamed" in caplog.text
+
+
+def test_an_english_clause_ending_in_chinese_is_left_out():
+    """"Yes, I'll do that. … about family responsibility and健康." — the 1.5B's clause, composed for user 1003."""
+    prompt = load_role_prompt("sim/user_decision", "en")
+    assert compose(prompt, VerdictDecision(accept=True, why="it fits my values about family health"), "en", [],
+                   "Chris")[0] == "Yes, I'll do that. It fits my values about family health"
+    text, note = compose(prompt, VerdictDecision(accept=True, why="it fits my values about family responsibility and健康"),
+                         "en", [], "Chris")
+    assert text == "Yes, I'll do that." and "its words left out" in note
+
+
+def test_no_english_turn_of_the_dataset_holds_a_chinese_character(demo_dataset):
+    from sim.persona_check import stray_chinese
+
+    turns = [x.content for u in demo_dataset.users.values() if u.language == "en" for s in u.sessions
+             for t in s.turns for x in (t.user, t.assistant)]
+    assert len(turns) > 1000 and not [t for t in turns if stray_chinese(t, "en")]
+    assert stray_chinese("It will also help my班", "en") and not stray_chinese("我建议你先和刘梅谈", "zh")
