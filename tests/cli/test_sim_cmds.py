@@ -64,7 +64,7 @@ def faulty(seed: int, latency: float = 0.0):
         if r < 0.15:
             return 500, JS, b'{"error": {"message": "boom"}}'
         if r < 0.18:
-            time.sleep(2.5)  # beyond the 2 s timeout
+            time.sleep(5.5)  # beyond the 5 s timeout (2 s timed out answers that were only slow on a busy machine)
             return answer(body)
         if r < 0.24:
             if body.get("stream"):
@@ -77,7 +77,7 @@ def faulty(seed: int, latency: float = 0.0):
 def env_for(home, url):
     return {**os.environ, "PAL_HOME": str(home), "PAL_DEFAULT_PROVIDER": "openai", "PAL_DEFAULT_BASE_URL": url,
             "PAL_DEFAULT_MODEL": "fake", "PAL_DEFAULT_STRUCTURED_MODE": "prompt", "PAL_DEFAULT_MAX_RETRIES": "6",
-            "PAL_DEFAULT_TIMEOUT": "2", "PAL_EMBEDDER": "hash"}
+            "PAL_DEFAULT_TIMEOUT": "5", "PAL_EMBEDDER": "hash"}
 
 
 def pal(env, *args, timeout=300):
