@@ -54,9 +54,12 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
     ws = open_workspace()
     ids = list(dict.fromkeys(args.batch_ids))
-    problems = [f"{b}: no such review batch in {ws.home}" if ws.reviews.batch(b) is None else
-                f"{b}: {n} answer(s) given in it" for b in ids
-                if ws.reviews.batch(b) is None or (n := ws.reviews.count_answers(b))]
+    problems = []
+    for b in ids:  # one look at each batch: stored, then unanswered
+        if ws.reviews.batch(b) is None:
+            problems.append(f"{b}: no such review batch in {ws.home}")
+        elif answered := ws.reviews.count_answers(b):
+            problems.append(f"{b}: {answered} answer(s) given in it")
     if problems:
         print("error: nothing deleted: " + "; ".join(problems), file=sys.stderr)
         return 2
