@@ -26,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="topics of the query sessions (default) or of every session")
     p.add_argument("--task-ids", help="comma-separated dialogue-task ids ({sample_id}_{topic_key}, e.g. "
                                       "1002_sample7_topic-1): only these topics, of any session")
+    p.add_argument("--seed", default="0",
+                   help="the runs' seed (default 0): the run id, every sampling seed and the cache keys derive from it, "
+                        "so another seed records another take of the same topics beside the stored ones")
     p.add_argument("--concurrency", type=int, default=4, help="runs in parallel (default 4)")
     p.set_defaults(func=cmd_simulate)
     simfid_cmds.register(p)
@@ -98,7 +101,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     try:
         task_ids = [t.strip() for t in args.task_ids.split(",") if t.strip()] if args.task_ids else None
         specs = plan_runs(dataset, [m.strip() for m in args.methods.split(",") if m.strip()], users, args.topics,
-                          task_ids=task_ids, simulator=simulator, user_style=user_style)
+                          seed=args.seed.strip() or "0", task_ids=task_ids, simulator=simulator,
+                          user_style=user_style)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -185,7 +189,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 0
     for r in rows:
         print(f"{r['run_id']:<44} {r['status']:<9} {r['utterances']:>3} utt  user {r['user_id']} "
-              f"{r['sample_id']} {r['topic_key']} {display_name(r['method'])}")
+              f"{r['sample_id']} {r['topic_key']} {display_name(r['method'])}"
+              + (f" seed {r['seed']}" if r["seed"] != "0" else ""))
     print(f"{len(rows)} run(s)", file=sys.stderr)
     return 0
 

@@ -47,6 +47,10 @@ NO_LLM_MEMORIES = ["gold", "rag-turn", "rag-session", "vanilla-log"]
 H2_USERS = ["1002", "1006", "1007"]  # the tour's user and both Chinese users
 TOUR_TASKS = ["1002_sample7_topic-1", "1006_sample7_topic-1"]  # the tour's topic, then a Chinese user's
 TOUR_PAIRS = [("rag-turn", "vanilla-log"), ("gold", "vanilla-log"), ("gold", "rag-turn")]  # the tour's stop 12 first
+# runs recorded as another take (``pal simulate --seed``; "task/method" → seed): the tour's topic drifted to another
+# of the user's needs at seed 0, and a run recorded anew at the same seed is the same sample (the seeds and the LLM
+# cache); the take kept is the one ``pal runs check`` finds fewest turns to ask again in (FIDELITY.md)
+TAKES: dict[str, str] = {}
 REDONE = "recorded anew after a rule changed (discarded with their judgments): "  # a manifest line's start
 USERS = ["1000", "1001", "1002", "1003", "1004", "1005", "1006", "1007"]
 BUILDER_MODEL = "qwen2.5-coder-0.5b"  # the default local model: memory builder (its JSON is valid; FIDELITY.md)
@@ -74,9 +78,20 @@ class Stage:
     commands: list[list[str]] = field(default_factory=list)
 
 
-def simulate(methods: list[str], tasks: list[str]) -> list[str]:
+def simulate(methods: list[str], tasks: list[str], seed: str = "0") -> list[str]:
     return ["simulate", "--dataset", DATASET, "--methods", ",".join(methods), "--task-ids", ",".join(tasks),
-            "--concurrency", "2"]
+            "--concurrency", "2", *(["--seed", seed] if seed != "0" else [])]
+
+
+def simulations(methods: list[str], tasks: list[str]) -> list[list[str]]:
+    """The commands that simulate every method on every task: one, unless a run of them is a take of its own
+    (:data:`TAKES`) — then the tasks with the same methods at the same seed share a command."""
+    groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for task in tasks:
+        seeds = {m: TAKES.get(f"{task}/{m}", "0") for m in methods}
+        for seed in dict.fromkeys(seeds.values()):
+            groups.setdefault((seed, tuple(m for m in methods if seeds[m] == seed)), []).append(task)
+    return [simulate(list(ms), ts, seed) for (seed, ms), ts in groups.items()]
 
 
 def judge(a: str, b: str, users: list[str], *extra: str) -> list[str]:
@@ -97,14 +112,14 @@ def build_plan() -> list[Stage]:
               + " (no LLM)", [["memory", "fidelity", "--dataset", DATASET, "--users", "all", "--method", m]
                               for m in NO_LLM_MEMORIES]),
         Stage("tour-dialogues", f"pal simulate --methods {','.join(BASELINES)} --task-ids {','.join(TOUR_TASKS)}",
-              [simulate(BASELINES, TOUR_TASKS)]),
+              simulations(BASELINES, TOUR_TASKS)),
         Stage("tour-verdicts", "pal judge --k 3 of every pair of " + ", ".join(BASELINES) + " on those topics",
               [tour_judge(a, b) for a, b in TOUR_PAIRS]),
         *[Stage(f"h2memory-{u}", f"pal memory fidelity --user {u} --method h2memory (built by the default model)",
                 [["memory", "fidelity", "--dataset", DATASET, "--users", u, "--method", "h2memory", "--build"]])
           for u in H2_USERS],
         Stage("h2memory-dialogues", "pal simulate --methods h2memory on the tour's topics",
-              [simulate(["h2memory"], TOUR_TASKS)]),
+              simulations(["h2memory"], TOUR_TASKS)),
         Stage("h2memory-verdicts", "pal judge --k 3 of h2memory against " + ", ".join(BASELINES) + " there",
               [tour_judge("h2memory", b) for b in BASELINES]),
         Stage("review-batch", "pal judge --runs gold --baseline vanilla-log --users 1002 --review-uncertain 1 "
@@ -123,7 +138,7 @@ def user_stages(user: str) -> list[Stage]:
     methods = [*BASELINES, "h2memory"] if user in H2_USERS else BASELINES
     return [
         Stage(f"dialogues-{user}", f"pal simulate user {user} on two query topics with " + ", ".join(methods),
-              [simulate(methods, two_topics(user))]),
+              simulations(methods, two_topics(user))),
         Stage(f"verdicts-{user}", f"pal judge --k 3 of every pair of {', '.join(methods)} on user {user}'s topics",
               [judge(a, b, [user]) for a, b in pairs(methods)]),
     ]

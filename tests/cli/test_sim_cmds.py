@@ -117,8 +117,14 @@ def test_batch_completes_through_faults_and_lists_runs(tmp_path, dataset):
         assert len(json.loads(listed.stdout)) == 4
         again = pal(env, "simulate", "--dataset", str(dataset), "--methods", "vanilla-log")
         assert again.returncode == 0 and json.loads(again.stdout)["skipped"] == 4
+        take = pal(env, "simulate", "--dataset", str(dataset), "--methods", "vanilla-log", "--seed", "2")
+        assert take.returncode == 0, take.stderr  # another take of the same topics, beside the stored runs
+        assert (json.loads(take.stdout)["finished"], json.loads(take.stdout)["skipped"]) == (4, 0)
+        runs = json.loads(pal(env, "runs", "list", "--json").stdout)
+        assert sorted(r["seed"] for r in runs) == ["0"] * 4 + ["2"] * 4 and len({r["run_id"] for r in runs}) == 8
+        assert pal(env, "runs", "list").stdout.count(" seed 2\n") == 4
         md = pal(env, "runs", "export", "--all", "--format", "md", "--out", str(tmp_path / "all.md"))
-        assert md.returncode == 0 and (tmp_path / "all.md").read_text().count("# Simulation run-") == 4
+        assert md.returncode == 0 and (tmp_path / "all.md").read_text().count("# Simulation run-") == 8
 
 
 def stored_turns(home) -> int:

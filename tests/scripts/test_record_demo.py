@@ -280,3 +280,19 @@ def test_a_tour_run_is_made_again_by_the_tour_stages_and_the_users_own():
         "dialogues-1002", "verdicts-1002", "simulator-fidelity"]
     assert record_demo.stages_making(plan, "1006", "1006_sample8_topic-1", "h2memory") == [
         "dialogues-1006", "verdicts-1006", "simulator-fidelity"]  # h2memory-verdicts judges the tour's topics only
+
+
+def test_a_take_is_simulated_at_its_own_seed_and_no_seed_0_run_of_it_is_made(monkeypatch):
+    monkeypatch.setattr(record_demo, "TAKES", {"1002_sample7_topic-1/gold": "3"})
+    plan = {s.name: s for s in record_demo.build_plan()}
+    for stage, tasks in (("tour-dialogues", record_demo.TOUR_TASKS), ("dialogues-1002", record_demo.two_topics("1002"))):
+        made = {(task, method, c[c.index("--seed") + 1] if "--seed" in c else "0")
+                for c in plan[stage].commands
+                for task in _flag(c, "--task-ids").split(",") for method in _flag(c, "--methods").split(",")}
+        methods = {m for c in plan[stage].commands for m in _flag(c, "--methods").split(",")}
+        assert made == {(t, m, "3" if (t, m) == ("1002_sample7_topic-1", "gold") else "0")
+                        for t in tasks for m in methods}
+    assert len(plan["dialogues-1006"].commands) == 1  # no take: one command, as before
+    assert "--seed" not in plan["dialogues-1006"].commands[0]
+    assert record_demo.stages_making(record_demo.build_plan(), "1002", "1002_sample7_topic-1", "gold")[:2] == [
+        "tour-dialogues", "tour-verdicts"]
