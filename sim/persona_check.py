@@ -207,14 +207,31 @@ def repeats_earlier(text: str, earlier: Sequence[str]) -> bool:
 
 
 REPEATS_EARLIER = "repeats an earlier message of its own (word for word or nearly)"
+GIVES_AWAY = "gives away the need the assistant is to find out (ask your question as in the user query)"
 
 
-def user_turn_reasons(text: str, language: str, sources: Sequence[str], name: str, earlier: Sequence[str]
-                      ) -> tuple[str, ...]:
-    """Why a simulated user's turn is asked again (empty: it is kept): the persona rule (:func:`speaks_as_user`)
-    and the repeat rule against the user's ``earlier`` turns (:func:`repeats_earlier`)."""
+@dataclass(frozen=True)
+class HiddenNeed:
+    """What an opening must not copy — the topic's requirement and implicit needs, which the assistant is to find out
+    — and the user query, which it may say in its own words (the query and the need share words: "Nine galleries?
+    Help?" for a need "…get nine galleries out around the Christmas party rush…")."""
+
+    texts: tuple[str, ...]
+    query: str
+
+    def given_away(self, text: str) -> bool:
+        """Whether ``text`` mostly copies the requirement or a need (:func:`echoes`) but not the user query."""
+        return any(echoes(text, t) for t in self.texts) and not echoes(text, self.query)
+
+
+def user_turn_reasons(text: str, language: str, sources: Sequence[str], name: str, earlier: Sequence[str],
+                      hidden: HiddenNeed | None = None) -> tuple[str, ...]:
+    """Why a simulated user's turn is asked again (empty: it is kept): the persona rule (:func:`speaks_as_user`),
+    the repeat rule against the user's ``earlier`` turns (:func:`repeats_earlier`) and, for the opening (``hidden``),
+    giving away the need (:meth:`HiddenNeed.given_away`)."""
     reasons = speaks_as_user(text, language, sources, name).reasons
-    return reasons + ((REPEATS_EARLIER,) if repeats_earlier(text, earlier) else ())
+    reasons += (REPEATS_EARLIER,) if repeats_earlier(text, earlier) else ()
+    return reasons + ((GIVES_AWAY,) if hidden is not None and hidden.given_away(text) else ())
 
 
 def speaks_as_user(text: str, language: str, sources: Sequence[str] = (), name: str = "") -> PersonaVerdict:

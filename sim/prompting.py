@@ -34,8 +34,10 @@ from typing import Any
 
 from backends.prompts import LANGUAGE_LABELS, Prompt, language_label, load_prompt, prompt_language
 from memory.privacy import redact_text
+from palset.dataset import SessionTopic
 from palset.vocab import Act
 from sim.acts import REQUIREMENT_PHASE, act_name, definition
+from sim.persona_check import HiddenNeed
 from sim.types import Utterance
 
 LANGUAGE = LANGUAGE_LABELS["en"]
@@ -156,6 +158,16 @@ def cut_at_speaker(text: str, name: str) -> str:
         if line.strip().startswith(labels):
             return "\n".join(lines[:i]).strip()
     return "\n".join(lines).strip()
+
+
+def hidden_need(topic: SessionTopic, free_query: str | None = None) -> HiddenNeed:
+    """What the opening must not copy: the topic's requirement and implicit needs — what the assistant is to find
+    out — unless it copies the user query (``free_query`` when one was typed) as much. Why: the 1.5B as user 1006
+    opened a recorded run with the requirement word for word ("我需要在强制分布的要求下给刘梅一个有数据支撑的评级…"),
+    leaving the assistant nothing to infer; none of the demo data's 153 user queries copies its topic's requirement
+    or a need. An opening that still does on its last try falls back to the user query."""
+    texts = tuple(redact_text(t) for t in (topic.topic.requirement, *topic.topic.implicit_needs) if t)
+    return HiddenNeed(texts, redact_text(free_query or topic.topic.user_query))
 
 
 def echo_sources(messages: Sequence[dict[str, str]], history: Sequence[Utterance]) -> list[str]:

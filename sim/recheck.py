@@ -8,7 +8,7 @@ recording can name the runs to record anew (``make demo-workspace REDO=…``) in
 The same functions as the simulator, on what a record holds: a user turn against the persona rule (its echo
 source: the assistant's message before it) and the user's earlier turns; an assistant reply against its earlier
 replies and the user's message before it, and against the act's instruction (a reply that is only the instruction).
-A user turn composed from the model's decision or falling back to the user query (``fallback``) is not the model's
+The opening against the topic's requirement and implicit needs (:func:`sim.prompting.hidden_need`). A user turn composed from the model's decision or falling back to the user query (``fallback``) is not the model's
 draft and is not checked. Pure: no model, no store."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from palset.dataset import User
 from sim.acts import act_name, definition
 from sim.assistant import why_asked_again, without_copied_note
 from sim.persona_check import user_turn_reasons
+from sim.prompting import hidden_need
 from sim.roles import user_name
 from sim.types import RunRecord
 
@@ -52,6 +53,9 @@ class RunCheck(BaseModel):
 def check_run(record: RunRecord, user: User) -> RunCheck:
     """The turns of ``record`` (a run of ``user``) that the simulator's current rules would ask again."""
     name = user_name(user)
+    session = user.session(record.spec.sample_id)
+    topic = next((t for t in session.topics if t.key == record.spec.topic_key), None) if session else None
+    hidden = hidden_need(topic, record.spec.free_query) if topic is not None else None  # the opening's rule
     instruction_language = "zh" if user.language == "zh" else "en"
     earlier: dict[str, list[str]] = {"user": [], "assistant": []}
     said = last_reply = ""
@@ -60,7 +64,8 @@ def check_run(record: RunRecord, user: User) -> RunCheck:
         reasons: list[str] = []
         if u.side == "user":
             if not u.fallback:
-                reasons += user_turn_reasons(u.content, user.language, [last_reply], name, earlier["user"])
+                reasons += user_turn_reasons(u.content, user.language, [last_reply], name, earlier["user"],
+                                             None if earlier["user"] else hidden)
             said = u.content
         else:
             instruction = f"{act_name(u.act, instruction_language)} " \

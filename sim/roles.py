@@ -28,14 +28,15 @@ from memory.privacy import redact_text
 from memory.sentences import whole_sentences
 from palset.dataset import Session, SessionTopic, User
 from palset.vocab import Act
-from sim.decision import Decided, composed_before, decided_turn
+from sim.decision import GAVE_AWAY, NO_DRAFT, Decided, composed_before, decided_turn
 from sim.fit import FittedMessages, fit_messages, render_transcript
-from sim.persona_check import lasting_reasons, speaks_as_user, user_turn_reasons
+from sim.persona_check import HiddenNeed, lasting_reasons, speaks_as_user, user_turn_reasons
 from sim.prompting import (
     ABOUT_THE_ASSISTANT,
     LANGUAGE,
     cut_at_speaker,
     echo_sources,
+    hidden_need,
     load_role_prompt,
     render_messages,
     simulator_messages,
@@ -198,6 +199,7 @@ class UserSimulator:
         fitted = self.fitted(act, history)
         msgs = fitted.messages
         sources = echo_sources(msgs, history)
+        hidden = None if history else hidden_need(self.ctx.topic, self.ctx.free_query)  # the opening
         at_once, shown = self._decided_at_once(turn_no, act, history, msgs, sources, salt, on_token)
         if at_once is not None:
             return self._utterance(turn_no, act, at_once.turn, msgs, fitted.cuts, attempts=1,
@@ -218,7 +220,7 @@ class UserSimulator:
                                       "content is empty or a placeholder: write the user's actual words")
             if isinstance(out, StructuredResult):
                 ended, reasoning = bool(out.value.end), out.reasoning
-                return self._in_persona(self._words(out.value.content), n, sources, earlier, rejected)
+                return self._in_persona(self._words(out.value.content), n, sources, earlier, rejected, hidden)
             return None
 
         def attempt_plain(n: int) -> str | None:
@@ -229,7 +231,8 @@ class UserSimulator:
                                         stop_when=self._gone_astray if n < MAX_TRIES else None,
                                         max_tokens=turn_tokens(self.llm, "user_simulator", USER_TURN_TOKENS),
                                         stop=self._stops())
-            return self._in_persona(self._words(text), n, sources, earlier, rejected) if text is not None else None
+            return (self._in_persona(self._words(text), n, sources, earlier, rejected, hidden)
+                    if text is not None else None)
 
         try:
             content, tries = _retrying(f"user simulator, turn {turn_no} ({act.value})",
@@ -239,9 +242,10 @@ class UserSimulator:
                 raise
             content, tries = "", MAX_TRIES  # no usable opening at all: the user query is sent (below), not a failure
         fallback = ""
-        if not speaks_as_user(content, self.ctx.user.language, sources, self.ctx.name()).ok:
+        gave_away = hidden is not None and hidden.given_away(content)
+        if gave_away or not speaks_as_user(content, self.ctx.user.language, sources, self.ctx.name()).ok:
             if not history:
-                fallback = self._opening_fallback(content)
+                fallback = self._opening_fallback(content, gave_away)
                 content = redact_text(self.ctx.free_query or self.ctx.topic.topic.user_query)
             elif not self.free_mode and (decided := decided_turn(
                     self.llm, self.prompt, self.ctx, act, history, msgs[0]["content"], sources, salt,
@@ -294,13 +298,14 @@ class UserSimulator:
             return [PARAGRAPH, "\n助手", f"\n{self.ctx.name()}：", f"\n{self.ctx.name()}:"]
         return [PARAGRAPH, "\nAssistant:", f"\n{self.ctx.name()}:", "\nThe assistant"]
 
-    def _opening_fallback(self, draft: str) -> str:
+    def _opening_fallback(self, draft: str, gave_away: bool) -> str:
         """Why the opening is the question on the user's mind as written (the dataset's user query, or the typed
         one) rather than the model's draft: no draft spoke as the user (a small model's opening that greets or
-        apologises like an assistant would start every dialogue off-topic). Mem-PAL's opening is a short, vague
-        question on the topic — what the user query is."""
-        log.warning("user simulator opening: no draft spoke as the user (last: %.80s); the user query is sent", draft)
-        return f"the user query: no draft spoke as the user (last draft: {draft[:200]!r})"
+        apologises like an assistant would start every dialogue off-topic), or the last one gave the need away.
+        Mem-PAL's opening is a short, vague question on the topic — what the user query is."""
+        why = GAVE_AWAY if gave_away else NO_DRAFT
+        log.warning("user simulator opening: %s (last: %.80s); the user query is sent", why, draft)
+        return f"the user query: {why} (last draft: {draft[:200]!r})"
 
     def _gone_astray(self, text: str) -> bool:
         """Whether a draft being written already fails the persona rule in a way no later words undo
@@ -323,12 +328,12 @@ class UserSimulator:
         return clean(cut_at_speaker(text, self.ctx.name()), self.ctx.name())
 
     def _in_persona(self, text: str, attempt: int, sources: list[str], earlier: list[str],
-                    rejected: list[tuple[str, tuple[str, ...]]]) -> str | None:
+                    rejected: list[tuple[str, tuple[str, ...]]], hidden: HiddenNeed | None = None) -> str | None:
         """``text``, or None (ask again, telling the model what was wrong) when it does not speak as the user
         (:mod:`sim.persona_check`) or says one of the user's ``earlier`` turns again word for word
         (:func:`sim.persona_check.repeats_earlier`), and this is not the last attempt — the last one is kept rather
         than failing."""
-        reasons = user_turn_reasons(text, self.ctx.user.language, sources, self.ctx.name(), earlier)
+        reasons = user_turn_reasons(text, self.ctx.user.language, sources, self.ctx.name(), earlier, hidden)
         if not reasons or attempt >= MAX_TRIES or not usable(text):
             return text
         log.info("user simulator turn rejected (%s): %.80s", "; ".join(reasons), text)

@@ -25,6 +25,7 @@ from evaluation.simfidelity.match import Matcher, best_match
 from evaluation.simfidelity.persona import PersonaJudge, check_persona
 from evaluation.simfidelity.types import CheckName, TurnCheck, TurnChecks
 from palset.vocab import Act
+from sim.decision import GAVE_AWAY, NO_DRAFT
 from sim.textstats import features
 from sim.types import Utterance
 
@@ -158,7 +159,8 @@ def check_act(turn_no: int, text: str, stance: dict, answered: Act | None, ctx: 
 
 def _not_its_voice(utt: Utterance, instead: str) -> TurnCheck:
     """The persona check of a turn whose words are not the simulator's draft (``utt.fallback`` says why)."""
-    return TurnCheck(check="persona", outcome="fail", reason=f"no draft spoke as the user; {instead}",
+    why = GAVE_AWAY if GAVE_AWAY in utt.fallback else NO_DRAFT
+    return TurnCheck(check="persona", outcome="fail", reason=f"{why}; {instead}",
                      evidence={"fallback": utt.fallback})
 
 

@@ -203,3 +203,26 @@ def test_no_turn_of_the_dataset_repeats_an_earlier_one_of_its_speaker(demo_datas
                         earlier[side].append(utterance.content)
                         said += 1
     assert said > 1600
+
+
+def test_an_opening_gives_the_need_away_only_when_it_copies_it_and_not_the_user_query(demo_dataset):
+    """The opening rule (:class:`HiddenNeed`), on the demo data (CC BY-NC, licenses/): no user query of its 153 topics,
+    nor any session's first user turn, copies its topic's requirement or implicit needs — so the rule asks again
+    only what PAL-Set's users never do; the requirement said word for word as an opening gives it away."""
+    from sim.persona_check import HiddenNeed
+    from sim.prompting import hidden_need
+
+    topics = 0
+    for user in demo_dataset.users.values():
+        for session in user.sessions:
+            for n, topic in enumerate(session.topics):
+                hidden = hidden_need(topic)
+                assert not hidden.given_away(topic.topic.user_query), topic.topic.user_query
+                first = session.turns[0].user if n == 0 and session.turns else None
+                assert first is None or not hidden.given_away(first.content), first.content
+                assert hidden.given_away(topic.topic.requirement)
+                topics += 1
+    assert topics == 153
+    typed = hidden_need(topic, free_query=topic.topic.requirement)  # a person typed the need as their question
+    assert not typed.given_away(topic.topic.requirement)
+    assert not HiddenNeed(("I need a fair rota for the night shifts",), "Rota help?").given_away("Rota help?")

@@ -9,6 +9,7 @@ import json
 
 from palset.dataset import dataset_key
 from palset.vocab import Act
+from sim.persona_check import GIVES_AWAY
 from sim.recheck import check_run, reason_counts
 from sim.types import RunRecord, RunSpec, Utterance
 from tests.conftest import DEMO
@@ -81,3 +82,21 @@ def test_pal_runs_check_lists_the_turns_and_prints_the_ids_to_record_anew(tmp_pa
         assert "0 of 0 run(s)" in capsys.readouterr().err
     finally:
         context._open.cache_clear()
+
+
+def test_an_opening_that_gives_the_need_away_is_named_and_one_that_says_the_query_is_not(demo_dataset):
+    """User 1006's gold run at seed 2 opened with the requirement word for word; "Nine galleries? Help?" shares words
+    with user 1004's need but says the user query ("Nine galleries before Christmas. Help?") and passes."""
+    user = demo_dataset.users["1006"]
+    need = "我需要在强制分布的要求下给刘梅一个有数据支撑的评级，并通过合适的沟通方式让刘梅接受结果、继续稳住温江店。"  # as recorded
+    gave = check_run(_record([("user", Act.TOPIC_INQUIRY, need, "")], "1006"), user)
+    assert [s.reasons for s in gave.slips] == [[GIVES_AWAY]]
+    asked = check_run(_record([("user", Act.TOPIC_INQUIRY, "年终要给店长打低分，这话怎么开口？", "")], "1006"), user)
+    assert asked.slips == []
+    later = [("user", Act.TOPIC_INQUIRY, "年终要给店长打低分，这话怎么开口？", ""),
+             ("assistant", Act.REQUIREMENT_PREDICTION, "你是想给刘梅一个有数据支撑的评级吗？", ""),
+             ("user", Act.REQUIREMENT_CONFIRMATION, need, "")]  # confirming in the need's words is not the opening
+    assert all(GIVES_AWAY not in s.reasons for s in check_run(_record(later, "1006"), user).slips)
+    galleries = check_run(_record([("user", Act.TOPIC_INQUIRY, "Nine galleries? Help?", "")], "1004"),
+                          demo_dataset.users["1004"])
+    assert galleries.slips == []

@@ -284,6 +284,33 @@ def test_an_opening_that_never_speaks_as_the_user_becomes_the_user_query(sim_env
     assert later and all(not u.fallback for u in later)  # only the opening falls back
 
 
+def test_an_opening_that_gives_the_need_away_is_asked_again_then_becomes_the_user_query(sim_env):
+    """The 1.5B as user 1006 once opened with the topic's requirement word for word: the assistant had nothing left
+    to find out. Such a draft is asked again with the reason; a later draft in the user's own words is kept, and
+    three that give the need away send the user query (the utterance says why)."""
+    from sim.decision import GAVE_AWAY
+    from sim.persona_check import GIVES_AWAY
+
+    demo = load_dataset(DEMO)
+    need = demo.users["1000"].session("1000_sample7").topics[0].topic.implicit_needs[0]
+    drafts = []
+
+    def reply(req, own_words_at=2):
+        if side_of(req) == "user" and "The chat has not started" in req.messages[-1].content:
+            drafts.append(req)
+            return "So, any thoughts on my week?" if len(drafts) == own_words_at else f"I need this: {need}"
+        return default_reply(req)
+
+    record, _ = _finished_run(sim_env, reply)
+    first = record.utterances[0]
+    assert (len(drafts), first.attempts, first.content, first.fallback) == (2, 2, "So, any thoughts on my week?", "")
+    assert GIVES_AWAY in drafts[1].messages[-1].content  # the retry note names the reason
+    drafts.clear()
+    record, topic = _finished_run(sim_env, lambda req: reply(req, own_words_at=0), seed="away")
+    first = record.utterances[0]
+    assert len(drafts) == 3 and first.content == topic.topic.user_query and GAVE_AWAY in first.fallback
+
+
 def test_an_assistant_reply_that_copies_its_note_is_cut_or_asked_again(sim_env):
     """The 0.5B model began replies with its own note ("What you know about the user: …", "Act: …")."""
     from sim.assistant import without_copied_note

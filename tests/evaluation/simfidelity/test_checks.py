@@ -183,6 +183,9 @@ def test_a_fallback_opening_fails_persona_and_earns_no_vagueness(table):
     checks = check_turn(utt, [], ctx(matcher))
     assert outcome(checks, "vague") == "n/a" and "not the simulator's words" in checks.get("vague").reason
     assert outcome(checks, "persona") == "fail" and checks.get("persona").evidence["fallback"]
+    assert checks.get("persona").reason.startswith("no draft spoke as the user")
+    away = utt.model_copy(update={"fallback": "the user query: the last draft gave away the need (last draft: …)"})
+    assert check_turn(away, [], ctx(matcher)).get("persona").reason.startswith("the last draft gave away the need")
 
 
 def test_a_turn_composed_from_a_decision_fails_persona_but_its_decision_is_checked(table):
