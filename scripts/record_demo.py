@@ -50,7 +50,8 @@ TOUR_PAIRS = [("rag-turn", "vanilla-log"), ("gold", "vanilla-log"), ("gold", "ra
 # runs recorded as another take (``pal simulate --seed``; "task/method" → seed): the tour's topic drifted to another
 # of the user's needs at seed 0, and a run recorded anew at the same seed is the same sample (the seeds and the LLM
 # cache); the take kept is the one ``pal runs check`` finds fewest turns to ask again in (FIDELITY.md)
-TAKES: dict[str, str] = {}
+TAKES: dict[str, str] = {"1002_sample7_topic-1/gold": "1", "1002_sample7_topic-1/rag-turn": "1",
+                         "1002_sample7_topic-1/vanilla-log": "2", "1006_sample7_topic-1/gold": "1"}
 REDONE = "recorded anew after a rule changed (discarded with their judgments): "  # a manifest line's start
 USERS = ["1000", "1001", "1002", "1003", "1004", "1005", "1006", "1007"]
 BUILDER_MODEL = "qwen2.5-coder-0.5b"  # the default local model: memory builder (its JSON is valid; FIDELITY.md)
