@@ -134,3 +134,19 @@ def test_a_reply_that_ends_announcing_what_was_cut_loses_the_announcement():
     assert without_announcement("我建议你先和刘梅谈一次。\n具体步骤如下：") == "我建议你先和刘梅谈一次。"
     assert without_announcement("Here's how you could do it:") == "Here's how you could do it:"  # nothing before it
     assert without_announcement("Try a written rota.") == "Try a written rota."
+
+
+def test_a_reply_thanking_the_user_for_help_is_the_users_line_and_none_of_the_dataset(demo_dataset):
+    """3 of the 340 replies the 1.5B recorded thanked the user for help, as the user would ("Thank you for your help!
+    I'm considering adding a dedicated team meeting…"); PAL-Set's own assistant turns never do (demo data, CC BY-NC)."""
+    from sim.assistant import thanks_like_the_user, why_asked_again
+
+    for reply in ["Thank you for your help! I'm considering adding a dedicated team meeting.",
+                  "Thanks for the suggestion, I'll try it tonight.", "收到！我理解你的想法。谢谢你的帮助！", "感谢您的建议。"]:
+        assert thanks_like_the_user(reply), reply
+        assert why_asked_again(reply, Act.FEEDBACK_RESPONSE, [], "") == "thanks the user for help, as the user would"
+    for reply in ["Thank you for sharing that — is it the rota that keeps you up?", "Thanks for your feedback.",
+                  "谢谢你告诉我这些。你是想先和刘梅谈一次吗？", "I suggest you thank your team for their help at the retro."]:
+        assert not thanks_like_the_user(reply), reply
+    turns = [t.assistant.content for u in demo_dataset.users.values() for s in u.sessions for t in s.turns]
+    assert len(turns) > 800 and [t for t in turns if thanks_like_the_user(t)] == []
