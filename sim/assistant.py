@@ -110,7 +110,7 @@ def talks_about_the_user(text: str) -> bool:
 
 
 # the assistant thanking the user for help or a suggestion — the user's line: "Thank you for your help! I'm considering
-# adding a dedicated team meeting…" (the 1.5B as user 1002's assistant), "…谢谢你的帮助！" — 3 of the 340 replies the
+# adding a dedicated team meeting…" (the 1.5B as user 1002's assistant), "…谢谢你的帮助！" — 2 of the 340 replies the
 # 1.5B recorded for the demo workspace, none of the demo data's 862 assistant turns
 THANKS_FOR_HELP = re.compile(
     r"\bthanks? (?:you )?(?:so much |very much )?for (?:your|the) (?:help|assistance|advice|support|suggestions?|"

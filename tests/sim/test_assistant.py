@@ -137,7 +137,7 @@ def test_a_reply_that_ends_announcing_what_was_cut_loses_the_announcement():
 
 
 def test_a_reply_thanking_the_user_for_help_is_the_users_line_and_none_of_the_dataset(demo_dataset):
-    """3 of the 340 replies the 1.5B recorded thanked the user for help, as the user would ("Thank you for your help!
+    """2 of the 340 replies the 1.5B recorded thanked the user for help, as the user would ("Thank you for your help!
     I'm considering adding a dedicated team meeting…"); PAL-Set's own assistant turns never do (demo data, CC BY-NC)."""
     from sim.assistant import thanks_like_the_user, why_asked_again
 
