@@ -68,7 +68,10 @@ OFFER_EN = re.compile("|".join([
     r"\bi(?:'m| am) (?:so |very |really )?sorry (?:for|about|to hear about) (?:the|your) (?:disappointment|loss|trouble|"
     r"situation|news|difficult)",
 ]), re.I)
-NARRATION_EN = re.compile(r"^\W*(?:the )?user\b|\bthe user(?:'s)?\b", re.I)
+# "your user" too: the 1.5B copied it from the Requirement Prediction definition ("…behind your user's question") into
+# 9 recorded replies ("Based on the information provided, your user needs…"); none of the demo data's 1,724 turns
+NARRATION_EN = re.compile(r"^\W*(?:the )?user\b|\bthe user(?:'s)?\b|\byour user(?:'s\b|\b(?!\s+(?:group|base|name|"
+                          r"account|id|interface|research|testing|stor(?:y|ies)|experience|feedback)\b))", re.I)
 # "the assistant" with the word after it (so a draft cut at "the assistant" while it streams is not stopped yet),
 # not a person's job: "the assistant manager"
 ASSISTANT_NARRATION_EN = re.compile(r"\bthe (?:ai )?assistant(?:'s)?(?:[^\w\s]|\s+(?!(?:manager|principal|coach|"

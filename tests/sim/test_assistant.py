@@ -84,10 +84,12 @@ def test_a_reply_about_the_user_or_in_the_prompts_terms_is_caught_and_none_of_th
     for reply in ["Based on the information provided, the user seems to be looking for a place to live.",
                   "You've mentioned a couple of hidden needs: supporting Callum and the rota.",
                   "Sure! Here's a concrete solution proposal for you.", "用户需要一份整改方案。",
-                  "Yes, there is a hidden need related to your user's question."]:
+                  "Yes, there is a hidden need related to your user's question.",
+                  "Based on the information provided, your user needs to make a decision about the lease."]:
         assert talks_about_the_user(reply), reply
     for reply in ["Do you want the rota agreed with your ward manager before Christmas?",
-                  "I suggest you ask your user group at work for two volunteers.", "我建议你先和刘梅单独谈一次。"]:
+                  "I suggest you ask your user group at work for two volunteers.", "我建议你先和刘梅单独谈一次。",
+                  "Your users will notice the latency first, so alert on it.", "Check your user research notes."]:
         assert not talks_about_the_user(reply), reply
     turns = [t.assistant.content for u in demo_dataset.users.values() for s in u.sessions for t in s.turns]
     assert len(turns) > 800 and [t for t in turns if talks_about_the_user(t)] == []
