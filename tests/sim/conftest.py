@@ -71,3 +71,14 @@ def sim_for(demo, make_llm, store, method="vanilla-log", reply=default_reply, **
     llm, fake = make_llm(reply)
     spec = make_spec(demo, "1000", "1000_sample7", "topic-1", method, **kw)
     return make_llm.ws.open_simulation(demo, spec, llm), fake
+
+
+def finished_run(sim_env, reply, **spec_options):
+    """User 1000's first query topic simulated against the fake ``reply`` (vanilla memory), run to its end."""
+    make_llm, _ = sim_env
+    demo = load_dataset(DEMO)
+    llm, _fake = make_llm(reply)
+    spec = make_spec(demo, "1000", "1000_sample7", "topic-1", "vanilla", **spec_options)
+    record = make_llm.ws.open_simulation(demo, spec, llm).run()
+    assert record.status == "finished", record.error
+    return record, demo.users["1000"].session("1000_sample7").topics[0]

@@ -11,7 +11,7 @@ from sim.schedule import derived_schedule
 from sim.service import SimulationSetupError, make_spec
 from testkit.requests import act_code, act_of
 from tests.conftest import DEMO
-from tests.sim.conftest import default_reply, side_of, sim_for, user_says
+from tests.sim.conftest import default_reply, finished_run, side_of, sim_for, user_says
 
 
 def test_derived_schedule_has_the_fixed_shape():
@@ -250,67 +250,6 @@ def test_both_sides_stream_their_text_in_fixed_mode_and_free_mode_user_turns_are
     assert utt.side == "user" and tokens == [] and fake.requests[0].response_format is not None
 
 
-def _finished_run(sim_env, reply, **spec_options):
-    """User 1000's first query topic simulated against the fake ``reply`` (vanilla memory), run to its end."""
-    make_llm, _ = sim_env
-    demo = load_dataset(DEMO)
-    llm, _fake = make_llm(reply)
-    spec = make_spec(demo, "1000", "1000_sample7", "topic-1", "vanilla", **spec_options)
-    record = make_llm.ws.open_simulation(demo, spec, llm).run()
-    assert record.status == "finished", record.error
-    return record, demo.users["1000"].session("1000_sample7").topics[0]
-
-
-def test_an_opening_that_never_speaks_as_the_user_becomes_the_user_query(sim_env):
-    """A small model's opening that apologises or greets like an assistant three times is replaced by the question
-    on the user's mind as the dataset states it; the utterance says why and keeps the last draft."""
-    from sim.persona_check import speaks_as_user
-
-    drafts = []
-
-    def reply(req):
-        if side_of(req) == "user" and "The chat has not started" in req.messages[-1].content:
-            drafts.append(req)
-            return "I'm sorry, I don't understand the chat. Could you please rephrase your message?"
-        return default_reply(req)
-
-    record, topic = _finished_run(sim_env, reply)
-    first = record.utterances[0]
-    assert len(drafts) == 3 and first.attempts == 3  # asked again twice, each time told why
-    assert "not usable" in drafts[-1].messages[-1].content and "rephrase" not in drafts[-1].messages[-1].content
-    assert first.content == topic.topic.user_query and speaks_as_user(first.content, "en").ok
-    assert first.fallback.startswith("the user query") and "rephrase" in first.fallback
-    later = [u for u in record.utterances if u.side == "user" and u.turn_no > 1]
-    assert later and all(not u.fallback for u in later)  # only the opening falls back
-
-
-def test_an_opening_that_gives_the_need_away_is_asked_again_then_becomes_the_user_query(sim_env):
-    """The 1.5B as user 1006 once opened with the topic's requirement word for word: the assistant had nothing left
-    to find out. Such a draft is asked again with the reason; a later draft in the user's own words is kept, and
-    three that give the need away send the user query (the utterance says why)."""
-    from sim.decision import GAVE_AWAY
-    from sim.persona_check import GIVES_AWAY
-
-    demo = load_dataset(DEMO)
-    need = demo.users["1000"].session("1000_sample7").topics[0].topic.implicit_needs[0]
-    drafts = []
-
-    def reply(req, own_words_at=2):
-        if side_of(req) == "user" and "The chat has not started" in req.messages[-1].content:
-            drafts.append(req)
-            return "So, any thoughts on my week?" if len(drafts) == own_words_at else f"I need this: {need}"
-        return default_reply(req)
-
-    record, _ = _finished_run(sim_env, reply)
-    first = record.utterances[0]
-    assert (len(drafts), first.attempts, first.content, first.fallback) == (2, 2, "So, any thoughts on my week?", "")
-    assert GIVES_AWAY in drafts[1].messages[-1].content  # the retry note names the reason
-    drafts.clear()
-    record, topic = _finished_run(sim_env, lambda req: reply(req, own_words_at=0), seed="away")
-    first = record.utterances[0]
-    assert len(drafts) == 3 and first.content == topic.topic.user_query and GAVE_AWAY in first.fallback
-
-
 def test_an_assistant_reply_that_copies_its_note_is_cut_or_asked_again(sim_env):
     """The 0.5B model began replies with its own note ("What you know about the user: …", "Act: …")."""
     from sim.assistant import without_copied_note
@@ -377,7 +316,7 @@ def test_a_turn_said_again_word_for_word_is_asked_again(sim_env):
             return guess if len(assistants) <= 2 else default_reply(req)
         return default_reply(req)
 
-    record, _topic = _finished_run(sim_env, reply)
+    record, _topic = finished_run(sim_env, reply)
     user_turns = [u for u in record.utterances if u.side == "user"]
     assert user_turns[0].content == said and user_turns[0].attempts == 1
     assert user_turns[1].content != said and user_turns[1].attempts == 2
@@ -401,7 +340,7 @@ def test_a_reply_nearly_saying_an_earlier_one_again_or_copying_the_user_is_asked
             return next(drafts, None) or default_reply(req)
         return default_reply(req)
 
-    record, _topic = _finished_run(sim_env, reply)
+    record, _topic = finished_run(sim_env, reply)
     replies = [u for u in record.utterances if u.side == "assistant"]
     assert (replies[0].content, replies[0].attempts) == (guess, 2)  # the copy of the user's words was asked again
     assert (replies[1].content, replies[1].attempts) == ("Do you also need the rota agreed with your ward manager?", 2)
@@ -415,7 +354,7 @@ def test_a_reply_about_the_user_is_asked_again(sim_env):
     def reply(req):
         return (next(drafts, None) if side_of(req) == "assistant" else None) or default_reply(req)
 
-    record, _topic = _finished_run(sim_env, reply)
+    record, _topic = finished_run(sim_env, reply)
     first = next(u for u in record.utterances if u.side == "assistant")
     assert (first.content, first.attempts) == (guess, 2)
 
@@ -432,7 +371,7 @@ def test_a_proposal_that_asks_the_user_for_one_is_asked_again(sim_env):
             return "Please share your ideas with me." if len(proposals) == 1 else "How about a written night-shift rota?"
         return default_reply(req)
 
-    record, _topic = _finished_run(sim_env, reply)
+    record, _topic = finished_run(sim_env, reply)
     first = next(u for u in record.utterances if u.side == "assistant" and u.act.value == "Solution Proposal")
     assert first.attempts == 2 and first.content == "How about a written night-shift rota?"
 
@@ -449,7 +388,7 @@ def test_a_reply_that_announces_a_cut_list_is_asked_again_and_the_last_loses_its
             return announced
         return default_reply(req)
 
-    record, _topic = _finished_run(sim_env, reply)
+    record, _topic = finished_run(sim_env, reply)
     first = next(u for u in record.utterances if u.side == "assistant" and u.act.value == "Solution Proposal")
     assert first.attempts == 3 and first.content == "I suggest a written rota for the night shifts."
 
@@ -467,7 +406,7 @@ def _judging_run(sim_env, decision):
             return "How can I help you with your rota today?"
         return default_reply(req)
 
-    record, _topic = _finished_run(sim_env, reply)
+    record, _topic = finished_run(sim_env, reply)
     return record, asked
 
 
@@ -580,20 +519,6 @@ def test_no_valid_decision_keeps_the_last_draft(sim_env):
     record, asked = _judging_run(sim_env, lambda req: "not json at all")
     confirm = [u for u in record.utterances if u.side == "user" and u.act == Act.REQUIREMENT_CONFIRMATION]
     assert asked and confirm and all(not u.fallback and "How can I help" in u.content for u in confirm)
-
-
-def test_an_opening_with_no_usable_draft_at_all_is_the_user_query_not_a_failed_run(sim_env):
-    """Free mode: every try of the opening is broken JSON (what SmolLM2 did once its narrations were rejected)."""
-
-    def reply(req):
-        if side_of(req) == "user" and any("The chat has not started" in m.content for m in req.messages):
-            return "The user had a choice to"  # neither JSON nor the user speaking
-        return default_reply(req)
-
-    record, topic = _finished_run(sim_env, reply, mode="free", max_turns=2)
-    first = record.utterances[0]
-    assert first.content == topic.topic.user_query
-    assert first.fallback.startswith("the user query")
 
 
 def test_an_assistant_turn_is_capped_and_a_cut_answer_keeps_its_whole_sentences(demo, sim_env):
