@@ -38,7 +38,7 @@ from sim.types import COMPOSED, Utterance
 log = logging.getLogger(__name__)
 
 NO_DRAFT = "no draft spoke as the user"  # why a turn is composed, as its ``fallback`` ends
-GAVE_AWAY = "the last draft gave away the need"  # why an opening fell back to the user query, when not NO_DRAFT
+GAVE_AWAY = "the last draft gave away the need"  # why an opening fell back to the user query or a judging turn was composed
 CLAUSE_CHARS = 120  # the schema's bound on the model's own words (12 English words, 20 Chinese characters asked)
 
 

@@ -210,13 +210,13 @@ def repeats_earlier(text: str, earlier: Sequence[str]) -> bool:
 
 
 REPEATS_EARLIER = "repeats an earlier message of its own (word for word or nearly)"
-GIVES_AWAY = "gives away the need the assistant is to find out (ask your question as in the user query)"
+GIVES_AWAY = "gives away the need the assistant is to find out (hint at it in your own words, as vaguely as your question)"
 
 
 @dataclass(frozen=True)
 class HiddenNeed:
-    """What an opening must not copy — the topic's requirement and implicit needs, which the assistant is to find out
-    — and the user query, which it may say in its own words (the query and the need share words: "Nine galleries?
+    """What no user turn may copy — the topic's requirement and implicit needs, which the assistant is to find out
+    — and the user query, which a turn may say in its own words (the query and the need share words: "Nine galleries?
     Help?" for a need "…get nine galleries out around the Christmas party rush…")."""
 
     texts: tuple[str, ...]
@@ -230,8 +230,8 @@ class HiddenNeed:
 def user_turn_reasons(text: str, language: str, sources: Sequence[str], name: str, earlier: Sequence[str],
                       hidden: HiddenNeed | None = None) -> tuple[str, ...]:
     """Why a simulated user's turn is asked again (empty: it is kept): the persona rule (:func:`speaks_as_user`),
-    the repeat rule against the user's ``earlier`` turns (:func:`repeats_earlier`) and, for the opening (``hidden``),
-    giving away the need (:meth:`HiddenNeed.given_away`)."""
+    the repeat rule against the user's ``earlier`` turns (:func:`repeats_earlier`) and giving away the need
+    (``hidden``, :meth:`HiddenNeed.given_away`)."""
     reasons = speaks_as_user(text, language, sources, name).reasons
     reasons += (REPEATS_EARLIER,) if repeats_earlier(text, earlier) else ()
     return reasons + ((GIVES_AWAY,) if hidden is not None and hidden.given_away(text) else ())

@@ -161,11 +161,13 @@ def cut_at_speaker(text: str, name: str) -> str:
 
 
 def hidden_need(topic: SessionTopic, free_query: str | None = None) -> HiddenNeed:
-    """What the opening must not copy: the topic's requirement and implicit needs — what the assistant is to find
-    out — unless it copies the user query (``free_query`` when one was typed) as much. Why: the 1.5B as user 1006
-    opened a recorded run with the requirement word for word ("我需要在强制分布的要求下给刘梅一个有数据支撑的评级…"),
-    leaving the assistant nothing to infer; none of the demo data's 153 user queries copies its topic's requirement
-    or a need. An opening that still does on its last try falls back to the user query."""
+    """What no user turn may copy: the topic's requirement and implicit needs — what the assistant is to find out —
+    unless it copies the user query (``free_query`` when one was typed) as much. Why: the 1.5B as user 1006 opened a
+    recorded run with the requirement word for word ("我需要在强制分布的要求下给刘梅一个有数据支撑的评级…"), and as
+    user 1007 denied a guess with it ("不对，我需要拿下茶屿这份能补上固定收入缺口的一年包月合作…"), leaving the
+    assistant nothing to infer; none of the demo data's 862 user turns, nor its 153 user queries, copies its
+    session's requirements or needs. An opening that still does on its last try falls back to the user query; a
+    judging turn is composed from the model's decision (:mod:`sim.decision`)."""
     texts = tuple(redact_text(t) for t in (topic.topic.requirement, *topic.topic.implicit_needs) if t)
     return HiddenNeed(texts, redact_text(free_query or topic.topic.user_query))
 

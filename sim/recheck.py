@@ -8,7 +8,7 @@ recording can name the runs to record anew (``make demo-workspace REDO=…``) in
 The same functions as the simulator, on what a record holds: a user turn against the persona rule (its echo
 source: the assistant's message before it) and the user's earlier turns; an assistant reply against its earlier
 replies and the user's message before it, and against the act's instruction (a reply that is only the instruction);
-the opening against the topic's requirement and implicit needs (:func:`sim.prompting.hidden_need`). A user turn
+every user turn against the topic's requirement and implicit needs (:func:`sim.prompting.hidden_need`). A user turn
 composed from the model's decision or falling back to the user query (``fallback``) is not the model's draft and is
 not checked. Pure: no model, no store."""
 
@@ -56,7 +56,7 @@ def check_run(record: RunRecord, user: User) -> RunCheck:
     name = user_name(user)
     session = user.session(record.spec.sample_id)
     topic = next((t for t in session.topics if t.key == record.spec.topic_key), None) if session else None
-    hidden = hidden_need(topic, record.spec.free_query) if topic is not None else None  # the opening's rule
+    hidden = hidden_need(topic, record.spec.free_query) if topic is not None else None
     instruction_language = "zh" if user.language == "zh" else "en"
     earlier: dict[str, list[str]] = {"user": [], "assistant": []}
     said = last_reply = ""
@@ -65,8 +65,7 @@ def check_run(record: RunRecord, user: User) -> RunCheck:
         reasons: list[str] = []
         if u.side == "user":
             if not u.fallback:
-                reasons += user_turn_reasons(u.content, user.language, [last_reply], name, earlier["user"],
-                                             None if earlier["user"] else hidden)
+                reasons += user_turn_reasons(u.content, user.language, [last_reply], name, earlier["user"], hidden)
             said = u.content
         else:
             instruction = f"{act_name(u.act, instruction_language)} " \

@@ -199,8 +199,9 @@ class UserSimulator:
         fitted = self.fitted(act, history)
         msgs = fitted.messages
         sources = echo_sources(msgs, history)
-        hidden = None if history else hidden_need(self.ctx.topic, self.ctx.free_query)  # the opening
-        at_once, shown = self._decided_at_once(turn_no, act, history, msgs, sources, salt, on_token)
+        hidden = hidden_need(self.ctx.topic, self.ctx.free_query)
+        clause_sources = [*sources, *hidden.texts]  # a decision's own words must not give the need away either
+        at_once, shown = self._decided_at_once(turn_no, act, history, msgs, clause_sources, salt, on_token)
         if at_once is not None:
             return self._utterance(turn_no, act, at_once.turn, msgs, fitted.cuts, attempts=1,
                                    fallback=at_once.fallback, started=started,
@@ -242,14 +243,15 @@ class UserSimulator:
                 raise
             content, tries = "", MAX_TRIES  # no usable opening at all: the user query is sent (below), not a failure
         fallback = ""
-        gave_away = hidden is not None and hidden.given_away(content)
-        if gave_away or not speaks_as_user(content, self.ctx.user.language, sources, self.ctx.name()).ok:
+        gave_away = hidden.given_away(content)
+        in_persona = speaks_as_user(content, self.ctx.user.language, sources, self.ctx.name()).ok
+        if gave_away or not in_persona:
             if not history:
                 fallback = self._opening_fallback(content, gave_away)
                 content = redact_text(self.ctx.free_query or self.ctx.topic.topic.user_query)
             elif not self.free_mode and (decided := decided_turn(
-                    self.llm, self.prompt, self.ctx, act, history, msgs[0]["content"], sources, salt,
-                    seed=sampling_seed(f"{salt}/decision"))) is not None:
+                    self.llm, self.prompt, self.ctx, act, history, msgs[0]["content"], clause_sources, salt,
+                    seed=sampling_seed(f"{salt}/decision"), why=NO_DRAFT if not in_persona else GAVE_AWAY)) is not None:
                 log.info("user simulator turn %s composed from a decision (last draft: %.80s)", turn_no, content)
                 content, fallback = decided.turn, decided.fallback
                 tries += 1

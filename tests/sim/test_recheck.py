@@ -40,7 +40,8 @@ def test_the_turns_the_current_rules_would_ask_again_and_why(demo_dataset):
     check = check_run(_record(), demo_dataset.users["1002"])
     found = {(s.turn_no, s.side): s.reasons for s in check.slips}
     assert found == {(1, "assistant"): ["talks about the user or the prompt's terms"],
-                     (3, "user"): ["repeats an earlier message of its own (word for word or nearly)"],
+                     (2, "user"): [GIVES_AWAY],  # user 1002's requirement, nearly word for word
+                     (3, "user"): ["repeats an earlier message of its own (word for word or nearly)", GIVES_AWAY],
                      (3, "assistant"): ["announces what its first paragraph does not hold"]}
     assert (check.task_id, check.turns) == ("1002_sample7_topic-1", 8)  # the composed verdict is not checked
     assert reason_counts([check, check])["talks about the user or the prompt's terms"] == 2
@@ -77,16 +78,17 @@ def test_pal_runs_check_lists_the_turns_and_prints_the_ids_to_record_anew(tmp_pa
         assert capsys.readouterr().out.strip() == "run-x"
         assert main(["runs", "check", "--dataset", str(DEMO), "--json"]) == 0
         (row,) = json.loads(capsys.readouterr().out)
-        assert row["run_id"] == "run-x" and len(row["slips"]) == 3
+        assert row["run_id"] == "run-x" and len(row["slips"]) == 4
         assert main(["runs", "check", "--dataset", str(DEMO), "--user", "1000"]) == 0  # another user: nothing
         assert "0 of 0 run(s)" in capsys.readouterr().err
     finally:
         context._open.cache_clear()
 
 
-def test_an_opening_that_gives_the_need_away_is_named_and_one_that_says_the_query_is_not(demo_dataset):
-    """User 1006's gold run at seed 2 opened with the requirement word for word; "Nine galleries? Help?" shares words
-    with user 1004's need but says the user query ("Nine galleries before Christmas. Help?") and passes."""
+def test_a_turn_that_gives_the_need_away_is_named_and_one_that_says_the_query_is_not(demo_dataset):
+    """User 1006's gold run at seed 2 opened with the requirement word for word (user 1007 denied guesses with it);
+    "Nine galleries? Help?" shares words with user 1004's need but says the user query ("Nine galleries before
+    Christmas. Help?") and passes."""
     user = demo_dataset.users["1006"]
     need = "我需要在强制分布的要求下给刘梅一个有数据支撑的评级，并通过合适的沟通方式让刘梅接受结果、继续稳住温江店。"  # as recorded
     gave = check_run(_record([("user", Act.TOPIC_INQUIRY, need, "")], "1006"), user)
@@ -95,8 +97,8 @@ def test_an_opening_that_gives_the_need_away_is_named_and_one_that_says_the_quer
     assert asked.slips == []
     later = [("user", Act.TOPIC_INQUIRY, "年终要给店长打低分，这话怎么开口？", ""),
              ("assistant", Act.REQUIREMENT_PREDICTION, "你是想给刘梅一个有数据支撑的评级吗？", ""),
-             ("user", Act.REQUIREMENT_CONFIRMATION, need, "")]  # confirming in the need's words is not the opening
-    assert all(GIVES_AWAY not in s.reasons for s in check_run(_record(later, "1006"), user).slips)
+             ("user", Act.REQUIREMENT_CONFIRMATION, need, "")]  # a later turn in the need's words gives it away too
+    assert [(s.turn_no, s.reasons) for s in check_run(_record(later, "1006"), user).slips] == [(2, [GIVES_AWAY])]
     galleries = check_run(_record([("user", Act.TOPIC_INQUIRY, "Nine galleries? Help?", "")], "1004"),
                           demo_dataset.users["1004"])
     assert galleries.slips == []
