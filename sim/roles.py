@@ -180,6 +180,7 @@ class UserSimulator:
         """``style``: a fragment for the system message (e.g. the ``user_style`` conditioning), or None."""
         self.llm, self.ctx, self.free_mode, self.style = llm, ctx, free_mode, style
         self.prompt: Prompt = load_role_prompt("sim/user_simulator", ctx.user.language)
+        self.hidden: HiddenNeed = hidden_need(ctx.topic, ctx.free_query)  # what no turn of this run may copy
 
     def fitted(self, act: Act, history: list[Utterance]) -> FittedMessages:
         """The messages fitted into the simulator's window (:mod:`sim.fit`: the oldest utterances go first)."""
@@ -199,8 +200,7 @@ class UserSimulator:
         fitted = self.fitted(act, history)
         msgs = fitted.messages
         sources = echo_sources(msgs, history)
-        hidden = hidden_need(self.ctx.topic, self.ctx.free_query)
-        clause_sources = [*sources, *hidden.texts]  # a decision's own words must not give the need away either
+        clause_sources = [*sources, *self.hidden.texts]  # a decision's own words must not give the need away either
         at_once, shown = self._decided_at_once(turn_no, act, history, msgs, clause_sources, salt, on_token)
         if at_once is not None:
             return self._utterance(turn_no, act, at_once.turn, msgs, fitted.cuts, attempts=1,
@@ -221,7 +221,7 @@ class UserSimulator:
                                       "content is empty or a placeholder: write the user's actual words")
             if isinstance(out, StructuredResult):
                 ended, reasoning = bool(out.value.end), out.reasoning
-                return self._in_persona(self._words(out.value.content), n, sources, earlier, rejected, hidden)
+                return self._in_persona(self._words(out.value.content), n, sources, earlier, rejected)
             return None
 
         def attempt_plain(n: int) -> str | None:
@@ -232,7 +232,7 @@ class UserSimulator:
                                         stop_when=self._gone_astray if n < MAX_TRIES else None,
                                         max_tokens=turn_tokens(self.llm, "user_simulator", USER_TURN_TOKENS),
                                         stop=self._stops())
-            return (self._in_persona(self._words(text), n, sources, earlier, rejected, hidden)
+            return (self._in_persona(self._words(text), n, sources, earlier, rejected)
                     if text is not None else None)
 
         try:
@@ -243,7 +243,7 @@ class UserSimulator:
                 raise
             content, tries = "", MAX_TRIES  # no usable opening at all: the user query is sent (below), not a failure
         fallback = ""
-        gave_away = hidden.given_away(content)
+        gave_away = self.hidden.given_away(content)
         in_persona = speaks_as_user(content, self.ctx.user.language, sources, self.ctx.name()).ok
         if gave_away or not in_persona:
             if not history:
@@ -251,7 +251,7 @@ class UserSimulator:
                 content = redact_text(self.ctx.free_query or self.ctx.topic.topic.user_query)
             elif not self.free_mode and (decided := decided_turn(
                     self.llm, self.prompt, self.ctx, act, history, msgs[0]["content"], clause_sources, salt,
-                    seed=sampling_seed(f"{salt}/decision"), why=NO_DRAFT if not in_persona else GAVE_AWAY)) is not None:
+                    seed=sampling_seed(f"{salt}/decision"), why=GAVE_AWAY if in_persona else NO_DRAFT)) is not None:
                 log.info("user simulator turn %s composed from a decision (last draft: %.80s)", turn_no, content)
                 content, fallback = decided.turn, decided.fallback
                 tries += 1
@@ -330,12 +330,12 @@ class UserSimulator:
         return clean(cut_at_speaker(text, self.ctx.name()), self.ctx.name())
 
     def _in_persona(self, text: str, attempt: int, sources: list[str], earlier: list[str],
-                    rejected: list[tuple[str, tuple[str, ...]]], hidden: HiddenNeed | None = None) -> str | None:
+                    rejected: list[tuple[str, tuple[str, ...]]]) -> str | None:
         """``text``, or None (ask again, telling the model what was wrong) when it does not speak as the user
-        (:mod:`sim.persona_check`) or says one of the user's ``earlier`` turns again word for word
-        (:func:`sim.persona_check.repeats_earlier`), and this is not the last attempt — the last one is kept rather
-        than failing."""
-        reasons = user_turn_reasons(text, self.ctx.user.language, sources, self.ctx.name(), earlier, hidden)
+        (:mod:`sim.persona_check`), says one of the user's ``earlier`` turns again word for word
+        (:func:`sim.persona_check.repeats_earlier`) or gives the run's hidden need away, and this is not the last
+        attempt — the last one is kept rather than failing."""
+        reasons = user_turn_reasons(text, self.ctx.user.language, sources, self.ctx.name(), earlier, self.hidden)
         if not reasons or attempt >= MAX_TRIES or not usable(text):
             return text
         log.info("user simulator turn rejected (%s): %.80s", "; ".join(reasons), text)

@@ -26,7 +26,6 @@ def _run(sim_env, draft, decision=None):
     """User 1000's first query topic; ``draft(n)`` words the n-th draft of each Requirement Confirmation (from 1),
     ``decision`` answers the decision call; every request of the confirmation drafts is kept."""
     drafts: list = []
-    count = {"n": 0}
 
     def reply(req):
         last = req.messages[-1].content
@@ -34,8 +33,7 @@ def _run(sim_env, draft, decision=None):
             return json.dumps(decision or {"guessed": True, "point": ""})
         if side_of(req) == "user" and act_of(req) == Act.REQUIREMENT_CONFIRMATION.value:
             drafts.append(req)
-            count["n"] += 1
-            return draft(count["n"])
+            return draft(len(drafts))
         return default_reply(req)
 
     record, _topic = finished_run(sim_env, reply)
