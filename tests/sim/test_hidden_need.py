@@ -23,8 +23,8 @@ def _confirmations(record):
 
 
 def _run(sim_env, draft, decision=None):
-    """User 1000's first query topic; ``draft(n)`` words the n-th draft of each Requirement Confirmation (from 1),
-    ``decision`` answers the decision call; every request of the confirmation drafts is kept."""
+    """User 1000's first query topic; ``draft(n)`` words the run's n-th Requirement Confirmation draft (from 1,
+    counted over the run), ``decision`` answers the decision call; every request of the confirmation drafts is kept."""
     drafts: list = []
 
     def reply(req):
