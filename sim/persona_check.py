@@ -210,21 +210,26 @@ def repeats_earlier(text: str, earlier: Sequence[str]) -> bool:
 
 
 REPEATS_EARLIER = "repeats an earlier message of its own (word for word or nearly)"
-GIVES_AWAY = "gives away the need the assistant is to find out (hint at it in your own words, as vaguely as your question)"
+GIVES_AWAY = ("gives away the need or a solution the assistant is to find out (hint at it in your own words, as "
+              "vaguely as your question)")
 
 
 @dataclass(frozen=True)
 class HiddenNeed:
-    """What no user turn may copy — the topic's requirement and implicit needs, which the assistant is to find out
-    — and the user query, which a turn may say in its own words (the query and the need share words: "Nine galleries?
-    Help?" for a need "…get nine galleries out around the Christmas party rush…")."""
+    """What no user turn may copy — the topic's requirement, implicit needs and liked and disliked solutions, which
+    the assistant is to find out (:func:`sim.prompting.hidden_need`) — and the user query, which a turn may say in
+    its own words (the query and the need share words: "Nine galleries? Help?" for a need "…get nine galleries out
+    around the Christmas party rush…")."""
 
     texts: tuple[str, ...]
     query: str
 
     def given_away(self, text: str) -> bool:
-        """Whether ``text`` mostly copies the requirement or a need (:func:`echoes`) but not the user query."""
-        return any(echoes(text, t) for t in self.texts) and not echoes(text, self.query)
+        """Whether ``text`` mostly copies these texts taken together (:func:`echoes`) but not the user query. Together,
+        not one by one: the 1.5B as user 1000 answered a guess with two needs stitched into one sentence ("I need a
+        real swap partner for Boxing Day night and to make sure the swap isn't bounced by rostering…"), neither of
+        which makes up most of it alone."""
+        return bool(self.texts) and echoes(text, "\n".join(self.texts)) and not echoes(text, self.query)
 
 
 def user_turn_reasons(text: str, language: str, sources: Sequence[str], name: str, earlier: Sequence[str],

@@ -160,16 +160,30 @@ def cut_at_speaker(text: str, name: str) -> str:
     return "\n".join(lines).strip()
 
 
+def liked_and_disliked(topic: SessionTopic) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(solution, reason) pairs the user likes and dislikes; reasons only where the dataset has them."""
+    t, sp = topic.topic, topic.solution_preference
+    if sp:
+        return ([(r.solution, r.feedback_reason) for r in sp.pos_list],
+                [(r.solution, r.feedback_reason) for r in sp.neg_list])
+    return [(s, "") for s in t.solution.pos], [(s, "") for s in t.solution.neg]
+
+
 def hidden_need(topic: SessionTopic, free_query: str | None = None) -> HiddenNeed:
     """What no user turn may copy: the topic's requirement and implicit needs — what the assistant is to find out —
-    unless it copies the user query (``free_query`` when one was typed) as much. Why: the 1.5B as user 1006 opened a
-    recorded run with the requirement word for word ("我需要在强制分布的要求下给刘梅一个有数据支撑的评级…"), and as
-    user 1007 denied a guess with it ("不对，我需要拿下茶屿这份能补上固定收入缺口的一年包月合作…"), leaving the
-    assistant nothing to infer; none of the demo data's 862 user turns, nor its 153 user queries, copies its
-    session's requirements or needs. An opening that still does on its last try falls back to the user query; a
-    judging turn is composed from the model's decision (:mod:`sim.decision`)."""
-    texts = tuple(redact_text(t) for t in (topic.topic.requirement, *topic.topic.implicit_needs) if t)
-    return HiddenNeed(texts, redact_text(free_query or topic.topic.user_query))
+    and the solutions the user likes and dislikes (what it is to propose), unless the turn copies the user query
+    (``free_query`` when one was typed) as much. Why: the 1.5B as user 1006 opened a recorded run with the
+    requirement word for word ("我需要在强制分布的要求下给刘梅一个有数据支撑的评级…"), and as user 1007 denied a guess
+    with it ("不对，我需要拿下茶屿这份能补上固定收入缺口的一年包月合作…"), leaving the assistant nothing to infer; as
+    user 1006 it wrote a liked solution out in full before the assistant proposed anything like it ("…三亚行8天，1月21日
+    出发，出发前三天报备航班和酒店…"). None of the demo data's 862 user turns, nor its 153 user queries, copies its
+    session's requirements, needs or solutions. (The reasons the dataset gives for liking or disliking a solution
+    are not here: 71 of the data's user turns say them — they are the user's own words.) An opening that still
+    does on its last try falls back to the user query; a judging turn is composed from the model's decision
+    (:mod:`sim.decision`)."""
+    liked, disliked = liked_and_disliked(topic)
+    needs = (topic.topic.requirement, *topic.topic.implicit_needs, *(s for s, _reason in (*liked, *disliked)))
+    return HiddenNeed(tuple(redact_text(t) for t in needs if t), redact_text(free_query or topic.topic.user_query))
 
 
 def echo_sources(messages: Sequence[dict[str, str]], history: Sequence[Utterance]) -> list[str]:

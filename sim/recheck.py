@@ -8,9 +8,9 @@ recording can name the runs to record anew (``make demo-workspace REDO=…``) in
 The same functions as the simulator, on what a record holds: a user turn against the persona rule (its echo
 source: the assistant's message before it) and the user's earlier turns; an assistant reply against its earlier
 replies and the user's message before it, and against the act's instruction (a reply that is only the instruction);
-every user turn against the topic's requirement and implicit needs (:func:`sim.prompting.hidden_need`). A user turn
-composed from the model's decision or falling back to the user query (``fallback``) is not the model's draft and is
-not checked. Pure: no model, no store."""
+every user turn against the topic's requirement, implicit needs and solutions (:func:`sim.prompting.hidden_need`).
+A user turn composed from the model's decision or falling back to the user query (``fallback``) is not the model's
+draft and is not checked. Pure: no model, no store."""
 
 from __future__ import annotations
 

@@ -37,6 +37,7 @@ from sim.prompting import (
     cut_at_speaker,
     echo_sources,
     hidden_need,
+    liked_and_disliked,
     load_role_prompt,
     render_messages,
     simulator_messages,
@@ -144,12 +145,8 @@ class TopicContext:
         return self.user.preferences.get(self.topic.requirement_type_id or "")
 
     def liked_and_disliked(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-        """(solution, reason) pairs the user likes and dislikes; reasons only where the dataset has them."""
-        t, sp = self.topic.topic, self.topic.solution_preference
-        if sp:
-            return ([(r.solution, r.feedback_reason) for r in sp.pos_list],
-                    [(r.solution, r.feedback_reason) for r in sp.neg_list])
-        return [(s, "") for s in t.solution.pos], [(s, "") for s in t.solution.neg]
+        """(solution, reason) pairs the user likes and dislikes (:func:`sim.prompting.liked_and_disliked`)."""
+        return liked_and_disliked(self.topic)
 
 
 def sampling_seed(salt: str) -> int:

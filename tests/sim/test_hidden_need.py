@@ -1,5 +1,5 @@
-"""No user turn gives away the need the assistant is to find out: a draft that mostly copies the topic's requirement
-or an implicit need is asked again, and a judging turn whose drafts all do is composed from the model's decision,
+"""No user turn gives away the need or a solution the assistant is to find out: a draft that mostly copies the
+topic's requirement, implicit needs or liked and disliked solutions (together, not only one by one) is asked again, and a judging turn whose drafts all do is composed from the model's decision,
 whose own words may not copy it either. The demo data (CC BY-NC, licenses/) is the measure: none of its user turns
 does it."""
 
@@ -73,10 +73,41 @@ def test_a_decision_whose_clause_hints_in_its_own_words_keeps_the_clause(sim_env
     assert _confirmations(record)[0].content == "No, that's not it. It is about my brother"
 
 
+def _topic():
+    return load_dataset(DEMO).users["1000"].session("1000_sample7").topics[0]
+
+
+def test_two_needs_stitched_into_one_turn_give_the_need_away_though_neither_does_alone():
+    """The 1.5B as user 1000 answered a guess with both implicit needs in one sentence: each is under the echo share
+    of the turn alone, the two together are over it."""
+    from sim.persona_check import echoes
+    from sim.prompting import hidden_need
+
+    lock_in, not_bounced = _topic().topic.implicit_needs
+    turn = f"I need to {lock_in.lower()} and to {not_bounced.lower()}."
+    hidden = hidden_need(_topic())
+    assert not echoes(turn, lock_in) and not echoes(turn, not_bounced)
+    assert hidden.given_away(turn)
+    assert not hidden.given_away("I need someone real to cover that night, and no more surprises from rostering.")
+
+
+def test_a_liked_or_disliked_solution_is_given_away_but_the_users_reason_is_not():
+    """A liked solution written out before the assistant proposed it gives away what the assistant is to find; the
+    dataset's reason for liking it is the user's own words (the data's user turns say them) and may be said."""
+    from sim.prompting import hidden_need, liked_and_disliked
+
+    (liked, reason), _second = liked_and_disliked(_topic())[0]
+    (disliked, _why), _other = liked_and_disliked(_topic())[1]
+    hidden = hidden_need(_topic())
+    assert hidden.given_away(f"I'd rather {liked[0].lower()}{liked[1:]}")
+    assert hidden.given_away(f"Maybe I should {disliked[0].lower()}{disliked[1:]}")
+    assert not hidden.given_away(reason)
+
+
 def test_no_user_turn_of_the_demo_data_gives_its_sessions_need_away(demo_dataset):
     """Every user turn of the demo data's 862, against every topic of its session (turns are not mapped to topics
-    here): none mostly copies a requirement or an implicit need — so asking such a turn again asks only what
-    PAL-Set's users never do. The requirement itself, said as a later turn, does."""
+    here): none mostly copies its requirement, implicit needs or liked and disliked solutions — so asking such a
+    turn again asks only what PAL-Set's users never do. The requirement itself, said as a later turn, does."""
     from sim.prompting import hidden_need
 
     turns = 0
