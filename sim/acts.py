@@ -26,9 +26,13 @@ _EN: dict[tuple[SideName, Act], str] = {
     ("user", Act.SOLUTION_FEEDBACK): "a clear verdict on the suggestion: accept it if it is a kind of solution you "
                                      "accept, reject it bluntly, even annoyed, if it is a kind you reject; never "
                                      "'sounds good, but…', and no detailed reasons.",
-    ("assistant", Act.REQUIREMENT_PREDICTION): "Guess ONE hidden need behind your user's question from what you know "
-                                               "of their situation and background, and ask them in one short question "
-                                               "whether that is it. Do not propose solutions.",
+    # "that they have not told you … starts with "Is it that you"": "hidden need behind your user's question" came
+    # back as "Based on the information provided, the user…" / "your user's…" (FIDELITY.md: 12 of 28 replies to
+    # recorded prompts before, 0 of 28 after; an example "(\"Is it that you…?\")" was copied as the whole reply)
+    ("assistant", Act.REQUIREMENT_PREDICTION): "Guess ONE need behind their question that they have not told you, "
+                                               "from what you know of their situation and background, and ask them "
+                                               "whether that is it in one short question that starts with \"Is it "
+                                               "that you\". Do not propose solutions.",
     ("assistant", Act.SOLUTION_PROPOSAL): "Propose ONE concrete solution of your own (a new one if others were "
                                           "discussed) in one short paragraph that starts with \"I suggest you\": no "
                                           "list, no heading, no question to the user, and no reasoning about the user.",
