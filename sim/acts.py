@@ -27,8 +27,8 @@ _EN: dict[tuple[SideName, Act], str] = {
                                      "accept, reject it bluntly, even annoyed, if it is a kind you reject; never "
                                      "'sounds good, but…', and no detailed reasons.",
     # "that they have not told you … starts with "Is it that you"": "hidden need behind your user's question" came
-    # back as "Based on the information provided, the user…" / "your user's…" (FIDELITY.md: 12 of 28 replies to
-    # recorded prompts before, 0 of 28 after; an example "(\"Is it that you…?\")" was copied as the whole reply)
+    # back as "Based on the information provided, the user…" / "your user's…" (bench/act_wording.py: 14 of 28
+    # replies to recorded prompts before, 0 of 28 after; an example "(\"Is it that you…?\")" was copied as the whole reply)
     ("assistant", Act.REQUIREMENT_PREDICTION): "Guess ONE need behind their question that they have not told you, "
                                                "from what you know of their situation and background, and ask them "
                                                "whether that is it in one short question that starts with \"Is it "
