@@ -159,7 +159,7 @@ def ground_truth(ctx: TopicContext, aspect: Aspect) -> str:
     if pref := ctx.preference():
         lines += [f"General preference (accepts): {pref.preference.pos}",
                   f"General preference (rejects): {pref.preference.neg}"]
-    liked, disliked = ctx.liked_and_disliked()
+    liked, disliked = ctx.topic.liked_and_disliked()
     lines += ["Candidate solutions the user likes:", *(f"- {s}" + (f" (reason: {r})" if r else "") for s, r in liked),
               "Candidate solutions the user dislikes:", *(f"- {s}" + (f" (reason: {r})" if r else "") for s, r in disliked)]
     return redact_text("\n".join(lines))

@@ -44,6 +44,13 @@ class SessionTopic(View):
     framework: FrameworkTopic | None = None  # implicit needs with evidences
     solution_preference: SolutionPreference | None = None
 
+    def liked_and_disliked(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        """(solution, reason) pairs the user likes and dislikes; reasons only where the dataset has them."""
+        if sp := self.solution_preference:
+            return ([(r.solution, r.feedback_reason) for r in sp.pos_list],
+                    [(r.solution, r.feedback_reason) for r in sp.neg_list])
+        return [(s, "") for s in self.topic.solution.pos], [(s, "") for s in self.topic.solution.neg]
+
 
 class Session(View):
     """One dialogue session ("sample") with its logs, turns and topics."""

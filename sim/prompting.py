@@ -86,7 +86,7 @@ def phase_knowledge(prompt: Prompt, ctx: Any, act: Act) -> str:
         return redact_text(prompt.part("requirement_knowledge", name=ctx.name(), query=ctx.free_query or t.user_query,
                                        needs=needs, requirement=t.requirement))
     pref = ctx.preference()
-    liked, disliked = ctx.liked_and_disliked()
+    liked, disliked = ctx.topic.liked_and_disliked()
     return redact_text(prompt.part(
         "solution_knowledge", name=ctx.name(), requirement=t.requirement, accepts=pref.preference.pos if pref else none,
         rejects=pref.preference.neg if pref else none,
@@ -160,15 +160,6 @@ def cut_at_speaker(text: str, name: str) -> str:
     return "\n".join(lines).strip()
 
 
-def liked_and_disliked(topic: SessionTopic) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(solution, reason) pairs the user likes and dislikes; reasons only where the dataset has them."""
-    t, sp = topic.topic, topic.solution_preference
-    if sp:
-        return ([(r.solution, r.feedback_reason) for r in sp.pos_list],
-                [(r.solution, r.feedback_reason) for r in sp.neg_list])
-    return [(s, "") for s in t.solution.pos], [(s, "") for s in t.solution.neg]
-
-
 def hidden_need(topic: SessionTopic, free_query: str | None = None) -> HiddenNeed:
     """What no user turn may copy: the topic's requirement and implicit needs — what the assistant is to find out —
     and the solutions the user likes and dislikes (what it is to propose), unless the turn copies the user query
@@ -181,7 +172,7 @@ def hidden_need(topic: SessionTopic, free_query: str | None = None) -> HiddenNee
     are not here: 71 of the data's user turns say them — they are the user's own words.) An opening that still
     does on its last try falls back to the user query; a judging turn is composed from the model's decision
     (:mod:`sim.decision`)."""
-    liked, disliked = liked_and_disliked(topic)
+    liked, disliked = topic.liked_and_disliked()
     needs = (topic.topic.requirement, *topic.topic.implicit_needs, *(s for s, _reason in (*liked, *disliked)))
     return HiddenNeed(tuple(redact_text(t) for t in needs if t), redact_text(free_query or topic.topic.user_query))
 

@@ -37,7 +37,6 @@ from sim.prompting import (
     cut_at_speaker,
     echo_sources,
     hidden_need,
-    liked_and_disliked,
     load_role_prompt,
     render_messages,
     simulator_messages,
@@ -143,10 +142,6 @@ class TopicContext:
     def preference(self):
         """The pos/neg preference of the topic's requirement type, or None."""
         return self.user.preferences.get(self.topic.requirement_type_id or "")
-
-    def liked_and_disliked(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-        """(solution, reason) pairs the user likes and dislikes (:func:`sim.prompting.liked_and_disliked`)."""
-        return liked_and_disliked(self.topic)
 
 
 def sampling_seed(salt: str) -> int:

@@ -1,6 +1,6 @@
 """No user turn gives away the need or a solution the assistant is to find out: a draft that mostly copies the
-topic's requirement, implicit needs or liked and disliked solutions (together, not only one by one) is asked again, and a judging turn whose drafts all do is composed from the model's decision,
-whose own words may not copy it either. The demo data (CC BY-NC, licenses/) is the measure: none of its user turns
+topic's requirement, implicit needs or liked and disliked solutions (together, not only one by one) is asked again,
+and a judging turn whose drafts all do is composed from the model's decision, whose own words may not copy it either. The demo data (CC BY-NC, licenses/) is the measure: none of its user turns
 does it."""
 
 import json
@@ -94,10 +94,10 @@ def test_two_needs_stitched_into_one_turn_give_the_need_away_though_neither_does
 def test_a_liked_or_disliked_solution_is_given_away_but_the_users_reason_is_not():
     """A liked solution written out before the assistant proposed it gives away what the assistant is to find; the
     dataset's reason for liking it is the user's own words (the data's user turns say them) and may be said."""
-    from sim.prompting import hidden_need, liked_and_disliked
+    from sim.prompting import hidden_need
 
-    (liked, reason), _second = liked_and_disliked(_topic())[0]
-    (disliked, _why), _other = liked_and_disliked(_topic())[1]
+    (liked, reason), _second = _topic().liked_and_disliked()[0]
+    (disliked, _why), _other = _topic().liked_and_disliked()[1]
     hidden = hidden_need(_topic())
     assert hidden.given_away(f"I'd rather {liked[0].lower()}{liked[1:]}")
     assert hidden.given_away(f"Maybe I should {disliked[0].lower()}{disliked[1:]}")
