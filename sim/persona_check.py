@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _LATIN = re.compile(r"[A-Za-z]")
@@ -229,7 +230,12 @@ class HiddenNeed:
         not one by one: the 1.5B as user 1000 answered a guess with two needs stitched into one sentence ("I need a
         real swap partner for Boxing Day night and to make sure the swap isn't bounced by rostering…"), neither of
         which makes up most of it alone."""
-        return bool(self.texts) and echoes(text, "\n".join(self.texts)) and not echoes(text, self.query)
+        return bool(self.texts) and echoes(text, self._together) and not echoes(text, self.query)
+
+    @cached_property
+    def _together(self) -> str:
+        """The texts joined once per run (every draft of every user turn is checked against them)."""
+        return "\n".join(self.texts)
 
 
 def user_turn_reasons(text: str, language: str, sources: Sequence[str], name: str, earlier: Sequence[str],
