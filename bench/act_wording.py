@@ -24,7 +24,6 @@ import re
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,6 +34,7 @@ from palset.vocab import Act  # noqa: E402
 from sim.acts import act_name, definition  # noqa: E402
 from sim.assistant import talks_about_the_user, why_asked_again, without_copied_note  # noqa: E402
 from sim.textstats import language_of  # noqa: E402
+from studio.bundle.importer import read_bundle  # noqa: E402
 from testkit.workspace import make_workspace  # noqa: E402
 
 BUNDLE = ROOT / "data" / "demo" / "workspace.palbundle"
@@ -45,14 +45,12 @@ def load_prompts(bundle: Path, act: Act) -> list[tuple[str, list[dict[str, str]]
     """(run id, messages) of every recorded assistant turn in ``act``: its stored prompt split back into messages
     (``sim.prompting.render_messages`` joins them as ``[role]`` blocks)."""
     found = []
-    with zipfile.ZipFile(bundle) as z, z.open("tables/sim_turns.jsonl") as rows:
-        for line in rows:
-            row = json.loads(line)
-            turn = json.loads(row["data"]) if isinstance(row["data"], str) else row["data"]
-            if row["side"] == "assistant" and turn.get("act") == act.value and turn.get("prompt"):
-                parts = ROLE_MARK.split(turn["prompt"])
-                found.append((row["run_id"], [{"role": parts[i], "content": parts[i + 1]}
-                                              for i in range(1, len(parts) - 1, 2)]))
+    for row in read_bundle(bundle).rows["sim_turns"]:  # checked as an import checks it
+        turn = json.loads(row["data"]) if isinstance(row["data"], str) else row["data"]
+        if row["side"] == "assistant" and turn.get("act") == act.value and turn.get("prompt"):
+            parts = ROLE_MARK.split(turn["prompt"])
+            found.append((row["run_id"], [{"role": parts[i], "content": parts[i + 1]}
+                                          for i in range(1, len(parts) - 1, 2)]))
     return found
 
 
