@@ -52,7 +52,7 @@ _ENDS = r"(?=[，。！？、,.!?\s啊呀的吧了呢]|$)"  # …and ends: 对�
 _EN_NOT = r"(not|isn't|is not|doesn't|does not|don't|do not|wasn't|won't|wouldn't|never|hardly)"
 _EN_GOOD = (r"(good|great|helpful|useful|practical|realistic|right|work|works|help|helps|suit|suits|fit|fits|like|want|"
             r"interested|it|for me|an option|what i|fair|fine|easy|simple|reasonable|smart|better|a plan|a solution|"
-            r"going to|happening)")
+            r"going to|happening|accept|agree)")
 
 EN = {
     # read first and removed: their parts must not count on their own
@@ -73,7 +73,9 @@ EN = {
                      "more like me", "that's the one", "good", "great", "brilliant", "lovely", "nice", "fair", "fine",
                      "done", "deal", "clever", "smart", "simple", "easy", "reasonable", "doable", "sensible",
                      "better", "ok", "okay", "sure", "could work", "might work", "i'm in", "happy to", "thanks",
-                     "thank you", "all right", "alright", "true", "count me in",
+                     "thank you", "all right", "alright", "true", "count me in", "i accept", "i'll accept", "i can accept",
+                     "i agree with", "accept the", "accept this", "accept that", "accept it", "might help", "could help",
+                     "would help", "will help", "will try", "would be useful", "could be useful", "might be useful",
                      r"re:i'll (?!never|not|just look|be )[a-z]+", r"re:i will (?!never|not)[a-z]+",
                      r"re:(now )?that i'd [a-z]+", r"re:i'd (love|like) (to|that)"),
     "reject": _words("no", "nope", "nah", "not really", "not at all", "not for me", "hate", "hated", "won't work",
@@ -85,7 +87,8 @@ EN = {
                      "massive", "nightmare", "overkill", "no chance", "come on", "worst", "backwards", "nobody",
                      "no one", "don't need", "do not need", "i can't", "can't even", "i don't have", "the problem",
                      "just another", "more, not less", "punishment", "not getting", "i already know", "already do",
-                     "not happening", "doesn't", "won't"),
+                     "not happening", "doesn't", "won't", "i don't think", "i do not think", "not a proper",
+               "not the right", "not the solution", "not a solution"),
     "hedge": _words("maybe", "perhaps", "not sure", "i guess", "partly", "somewhat", "in part", "possibly",
                     "i suppose", "not entirely", "unsure", "depends", "we'll see"),
     "contrast": _words("but", "however", "though", "although", "except", "only if", "unless"),
@@ -112,7 +115,7 @@ ZH = {
                      "喜欢", "同意", "试试", "就这么办", "就这么定", "说定了", "马上就", "就安排", "去安排", "有道理",
                      "合适", "靠谱", "正合我意", "合我意", "好办法", "有用", "有帮助", "愿意", "谢谢", "就这样", "说得对",
                      "对的", "对啊", "对路", "胃口", "能接受", "我认", "能坚持", "用得上", "有底", "放心", "好交代",
-                     "省得", "正好", "做得下去", "坚持得了",
+                     "省得", "正好", "做得下去", "坚持得了", "尽快安排",
                      f"re:(今晚|今天|明天|这周末?|周末|回头|马上|立刻|我|那我|下周)就({_ZH_DO})"),
     "reject": _chars("不行", "不要", "不用了", "不喜欢", "不想", "不适合", "不太适合", "不合适", "不现实", "不实际",
                      "不靠谱", "没用", "没兴趣", "不感兴趣", "算了", "不对", "不是", "拒绝", "受不了", "太麻烦", "麻烦",
@@ -184,6 +187,19 @@ def _echo(text: str, language: str) -> bool:
 
 
 _QUESTION_SENTENCE = re.compile(r"[^.!?。！？]*[?？]")
+_CLAUSE_BREAK = re.compile(r"[,;，；]")
+
+
+def _blank_questions(text: str) -> str:
+    """Blank what questions ask (no verdict: only statements count) — the whole sentence, or only its last clause
+    where a statement comes first in the same sentence ("I agree with this option, but where do I start?")."""
+    def blank(m: re.Match[str]) -> str:
+        sentence = m.group(0)
+        breaks = list(_CLAUSE_BREAK.finditer(sentence))
+        keep = breaks[-1].end() if breaks else 0
+        return sentence[:keep] + " " * (len(sentence) - keep)
+    return _QUESTION_SENTENCE.sub(blank, text)
+
 
 
 def classify_stance(text: str, language: str | None = None, answering: str | None = None) -> StanceResult:
@@ -194,7 +210,7 @@ def classify_stance(text: str, language: str | None = None, answering: str | Non
     lang = "zh" if (language or language_of(text)) == "zh" else "en"
     rules = ZH if lang == "zh" else EN
     text = text.strip()
-    asked = _blank(text, _QUESTION_SENTENCE)  # what a question asks is no verdict: only statements count
+    asked = _blank_questions(text)
     masked_a = _find(rules["masked_accept"], asked)
     if answering == "guess":
         guess = EN_GUESS if lang == "en" else ZH_GUESS

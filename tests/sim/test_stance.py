@@ -33,6 +33,25 @@ def test_labels_in_both_languages(text, label):
     assert classify_stance(text).label == label, classify_stance(text).cues
 
 
+@pytest.mark.parametrize("text, label", [
+    # verdicts the recorded demo runs' simulated user (Qwen2.5-Coder-1.5B) gave that the lexicon read as no stance
+    # or the wrong one: plain acceptance, "might help", "I don't think …" rejections
+    ("I accept the suggestion to consult with my doctor and adjust my medication regimen.", "accept"),
+    ("I think the Dexcom Stelo might help me keep my A1c under 7 by March.", "accept"),
+    ("I don't think that is a proper solution for my needs. Let's look at the other options together.", "reject"),
+    ("I don't think that's a good idea. Maybe we could set up video calls instead.", "reject"),
+    ("I completely understand and will try the suggested things next weekend.", "accept"),
+    ("明白了，我们会尽快安排一次家庭会议来讨论这些需求。", "accept"),
+    ("I don't accept that.", "reject"),
+    ("I can't accept this plan.", "reject"),
+    # a statement before the question in one sentence keeps its verdict; the question alone still has none
+    ("I agree with this option, but do you have any idea where I can find such properties?", "accept"),
+    ("If I did that, would my boss even notice?", "none"),
+])
+def test_plain_verdicts_of_a_simulated_user(text, label):
+    assert classify_stance(text).label == label, classify_stance(text).cues
+
+
 def test_language_is_read_from_the_script_or_given():
     assert classify_stance("不行").label == "reject"
     assert classify_stance("不行", "zh").label == classify_stance("不行", None).label
