@@ -6,7 +6,8 @@ Labels: ``accept`` (confirms the guess / approves the proposal), ``reject`` (den
 reject/partial = correct) and Solution Feedback.
 
 The rules, in order: cue phrases are found (negated and reported forms first, so "not good", "不行", "say no" do
-not count as their positive or negative parts); then
+not count as their positive or negative parts; what a question asks is blanked — its whole sentence, or only its last
+clause where a statement comes first: "I agree with this option, but where do I start?"); then
 
 1. no accepting and no rejecting cue: ``partial`` when a hedge ("maybe", "not sure", "也许") is present; ``reject``
    when the turn opens with a short echo question followed by more ("An app? My customers…", "住他那儿？…"); else
