@@ -235,6 +235,13 @@ def tile_spans(spans: list[list[int]], n_turns: int) -> list[tuple[int, int]]:
     return [(start, (starts[i + 1] - 1) if i + 1 < len(starts) else n_turns) for i, start in enumerate(starts)]
 
 
+def bullet(text: str) -> str:
+    """An item as a bullet of the assistant's note; an item that is already a list (the gold memory holds a query
+    session's situation as its logs, each "- [time] …") keeps its own bullets, not "- - [time] …"."""
+    lines = text.splitlines()
+    return text if lines and all(line.startswith("- ") for line in lines) else f"- {text}"
+
+
 def topic_with_feedback(item: MemoryItem) -> str:
     """A topic outline as retrieval shows it: the requirement, then the solutions the user accepted and rejected."""
     groups: dict[str, list[str]] = {"pos": [], "neg": [], "others": []}

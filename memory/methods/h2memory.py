@@ -49,6 +49,7 @@ from memory.methods.h2_parts import (
     SituationOut,
     TopicOut,
     background_text,
+    bullet,
     clean_edges,
     constrained_kmeans,
     group_lines,
@@ -379,7 +380,7 @@ class H2Memory(MemoryMethod):
         # fitting a window leaves out the lowest-scored situations and topics first, background and principles last
         blocks = [PromptBlock.of_parts("User background and recent situations",
                                        [unscored(b, f"- {b.meta['aspect']}: {b.text}") for b in background]
-                                       + [scored_part(r, f"- {r.item.text}") for r in situations], "lowest_score", "items")]
+                                       + [scored_part(r, bullet(r.item.text)) for r in situations], "lowest_score", "items")]
         if purpose == "requirement":
             blocks.append(PromptBlock.of_parts("The user's past requirements",
                                                [unscored(p, f"- general type: {p.meta['general_requirement']}") for p in principles]

@@ -226,6 +226,8 @@ def test_retrieval_uses_gold_situations_topics_and_principles(tmp_path, demo_use
     assert all(r.item.session_id == current.sample_id for r in trace.items if r.item.layer == "situation")
     assert all(r.item.session_index < current.index for r in trace.items if r.item.layer == "topic_outline")
     assert "The user's principles" in trace.context and "Accepts:" in trace.context
+    # a query session's situation is its logs, already bullets: the note lists them once, not as "- - [time] …"
+    assert "\n- [" in trace.context and "- - " not in trace.context
     for text in _topic_texts(current):
         if text != topic.requirement:  # the query itself is in the trace
             assert text not in trace.context
