@@ -101,12 +101,18 @@ def without_announcement(text: str) -> str:
     return rest if usable(rest) else text
 
 
+UNTOLD_GUESS = re.compile(r"^\W*is it that you (?:have not|haven't|did not|didn't) (?:yet )?(?:told|tell) me\b", re.I)
+
+
 def talks_about_the_user(text: str) -> bool:
     """Whether a reply talks *about* the user instead of to them ("Based on the information provided, the user seems
     to…", "用户需要…") or uses the prompt's own terms ("You've mentioned a couple of hidden needs", "here's a concrete
     solution proposal"): the instruction showing through. 48 of the 340 replies the 1.5B recorded for the demo
-    workspace (27 of 54 runs); none of the demo data's 862 assistant turns."""
-    return bool(NARRATION_EN.search(text) or NARRATION_ZH.search(text) or PROMPT_TALK.search(text))
+    workspace (27 of 54 runs); none of the demo data's 862 assistant turns. A guess whose need is the definition's own
+    words is one too: "Is it that you have not told me about your mother's rule…?" (4 of the 36 English guesses the
+    1.5B recorded under the act's "a need … that they have not told you")."""
+    return bool(NARRATION_EN.search(text) or NARRATION_ZH.search(text) or PROMPT_TALK.search(text)
+                or UNTOLD_GUESS.search(text))
 
 
 # the assistant thanking the user for help or a suggestion — the user's line: "Thank you for your help! I'm considering

@@ -85,11 +85,13 @@ def test_a_reply_about_the_user_or_in_the_prompts_terms_is_caught_and_none_of_th
                   "You've mentioned a couple of hidden needs: supporting Callum and the rota.",
                   "Sure! Here's a concrete solution proposal for you.", "用户需要一份整改方案。",
                   "Yes, there is a hidden need related to your user's question.",
-                  "Based on the information provided, your user needs to make a decision about the lease."]:
+                  "Based on the information provided, your user needs to make a decision about the lease.",
+                  "Is it that you have not told me about your mother's rule for every contact?"]:
         assert talks_about_the_user(reply), reply
     for reply in ["Do you want the rota agreed with your ward manager before Christmas?",
                   "I suggest you ask your user group at work for two volunteers.", "我建议你先和刘梅单独谈一次。",
-                  "Your users will notice the latency first, so alert on it.", "Check your user research notes."]:
+                  "Your users will notice the latency first, so alert on it.", "Check your user research notes.",
+                  "You haven't told me your budget yet: is it under $1,500?"]:
         assert not talks_about_the_user(reply), reply
     turns = [t.assistant.content for u in demo_dataset.users.values() for s in u.sessions for t in s.turns]
     assert len(turns) > 800 and [t for t in turns if talks_about_the_user(t)] == []
