@@ -118,13 +118,18 @@ def talks_about_the_user(text: str) -> bool:
 # the assistant thanking the user for help or a suggestion — the user's line: "Thank you for your help! I'm considering
 # adding a dedicated team meeting…" (the 1.5B as user 1002's assistant), "…谢谢你的帮助！" — 2 of the 340 replies the
 # 1.5B recorded for the demo workspace, none of the demo data's 862 assistant turns
+# … or accepting its suggestion ("明白了，谢谢您的耐心和指导！我已接受您的建议。", "I accept your suggestion": the 1.5B as
+# user 1006's and 1007's assistant, 2 more recorded replies)
 THANKS_FOR_HELP = re.compile(
     r"\bthanks? (?:you )?(?:so much |very much )?for (?:your|the) (?:help|assistance|advice|support|suggestions?|"
-    r"solutions?|ideas?|proposals?)\b|(?:感谢|谢谢)(?:你|您)(?:的)?(?:帮助|帮忙|建议|方案)", re.I)
+    r"solutions?|ideas?|proposals?)\b|(?:感谢|谢谢)(?:你|您)(?:的)?(?:耐心和)?(?:帮助|帮忙|建议|方案|指导|提醒)|"
+    r"\bI(?: will|'ll)? accept your (?:suggestion|proposal|advice)\b|"
+    r"我(?:已|已经|会|愿意|就)?(?:接受|采纳)(?:了|并执行)?(?:您|你)的(?:建议|方案|安排)", re.I)
 
 
 def thanks_like_the_user(text: str) -> bool:
-    """Whether a reply thanks the user for help or a suggestion, as only the user would (the roles swapped)."""
+    """Whether a reply thanks the user for help or a suggestion, or accepts the user's suggestion, as only the user
+    would (the roles swapped)."""
     return bool(THANKS_FOR_HELP.search(text))
 
 

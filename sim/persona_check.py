@@ -99,6 +99,8 @@ OFFER_ZH = re.compile("|".join([
     r"(?:你|您)(?:是不是|是否)?有什么(?:问题|事情?|需要)(?:想|要)(?:问|告诉|咨询)我",
     # "请问您最近有什么具体的问题或者需要帮助的地方吗？" — the 1.5B as user 1006, re-recording the demo workspace
     r"(?:你|您)[^。？?！!]{0,8}有什么[^。？?！!]{0,12}需要(?:我)?(?:的)?(?:帮助|帮忙)",
+    # "好的，请告诉我你的具体想法或者问题吗？" — the assistant's "tell me your thoughts or questions", the 1.5B as user 1006
+    r"请(?:告诉|说说|跟)我[^。？?！!]{0,8}(?:想法|问题)(?:或者|或|和|以及)(?:问题|想法|顾虑)",
 ]), re.I)
 # a turn that only addresses the assistant — "亲爱的助手：", the 1.5B's whole opening for user 1006 once
 SALUTATION = re.compile(r"^\W*(?:亲爱的|尊敬的)?\s*(?:AI|智能)?(?:助手|小助手)(?:你好|您好)?\W*$|"

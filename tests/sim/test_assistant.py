@@ -146,11 +146,14 @@ def test_a_reply_thanking_the_user_for_help_is_the_users_line_and_none_of_the_da
     from sim.assistant import thanks_like_the_user, why_asked_again
 
     for reply in ["Thank you for your help! I'm considering adding a dedicated team meeting.",
-                  "Thanks for the suggestion, I'll try it tonight.", "收到！我理解你的想法。谢谢你的帮助！", "感谢您的建议。"]:
+                  "Thanks for the suggestion, I'll try it tonight.", "收到！我理解你的想法。谢谢你的帮助！", "感谢您的建议。",
+                  "明白了，谢谢您的耐心和指导！我已接受您的建议。", "明白，我会努力把这笔钱备出来。谢谢你的提醒。",
+                  "I accept your suggestion and will talk to Denise."]:
         assert thanks_like_the_user(reply), reply
         assert why_asked_again(reply, Act.FEEDBACK_RESPONSE, [], "") == "thanks the user for help, as the user would"
     for reply in ["Thank you for sharing that — is it the rota that keeps you up?", "Thanks for your feedback.",
-                  "谢谢你告诉我这些。你是想先和刘梅谈一次吗？", "I suggest you thank your team for their help at the retro."]:
+                  "谢谢你告诉我这些。你是想先和刘梅谈一次吗？", "I suggest you thank your team for their help at the retro.",
+                  "If they accept your proposal, book the hall.", "我建议你接受她的安排。"]:
         assert not thanks_like_the_user(reply), reply
     turns = [t.assistant.content for u in demo_dataset.users.values() for s in u.sessions for t in s.turns]
     assert len(turns) > 800 and [t for t in turns if thanks_like_the_user(t)] == []

@@ -36,6 +36,7 @@ def test_chinese_user_turns_pass(text):
     ("Dear assistant,", "en", "only addresses the assistant"),
     ("亲爱的助手：", "zh", "only addresses the assistant"),
     ("我对助手提供的信息表示感谢。请问您最近有什么具体的问题或者需要帮助的地方吗？", "zh", "assistant-style greeting or offer"),
+    ("好的，请告诉我你的具体想法或者问题吗？", "zh", "assistant-style greeting or offer"),
     ("I'm happy to help you plan your week.", "en", "assistant-style greeting or offer"),
     ("Here are some tips for sleeping better after a night shift.", "en", "assistant-style greeting or offer"),
     ("I'm sorry, but I can't assist with that request.", "en", "assistant-style greeting or offer"),
