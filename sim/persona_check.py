@@ -101,6 +101,8 @@ OFFER_ZH = re.compile("|".join([
     r"(?:你|您)[^。？?！!]{0,8}有什么[^。？?！!]{0,12}需要(?:我)?(?:的)?(?:帮助|帮忙)",
     # "好的，请告诉我你的具体想法或者问题吗？" — the assistant's "tell me your thoughts or questions", the 1.5B as user 1006
     r"请(?:告诉|说说|跟)我[^。？?！!]{0,8}(?:想法|问题)(?:或者|或|和|以及)(?:问题|想法|顾虑)",
+    # "你好，你的心里有话想跟我聊聊吗？" — the 1.5B's opening as user 1006: the listener's offer, not the user's question
+    r"(?:你|您)(?:的)?心里(?:是不是)?有(?:什么)?话|(?:想|要)(?:跟|和|对)我(?:聊聊|说说|谈谈|倾诉)(?:吗|么)",
 ]), re.I)
 # a turn that only addresses the assistant — "亲爱的助手：", the 1.5B's whole opening for user 1006 once
 SALUTATION = re.compile(r"^\W*(?:亲爱的|尊敬的)?\s*(?:AI|智能)?(?:助手|小助手)(?:你好|您好)?\W*$|"
@@ -201,7 +203,8 @@ def lasting_reasons(text: str, name: str = "") -> list[str]:
 def repeats_earlier(text: str, earlier: Sequence[str]) -> bool:
     """Whether ``text`` says one of ``earlier`` (the same speaker's turns before it in the dialogue) again, word for
     word — letters and digits compared, case, spaces and punctuation aside — or nearly (most of it copied:
-    :func:`echoes`), and is more than a short reaction ("No, not that.", "不对，不是这个。" may rightly come twice).
+    :func:`echoes`), and is more than a short reaction ("No, not that.", "不对，不是这个。" may rightly come twice,
+    not a third time word for word).
     Why: reading the recorded demo workspace turned up 32 word-for-word repeats in 21 of its 54 runs — the 1.5B as
     user 1006 sent its opening again as its next turn, and as the assistant answered "好的，请告诉我具体的方案内容…"
     four turns running — and, once those were asked again, 41 user turns and 40 assistant replies that copied most
@@ -209,7 +212,11 @@ def repeats_earlier(text: str, earlier: Sequence[str]) -> bool:
     changed); none of the demo data's 1,724 turns does either. The simulator asks such a turn again, the user's with
     this reason in its retry note."""
     flat = flat_text(text)
-    return bool(flat) and not _short(text) and any(flat == flat_text(e) or echoes(text, e) for e in earlier)
+    if not flat:
+        return False
+    if _short(text):  # a short reaction may come twice, not a third time ("好的，请继续！" four turns running: user 1006)
+        return sum(flat == flat_text(e) for e in earlier) >= 2
+    return any(flat == flat_text(e) or echoes(text, e) for e in earlier)
 
 
 REPEATS_EARLIER = "repeats an earlier message of its own (word for word or nearly)"

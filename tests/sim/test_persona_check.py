@@ -37,6 +37,7 @@ def test_chinese_user_turns_pass(text):
     ("亲爱的助手：", "zh", "only addresses the assistant"),
     ("我对助手提供的信息表示感谢。请问您最近有什么具体的问题或者需要帮助的地方吗？", "zh", "assistant-style greeting or offer"),
     ("好的，请告诉我你的具体想法或者问题吗？", "zh", "assistant-style greeting or offer"),
+    ("你好，你的心里有话想跟我聊聊吗？", "zh", "assistant-style greeting or offer"),
     ("I'm happy to help you plan your week.", "en", "assistant-style greeting or offer"),
     ("Here are some tips for sleeping better after a night shift.", "en", "assistant-style greeting or offer"),
     ("I'm sorry, but I can't assist with that request.", "en", "assistant-style greeting or offer"),
@@ -185,6 +186,9 @@ def test_a_turn_said_again_word_for_word_or_nearly_repeats_an_earlier_one():
     assert not repeats_earlier("Sure, I understand. My classes start at eight and I need the rota by Friday so I can "
                                "plan the week around them.", [said])
     assert not repeats_earlier("No, that's not it.", ["No, that's not it."])
+    # … but not a third time word for word ("好的，请继续！" four turns running: the 1.5B as user 1006)
+    assert repeats_earlier("好的，请继续！", ["好的，请继续！", "我建议…", "好的，请继续！"])
+    assert not repeats_earlier("好的，请继续！", ["好的，请继续吧，我想听听。", "好的，请继续！"])
 
 
 def test_no_turn_of_the_dataset_repeats_an_earlier_one_of_its_speaker(demo_dataset):
