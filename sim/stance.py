@@ -74,9 +74,9 @@ EN = {
                      "more like me", "that's the one", "good", "great", "brilliant", "lovely", "nice", "fair", "fine",
                      "done", "deal", "clever", "smart", "simple", "easy", "reasonable", "doable", "sensible",
                      "better", "ok", "okay", "sure", "could work", "might work", "i'm in", "happy to", "thanks",
-                     "thank you", "all right", "alright", "true", "count me in", "i accept", "i'll accept", "i can accept",
-                     "i agree with", "accept the", "accept this", "accept that", "accept it", "might help", "could help",
-                     "would help", "will help", "will try", "would be useful", "could be useful", "might be useful",
+                     "thank you", "all right", "alright", "true", "count me in", "i accept", "i can accept",
+                     "accept the", "accept this", "accept that", "accept it", "might help", "could help", "would help",
+                     "will help", "will try", "would be useful", "could be useful", "might be useful",
                      r"re:i'll (?!never|not|just look|be )[a-z]+", r"re:i will (?!never|not)[a-z]+",
                      r"re:(now )?that i'd [a-z]+", r"re:i'd (love|like) (to|that)"),
     "reject": _words("no", "nope", "nah", "not really", "not at all", "not for me", "hate", "hated", "won't work",
@@ -89,7 +89,7 @@ EN = {
                      "no one", "don't need", "do not need", "i can't", "can't even", "i don't have", "the problem",
                      "just another", "more, not less", "punishment", "not getting", "i already know", "already do",
                      "not happening", "doesn't", "won't", "i don't think", "i do not think", "not a proper",
-               "not the right", "not the solution", "not a solution"),
+                     "not the right", "not the solution", "not a solution"),
     "hedge": _words("maybe", "perhaps", "not sure", "i guess", "partly", "somewhat", "in part", "possibly",
                     "i suppose", "not entirely", "unsure", "depends", "we'll see"),
     "contrast": _words("but", "however", "though", "although", "except", "only if", "unless"),
@@ -200,7 +200,6 @@ def _blank_questions(text: str) -> str:
         keep = breaks[-1].end() if breaks else 0
         return sentence[:keep] + " " * (len(sentence) - keep)
     return _QUESTION_SENTENCE.sub(blank, text)
-
 
 
 def classify_stance(text: str, language: str | None = None, answering: str | None = None) -> StanceResult:
