@@ -101,8 +101,8 @@ EN_GUESS = _words(r"re:^(right|very much|obviously|definitely|mostly|guilty|pret
                   r"issue|bit|question|fear|trouble|it|keeps me up|gets me|say)",
                   r"re:that's (a big )?part of it", "first and non-negotiable", "you've got it", "you got it",
                   "spot on", "that's why")
-ZH_GUESS = _chars(f"re:{_ALONE}是{_ENDS}", "就是这个", "就是这事", "正是这个", "说到点上", "说到点子上", "说中了", "就是这样", "没错", "是这个",
-                  "对，", "嗯", "可不是", "是啊", "确实", "主要是", "就是怕", "最怕", "关键是", "问题就在")
+ZH_GUESS = _chars(f"re:{_ALONE}是{_ENDS}", "就是这个", "就是这事", "正是这个", "说到点上", "说到点子上", "说中了", "就是这样", "没错",
+                  "re:(?<!不)是这个", "re:(?<!不)对，", "嗯", "可不是", "是啊", "确实", "主要是", "就是怕", "最怕", "关键是", "问题就在")
 ZH = {
     "masked_accept": _chars("不错", "不妨", "不用额外", "不麻烦", "不复杂", "没问题", "不用担心", "不怕", "不用再",
                             "不难", "不会乱", "不用跟", "不用隔着"),

@@ -62,6 +62,9 @@ def test_a_reply_to_a_guess_confirms_in_more_ways():
     assert classify_stance("That's the thing. I am awake all day after nights.").label == "none"
     assert classify_stance("That's the thing. I am awake all day after nights.", answering="guess").label == "accept"
     assert classify_stance("是，年年这样吵我受不了。", answering="guess").label == "accept"
+    # "不对" / "不是这个" deny the guess: their "对，" and "是这个" are no confirmation (the composed "不对，不是这个。")
+    assert classify_stance("不对，不是这个。", answering="guess").label == "reject"
+    assert classify_stance("对，就是这个。", answering="guess").label == "accept"
     assert classify_stance("No, it's my back that worries me.", answering="guess").label == "reject"
 
 
