@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from backends.paths import StatePaths  # noqa: E402  (the project root is on the path first)
 
 WORK = {  # prompt name prefix → kind of work (the pieces of issue 28)
     "memory/h2_": "H²Memory build",
@@ -99,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--since", type=float, default=0.0, help="only calls from this UNIX time on")
     ap.add_argument("--csv", action="store_true")
     args = ap.parse_args(argv)
-    db = args.home / "runs.sqlite"
+    db = StatePaths(args.home).runs_db
     if not db.exists():
         print(f"no runs database at {db}: nothing recorded there yet (make demo-workspace records one)")
         return 0

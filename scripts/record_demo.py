@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from backends.paths import StatePaths  # noqa: E402  (the project root is on the path first)
 DATASET = "data/demo"
 BUNDLE = ROOT / "data" / "demo" / "workspace.palbundle"
 BASELINES = ["gold", "rag-turn", "vanilla-log"]  # memories that need no LLM (gold: the dataset's own)
@@ -219,7 +221,7 @@ def run_stage(stage: Stage, env: dict[str, str], ledger: dict, save) -> bool:
 
 def runs_of(home: Path, run_ids: list[str]) -> dict[str, tuple[str, str, str]]:
     """(user, dialogue-task id, method) of each of ``run_ids`` stored in the recording's home; absent ones left out."""
-    db = home / "runs.sqlite"
+    db = StatePaths(home).runs_db
     if not db.exists():
         return {}
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
@@ -256,7 +258,7 @@ def _value(command: list[str], flag: str) -> str:
 
 def batches_showing(home: Path, run_ids: list[str]) -> list[str]:
     """The review batches of the recording's home with an item that shows one of ``run_ids`` (either side)."""
-    con = sqlite3.connect(f"file:{home / 'runs.sqlite'}?mode=ro", uri=True)
+    con = sqlite3.connect(f"file:{StatePaths(home).runs_db}?mode=ro", uri=True)
     try:
         marks = ",".join("?" * len(run_ids))
         return [r[0] for r in con.execute(
@@ -331,7 +333,7 @@ def export(env: dict[str, str], ledger: dict, out: Path) -> int:
 def without_builds(home: Path, copy: Path, method: str, users: list[str]) -> Path:
     """A copy of the recording's home without ``method``'s builds of ``users`` (builds cut short)."""
     shutil.copytree(home, copy)
-    db = copy / "runs.sqlite"
+    db = StatePaths(copy).runs_db
     if db.exists():
         con = sqlite3.connect(db)
         con.execute("PRAGMA foreign_keys = ON")

@@ -201,20 +201,31 @@ class Assistant:
         return self.builder is None or not getattr(self.builder.impl, "uses_query", True)
 
     def _query(self, history: list[Utterance], salt: str, on_query: Callable[[str], None] | None) -> str:
-        """The turn's retrieval query: one streamed line (``on_query`` gets it as it comes, so a page shows the
-        memory search at once), or the user's last words when the model gives nothing usable."""
+        """The turn's retrieval query: one streamed line, or the user's last words when the model gives nothing
+        usable. ``on_query`` gets the query *so far* each time it grows (so a page shows the memory search at once)
+        and, last, the query retrieval uses: what a page shows last is what was searched with, by construction."""
         if self.static_memory:
             return ""
         note = summary_note(self.summary_prompt, self.ctx)
         fitted = fit_messages(self.llm.budget("assistant", max_tokens=QUERY_TOKENS),
                               lambda _m, kept, dropped: assistant_messages(self.prompt, self.ctx, kept, note,
                                                                            dropped=dropped), history)
+        so_far: list[str] = []
+
+        def grown(delta: str) -> None:
+            so_far.append(delta)
+            if on_query is not None:
+                on_query("".join(so_far))
+
         text, _ = _streamed(self.llm, "assistant", fitted.messages, self.summary_prompt, f"{salt}/query", fitted.cuts,
-                            on_query, max_tokens=QUERY_TOKENS, stop=["\n"])
-        if query := query_text(text or ""):
-            return query
-        log.info("assistant's query summary gave nothing usable (%r): the user's last words are the query", text)
-        return next((u.content for u in reversed(history) if u.side == "user"), "")
+                            grown, max_tokens=QUERY_TOKENS, stop=["\n"])
+        query = query_text(text or "")
+        if not query:
+            log.info("assistant's query summary gave nothing usable (%r): the user's last words are the query", text)
+            query = next((u.content for u in reversed(history) if u.side == "user"), "")
+        if on_query is not None:
+            on_query(query)
+        return query
 
     def fitted(self, act: Act, history: list[Utterance], trace: RetrievalTrace | None) -> tuple[FittedMessages, str]:
         """(the messages fitted into the window, what later turns keep of the note they end with: "" for a memory

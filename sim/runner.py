@@ -91,7 +91,7 @@ class Simulation:
              on_query: Callable[[str], None] | None = None) -> Utterance | None:
         """Produce and save the next utterance (a person's words when ``human_text`` is given); ``on_token`` gets
         the text as it streams (either side: the simulator streams in fixed mode), ``on_query`` a retrieval
-        assistant's memory-search query before its reply."""
+        assistant's memory-search query so far, before its reply (its last call: the query retrieval used)."""
         with self._lock:
             self._hold()
             self._sync()

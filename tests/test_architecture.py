@@ -187,3 +187,20 @@ def test_each_page_script_renders_through_its_own_package():
             if len(parts) > 2 and parts[1] in pages and parts[1] != path.stem:
                 wrong.append(f"{path.relative_to(ROOT)} imports {target}")
     assert wrong == []
+
+
+def test_every_state_file_is_spelt_once():
+    """The home's file names (``backends/paths.py``) appear as string literals nowhere else in the code, scripts and
+    benches included: a name spelt twice drifts."""
+    from backends import paths
+
+    names = {paths.RUNS_DB, paths.CACHE_DB, paths.SESSION_KEY}
+    wrong = []
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] in (".venv", "tests") or rel == Path("backends/paths.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
+                wrong.append(f"{rel}:{node.lineno} spells {node.value!r}")
+    assert wrong == []

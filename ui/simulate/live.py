@@ -228,11 +228,11 @@ class TurnStream:
 
     def __init__(self, placeholder, header: str):
         self.placeholder, self.header = placeholder, header
-        self.searched: list[str] = []
+        self.searched = ""  # the memory-search query so far; its last value is the one retrieval used
         self.replied: list[str] = []
 
-    def query(self, token: str) -> None:
-        self.searched.append(token)
+    def query(self, so_far: str) -> None:
+        self.searched = so_far
         self._draw()
 
     def reply(self, token: str) -> None:
@@ -243,7 +243,7 @@ class TurnStream:
         """The markdown drawn now."""
         lines = [self.header]
         if self.searched:
-            lines.append(f":material/search: *searching memory for:* {md_escape(''.join(self.searched).strip())}"
+            lines.append(f":material/search: *searching memory for:* {md_escape(self.searched.strip())}"
                          + ("" if self.replied else " ▌"))
         if self.replied:
             lines.append(f"{md_escape(''.join(self.replied))} ▌")

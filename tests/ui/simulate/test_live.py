@@ -20,11 +20,12 @@ def test_the_memory_search_shows_first_then_the_reply_grows_below_it():
     stream = TurnStream(spot, "**assistant** · Requirement Prediction")
     stream.query("staff ")
     assert "searching memory for:* staff ▌" in spot.drawn[-1] and spot.drawn[-1].startswith("**assistant**")
-    stream.query("shortage")
+    stream.query("staff shortage.")
+    stream.query("staff shortage")  # the query retrieval used comes last and replaces what streamed
     stream.reply("It sounds")
     stream.reply(" like *Q2*")
     last = spot.drawn[-1].split("  \n")
-    assert last[1].endswith("staff shortage")  # the cursor has moved to the reply
+    assert last[1].endswith("for:* staff shortage")  # the cursor has moved to the reply
     assert last[2] == "It sounds like \\*Q2\\* ▌"  # the model's markdown is shown as text
 
 
