@@ -42,6 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from backends.paths import StatePaths  # noqa: E402  (the project root is on the path first)
+
 DATASET = "data/demo"
 BUNDLE = ROOT / "data" / "demo" / "workspace.palbundle"
 BASELINES = ["gold", "rag-turn", "vanilla-log"]  # memories that need no LLM (gold: the dataset's own)
