@@ -54,7 +54,7 @@ from palset.loader import load_dataset  # noqa: E402
 from palset.vocab import Act  # noqa: E402
 from sim.persona_check import detect_language, speaks_as_user  # noqa: E402
 from sim.prompting import echo_sources  # noqa: E402
-from sim.roles import SimulationError, TopicContext, UserSimulator  # noqa: E402
+from sim.simulator import SimulationError, TopicContext, UserSimulator  # noqa: E402
 from sim.types import RunRecord, RunSpec, Utterance  # noqa: E402
 from testkit.workspace import make_workspace  # noqa: E402
 

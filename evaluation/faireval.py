@@ -30,7 +30,7 @@ from backends.llm.errors import ContextOverflow
 from backends.prompts import Prompt, load_prompt
 from evaluation.versions import METRIC_VERSIONS
 from memory.privacy import redact_text
-from sim.roles import TopicContext
+from sim.simulator import TopicContext
 from sim.types import RunRecord
 
 Aspect = Literal["requirement", "preference"]

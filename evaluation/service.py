@@ -11,7 +11,7 @@ from evaluation.store import EvalStore
 from evaluation.tasks import TASKS, Task, TaskResult, TopicTasks
 from memory.build import BuilderOpener, MemoryBuilder
 from palset.dataset import Dataset, dataset_key
-from sim.roles import TopicContext
+from sim.simulator import TopicContext
 from sim.store import SimStore
 
 Progress = Callable[[int, int, str], None]

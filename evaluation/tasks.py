@@ -30,7 +30,7 @@ from memory.base import assistant_client
 from memory.build import MemoryBuilder
 from memory.fit import fit_memory_prompt
 from memory.types import RetrievalTrace
-from sim.roles import LANGUAGE, TopicContext
+from sim.simulator import LANGUAGE, TopicContext
 
 Task = Literal["restatement", "proposal", "selection"]
 TASKS: tuple[Task, ...] = ("restatement", "proposal", "selection")

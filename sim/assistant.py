@@ -1,5 +1,5 @@
-"""Role ``assistant`` of a simulated dialogue: the memory-equipped assistant (split from :mod:`sim.roles`, which
-keeps the User-LLM and what both sides share)."""
+"""Role ``assistant`` of a simulated dialogue: the memory-equipped assistant. It shares the turn loop with the
+User-LLM simulator (:mod:`sim.simulator`: ``retrying``, ``streamed``, ``clean``, ``usable``, the turn budgets)."""
 
 from __future__ import annotations
 
@@ -28,14 +28,14 @@ from sim.prompting import (
     render_messages,
     summary_note,
 )
-from sim.roles import (
+from sim.simulator import (
     ASSISTANT_TURN_TOKENS,
     MAX_TRIES,
     PARAGRAPH,
     TopicContext,
-    _retrying,
-    _streamed,
     clean,
+    retrying,
+    streamed,
     turn_tokens,
     usable,
 )
@@ -217,7 +217,7 @@ class Assistant:
             if on_query is not None:
                 on_query("".join(so_far))
 
-        text, _ = _streamed(self.llm, "assistant", fitted.messages, self.summary_prompt, f"{salt}/query", fitted.cuts,
+        text, _ = streamed(self.llm, "assistant", fitted.messages, self.summary_prompt, f"{salt}/query", fitted.cuts,
                             grown, max_tokens=QUERY_TOKENS, stop=["\n"])
         query = query_text(text or "")
         if not query:
@@ -274,7 +274,7 @@ class Assistant:
 
         def attempt(n: int) -> str | None:
             nonlocal reasoning
-            text, reasoning = _streamed(self.llm, "assistant", msgs, self.prompt, f"{salt}/{n}", fitted.all_cuts,
+            text, reasoning = streamed(self.llm, "assistant", msgs, self.prompt, f"{salt}/{n}", fitted.all_cuts,
                                         on_token if n == 1 else None,
                                         max_tokens=self.max_tokens, stop=[PARAGRAPH])
             if text is None:
@@ -288,7 +288,7 @@ class Assistant:
                 return None
             return without_announcement(words or clean(text))
 
-        content, tries = _retrying(f"assistant, turn {turn_no} ({act.value})", attempt)
+        content, tries = retrying(f"assistant, turn {turn_no} ({act.value})", attempt)
         return Utterance(turn_no=turn_no, side="assistant", actor="assistant", act=act, content=content,
                          prompt_name=self.prompt.name, prompt_version=self.prompt.version, prompt=render_messages(msgs),
                          retrieval_query=query or None, note=note or None,

@@ -23,10 +23,10 @@ from backends.store.leases import process_holder
 from memory.methods import get_method_class
 from memory.store import logs_stage
 from palset.dataset import Dataset
-from sim.roles import SimulationError
 from sim.runner import RunElsewhere, Simulation
 from sim.schedule import fixed_schedule
 from sim.service import make_spec
+from sim.simulator import SimulationError
 from sim.store import SimStore, run_id_for
 from sim.types import RunSpec, SimulatorKind
 

@@ -186,7 +186,7 @@ def lasting_reasons(text: str, name: str = "") -> list[str]:
     """The reasons ``text`` does not speak as the user that no words after it can undo — a pattern once written stays
     in the turn: an assistant's greeting or offer, narration about "the user" (or the user's full ``name``) or "the
     assistant", talk about the prompt. (Copying, the first person and the language are shares of the whole turn: they can change.)
-    Why apart: a draft streamed to the server is stopped as soon as one of them shows (:mod:`sim.roles`), rather
+    Why apart: a draft streamed to the server is stopped as soon as one of them shows (:mod:`sim.simulator`), rather
     than decoded to its end and rejected."""
     reasons = []
     if OFFER_EN.search(text) or OFFER_ZH.search(text):

@@ -23,7 +23,7 @@ from sim.acts import act_name, definition
 from sim.assistant import why_asked_again, without_copied_note
 from sim.persona_check import user_turn_reasons
 from sim.prompting import hidden_need
-from sim.roles import user_name
+from sim.simulator import user_name
 from sim.types import RunRecord
 
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from backends.llm.errors import LLMError
 from palset.vocab import Act
 from sim.assistant import Assistant
-from sim.roles import SimulationError, TopicContext, clean, usable
 from sim.schedule import next_assistant_act
+from sim.simulator import SimulationError, TopicContext, clean, usable
 from sim.store import SimStore
 from sim.types import RunRecord, Side, UserSide, Utterance
 

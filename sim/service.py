@@ -9,9 +9,9 @@ from memory.methods import get_method_class
 from palset.dataset import Dataset, dataset_key
 from sim.assistant import Assistant
 from sim.reference import AlwaysAcceptSimulator, RandomVerdictSimulator, ReplaySimulator, topic_turns
-from sim.roles import TopicContext, UserSimulator
 from sim.runner import Simulation
 from sim.schedule import fixed_schedule
+from sim.simulator import TopicContext, UserSimulator
 from sim.store import SimStore, run_id_for
 from sim.style import PROMPT as STYLE_PROMPT
 from sim.style import earlier_turns, style_fragment, style_profile

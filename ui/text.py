@@ -57,8 +57,8 @@ def error_text(e: BaseException) -> str:
     to their last part (:func:`without_paths`)."""
     from backends.config import ConfigError
     from backends.llm.errors import LLMError
-    from sim.roles import SimulationError
     from sim.service import SimulationSetupError
+    from sim.simulator import SimulationError
 
     if isinstance(e, (LLMError, ConfigError, SimulationError, SimulationSetupError)):
         return without_paths(str(e))

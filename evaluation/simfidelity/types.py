@@ -13,7 +13,7 @@ CheckName = Literal["vague", "truthful", "verdict", "persona", "act"]
 CHECKS: tuple[str, ...] = ("vague", "truthful", "verdict", "persona", "act")
 Outcome = Literal["pass", "fail", "n/a"]
 NO_GOLD = "n/a — no gold"
-CHECKS_VERSION = "5"  # 2: a fallback opening (sim.roles) fails persona, vague n/a; 3: a turn composed from a decision (sim.decision) fails persona, its other checks run; talk about the prompt fails persona; 4: the rule stance classifier reads plain acceptances ("I accept the suggestion"), "I don't think …" rejections and a statement before a question in one sentence; 5: a reply to a guess reads "不对，不是这个。" as a denial (v4 and before: its "对，" and "是这个" as confirmation); the checks' definitions (FIDELITY.md "Simulator fidelity"); bump when one changes
+CHECKS_VERSION = "5"  # 2: a fallback opening (sim.simulator) fails persona, vague n/a; 3: a turn composed from a decision (sim.decision) fails persona, its other checks run; talk about the prompt fails persona; 4: the rule stance classifier reads plain acceptances ("I accept the suggestion"), "I don't think …" rejections and a statement before a question in one sentence; 5: a reply to a guess reads "不对，不是这个。" as a denial (v4 and before: its "对，" and "是这个" as confirmation); the checks' definitions (FIDELITY.md "Simulator fidelity"); bump when one changes
 
 
 class SimFidelityConfig(BaseModel):

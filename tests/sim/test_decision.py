@@ -70,7 +70,7 @@ class _Recorder:
 def _long_chat(n: int):
     from palset.loader import load_dataset
     from palset.vocab import Act
-    from sim.roles import TopicContext
+    from sim.simulator import TopicContext
     from sim.types import Utterance
     from tests.conftest import DEMO
 

@@ -10,8 +10,8 @@ from backends.llm.fake import ScriptedLLM
 from backends.vectorstore import BruteForceStore
 from memory.build import MemoryBuilder
 from palset.loader import load_dataset
-from sim.roles import ASSISTANT_TURN_TOKENS, USER_TURN_TOKENS
 from sim.service import make_spec
+from sim.simulator import ASSISTANT_TURN_TOKENS, USER_TURN_TOKENS
 from testkit.fake_endpoints import LEAK, THOUGHT, FakeEndpoint
 from testkit.workspace import make_workspace
 from tests.conftest import DEMO
@@ -80,7 +80,7 @@ def test_full_history_is_trimmed_to_the_window_and_the_cut_is_on_the_trace(demo,
     rows = llm.store.calls("w")
     assert all(r["fit_note"] and "sessions 1000_sample0" in r["fit_note"] for r in rows if r["role"] == "assistant")
     # each role's own answer budget at this window; a user turn one short sentence and an assistant turn a few
-    # (sim.roles.USER_TURN_TOKENS, ASSISTANT_TURN_TOKENS); anything else its role's own budget
+    # (sim.simulator.USER_TURN_TOKENS, ASSISTANT_TURN_TOKENS); anything else its role's own budget
     def expected(r):
         if r["role"] == "user_simulator":
             return USER_TURN_TOKENS

@@ -15,7 +15,7 @@ from sim.prompting import (
     simulator_messages,
     summary_note,
 )
-from sim.roles import TopicContext
+from sim.simulator import TopicContext
 from sim.types import Utterance
 from tests.conftest import DEMO
 

@@ -6,9 +6,9 @@ import pytest
 
 from palset.loader import load_dataset
 from palset.vocab import Act
-from sim.roles import ASSISTANT_TURN_TOKENS, SimulationError, sampling_seed
 from sim.schedule import derived_schedule
 from sim.service import SimulationSetupError, make_spec
+from sim.simulator import ASSISTANT_TURN_TOKENS, SimulationError, sampling_seed
 from testkit.requests import act_code, act_of
 from tests.conftest import DEMO
 from tests.sim.conftest import default_reply, finished_run, side_of, sim_for, user_says
@@ -523,7 +523,7 @@ def test_no_valid_decision_keeps_the_last_draft(sim_env):
 
 def test_an_assistant_turn_is_capped_and_a_cut_answer_keeps_its_whole_sentences(demo, sim_env):
     """The 0.5B wrote ~500 tokens a turn where PAL-Set's assistant writes 1–3 sentences: the turn is asked with a
-    cap (sim.roles.ASSISTANT_TURN_TOKENS), and an answer the cap cut mid-sentence ends at its last full stop."""
+    cap (sim.simulator.ASSISTANT_TURN_TOKENS), and an answer the cap cut mid-sentence ends at its last full stop."""
     rambling = "Try a short walk after dinner. " * 100 + "Then you could"
 
     def reply(req):

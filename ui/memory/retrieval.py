@@ -20,7 +20,7 @@ from memory.store import logs_stage
 from memory.types import Purpose, RetrievalTrace
 from palset.dataset import Dataset, Session, User
 from sim.fit import first_turn_room
-from sim.roles import LANGUAGE
+from sim.simulator import LANGUAGE
 from ui import platform_state
 from ui.memory.common import KEYS, URL, run_build
 from ui.methods import NO_COMPARE, method_label, open_builder

@@ -15,8 +15,8 @@ import logging
 import streamlit as st
 
 from sim.export import speaker
-from sim.roles import SimulationError
 from sim.runner import RunElsewhere, Simulation
+from sim.simulator import SimulationError
 from ui.simulate.transcript import (
     SIDES,
     badge_line,

@@ -177,7 +177,7 @@ def test_statements_are_matched_sentence_by_sentence_as_in_memory_fidelity(table
 
 
 def test_a_fallback_opening_fails_persona_and_earns_no_vagueness(table):
-    """The opening the simulator could not word (sim.roles sent the user query): not the simulator's words."""
+    """The opening the simulator could not word (sim.simulator sent the user query): not the simulator's words."""
     _emb, matcher = table
     utt = u(1, Act.TOPIC_INQUIRY, QUERY).model_copy(update={"fallback": "the user query: no draft spoke as the user"})
     checks = check_turn(utt, [], ctx(matcher))

@@ -1,8 +1,8 @@
-"""Small text helpers of the dialogue roles (sim/roles.py)."""
+"""Small text helpers of the dialogue roles (sim/simulator.py)."""
 
 from __future__ import annotations
 
-from sim.roles import clean, usable
+from sim.simulator import clean, usable
 
 
 def test_a_label_the_model_wrote_before_the_words_is_stripped_and_a_bare_label_is_not_a_turn():
@@ -64,7 +64,7 @@ def test_a_draft_that_has_gone_astray_for_good_is_stopped_while_it_streams(sim_e
 def test_a_word_still_being_written_does_not_stop_a_draft(sim_env):
     """"The user" of "The username …" is not narration yet: the text is read up to its last whole word."""
     from palset.loader import load_dataset
-    from sim.roles import TopicContext, UserSimulator
+    from sim.simulator import TopicContext, UserSimulator
     from tests.conftest import DEMO
 
     user = load_dataset(DEMO).users["1000"]
@@ -82,7 +82,7 @@ def test_a_user_turns_token_cap_leaves_room_for_the_longest_turn_of_the_data_twi
     """The cap stops a rambling draft early, never a user's real turn: PAL-Set's own user turns (the demo data,
     English and Chinese) fit in it twice over."""
     from backends.llm.counters import estimate_tokens
-    from sim.roles import USER_TURN_TOKENS
+    from sim.simulator import USER_TURN_TOKENS
 
     longest = max(estimate_tokens(text) for text, _ in demo_user_turns)
     assert 30 <= longest and 2 * longest <= USER_TURN_TOKENS <= 3 * longest
@@ -93,7 +93,7 @@ def test_the_users_name_as_a_speaker_label_is_stripped_and_does_not_stop_a_draft
     did so in five of user 1005's drafts while recording the demo workspace, each stopped as narration): the label is
     not the user's words, and neither is it narration while it is being written."""
     from palset.loader import load_dataset
-    from sim.roles import TopicContext, UserSimulator
+    from sim.simulator import TopicContext, UserSimulator
     from tests.conftest import DEMO
 
     assert clean("Adrian Valenzuela: I need a fair way to pick.", name="Adrian Valenzuela") == "I need a fair way to pick."
@@ -117,7 +117,7 @@ def test_a_first_line_about_the_assistant_waits_for_the_next_line(sim_env):
     line (which ``cut_at_speaker`` keeps), so it is not stopped on that line; narration of the assistant after the
     user's own words is."""
     from palset.loader import load_dataset
-    from sim.roles import TopicContext, UserSimulator
+    from sim.simulator import TopicContext, UserSimulator
     from tests.conftest import DEMO
 
     user = load_dataset(DEMO).users["1000"]

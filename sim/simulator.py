@@ -1,4 +1,5 @@
-"""The User-LLM side of a simulated dialogue and what both sides share (the assistant: :mod:`sim.assistant`).
+"""The User-LLM simulator: the user side of a simulated dialogue, and the turn loop both sides share (the
+assistant, :mod:`sim.assistant`, uses ``retrying``, ``streamed``, ``clean``, ``usable`` and the turn budgets).
 
 What the simulator knows depends on the phase (Mem-PAL §4.3): while the assistant is guessing the
 need (Topic Inquiry, Requirement Confirmation) it sees the query, the implicit needs with evidence and
@@ -44,7 +45,8 @@ from sim.prompting import (
 )
 from sim.types import Utterance
 
-__all__ = ["LANGUAGE", "SimulationError", "TopicContext", "UserSimulator", "render_transcript"]
+__all__ = ["ASSISTANT_TURN_TOKENS", "LANGUAGE", "MAX_TRIES", "PARAGRAPH", "SimulationError", "TopicContext",
+           "UserSimulator", "clean", "render_transcript", "retrying", "streamed", "turn_tokens", "usable"]
 
 MAX_TRIES = 3
 log = logging.getLogger(__name__)
@@ -150,7 +152,7 @@ def sampling_seed(salt: str) -> int:
     return int(hashlib.sha1(salt.encode()).hexdigest()[:8], 16)
 
 
-def _retrying(what: str, attempt_fn: Callable[[int], str | None]) -> tuple[str, int]:
+def retrying(what: str, attempt_fn: Callable[[int], str | None]) -> tuple[str, int]:
     """Call ``attempt_fn(n)`` until it returns usable text; an empty or broken turn is never accepted."""
     for n in range(1, MAX_TRIES + 1):
         text = attempt_fn(n)
@@ -218,7 +220,7 @@ class UserSimulator:
 
         def attempt_plain(n: int) -> str | None:
             nonlocal reasoning
-            text, reasoning = _streamed(self.llm, "user_simulator", with_retry_notes(self.prompt, self.ctx, msgs, rejected),
+            text, reasoning = streamed(self.llm, "user_simulator", with_retry_notes(self.prompt, self.ctx, msgs, rejected),
                                         self.prompt, f"{salt}/{n}", fitted.cuts,
                                         on_token if n == 1 else None,
                                         stop_when=self._gone_astray if n < MAX_TRIES else None,
@@ -228,7 +230,7 @@ class UserSimulator:
                     if text is not None else None)
 
         try:
-            content, tries = _retrying(f"user simulator, turn {turn_no} ({act.value})",
+            content, tries = retrying(f"user simulator, turn {turn_no} ({act.value})",
                                        attempt_free if self.free_mode else attempt_plain)
         except SimulationError:
             if history:
@@ -338,7 +340,7 @@ class UserSimulator:
 _WORD_TAIL = re.compile(r"[A-Za-z0-9_'’-]+$")  # a Latin word that may still be being written
 
 
-def _streamed(llm: LLMClient, role: str, msgs: list[dict[str, str]], prompt: Prompt, salt: str, cuts: list[Cut],
+def streamed(llm: LLMClient, role: str, msgs: list[dict[str, str]], prompt: Prompt, salt: str, cuts: list[Cut],
               on_token: Callable[[str], None] | None, stop_when: Callable[[str], bool] | None = None,
               **overrides: Any) -> tuple[str | None, str]:
     """(text, reasoning) of one streamed call; deltas go to ``on_token``. A retry (no ``on_token``) asks once more
