@@ -98,10 +98,10 @@ lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 
-# Every bench script, each printing its figures (a failing one does not stop the others; the exit code says).
+# Every bench script, each printing its figures, kept in docs/performance.md with the machine, date and load
+# average (a failing one does not stop the others; the exit code says). ONLY=name,name runs some of them.
 bench: setup
-	@status=0; for script in bench/*.py; do case "$$script" in */__init__.py) continue;; esac; \
-		echo "== $$script"; $(PY) "$$script" || status=1; done; exit $$status
+	$(PY) scripts/performance_report.py $(if $(ONLY),--only $(ONLY))
 
 clean:
 	rm -rf $(VENV) .pal
