@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,7 +33,7 @@ from palset.vocab import Act
 from sim.fit import fit_messages
 from sim.persona_check import speaks_as_user, stray_chinese
 from sim.prompting import language_name, last_assistant_words, load_role_prompt, transcript_lines
-from sim.types import COMPOSED, Utterance
+from sim.types import COMPOSED, TurnDecision, Utterance
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +102,13 @@ def compose(prompt: Prompt, decision: BaseModel, language: str, sources: list[st
             why: str = NO_DRAFT) -> tuple[str, str]:
     """(the turn, what it was composed from, ending with ``why``): the decision's fixed words, then the model's
     clause when it speaks as the user on its own (else the fixed words alone)."""
+    text, fallback, _record = composed(prompt, decision, language, sources, name, why)
+    return text, fallback
+
+
+def composed(prompt: Prompt, decision: BaseModel, language: str, sources: list[str], name: str,
+             why: str = NO_DRAFT) -> tuple[str, str, TurnDecision]:
+    """:func:`compose`, with the decision as the utterance records it (the stance the checks read)."""
     if isinstance(decision, GuessDecision):
         act, said, yes = Act.REQUIREMENT_CONFIRMATION, "guessed", decision.guessed
         clause = "" if yes else decision.point  # a confirmation needs no more words, and must not volunteer needs
@@ -120,7 +127,9 @@ def compose(prompt: Prompt, decision: BaseModel, language: str, sources: list[st
         clause = clause[0].upper() + clause[1:]
     text = f"{head}{joiner}{clause}" if kept else head
     words = f"; its words {'kept' if kept else 'left out'}: {clause!r}" if clause else ""
-    return text, f"{COMPOSED} ({said}{words}): {why}"
+    field: Literal["guessed", "accept"] = "guessed" if act is Act.REQUIREMENT_CONFIRMATION else "accept"
+    record = TurnDecision(act=act, field=field, value=yes, clause=clause, clause_kept=kept)
+    return text, f"{COMPOSED} ({said}{words}): {why}", record
 
 
 class DecisionStream:
@@ -158,6 +167,7 @@ class Decided(NamedTuple):
     turn: str  # the words sent
     fallback: str  # what they were composed from (the utterance's ``fallback``)
     reasoning: str = ""  # a reasoning model's thinking on the decision
+    decision: TurnDecision | None = None  # the decision as the utterance records it
 
 
 def composed_before(act: Act, history: list[Utterance]) -> Utterance | None:
@@ -200,7 +210,8 @@ def decided_turn(llm: LLMClient, sim_prompt: Prompt, ctx: Any, act: Act, history
     if not isinstance(out, StructuredResult) or not out.ok:
         log.warning("user simulator decision for %s: no valid JSON; the last draft is kept", act.value)
         return None
-    decided = Decided(*compose(prompt, out.value, ctx.user.language, sources, ctx.name(), why), out.reasoning)
+    turn, fallback, record = composed(prompt, out.value, ctx.user.language, sources, ctx.name(), why)
+    decided = Decided(turn, fallback, out.reasoning, record)
     if stream is not None:
         stream.finish(decided.turn)
     return decided

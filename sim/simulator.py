@@ -31,6 +31,7 @@ from palset.dataset import Session, SessionTopic, User
 from palset.vocab import Act
 from sim.decision import GAVE_AWAY, NO_DRAFT, Decided, composed_before, decided_turn
 from sim.fit import FittedMessages, fit_messages, render_transcript
+from sim.interventions import drafts_of
 from sim.persona_check import HiddenNeed, lasting_reasons, speaks_as_user, user_turn_reasons
 from sim.prompting import (
     ABOUT_THE_ASSISTANT,
@@ -43,7 +44,7 @@ from sim.prompting import (
     simulator_messages,
     with_retry_notes,
 )
-from sim.types import Utterance
+from sim.types import Draft, TurnDecision, Utterance
 
 __all__ = ["ASSISTANT_TURN_TOKENS", "LANGUAGE", "MAX_TRIES", "PARAGRAPH", "SimulationError", "TopicContext",
            "UserSimulator", "clean", "render_transcript", "retrying", "streamed", "turn_tokens", "usable"]
@@ -199,7 +200,7 @@ class UserSimulator:
         if at_once is not None:
             return self._utterance(turn_no, act, at_once.turn, msgs, fitted.cuts, attempts=1,
                                    fallback=at_once.fallback, started=started,
-                                   reasoning=at_once.reasoning), False
+                                   reasoning=at_once.reasoning, decision=at_once.decision), False
         if shown:  # a decision showed its words but came to nothing: the drafts are not streamed after them
             on_token = None
         rejected: list[tuple[str, tuple[str, ...]]] = []  # drafts that did not speak as the user, and why
@@ -236,7 +237,7 @@ class UserSimulator:
             if history:
                 raise
             content, tries = "", MAX_TRIES  # no usable opening at all: the user query is sent (below), not a failure
-        fallback = ""
+        fallback, last_draft, decision = "", content, None
         gave_away = self.hidden.given_away(content)
         in_persona = speaks_as_user(content, self.ctx.user.language, sources, self.ctx.name()).ok
         if gave_away or not in_persona:
@@ -247,16 +248,20 @@ class UserSimulator:
                     self.llm, self.prompt, self.ctx, act, history, msgs[0]["content"], clause_sources, salt,
                     seed=sampling_seed(f"{salt}/decision"), why=GAVE_AWAY if in_persona else NO_DRAFT)) is not None:
                 log.info("user simulator turn %s composed from a decision (last draft: %.80s)", turn_no, content)
-                content, fallback = decided.turn, decided.fallback
+                content, fallback, decision = decided.turn, decided.fallback, decided.decision
                 tries += 1
+        drafts = drafts_of(rejected, last_draft, (GAVE_AWAY if gave_away else NO_DRAFT) if fallback else "")
         return self._utterance(turn_no, act, content, msgs, fitted.cuts, attempts=tries, fallback=fallback,
-                               started=started, reasoning=reasoning), ended
+                               started=started, reasoning=reasoning, drafts=drafts, decision=decision), ended
 
     def _utterance(self, turn_no: int, act: Act, content: str, msgs: list[dict[str, str]], cuts: list[Cut], *,
-                   attempts: int, fallback: str, started: float, reasoning: str = "") -> Utterance:
+                   attempts: int, fallback: str, started: float, reasoning: str = "", drafts: list[Draft] | None = None,
+                   decision: TurnDecision | None = None) -> Utterance:
+        """The user's turn with every intervention on the record: its drafts and the decision it was composed from."""
         return Utterance(turn_no=turn_no, side="user", actor="simulator", act=act, content=content,
                          prompt_name=self.prompt.name, prompt_version=self.prompt.version, prompt=render_messages(msgs),
                          cuts=cuts, reasoning=reasoning, attempts=attempts, fallback=fallback,
+                         drafts=drafts or [], decision=decision, drafts_kept=True,
                          model=self.llm.config.role("user_simulator").model,
                          latency_ms=(time.perf_counter() - started) * 1000, created_at=time.time())
 

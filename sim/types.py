@@ -21,6 +21,34 @@ SIMULATOR_KINDS: tuple[str, ...] = ("llm", "replay", "always-accept", "random-ve
 
 
 COMPOSED = "composed from the model's decision"  # how a composed turn's ``fallback`` starts (sim.decision)
+Stance = Literal["accept", "reject", "partial"]
+
+
+class Draft(BaseModel):
+    """One draft the model wrote for a user turn: its words, and why it was sent back (empty: it was not)."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str
+    reasons: list[str] = Field(default_factory=list)  # the turn rules' reasons that sent it back
+    kept: bool = False  # the draft sent as the turn (its ``content``)
+
+
+class TurnDecision(BaseModel):
+    """The user's structured decision behind a judging turn (:mod:`sim.decision`): the stance is read from it, not
+    from the words. ``derived``: read back from the ``fallback`` text of a turn stored before decisions were kept."""
+
+    model_config = ConfigDict(extra="forbid")
+    act: Act
+    field: Literal["guessed", "accept"]  # the decision's field: a guess confirmed, a suggestion accepted
+    value: bool
+    clause: str = ""  # the model's own words beside the decision
+    clause_kept: bool = False  # whether the clause is part of the turn sent
+    derived: bool = False
+
+    @property
+    def stance(self) -> Stance:
+        """``accept`` for a confirmed guess or an accepted suggestion, ``reject`` otherwise."""
+        return "accept" if self.value else "reject"
 
 
 class Utterance(BaseModel):
@@ -44,8 +72,14 @@ class Utterance(BaseModel):
     cuts: list[Cut] = Field(default_factory=list)  # the dialogue so far, trimmed to fit the window (sim.fit)
     reasoning: str = ""  # a reasoning model's thinking, kept apart: never shown as the utterance nor sent again
     attempts: int = 1
-    fallback: str = ""  # why the text is not the model's own draft (sim.roles: an opening none of whose drafts spoke as the
+    fallback: str = ""  # why the text is not the model's own draft (sim.simulator: an opening none of whose drafts spoke as the
     # user: the user query; sim.decision: a judging turn composed from the model's decision, ``COMPOSED`` first)
+    # every intervention on the record: each draft with the reasons it was sent back, and the structured decision a
+    # judging turn was composed from; ``drafts_kept`` False: a turn recorded before drafts were kept (its attempts
+    # and fallback are all there is, sim.interventions)
+    drafts: list[Draft] = Field(default_factory=list)
+    decision: TurnDecision | None = None
+    drafts_kept: bool = False
     model: str | None = None
     latency_ms: float = 0.0
     created_at: float = 0.0
@@ -134,7 +168,7 @@ class RunRecord(BaseModel):
 
 
 class UserSide(Protocol):
-    """Who writes the user's turns: the User-LLM (:class:`sim.roles.UserSimulator`) or a reference simulator
+    """Who writes the user's turns: the User-LLM (:class:`sim.simulator.UserSimulator`) or a reference simulator
     (:mod:`sim.reference`)."""
 
     kind: str
