@@ -7,7 +7,9 @@ At most ``slots`` requests are served at once (the rest wait for a free slot, as
 real servers use: ``usage.prompt_tokens_details.cached_tokens`` (OpenAI, vLLM, llama.cpp) and ``timings``
 (``cache_n`` / ``prompt_n`` / ``predicted_n``, llama.cpp). A token is a word or a punctuation mark of the
 request's messages. Structured requests get a valid answer made up from their schema
-(:mod:`testkit.schema_fill`, a function of the request alone); plain ones a short sentence, streamed when asked.
+(:mod:`testkit.schema_fill`, a function of the request alone); plain ones a sentence in the voice the request asks
+for — the User-LLM's a first-person line that differs from turn to turn (:func:`testkit.requests.user_line`), any
+other a varied assistant sentence — streamed when asked. So a simulation asks each call once, as its plan counts.
 
 ``GET /slots`` (each slot's ``is_processing``), ``/props`` (``total_slots``, ``n_ctx``), ``/v1/models`` and
 ``/metrics`` (prompt tokens processed, predicted, requests) answer like llama.cpp's.
@@ -23,12 +25,21 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from backends.llm.types import ChatRequest
 from testkit.fake_endpoints import schema_of
+from testkit.requests import role_of, user_line
 from testkit.schema_fill import schema_answer
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 SIMILARITY = 0.1  # a slot is chosen for its cached prompt when they share more than this share of the prompt
-PLAIN = "Here is one idea for your week: keep the evenings free and rest."
+PLAIN = ("Here is one idea for your week: keep the evenings free and rest.",
+         "You could try a short walk after dinner; it tends to help with sleep.",
+         "A simple weekly plan may be easiest to keep, with one fixed evening for yourself.",
+         "One option is to book the family dinner on Sunday and keep it fixed.",
+         "Would a reminder on your phone help you keep to the new routine?",
+         "Cooking twice a week and freezing portions saves a lot of weekday time.",
+         "A ten-minute stretch in the morning is a gentle way to start.",
+         "Splitting the budget into weekly envelopes makes spending easier to see.")
 
 
 def tokens(body: dict[str, Any]) -> list[str]:
@@ -43,6 +54,20 @@ def common_prefix(a: list[str], b: list[str]) -> int:
             break
         n += 1
     return n
+
+
+def plain_answer(body: dict[str, Any]) -> str:
+    """A plain (unstructured) answer in the voice ``body`` asks for: the User-LLM's turn, or an assistant's
+    sentence chosen by how many assistant turns the chat holds (a different one each turn, as a model's would be;
+    the same for the same request)."""
+    messages = [{"role": m.get("role", "user"), "content": m.get("content") or ""} for m in body.get("messages", [])]
+    req = ChatRequest(model=body.get("model") or "slot-model", messages=messages)
+    if role_of(req) == "simulator":
+        return user_line(req)
+    turn = sum(m["role"] == "assistant" for m in messages) + sum(
+        line.startswith(("Assistant:", "助手：")) for m in messages for line in m["content"].splitlines())
+    first, second = turn % len(PLAIN), turn // len(PLAIN)
+    return PLAIN[first] if not second else f"{PLAIN[first]} {PLAIN[(first + second) % len(PLAIN)]}"
 
 
 class SlotServer:
@@ -114,7 +139,7 @@ class SlotServer:
     def answer_text(self, body: dict[str, Any]) -> str:
         schema = schema_of(body)
         if schema is None:
-            return PLAIN
+            return plain_answer(body)
         fmt = body.get("response_format") or {}
         name = (fmt.get("json_schema") or {}).get("name", "")
         prompt = next((m["content"] for m in body.get("messages", []) if m.get("role") == "user"), "")
@@ -180,7 +205,7 @@ class SlotServer:
                         "choices": [{"index": 0, "finish_reason": "stop",
                                      "message": {"role": "assistant", "content": text}}],
                         "usage": usage, "timings": timings})
-                chunks = [{"choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]}
+                chunks: list[dict[str, Any]] = [{"choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]}
                           for w in re.findall(r"\S+\s*", text)]
                 chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
                 chunks.append({"choices": [], "usage": usage, "timings": timings})
