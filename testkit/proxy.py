@@ -1,6 +1,6 @@
 """Debian's nginx in front of the app, as the deployment guide sets it up, for tests and benches.
 
-:func:`running_nginx` fills ``deploy/nginx.conf.template`` (the one copy of the configuration; the README shows it)
+:func:`running_nginx` fills ``deploy/nginx.conf.template`` (the one copy of the configuration; docs/deployment.md shows it)
 with a loopback port, a self-signed certificate made here (:func:`self_signed_certificate`, with ``openssl``) and the
 app's port, and runs nginx in the foreground with its own pid, logs and temporary folders. :func:`tcp_forwarder`
 relays connections to a port from another loopback source address (``127.0.0.2``, ``127.0.0.3``…), so nginx sees

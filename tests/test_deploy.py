@@ -1,12 +1,13 @@
-"""The deployment guide and what the tests run agree: the README's nginx block is deploy/nginx.conf.template."""
+"""The deployment guide and what the tests run agree: docs/deployment.md's nginx block is
+deploy/nginx.conf.template."""
 
 from testkit.proxy import TEMPLATE, render_site
 from tests.conftest import ROOT
 
 
-def test_the_readme_gives_the_nginx_configuration_the_proxy_test_runs():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert f"```nginx\n{TEMPLATE.read_text(encoding='utf-8')}```" in readme
+def test_the_deployment_guide_gives_the_nginx_configuration_the_proxy_test_runs():
+    guide = (ROOT / "docs" / "deployment.md").read_text(encoding="utf-8")
+    assert f"```nginx\n{TEMPLATE.read_text(encoding='utf-8')}```" in guide
 
 
 def test_every_placeholder_is_filled():

@@ -1,4 +1,4 @@
-"""Behind a real reverse proxy: Debian's nginx with ``deploy/nginx.conf.template`` (the README's configuration) in
+"""Behind a real reverse proxy: Debian's nginx with ``deploy/nginx.conf.template`` (docs/deployment.md's configuration) in
 front of ``serve.py`` with ``PAL_AUTH=accounts``, XSRF protection on and ``PAL_TRUST_PROXY=1``; TLS with a
 certificate made here; headless Chromium through it. Two visitors come from different loopback addresses (real TCP
 peers of nginx, through :func:`testkit.proxy.tcp_forwarder`), so the throttle sees the address nginx saw.
