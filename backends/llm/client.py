@@ -18,6 +18,10 @@ one browser session each record their calls under their own run id.
 Independent calls go out together through :meth:`LLMClient.fan_out` (up to :meth:`LLMClient.width`, what the
 endpoint's limiter allows: :mod:`backends.llm.fanout`); a view made with :meth:`LLMClient.metered` counts its calls
 into a :class:`~backends.llm.meter.CallMeter` for a live progress display.
+
+Each call's deadline is what it needs at the endpoint's measured speed unless the role configures a ``timeout``
+(:mod:`backends.llm.deadline`, :mod:`backends.llm.rates`); work whose call timed out asks once more through
+:meth:`LLMClient.patient`, a view with longer deadlines.
 """
 
 from __future__ import annotations
@@ -32,11 +36,13 @@ from pydantic import BaseModel
 
 from backends.config import PlatformConfig
 from backends.llm.context import Budget, BudgetBook, Cut, describe_cuts, fit_request
-from backends.llm.errors import ContextOverflow, LLMError, RateLimited
+from backends.llm.deadline import ASSUMED_RATES, PATIENT_FACTOR, call_deadline
+from backends.llm.errors import ContextOverflow, LLMError, LLMTimeout, RateLimited
 from backends.llm.fanout import fan_out
-from backends.llm.limits import Limiters
+from backends.llm.limits import Limiters, Width
 from backends.llm.meter import CallMeter
 from backends.llm.negotiate import StructuredModes
+from backends.llm.rates import RateBook
 from backends.llm.reasoning import ReasoningSplitter, likely_headless, merge_body, separate, thinking_off_body
 from backends.llm.registry import ChatProvider, build_provider
 from backends.llm.retry import RetryPolicy, call_with_retries
@@ -87,6 +93,8 @@ class LLMClient:
                          if r.api_key and len(r.api_key.get_secret_value()) >= 4]
         self.modes = StructuredModes(self.store.capabilities)
         self._budgets = BudgetBook(self.config, self.provider, self.store.capabilities)
+        self.rates = RateBook(self.store.capabilities)
+        self.patience = 1.0  # deadlines × this (a patient view: the one retry of work whose call timed out)
         self.meter: CallMeter | None = None
 
     @property
@@ -111,6 +119,13 @@ class LLMClient:
         view._session_id = session_id
         return view
 
+    def patient(self, factor: float = PATIENT_FACTOR) -> LLMClient:
+        """A view whose calls get ``factor`` × their deadline (configured or computed): a unit, synthesis step or
+        build stage whose call timed out asks again once through it before it fails."""
+        view = copy.copy(self)
+        view.patience = factor
+        return view
+
     def metered(self, meter: CallMeter) -> LLMClient:
         """A view whose calls are also counted into ``meter`` (in flight, sent, cached prompt tokens)."""
         view = copy.copy(self)
@@ -126,6 +141,15 @@ class LLMClient:
         if self.limiters is None:
             return slots or 1
         return self.limiters.width(provider.endpoint, slots)
+
+    def describe_width(self, role: str) -> Width:
+        """:meth:`width` with where it comes from (configured, the server's slots, the default), for Settings."""
+        provider = self.provider(role)
+        slots = _slots(provider)
+        if self.limiters is None:
+            return Width(endpoint=provider.endpoint, width=slots or 1, ceiling=slots or 1,
+                         source="server slots" if slots else "none")
+        return self.limiters.describe(provider.endpoint, slots)
 
     def fan_out(self, role: str, fn: Callable[[T], R], items: Sequence[T],
                 cancel: threading.Event | None = None, held: int = 0) -> list[R]:
@@ -156,11 +180,11 @@ class LLMClient:
 
     def _request(self, role: str, messages: MessagesIn, overrides: dict[str, Any]) -> ChatRequest:
         """The request as configured. An unset ``max_tokens`` is the role's own budget here (the cache key's);
-        :meth:`_fit` lowers it to the role's share of the window once the window is known."""
+        :meth:`_fit` lowers it to the role's share of the window once the window is known, and :meth:`_timed` sets
+        its deadline."""
         rc = self.config.role(role)
         req = ChatRequest(model=rc.model, messages=_messages(messages), temperature=rc.temperature,
-                          max_tokens=rc.answer_budget(role, None) if rc.max_tokens is None else rc.max_tokens,
-                          timeout=rc.timeout)
+                          max_tokens=rc.answer_budget(role, None) if rc.max_tokens is None else rc.max_tokens)
         if rc.provider == "local":
             req.extra.setdefault("repeat_penalty", 1.1)  # llama.cpp: keeps tiny models from looping
         if rc.thinking == "off":
@@ -208,6 +232,23 @@ class LLMClient:
         notes = [n for n in (describe_cuts(cuts or []), note) if n]
         return sent, {"prompt_tokens_est": counted, "est_counter": budget.counter_name if counted else None,
                       "context_window": budget.window, "fit_note": "; ".join(notes) or None}
+
+    def _timed(self, role: str, provider: ChatProvider, req: ChatRequest, counted: int | None) -> ChatRequest:
+        """``req`` with its deadline: the configured ``timeout``, else what it needs at the endpoint's rates
+        (measured on the first call to a server that can be measured; :mod:`backends.llm.rates`)."""
+        rc = self.config.role(role)
+        rates = self.rates.rates(provider, rc.model) if rc.timeout is None else ASSUMED_RATES
+        tokens = counted or sum(len(m.content) for m in req.messages) // 3
+        deadline = call_deadline(prompt_tokens=tokens, max_tokens=req.max_tokens, rates=rates, idle=rc.idle_timeout,
+                                 configured=rc.timeout, factor=self.patience)
+        return req.model_copy(update={"timeout": deadline.total, "first_token_timeout": deadline.first,
+                                      "deadline_note": deadline.how})
+
+    def _timed_out(self, role: str, provider: ChatProvider, e: LLMError) -> None:
+        """A computed deadline was missed: the endpoint's rates are measured again before the next call."""
+        rc = self.config.role(role)
+        if isinstance(e, LLMTimeout) and rc.timeout is None:
+            self.rates.outdated(provider.endpoint, rc.model)
 
     def _raise_redacted(self, e: LLMError) -> None:
         redacted = type(e)(self.redact(str(e)), status=e.status, retry_after=e.retry_after)
@@ -268,12 +309,14 @@ class LLMClient:
         self._started()
         try:
             sent, fitted = self._fit(role, req, shrink_answer, cuts, derived)
+            sent = self._timed(role, provider, sent, fitted.get("prompt_tokens_est"))
             result, attempts = call_with_retries(
                 lambda: self._limited(provider, sent, lambda: provider.complete(sent), cancel), policy, cancel)
             answered = result
         except LLMError as e:
             self._record(role, provider, req, prompt, None, f"{type(e).__name__}: {e}", structured_mode=structured_mode,
                          **fitted)
+            self._timed_out(role, provider, e)
             self._raise_redacted(e)
         finally:
             self._ended(answered)
@@ -318,6 +361,7 @@ class LLMClient:
         self._started()
         try:
             sent, fitted = self._fit(role, req, shrink_answer, cuts, derived)
+            sent = self._timed(role, provider, sent, fitted.get("prompt_tokens_est"))
             (it, first), attempts = call_with_retries(limited_first_chunk, policy, cancel)
             # chained, not unpacked into a list: a list would read the whole answer before the first delta is yielded
             for chunk in itertools.chain([first] if first is not None else [], it):
@@ -332,6 +376,7 @@ class LLMClient:
         except LLMError as e:
             self._record(role, provider, req, prompt, None, f"{type(e).__name__}: {e}", structured_mode=structured_mode,
                          **fitted)
+            self._timed_out(role, provider, e)
             self._raise_redacted(e)
         finally:
             self._ended(result)
@@ -377,7 +422,7 @@ class _RoleOverride(LLMClient):
         self._parent, self._role, self._override = parent, role, provider
         super().__init__(config, store=parent.store, cache=parent.cache, servers=parent.servers,
                          session_id=parent.session_id, run_id=parent.run_id, limiters=parent.limiters)
-        self.cache, self.meter = parent.cache, parent.meter
+        self.cache, self.meter, self.patience = parent.cache, parent.meter, parent.patience
 
     def provider(self, role: str) -> ChatProvider:
         return self._override if role == self._role else self._parent.provider(role)

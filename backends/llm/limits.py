@@ -8,10 +8,13 @@ corrected with the usage the endpoint reported). On a 429 the endpoint's concurr
 and every request waits out the server's Retry-After (or a backoff that doubles per consecutive 429); each
 success then adds one back, up to the configured limit (additive increase, multiplicative decrease).
 
-An endpoint nobody configured gets a limiter only when its server says how many requests it serves at once (the
-bundled server's ``parallel``, a llama.cpp server's slots): concurrency that many, so requests wait here rather
-than in the server's queue, where their HTTP timeout would run. :meth:`Limiters.width` is how many independent calls
-a piece of work may have in flight together (:mod:`backends.llm.fanout`).
+An endpoint nobody configured gets the concurrency its server says it serves at once (the bundled server's
+``parallel``, a llama.cpp server's slots), so requests wait here rather than in the server's queue, where their
+HTTP timeout would run; a network endpoint (``http(s)://``) whose server says nothing — vLLM, a hosted API, a
+proxy — gets :data:`DEFAULT_CONCURRENCY`, halved on a 429 and grown back on success like a configured one, so
+independent calls (a judgment's samples, a build's windows) go out together instead of one after another.
+:meth:`Limiters.width` is how many independent calls a piece of work may have in flight together
+(:mod:`backends.llm.fanout`); :meth:`Limiters.describe` says where that number comes from (the Settings page).
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Literal
+
+from pydantic import BaseModel
 
 from backends.config import EndpointLimits
 from backends.llm.errors import Cancelled
@@ -30,6 +36,21 @@ log = logging.getLogger(__name__)
 
 WINDOW = 60.0
 UNBOUNDED_WIDTH = 8  # calls in flight together where limits are configured without a concurrency and no slots known
+# requests in flight at once to an http(s) endpoint nobody configured and whose server does not say: enough for a
+# k = 3 judgment's two orders at once, few enough that a 429 (which halves it) is rare on a hosted API's lowest tier
+DEFAULT_CONCURRENCY = 8
+NETWORK_SCHEMES = ("http://", "https://")
+WidthSource = Literal["configured", "server slots", "default", "none"]
+
+
+class Width(BaseModel):
+    """How many calls to one endpoint may be in flight together now, and where that number comes from."""
+
+    endpoint: str
+    width: int
+    ceiling: int  # the concurrency it grows back to after a 429 (0: no ceiling)
+    source: WidthSource
+    rate_limited: int = 0  # 429s seen by this process
 
 
 class EndpointLimiter:
@@ -148,13 +169,12 @@ class Limiters:
                     self._by_endpoint[key]._allowed = lim.concurrency
 
     def limiter(self, endpoint: str, slots: int | None = None) -> EndpointLimiter | None:
-        """The endpoint's limiter: its configured limits, else ``slots`` at once when its server says (None: none)."""
+        """The endpoint's limiter: its configured limits, else ``slots`` at once when its server says, else
+        :data:`DEFAULT_CONCURRENCY` for a network endpoint (None: an in-process or fake provider)."""
         key = endpoint.rstrip("/")
         with self._lock:
             if key not in self._by_endpoint:
-                limits = self._limits.get(key)
-                if limits is None and slots:
-                    limits = EndpointLimits(concurrency=slots)
+                limits = self._limits.get(key) or default_limits(key, slots)
                 if limits is None:
                     return None
                 self._by_endpoint[key] = EndpointLimiter(key, limits, window=self.window)
@@ -162,16 +182,27 @@ class Limiters:
 
     def width(self, endpoint: str, slots: int | None = None) -> int:
         """How many calls to ``endpoint`` may be in flight together now: its concurrency as the limiter allows it
-        (configured, halved after a 429), else the server's ``slots``, else 1 (an endpoint nobody configured)."""
+        (configured, the server's ``slots``, else the default for a network endpoint; halved after a 429), else 1
+        (a provider without a network endpoint)."""
         limiter = self.limiter(endpoint, slots)
         if limiter is None:
             return 1
         return limiter.allowed or slots or UNBOUNDED_WIDTH
 
+    def describe(self, endpoint: str, slots: int | None = None) -> Width:
+        """:meth:`width` with its source: configured limits, the server's slots, the default, or none."""
+        key = endpoint.rstrip("/")
+        limiter = self.limiter(key, slots)
+        if limiter is None:
+            return Width(endpoint=key, width=1, ceiling=1, source="none")
+        source: WidthSource = ("configured" if key in self._limits else "server slots" if slots else "default")
+        return Width(endpoint=key, width=self.width(key, slots), ceiling=limiter.limits.concurrency,
+                     source=source, rate_limited=limiter.rate_limited)
+
     @contextmanager
     def slot(self, endpoint: str, tokens: int, cancel: threading.Event | None = None,
              slots: int | None = None) -> Iterator[Slot]:
-        """Hold one request slot of ``endpoint`` (no-op when it has no limits and its server no slot count)."""
+        """Hold one request slot of ``endpoint`` (no-op for a provider without limits: in-process or fake)."""
         slot = Slot()
         limiter = self.limiter(endpoint, slots)
         if limiter is None:
@@ -182,3 +213,13 @@ class Limiters:
             yield slot
         finally:
             limiter.release(entry, slot.used_tokens, slot.rate_limited, slot.retry_after)
+
+
+def default_limits(endpoint: str, slots: int | None) -> EndpointLimits | None:
+    """The limits of an endpoint nobody configured: ``slots`` at once when its server says, else
+    :data:`DEFAULT_CONCURRENCY` for a network endpoint; None for an in-process or fake provider."""
+    if slots:
+        return EndpointLimits(concurrency=slots)
+    if endpoint.startswith(NETWORK_SCHEMES):
+        return EndpointLimits(concurrency=DEFAULT_CONCURRENCY)
+    return None

