@@ -7,23 +7,35 @@ from __future__ import annotations
 import re
 
 from memory.tokens import count_tokens
+from sim.rulebook import rule_pattern
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _LATIN = re.compile(r"[A-Za-z]")
 _QUESTION = re.compile(r"[?？]+")
-_FIRST_PERSON_EN = re.compile(r"\b(i|me|my|mine|myself|we|us|our|ours|ourselves)\b", re.I)
-_FIRST_PERSON_ZH = re.compile(r"[我咱俺]")
 
 
 def cjk_share(text: str) -> float:
     """Share of CJK ideographs among the letters (CJK ideographs and Latin letters) of ``text``; 0 without any."""
-    cjk, latin = len(_CJK.findall(text)), len(_LATIN.findall(text))
+    cjk, latin = len(CJK.findall(text)), len(_LATIN.findall(text))
     return cjk / (cjk + latin) if cjk + latin else 0.0
 
 
+def detect_language(text: str) -> str:
+    """The one language detector of the project (rule ``persona.language``, the stance rule, the fidelity checks):
+    ``zh`` when at least half the letters are Chinese characters, ``en`` when at most a tenth are, ``mixed`` between,
+    ``""`` for text without letters. A Chinese character carries about as much as a short English word, so Latin
+    letters weigh 1/4."""
+    cjk, latin = len(CJK.findall(text)), len(_LATIN.findall(text))
+    total = cjk + latin / 4
+    if total == 0:
+        return ""
+    share = cjk / total
+    return "zh" if share >= 0.5 else "en" if share <= 0.1 else "mixed"
+
+
 def language_of(text: str) -> str:
-    """``zh`` when at least 30 % of the letters are CJK ideographs, else ``en``."""
-    return "zh" if cjk_share(text) >= 0.3 else "en"
+    """``zh`` or ``en`` where a choice must be made (:func:`detect_language`'s ``zh``, else ``en``)."""
+    return "zh" if detect_language(text) == "zh" else "en"
 
 
 def length(text: str) -> int:
@@ -37,8 +49,8 @@ def questions(text: str) -> int:
 
 
 def first_person(text: str) -> bool:
-    """Whether the turn speaks in the first person (I/me/my/we… or 我/咱/俺)."""
-    return bool(_FIRST_PERSON_EN.search(text) or _FIRST_PERSON_ZH.search(text))
+    """Whether the turn speaks in the first person (the pattern of rule ``persona.first_person``, both languages)."""
+    return bool(rule_pattern("persona.first_person", "first_person").search(text))
 
 
 def features(text: str) -> dict[str, float]:
