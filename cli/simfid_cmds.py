@@ -117,7 +117,12 @@ def _run_summary(r) -> dict:
     return {"run_id": r.run_id, "user": r.user_id, "sample": r.sample_id, "topic": r.topic_key, "method": r.method,
             "simulator": r.simulator, "model": r.simulator_model, "status": r.status, "passed": r.passed,
             "no_gold": r.no_gold, "unavailable": r.unavailable, "figures": r.figures, "counts": r.counts,
-            "seconds": r.seconds, "turns": [t.model_dump() for t in r.turns]}
+            "figures_first_drafts": r.figures_first, "counts_first_drafts": r.counts_first,
+            "interventions": ({**r.interventions.figures(), "reasons": r.interventions.reasons,
+                               "decisions": r.interventions.decisions, "note": r.interventions.note}
+                              if r.interventions is not None else None),
+            "checks_version": r.checks_version, "seconds": r.seconds, "turns": [t.model_dump() for t in r.turns],
+            "first_drafts": [t.model_dump() for t in r.first_drafts]}
 
 
 def _agreement(ws, dkey: str) -> list[dict]:

@@ -23,6 +23,8 @@ CHECK_DEFINITIONS: dict[str, str] = {
     "persona": "Every turn: the user's language, no third-person self-reference, no assistant-style offer (and, with "
                "the judge, nothing contradicting the profile).",
     "act": "Fixed mode: the act the text performs (from its stance and what it answers) is the scheduled act.",
+    "decision": "A judging turn the simulator decided in a structured call: the text-reading stance classifier "
+                "agrees with the decision (the decision, not the words, is the stance the other checks use).",
 }
 FIGURE_DEFINITIONS: dict[str, str] = {
     "acceptance_rate": "Share of verdicts on proposals matching a pos/neg candidate that accept.",
@@ -34,6 +36,12 @@ FIGURE_DEFINITIONS: dict[str, str] = {
     "vague_rate": "Share of first turns passing the vagueness check.",
     "persona_rate": "Share of checked turns in persona.",
     "schedule_adherence": "Share of checked turns whose text performs the scheduled act.",
+    "decision_agreement": "Share of decided turns whose words the text-reading classifier reads as the decision.",
+    "on": "kept: the figures on the turns as sent; first drafts: the same checks on each turn's first draft, where "
+          "it is known (turns stored before drafts were kept only when their first draft was sent).",
+    "intervention_share": "Share of simulated user turns asked again, composed from the decision or sent as the "
+                          "user query.",
+    "composed_share": "Share of simulated user turns composed from the model's decision (its words are fixed ones).",
     "length": "Tokens per user turn: two-sample Kolmogorov–Smirnov D against the dataset's own user turns of the "
               "same topics, with its p-value.",
     "questions": "Questions per user turn: difference of means against the dataset's own turns, Mann–Whitney U p.",

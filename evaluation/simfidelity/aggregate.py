@@ -8,6 +8,11 @@ turns of the same topics (each topic once): length (tokens) by the two-sample Ko
 = its D), questions per turn by the Mann–Whitney U test (distance = the difference of the means), first-person
 rate by Fisher's exact test (distance = the difference of the rates); each with its p-value. A run without gold
 counts in ``no_gold`` and in no figure.
+
+Every figure is reported three ways: on what was kept (the turns as sent), on the model's first drafts (the same
+checks on each turn's first draft, where it is known — a rule that sent a draft back while generating is then not
+counted as the model's success) and beside the interventions (drafts asked again, turns composed from the
+decision, openings sent as the user query) of the same turns.
 """
 
 from __future__ import annotations
@@ -18,12 +23,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from evaluation.simfidelity.types import RunFidelity, TurnChecks
+from sim.interventions import Interventions
 
 RATES = {  # figure → the check whose pass rate it is
     "vague_rate": "vague", "truthful_rate": "truthful", "verdict_consistency": "verdict", "persona_rate": "persona",
-    "schedule_adherence": "act"}
+    "schedule_adherence": "act", "decision_agreement": "decision"}
 HEADLINE = ("acceptance_rate", "implied_acceptance", "over_cooperation", "verdict_consistency", "truthful_rate",
-            "vagueness_gap", "vague_rate", "persona_rate", "schedule_adherence")
+            "vagueness_gap", "vague_rate", "persona_rate", "schedule_adherence", "decision_agreement")
+VIEWS = ("kept", "first drafts")  # the figures on what was sent, and on the model's first drafts (where known)
 DISTANCES = ("length", "questions", "first_person")
 
 
@@ -97,6 +104,29 @@ def distances(simulated: Sequence[dict[str, float]], reference: Sequence[dict[st
     return out
 
 
+def interventions_of(results: Sequence[RunFidelity]) -> dict:
+    """The interventions in the runs' simulated user turns, summed: counts, shares, what the record cannot say, and
+    how many results were made before interventions were measured (checks v6)."""
+    summed = Interventions()
+    for r in results:
+        if r.interventions is not None:
+            summed = summed + r.interventions
+    unmeasured = sum(r.interventions is None for r in results)
+    note = summed.note + (f"{'; ' if summed.note else ''}{unmeasured} result(s) checked before interventions were "
+                          "measured (check again)" if unmeasured else "")
+    return {**summed.figures(), "reasons": summed.reasons, "decisions": summed.decisions, "note": note,
+            "unmeasured": unmeasured}
+
+
+def first_draft_figures(results: Sequence[RunFidelity]) -> dict:
+    """The row's figures on the model's first drafts: pooled like the kept ones, over the turns whose first draft
+    is known (``unknown``: the others)."""
+    turns = [t for r in results for t in r.first_drafts]
+    tallies = turn_tallies(turns)
+    unknown = sum(r.counts_first.get("first_draft_unknown", len(r.turns)) for r in results)
+    return {**figures_from(tallies, gaps_of(turns)), "counts": tallies, "turns": len(turns), "unknown": unknown}
+
+
 def leaderboard(results: Sequence[RunFidelity]) -> list[dict]:
     """One row per (simulator variant, simulator model): pooled figures, their counts, the distribution distances,
     runs checked, runs passing every check and runs without gold; reference simulators first."""
@@ -114,7 +144,9 @@ def leaderboard(results: Sequence[RunFidelity]) -> list[dict]:
                "methods": sorted({r.method for r in gold}), "turns": len(turns),
                **figures_from(tallies, gaps_of(turns)), "counts": tallies,
                "distances": distances([t.features for t in turns], [f for fs in reference.values() for f in fs]),
-               "seconds_per_run": float(np.mean([r.seconds for r in rs])) if rs else None}
+               "seconds_per_run": float(np.mean([r.seconds for r in rs])) if rs else None,
+               "first_drafts": first_draft_figures(gold), "interventions": interventions_of(gold),
+               "checks_versions": sorted({r.checks_version for r in rs})}
         rows.append(row)
     order = {"replay": 0, "always-accept": 1, "random-verdict": 2}
     return sorted(rows, key=lambda r: (order.get(r["simulator"], 3), r["simulator"], r["simulator_model"]))

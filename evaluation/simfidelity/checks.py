@@ -9,6 +9,10 @@
   ``accept`` (pos) or ``reject`` (neg) and the user's stance must equal it; a proposal matching no candidate, or
   only a neutral one, is n/a and marked as such.
 - **persona** (every turn): :mod:`.persona`.
+- **decision** (a judging turn composed from the simulator's structured decision): the stance the text-reading
+  classifier gives the turn's words agrees with the decision. Where a decision exists it is the turn's stance for
+  truthful, verdict and act; the classifier reads only text nobody structured (drafts, the dataset's own turns,
+  reference simulators), so how often it agrees with a decision is itself reported.
 - **act** (fixed mode): the act the text performs (inferred from its stance and what it answers: an opening that
   asks something is a Topic Inquiry; a reply to a guess with a stance a Requirement Confirmation; a reply to a
   proposal with a clear verdict a Solution Feedback, without one a Solution Discussion) equals the schedule's act.
@@ -26,8 +30,9 @@ from evaluation.simfidelity.persona import PersonaJudge, check_persona
 from evaluation.simfidelity.types import CheckName, TurnCheck, TurnChecks
 from palset.vocab import Act
 from sim.decision import GAVE_AWAY, NO_DRAFT
+from sim.interventions import decision_of, first_draft
 from sim.textstats import features
-from sim.types import Utterance
+from sim.types import TurnDecision, Utterance
 
 StanceOf = Callable[[str, str, str, str | None], dict]  # (assistant text, user text, salt, answering) → {"label", …}
 ASKS = re.compile(r"[?？]|\b(help|advice|ideas?|suggest|tips?|how|what|which|should i|any|don't know|not sure|"
@@ -164,6 +169,42 @@ def _not_its_voice(utt: Utterance, instead: str) -> TurnCheck:
                      evidence={"fallback": utt.fallback})
 
 
+def decision_stance(decision: TurnDecision, reading: dict) -> dict:
+    """The stance of a turn the simulator decided (:mod:`sim.decision`): the decision's, with the classifier's
+    reading of the words beside it."""
+    return {"label": decision.stance, "source": "decision", "decision": decision.model_dump(mode="json"),
+            "text_reading": reading}
+
+
+def agrees(decision: TurnDecision, label: str) -> bool:
+    """Whether a text reading ``label`` says what the decision says (a denied guess may be corrected in part)."""
+    return label == decision.stance or (decision.field == "guessed" and not decision.value and label == "partial")
+
+
+def check_decision(decision: TurnDecision, reading: dict) -> TurnCheck:
+    """The text-reading classifier against the simulator's own decision on the same turn."""
+    evidence = {"decision": decision.stance, "derived": decision.derived, "text_reading": reading}
+    if reading["label"] == "invalid":
+        return TurnCheck(check="decision", outcome="n/a", reason="the stance judge gave no valid answer",
+                         evidence=evidence)
+    ok = agrees(decision, reading["label"])
+    return TurnCheck(check="decision", outcome="pass" if ok else "fail", evidence=evidence,
+                     reason=f"the simulator decided {decision.stance}; its words read as {reading['label']}")
+
+
+def check_first_draft(utt: Utterance, history: list[Utterance], ctx: CheckContext,
+                      kept: TurnChecks) -> TurnChecks | None:
+    """The checks of the model's first draft of ``utt`` as if it had been sent (``kept``: the checks of what was
+    sent, reused when the first draft is what was sent); None when the first draft is not known."""
+    draft = first_draft(utt)
+    if draft is None:
+        return None
+    if draft == utt.content and not utt.fallback:
+        return kept
+    as_drafted = utt.model_copy(update={"content": draft, "fallback": "", "decision": None, "attempts": 1})
+    return check_turn(as_drafted, history, ctx)
+
+
 def check_turn(utt: Utterance, history: list[Utterance], ctx: CheckContext) -> TurnChecks:
     """Every check of the user utterance ``utt`` (``history``: the utterances before it)."""
     out = TurnChecks(turn_no=utt.turn_no, act=utt.act.value, text=utt.content, features=features(utt.content))
@@ -171,7 +212,9 @@ def check_turn(utt: Utterance, history: list[Utterance], ctx: CheckContext) -> T
     prev = next((u for u in reversed(history) if u.side == "assistant"), None)
     salt = f"{ctx.salt}/{utt.turn_no}"
     answering = "guess" if prev is not None and prev.act is Act.REQUIREMENT_PREDICTION else None
-    stance = ctx.stance(prev.content if prev else "", utt.content, salt, answering)
+    reading = ctx.stance(prev.content if prev else "", utt.content, salt, answering)
+    decision = decision_of(utt)
+    stance = reading if decision is None else decision_stance(decision, reading)
     if utt.fallback and not utt.composed:  # not the simulator's words: it failed to speak as the user, no credit
         out.checks.append(_na("vague", f"not the simulator's words ({utt.fallback[:120]})"))
         out.checks.append(_not_its_voice(utt, "the user query was sent instead"))
@@ -187,6 +230,8 @@ def check_turn(utt: Utterance, history: list[Utterance], ctx: CheckContext) -> T
         proposal = next((u.content for u in reversed(history) if u.act is Act.SOLUTION_PROPOSAL), None)
         out.checks.append(_na("verdict", unavailable["verdict"]) if "verdict" in unavailable
                           else check_verdict(utt.content, proposal, stance, ctx))
+    if decision is not None:
+        out.checks.append(check_decision(decision, reading))
     if utt.composed:  # the decision is the simulator's (truthful, verdict, act are checked); the voice is not
         out.checks.append(_not_its_voice(utt, "the turn was composed from the model's decision"))
     else:

@@ -17,13 +17,14 @@ from collections.abc import Callable, Sequence
 from backends.embeddings import Embedder
 from backends.llm.client import LLMClient
 from evaluation.simfidelity.aggregate import run_figures
-from evaluation.simfidelity.checks import CheckContext, check_turn
+from evaluation.simfidelity.checks import CheckContext, check_first_draft, check_turn
 from evaluation.simfidelity.gold import TopicGold, topic_gold, unavailable
 from evaluation.simfidelity.judges import judge_persona, judge_stance
 from evaluation.simfidelity.match import Matcher
 from evaluation.simfidelity.store import SimFidelityStore
 from evaluation.simfidelity.types import CHECKS_VERSION, NO_GOLD, RunFidelity, SimFidelityConfig
 from palset.dataset import Dataset
+from sim.interventions import summarise
 from sim.stance import classify_stance
 from sim.types import RunRecord, RunSpec, Utterance
 
@@ -104,14 +105,28 @@ def check_run(record: RunRecord, dataset: Dataset, matcher_for: MatcherFor, *,
                            unavailable=unavailable(spec, gold), salt=record.run_id)
         result.unavailable = ctx.unavailable or {}
         result.reference = gold.reference
-        utts = record.utterances
-        result.turns = [check_turn(u, utts[:i], ctx) for i, u in enumerate(utts)
-                        if u.side == "user" and u.actor == "simulator"]
-        if not result.turns:
-            result.no_gold = f"{NO_GOLD}: the run has no simulated user turn yet"
-        result.figures, result.counts = run_figures(result.turns)
+        check_turns(result, record.utterances, ctx)
     result.seconds = round(time.perf_counter() - started, 4)
     return result
+
+
+def check_turns(result: RunFidelity, utts: list[Utterance], ctx: CheckContext) -> None:
+    """Fill ``result`` with the checks of every simulated user turn of ``utts`` three ways: on what was kept, on
+    the model's first drafts (where known) and the run's interventions."""
+    kept, first = [], []
+    for i, u in enumerate(utts):
+        if u.side != "user" or u.actor != "simulator":
+            continue
+        kept.append(check_turn(u, utts[:i], ctx))
+        if (drafted := check_first_draft(u, utts[:i], ctx, kept[-1])) is not None:
+            first.append(drafted)
+    result.turns, result.first_drafts = kept, first
+    if not kept:
+        result.no_gold = f"{NO_GOLD}: the run has no simulated user turn yet"
+    result.figures, result.counts = run_figures(kept)
+    result.figures_first, result.counts_first = run_figures(first)
+    result.counts_first["first_draft_unknown"] = len(kept) - len(first)
+    result.interventions = summarise(utts)
 
 
 def measure_run(record: RunRecord, dataset: Dataset, matcher_for: MatcherFor, store: SimFidelityStore, *,

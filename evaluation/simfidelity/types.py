@@ -9,11 +9,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-CheckName = Literal["vague", "truthful", "verdict", "persona", "act"]
-CHECKS: tuple[str, ...] = ("vague", "truthful", "verdict", "persona", "act")
+from sim.interventions import Interventions
+
+CheckName = Literal["vague", "truthful", "verdict", "persona", "act", "decision"]
+CHECKS: tuple[str, ...] = ("vague", "truthful", "verdict", "persona", "act", "decision")
 Outcome = Literal["pass", "fail", "n/a"]
 NO_GOLD = "n/a — no gold"
-CHECKS_VERSION = "5"  # 2: a fallback opening (sim.simulator) fails persona, vague n/a; 3: a turn composed from a decision (sim.decision) fails persona, its other checks run; talk about the prompt fails persona; 4: the rule stance classifier reads plain acceptances ("I accept the suggestion"), "I don't think …" rejections and a statement before a question in one sentence; 5: a reply to a guess reads "不对，不是这个。" as a denial (v4 and before: its "对，" and "是这个" as confirmation); the checks' definitions (FIDELITY.md "Simulator fidelity"); bump when one changes
+CHECKS_VERSION = "6"  # 2: a fallback opening (sim.simulator) fails persona, vague n/a; 3: a turn composed from a decision (sim.decision) fails persona, its other checks run; talk about the prompt fails persona; 4: the rule stance classifier reads plain acceptances ("I accept the suggestion"), "I don't think …" rejections and a statement before a question in one sentence; 5: a reply to a guess reads "不对，不是这个。" as a denial (v4 and before: its "对，" and "是这个" as confirmation); 6: a judging turn's stance is its structured decision where the simulator made one (the text-reading classifier only for text nobody structured), the text reading against it is the "decision" check, and each run is also checked on the model's first drafts, with its interventions; the checks' definitions (FIDELITY.md "Simulator fidelity"); bump when one changes
 
 
 class SimFidelityConfig(BaseModel):
@@ -78,6 +80,12 @@ class RunFidelity(BaseModel):
     figures: dict[str, float | None] = Field(default_factory=dict)  # aggregate.run_figures
     counts: dict[str, int] = Field(default_factory=dict)  # denominators of the figures
     reference: list[dict[str, float]] = Field(default_factory=list)  # features of the dataset's own user turns
+    # the same checks on the model's first drafts (turns whose first draft is known: sim.interventions.first_draft),
+    # and what intervened in the run's turns; empty in a result made before checks v6
+    first_drafts: list[TurnChecks] = Field(default_factory=list)
+    figures_first: dict[str, float | None] = Field(default_factory=dict)
+    counts_first: dict[str, int] = Field(default_factory=dict)
+    interventions: Interventions | None = None
     judge_model: str | None = None
     seconds: float = 0.0
     created_at: float = Field(default_factory=time.time)

@@ -69,7 +69,9 @@ def test_json_has_the_leaderboard_every_turns_evidence_and_definitions(home):
     run = next(r for r in data["runs"] if r["run_id"] == ids[0])
     verdicts = [c for t in run["turns"] for c in t["checks"] if c["check"] == "verdict"]
     assert [c["evidence"]["label"] for c in verdicts] == ["pos", "neg"] and verdicts[1]["outcome"] == "fail"
-    assert set(data["definitions"]["checks"]) == {"vague", "truthful", "verdict", "persona", "act"}
+    assert set(data["definitions"]["checks"]) == {"vague", "truthful", "verdict", "persona", "act", "decision"}
+    assert run["interventions"]["user_turns"] == len(run["turns"]) and "figures_first_drafts" in run
+    assert "first_drafts" in rows["llm"] and "interventions" in rows["llm"]
     assert data["human_agreement"] == [] and data["errors"] == {}
     assert {r.run_id for r in ws.simfidelity.results(dataset_key(DEMO))} == set(ids)  # stored
 
@@ -79,8 +81,9 @@ def test_csv_table_filters_and_the_datasets_own_dialogues(home):
     res = pal(path, "simulate", "fidelity", "--dataset", str(DEMO), "--format", "csv", "--simulators", "always-accept")
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
-    assert lines[0].startswith("simulator,model,runs,passed,no_gold") and len(lines) == 2
-    assert lines[1].startswith("always-accept,always-accept,1,")
+    assert lines[0].startswith("simulator,model,on,runs,passed,no_gold") and len(lines) == 3
+    assert lines[1].startswith("always-accept,always-accept,kept,1,")
+    assert lines[2].startswith("always-accept,always-accept,first drafts,1,")
     res = pal(path, "simulate", "fidelity", "--dataset", str(DEMO), "--runs", ids[1], "--own-dialogues",
               "--users", "1000")
     assert res.returncode == 0, res.stderr

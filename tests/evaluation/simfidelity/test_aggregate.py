@@ -74,8 +74,10 @@ def test_distances_use_the_named_two_sample_tests():
 def test_board_exports_flat_rows_and_csv():
     rows = leaderboard([result("a", [verdict("accept", "accept"), vague(0.1)],
                                reference=[{"length": 4, "questions": 1, "first_person": 1}] * 3)])
-    flat = board_rows(rows)[0]
-    assert flat["simulator"] == "llm" and flat["length_p"] is not None and "over_cooperation" in flat
+    flat = board_rows(rows)
+    assert [r["on"] for r in flat] == ["kept", "first drafts"]  # every figure on what was kept and on first drafts
+    assert flat[0]["simulator"] == "llm" and flat[0]["length_p"] is not None and "over_cooperation" in flat[0]
+    assert all("intervention_share" in r and "composed_share" in r for r in flat)
     text = board_csv(rows)
-    assert text.splitlines()[0].startswith("simulator,model,runs") and "checks_version" in text.splitlines()[0]
-    assert board_csv([]) == "simulator,model,runs\n"
+    assert text.splitlines()[0].startswith("simulator,model,on,runs") and "checks_version" in text.splitlines()[0]
+    assert board_csv([]) == "simulator,model,on,runs\n"
