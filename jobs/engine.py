@@ -152,10 +152,13 @@ class JobEngine:
     # ------------------------------------------------------------------ workers
 
     def recover(self) -> int:
-        """Requeue the units of dead workers on this host and those whose lease expired (done at every start)."""
+        """Requeue the units of dead workers on this host and those whose lease expired, and bring the ready-queue
+        in step with the units (done at every start)."""
         n = self.store.requeue_dead(_owner_alive) + self.store.requeue_expired()
         if n:
             log.info("requeued %d unit(s) of dead workers", n)
+        if fixed := self.store.reindex():
+            log.info("ready-queue: %d entr%s brought in step with the units", fixed, "y" if fixed == 1 else "ies")
         return n
 
     def start(self, workers: int = 4, pool: str = "app") -> None:

@@ -1,4 +1,8 @@
-"""Tables of jobs, their units and the units' dependencies (migration 30).
+"""Tables of jobs, their units and the units' dependencies (migration 30); the ready-queue (migration 141).
+
+``job_ready`` holds exactly the queued units whose dependencies are all done, with the job's pool and creation
+time copied beside them, so a claim reads the first row of an index instead of testing every queued unit's
+dependencies under the write lock (:class:`jobs.store.JobStore` keeps it in step with every status change).
 
 Applied by the composition root with every other domain's migrations (see :mod:`backends.store.schema`)."""
 
@@ -49,6 +53,28 @@ MIGRATIONS: list[Migration] = [
             dep_id TEXT NOT NULL REFERENCES job_units(unit_id) ON DELETE CASCADE,
             PRIMARY KEY (unit_id, dep_id)
         )
+        """,
+    ),
+    (
+        141,
+        "jobs: the ready-queue (queued units whose dependencies are done), indexed in claim order",
+        """
+        CREATE TABLE job_ready (
+            unit_id TEXT PRIMARY KEY REFERENCES job_units(unit_id) ON DELETE CASCADE,
+            job_id TEXT NOT NULL,
+            pool TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            seq INTEGER NOT NULL
+        );
+        CREATE INDEX job_ready_order ON job_ready(created_at, job_id, seq);
+        CREATE INDEX job_ready_job ON job_ready(job_id, seq);
+        CREATE INDEX job_ready_pool ON job_ready(pool, created_at, job_id, seq);
+        CREATE INDEX job_deps_dep ON job_deps(dep_id);
+        INSERT INTO job_ready SELECT u.unit_id, u.job_id, j.pool, u.kind, j.created_at, u.seq
+            FROM job_units u JOIN jobs j USING (job_id) WHERE u.status = 'queued' AND NOT EXISTS (
+                SELECT 1 FROM job_deps d JOIN job_units p ON p.unit_id = d.dep_id
+                WHERE d.unit_id = u.unit_id AND p.status != 'done')
         """,
     ),
 ]

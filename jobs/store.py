@@ -2,7 +2,12 @@
 
 Every change is one write transaction, so two worker threads (or two processes over one PAL home) never claim
 the same unit: a claim picks the first queued unit of an unfinished job whose dependencies are all done and
-takes its lease in the same transaction. Owners are ``host:pid:token`` strings, so an engine starting on a host
+takes its lease in the same transaction. Those units are the ready-queue (``job_ready``, :mod:`jobs.schema`),
+kept in step here with every change of a unit's status — a unit enters it when it is queued with its
+dependencies done or when its last dependency is done, and leaves it when it is claimed, cancelled, or a
+dependency is queued again — so a claim reads one index entry (O(log n) in the units queued) instead of testing
+each queued unit's dependencies under the write lock; :meth:`JobStore.reindex` rebuilds it from the units
+(when an engine starts, after units came in from elsewhere, e.g. a bundle). Owners are ``host:pid:token`` strings, so an engine starting on a host
 can tell the units of a dead process on that host (requeued at once) from those of a live one elsewhere
 (requeued only when their lease expires).
 """
@@ -18,6 +23,11 @@ from backends.store.db import Database
 from jobs.types import STATUSES, JobSpec, JobSummary, Unit, now
 
 HOST = socket.gethostname()
+
+# the queued units (of the selection after WHERE) whose dependencies are all done, as rows of ``job_ready``
+_READY_ROWS = ("SELECT u.unit_id, u.job_id, j.pool, u.kind, j.created_at, u.seq FROM job_units u JOIN jobs j "
+               "USING (job_id) WHERE u.status='queued' AND NOT EXISTS (SELECT 1 FROM job_deps d JOIN job_units p "
+               "ON p.unit_id=d.dep_id WHERE d.unit_id=u.unit_id AND p.status!='done') AND ")
 
 
 def unit_id(job_id: str, key: str) -> str:
@@ -59,42 +69,69 @@ class JobStore:
                                  [(unit_id(spec.job_id, u.key), unit_id(spec.job_id, d)) for d in u.deps])
             conn.execute("UPDATE job_units SET status='queued', max_attempts=attempts+max_attempts WHERE job_id=? "
                          "AND status IN ('cancelled', 'failed')", (spec.job_id,))
+            _ready_job(conn, spec.job_id)
         return spec.job_id
 
     # ------------------------------------------------------------------ claiming and running
 
     def claim(self, owner: str, lease_s: float, *, job_id: str | None = None, pool: str | None = None,
               kinds: Iterable[str] | None = None, exclude: Iterable[str] = ()) -> Unit | None:
-        """Take the lease of the next runnable unit (of one job, or of one pool), or None when none is runnable."""
-        conds = ["u.status='queued'", "j.cancelled=0",
-                 "NOT EXISTS (SELECT 1 FROM job_deps d JOIN job_units p ON p.unit_id=d.dep_id "
-                 "WHERE d.unit_id=u.unit_id AND p.status!='done')"]
+        """Take the lease of the next runnable unit (of one job, or of one pool), or None when none is runnable.
+
+        The next one is the first of the ready-queue in (job created, job, unit order) — one job's units in their
+        order when ``job_id`` is given — read from the index that has that order."""
+        conds = ["j.cancelled=0"]
         args: list = []
+        order = "r.created_at, r.job_id, r.seq"
         if job_id is not None:
-            conds.append("u.job_id=?")
+            conds.append("r.job_id=?")
             args.append(job_id)
+            order = "r.seq"
         if pool is not None:
-            conds.append("j.pool=?")
+            conds.append("r.pool=?")
             args.append(pool)
         if kinds is not None:
             kinds = list(kinds)
-            conds.append(f"u.kind IN ({','.join('?' * len(kinds))})")
+            conds.append(f"r.kind IN ({','.join('?' * len(kinds))})")
             args += kinds
         exclude = list(exclude)
         if exclude:
-            conds.append(f"u.unit_id NOT IN ({','.join('?' * len(exclude))})")
+            conds.append(f"r.unit_id NOT IN ({','.join('?' * len(exclude))})")
             args += exclude
         t = now()
         with self.db.write() as conn:
-            row = conn.execute("SELECT u.unit_id FROM job_units u JOIN jobs j USING (job_id) WHERE "
-                               + " AND ".join(conds) + " ORDER BY j.created_at, u.job_id, u.seq LIMIT 1", args).fetchone()
+            row = conn.execute("SELECT r.unit_id, r.job_id FROM job_ready r JOIN jobs j ON j.job_id=r.job_id WHERE "
+                               + " AND ".join(conds) + f" ORDER BY {order} LIMIT 1", args).fetchone()
             if row is None:
                 return None
             conn.execute("UPDATE job_units SET status='running', lease_owner=?, lease_until=?, attempts=attempts+1, "
                          "started_at=?, last_error=NULL WHERE unit_id=?", (owner, t + lease_s, t, row[0]))
-            conn.execute("UPDATE jobs SET updated_at=? WHERE job_id=(SELECT job_id FROM job_units WHERE unit_id=?)",
-                         (t, row[0]))
+            conn.execute("DELETE FROM job_ready WHERE unit_id=?", (row[0],))
+            conn.execute("UPDATE jobs SET updated_at=? WHERE job_id=?", (t, row[1]))
             return self._unit(conn, row[0])
+
+    def claim_plan(self, *, job_id: str | None = None, pool: str | None = None) -> list[str]:
+        """How SQLite runs a claim's query (``EXPLAIN QUERY PLAN`` details): what a test reads to see it walks an
+        index in claim order rather than sorting or scanning the units."""
+        conds, order = ["j.cancelled=0"], "r.created_at, r.job_id, r.seq"
+        args: list[str] = []
+        if job_id is not None:
+            conds, args, order = [*conds, "r.job_id=?"], [*args, job_id], "r.seq"
+        if pool is not None:
+            conds, args = [*conds, "r.pool=?"], [*args, pool]
+        with self.db.read() as conn:
+            return [r[3] for r in conn.execute(
+                "EXPLAIN QUERY PLAN SELECT r.unit_id, r.job_id FROM job_ready r JOIN jobs j ON j.job_id=r.job_id "
+                "WHERE " + " AND ".join(conds) + f" ORDER BY {order} LIMIT 1", args)]
+
+    def reindex(self) -> int:
+        """Rebuild the ready-queue from the units (units that came in other than through this store, a queue left
+        behind); the number of entries it changed."""
+        with self.db.write() as conn:
+            gone = conn.execute("DELETE FROM job_ready WHERE unit_id NOT IN (SELECT unit_id FROM (" + _READY_ROWS
+                                + "1))").rowcount
+            added = conn.execute("INSERT OR IGNORE INTO job_ready " + _READY_ROWS + "1").rowcount
+        return gone + added
 
     def heartbeat(self, owner: str, lease_s: float) -> set[str]:
         """Extend the leases ``owner`` holds; returns the ids of its units whose job was cancelled."""
@@ -129,6 +166,7 @@ class JobStore:
             conn.execute("UPDATE job_units SET status=?, lease_owner=NULL, lease_until=NULL, last_error=COALESCE(?, "
                          "last_error), attempts=MAX(0, attempts - (? = 'queued')) WHERE unit_id=? AND lease_owner=?",
                          (status, error, status, uid, owner))
+            _ready_units(conn, [uid])
 
     def _end(self, uid: str, owner: str, status: str, error: str | None, result: dict | None, seconds: float) -> bool:
         t = now()
@@ -140,6 +178,8 @@ class JobStore:
                 (status, error, json.dumps(result) if result is not None else None, t, seconds, status, uid, owner))
             conn.execute("UPDATE jobs SET updated_at=? WHERE job_id=(SELECT job_id FROM job_units WHERE unit_id=?)",
                          (t, uid))
+            if cur.rowcount == 1:
+                _ready_units(conn, [uid, *(_dependants(conn, [uid]) if status == "done" else [])])
             return cur.rowcount == 1
 
     # ------------------------------------------------------------------ a person's controls
@@ -149,6 +189,7 @@ class JobStore:
         with self.db.write() as conn:
             conn.execute("UPDATE jobs SET cancelled=1, updated_at=? WHERE job_id=?", (now(), job_id))
             conn.execute("UPDATE job_units SET status='cancelled' WHERE job_id=? AND status='queued'", (job_id,))
+            conn.execute("DELETE FROM job_ready WHERE job_id=?", (job_id,))
 
     def retry(self, job_id: str, unit_ids: Iterable[str] | None = None) -> int:
         """Failed and cancelled units (all, or these) are queued again with one more attempt allowed."""
@@ -161,7 +202,9 @@ class JobStore:
             args += ids
         with self.db.write() as conn:
             conn.execute("UPDATE jobs SET cancelled=0, updated_at=? WHERE job_id=?", (now(), job_id))
-            return conn.execute(sql, args).rowcount
+            n = conn.execute(sql, args).rowcount
+            _ready_job(conn, job_id)
+            return n
 
     @staticmethod
     def requeue_reading_in(conn: sqlite3.Connection, run_id: str) -> list[str]:
@@ -175,6 +218,7 @@ class JobStore:
         conn.executemany("UPDATE job_units SET status='queued', max_attempts=attempts+1, result=NULL, last_error=NULL, "
                          "progress=0, progress_text='', lease_owner=NULL, lease_until=NULL WHERE unit_id=?",
                          [(i,) for i in ids])
+        _ready_units(conn, [*ids, *_dependants(conn, ids)])  # a dependant waits again for a unit no longer done
         return ids
 
     # ------------------------------------------------------------------ dead workers
@@ -182,9 +226,13 @@ class JobStore:
     def requeue_expired(self) -> int:
         """Units whose lease ran out (their worker stopped renewing it) are queued again."""
         with self.db.write() as conn:
-            return conn.execute("UPDATE job_units SET status='queued', lease_owner=NULL, lease_until=NULL, "
-                                "last_error='the worker stopped renewing its lease' "
-                                "WHERE status='running' AND lease_until < ?", (now(),)).rowcount
+            ids = [r[0] for r in conn.execute("SELECT unit_id FROM job_units WHERE status='running' AND lease_until < ?",
+                                              (now(),))]
+            conn.executemany("UPDATE job_units SET status='queued', lease_owner=NULL, lease_until=NULL, "
+                             "last_error='the worker stopped renewing its lease' WHERE unit_id=? AND status='running'",
+                             [(i,) for i in ids])
+            _ready_units(conn, ids)
+            return len(ids)
 
     def requeue_dead(self, alive: Callable[[str], bool]) -> int:
         """Running units of owners on this host that ``alive`` says are gone are queued again at once."""
@@ -194,9 +242,12 @@ class JobStore:
         if not dead:
             return 0
         with self.db.write() as conn:
-            return conn.execute(
-                f"UPDATE job_units SET status='queued', lease_owner=NULL, lease_until=NULL, last_error='its worker "
-                f"died' WHERE status='running' AND lease_owner IN ({','.join('?' * len(dead))})", dead).rowcount
+            ids = [r[0] for r in conn.execute(f"SELECT unit_id FROM job_units WHERE status='running' AND lease_owner "
+                                              f"IN ({','.join('?' * len(dead))})", dead)]
+            conn.executemany("UPDATE job_units SET status='queued', lease_owner=NULL, lease_until=NULL, last_error="
+                             "'its worker died' WHERE unit_id=? AND status='running'", [(i,) for i in ids])
+            _ready_units(conn, ids)
+            return len(ids)
 
     # ------------------------------------------------------------------ reading
 
@@ -288,6 +339,24 @@ class JobStore:
     def delete(self, job_id: str) -> None:
         with self.db.write() as conn:
             conn.execute("DELETE FROM jobs WHERE job_id=?", (job_id,))
+
+
+def _ready_units(conn: sqlite3.Connection, ids: list[str]) -> None:
+    """Bring these units' ready-queue entries in step with their status and their dependencies'."""
+    for uid in dict.fromkeys(ids):
+        conn.execute("DELETE FROM job_ready WHERE unit_id=?", (uid,))
+        conn.execute("INSERT INTO job_ready " + _READY_ROWS + "u.unit_id=?", (uid,))
+
+
+def _ready_job(conn: sqlite3.Connection, job_id: str) -> None:
+    """The same for every unit of one job (a job submitted or retried: its pool may have changed too)."""
+    conn.execute("DELETE FROM job_ready WHERE job_id=?", (job_id,))
+    conn.execute("INSERT INTO job_ready " + _READY_ROWS + "u.job_id=?", (job_id,))
+
+
+def _dependants(conn: sqlite3.Connection, ids: list[str]) -> list[str]:
+    """The units that depend directly on any of ``ids``."""
+    return [r[0] for uid in ids for r in conn.execute("SELECT unit_id FROM job_deps WHERE dep_id=?", (uid,))]
 
 
 def _to_unit(row: sqlite3.Row, deps: list[str]) -> Unit:
