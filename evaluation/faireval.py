@@ -30,6 +30,7 @@ from backends.llm.errors import ContextOverflow
 from backends.prompts import Prompt, load_prompt
 from evaluation.versions import METRIC_VERSIONS
 from memory.privacy import redact_text
+from sim.interventions import Interventions, summarise
 from sim.simulator import TopicContext
 from sim.types import RunRecord
 
@@ -129,6 +130,9 @@ class Judgment(BaseModel):
     token_counter: str = ""
     context_window: int | None = None
     invalid_reason: str | None = None  # why samples were not even asked (a prompt too long for the window)
+    # each arm's interventions ("a", "b"): the simulated user turns of its run asked again, composed from the
+    # decision or sent as the user query (sim.interventions); empty in a judgment made before they were recorded
+    interventions: dict[str, Interventions] = Field(default_factory=dict)
 
 
 def judgment_key(run_a: str, run_b: str, aspect: str, k: int, judge_model: str, prompt_version: str,
@@ -312,5 +316,6 @@ def judge_pair(llm: LLMClient, ctx: TopicContext, run_a: RunRecord, run_b: RunRe
         texts={"order1": OrderTexts(assistant_1=text_a, assistant_2=text_b),
                "order2": OrderTexts(assistant_1=text_b, assistant_2=text_a)},
         samples=samples, prompt_tokens=tokens, token_counter=budget.counter_name, context_window=budget.window,
-        invalid_reason=reasons[0] if reasons else None)
+        invalid_reason=reasons[0] if reasons else None,
+        interventions={"a": summarise(run_a.utterances), "b": summarise(run_b.utterances)})
     return apply_decision(j, threshold)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+from sim.interventions import NOT_KEPT, decision_of, kind_of, summarise
 from sim.types import RunRecord, Utterance
 
 SPEAKERS = {"simulator": "User (simulator)", "assistant": "Assistant", "human": "Person"}
@@ -49,6 +50,10 @@ def _header(record: RunRecord) -> list[str]:
         lines.append(f"- Compared in pair: {record.pair_id}")
     for role, s in record.settings.items():
         lines.append(f"- {role}: {s.get('provider', '?')} · {s.get('model', '?')} · temperature {s.get('temperature', '?')}")
+    if (i := summarise(record.utterances)).user_turns:
+        lines.append(f"- Interventions: {i.intervened} of {i.user_turns} simulated user turn(s) intervened in "
+                     f"({i.asked_again} asked again, {i.composed} composed from the decision, {i.user_query} sent as "
+                     "the user query)" + (f"; {i.note}" if i.note else ""))
     if record.created_at:
         lines.append(f"- Created: {time.strftime('%Y-%m-%d %H:%M', time.localtime(record.created_at))}")
     return lines
@@ -65,4 +70,23 @@ def _utterance(utt: Utterance) -> list[str]:
                      f"in the full history, {len(utt.trace.get('items', []))} item(s) retrieved")
     if notes:
         lines += ["", "_" + "; ".join(notes) + "_"]
-    return [*lines, ""]
+    return [*lines, *_interventions(utt), ""]
+
+
+def _interventions(utt: Utterance) -> list[str]:
+    """What intervened in a simulated user turn: why its words are not a draft, its decision, each draft sent back
+    with the reasons, or — for a turn stored before drafts were kept — that they were not kept."""
+    if utt.side != "user" or utt.actor != "simulator" or kind_of(utt) == "none":
+        return []
+    lines = ["", f"_Intervention: {kind_of(utt)} ({utt.attempts} call(s))_"]
+    if utt.fallback:
+        lines.append(f"_Not the model's draft: {utt.fallback}_")
+    if (decision := decision_of(utt)) is not None:
+        lines.append(f"_Decision: {decision.field} = {'yes' if decision.value else 'no'} (stance {decision.stance}"
+                     + ("; read back from the fallback text" if decision.derived else "") + ")_")
+    for n, draft in enumerate(utt.drafts, 1):
+        why = "kept" if draft.kept else "sent back: " + ("; ".join(draft.reasons) or "no reason recorded")
+        lines.append(f"- draft {n} ({why}): {draft.text}")
+    if not utt.drafts_kept:
+        lines.append(f"_Drafts: {NOT_KEPT}._")
+    return lines

@@ -84,3 +84,22 @@ def test_a_composed_turn_keeps_every_draft_with_the_reason_it_was_sent_back_and_
     s = summarise(record.utterances)
     assert s.composed == len(judging) and s.drafts_kept == len(user) and not s.note
     assert sum(s.reasons.values()) == sum(len(u.drafts) - sum(d.kept for d in u.drafts) for u in user)
+
+
+def test_the_transcript_export_shows_each_intervention_and_what_was_not_kept():
+    from sim.export import run_to_json, run_to_markdown
+    from sim.types import RunRecord, RunSpec
+
+    prompt = load_role_prompt("sim/user_decision", "en")
+    text, fallback, decision = composed(prompt, VerdictDecision(accept=False, why="too dear"), "en", [], "M")
+    new = _user(3, text, fallback=fallback, decision=decision, attempts=4, drafts_kept=True,
+                drafts=[Draft(text="How can I help?", reasons=["offers help like an assistant"])])
+    stored = _user(5, text, fallback=fallback, attempts=4)
+    spec = RunSpec(dataset="/d", user_id="1000", sample_id="s", topic_key="t", method="vanilla")
+    record = RunRecord(run_id="run-x", spec=spec, utterances=[_user(1, "Any idea?", act=Act.TOPIC_INQUIRY), new, stored])
+    md = run_to_markdown(record)
+    assert "Interventions: 2 of 3 simulated user turn(s)" in md and "2 of 3 turn(s) recorded before drafts" in md
+    assert "- draft 1 (sent back: offers help like an assistant): How can I help?" in md
+    assert md.count("Decision: accept = no (stance reject") == 2 and "read back from the fallback text" in md
+    assert NOT_KEPT in md
+    assert '"drafts"' in run_to_json(record) and '"decision"' in run_to_json(record)

@@ -53,6 +53,12 @@ def topic_id(j: Judgment) -> str:
     return f"{j.sample_id}_{j.topic_key}"
 
 
+def arm_shares(j: Judgment) -> dict[str, float | int | None]:
+    """Each arm's simulated user turns and the shares of them intervened in and composed (None: not recorded)."""
+    return {f"{arm}_{name}": (getattr(j.interventions[arm], name) if arm in j.interventions else None)
+            for arm in ("a", "b") for name in ("user_turns", "intervention_share", "composed_share")}
+
+
 def judgments_frame(judgments: list[Judgment]) -> pd.DataFrame:
     """One row per judgment (topic × aspect), flat, for the export."""
     rows = [{"user_id": j.user_id, "sample_id": j.sample_id, "topic_key": j.topic_key, "aspect": j.aspect,
@@ -60,7 +66,8 @@ def judgments_frame(judgments: list[Judgment]) -> pd.DataFrame:
              "decision": j.decision, "mean_a": j.mean_a, "mean_b": j.mean_b, "flipped": j.flipped,
              "order1_winner": j.order1_winner, "order2_winner": j.order2_winner, "invalid": j.invalid,
              "k": j.k, "threshold": j.threshold, "judge_model": j.judge_model, "prompt_version": j.prompt_version,
-             "judgment_key": j.judgment_key, "metric_versions": versions_text("faireval_decision")} for j in judgments]
+             "judgment_key": j.judgment_key, "metric_versions": versions_text("faireval_decision"), **arm_shares(j)}
+            for j in judgments]
     return pd.DataFrame(rows)
 
 

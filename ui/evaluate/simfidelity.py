@@ -11,12 +11,14 @@ import pandas as pd
 import streamlit as st
 
 from evaluation.faireval import Judgment
+from evaluation.faireval_interventions import SHARES, pooled, under_share, with_interventions
 from evaluation.simfidelity import CHECK_DEFINITIONS, FIGURE_DEFINITIONS
-from evaluation.simfidelity.aggregate import leaderboard
-from evaluation.simfidelity.export import board_csv
+from evaluation.simfidelity.aggregate import VIEWS, leaderboard
+from evaluation.simfidelity.export import board_csv, figures_on
 from evaluation.simfidelity.service import OWN_DIALOGUE_SIMULATORS, matchers, measure_runs, own_dialogue_runs
 from evaluation.simfidelity.types import SimFidelityConfig
 from palset.dataset import Dataset
+from sim.store import SimStore
 from ui import platform_state
 from ui.platform_state import base_workspace
 from ui.presenting import read_only_note, writes_allowed
@@ -29,17 +31,21 @@ def _rate(value: float | None, signed: bool = False) -> str:
     return "–" if value is None else (f"{value:+.3f}" if signed else f"{value:.3f}")
 
 
-def board_frame(rows: list[dict]) -> pd.DataFrame:
-    """One row per simulator: the figures (n/a as –) and each distance with its p-value."""
+def board_frame(rows: list[dict], on: str = "kept") -> pd.DataFrame:
+    """One row per simulator: the figures ``on`` what was kept or the model's first drafts (n/a as –), the share of
+    its turns intervened in and composed, and each distance with its p-value."""
     out = []
     for r in rows:
+        f = figures_on(r, on)
+        i = r["interventions"]
         row = {"simulator": r["simulator"], "model": r["simulator_model"], "runs": r["runs"],
-               "passed": r["passed"], "no gold": r["no_gold"],
-               "acceptance": _rate(r["acceptance_rate"]), "implied": _rate(r["implied_acceptance"]),
-               "over-cooperation": _rate(r["over_cooperation"], True),
-               "verdict consistency": _rate(r["verdict_consistency"]), "truthful": _rate(r["truthful_rate"]),
-               "vagueness gap": _rate(r["vagueness_gap"], True), "persona": _rate(r["persona_rate"]),
-               "schedule": _rate(r["schedule_adherence"])}
+               "passed": r["passed"], "no gold": r["no_gold"], "turns": f["turns"],
+               "intervened": _rate(i["intervention_share"]), "composed": _rate(i["composed_share"]),
+               "acceptance": _rate(f["acceptance_rate"]), "implied": _rate(f["implied_acceptance"]),
+               "over-cooperation": _rate(f["over_cooperation"], True),
+               "verdict consistency": _rate(f["verdict_consistency"]), "truthful": _rate(f["truthful_rate"]),
+               "vagueness gap": _rate(f["vagueness_gap"], True), "persona": _rate(f["persona_rate"]),
+               "schedule": _rate(f["schedule_adherence"]), "text vs decision": _rate(f.get("decision_agreement"))}
         for name, d in r["distances"].items():
             row[f"{name} distance (p)"] = "–" if d["distance"] is None else f"{d['distance']:+.3f} ({d['p']:.3g})"
         out.append(row)
@@ -50,7 +56,18 @@ def render_simulator_board(dataset: Dataset, dkey: str) -> None:
     results = base_workspace().simfidelity.results(dkey)
     rows = leaderboard(results)
     if rows:
-        st.dataframe(board_frame(rows), hide_index=True, width="stretch", key="eval_simfid_board")
+        on = st.segmented_control("Figures on", list(VIEWS), default="kept", required=True, key="eval_simfid_on",
+                                  help=FIGURE_DEFINITIONS["on"])
+        st.dataframe(board_frame(rows, on), hide_index=True, width="stretch", key="eval_simfid_board")
+        notes = [f"{r['simulator']} · {r['simulator_model']}: {r['interventions']['note']}" for r in rows
+                 if r["interventions"]["note"]]
+        unknown = sum(r["first_drafts"]["unknown"] for r in rows)
+        if on != "kept" and unknown:
+            st.caption(f"{unknown} turn(s) whose first draft is not known (stored before drafts were kept, and asked "
+                       "again) are left out of the first-draft figures.")
+        if notes:
+            with st.expander("What the record cannot say"):
+                st.markdown("\n".join(f"- {md_escape(n)}" for n in notes))
         st.caption("Rates pool the checked user turns of each simulator's runs (n/a turns left out); runs without "
                    "gold count only in 'no gold' (n/a — no gold). Reference simulators: replay (the dataset's own "
                    "dialogue, the ceiling), always-accept and random-verdict (floors).")
@@ -133,3 +150,54 @@ def filter_by_simulator(judgments: list[Judgment], dkey: str) -> list[Judgment]:
     st.caption(f"{len(kept)} of {len(judgments)} judgment(s) kept" + (f"; {unchecked} run(s) not checked yet"
                                                                       if unchecked else "") + ".")
     return kept
+
+
+def with_arm_interventions(judgments: list[Judgment], sims: SimStore) -> list[Judgment]:
+    """The judgments with both arms' interventions: recorded, or (judgments made before they were) from the stored
+    runs, which the caption then says."""
+    filled, derived = with_interventions(judgments, sims.load)
+    if derived:
+        st.caption(f"{derived} judgment(s) were made before interventions were recorded: their arms' interventions "
+                   "come from the stored runs (attempts and composed turns; the drafts' reasons were not kept).")
+    return filled
+
+
+def filter_by_interventions(judgments: list[Judgment]) -> list[Judgment]:
+    """All the judgments, or (toggle) only those whose two runs are under a share of intervened/composed turns."""
+    c1, c2, c3 = st.columns([2, 2, 2])
+    only = c1.toggle("Only runs under an intervention share", key="eval_interv_filter",
+                     help="Keeps the judgments whose two runs each have at most this share of simulated user turns "
+                          "composed from the model's decision (or intervened in at all).")
+    if not only:
+        return judgments
+    share = c2.selectbox("Share", list(SHARES), format_func=lambda s: SHARES[s], key="eval_interv_share")
+    limit = c3.slider("At most", 0.0, 1.0, 0.2, step=0.05, key="eval_interv_limit")
+    kept, unknown = under_share(judgments, share, limit)
+    st.caption(f"{len(kept)} of {len(judgments)} judgment(s) kept" + (f"; {unknown} without interventions to read "
+                                                                      "(their runs are gone)" if unknown else "") + ".")
+    return kept
+
+
+def interventions_frame(judgments: list[Judgment], a: str, b: str) -> pd.DataFrame:
+    """Each arm's interventions over the distinct runs the shown judgments compare: turns, shares and the note."""
+    rows = []
+    for arm, method in zip(("a", "b"), (a, b)):
+        i = pooled(judgments)[arm]
+        rows.append({"arm": f"{arm.upper()}: {method}", "simulated user turns": i.user_turns,
+                     "intervened": _share(i.intervened, i.intervention_share),
+                     "asked again": i.asked_again, "composed": _share(i.composed, i.composed_share),
+                     "user query": i.user_query, "drafts kept": i.drafts_kept, "note": i.note})
+    return pd.DataFrame(rows)
+
+
+def _share(count: int, share: float | None) -> str:
+    return "–" if share is None else f"{count} ({share:.0%})"
+
+
+def render_arm_interventions(judgments: list[Judgment], a: str, b: str) -> None:
+    """What shaped the simulated user each arm was judged with, beside its win/tie/lose."""
+    st.markdown("**The simulated user's interventions, per arm**")
+    st.dataframe(interventions_frame(judgments, a, b), hide_index=True, width="stretch", key="eval_interventions")
+    st.caption("A turn is intervened in when a draft was asked again, it was composed from the model's decision "
+               "(the decision is the model's, the words are fixed ones) or an opening was sent as the user query. "
+               "Restrict the outcomes to runs under a share above.")

@@ -40,7 +40,13 @@ from ui.evaluate.experiments import render_experiments
 from ui.evaluate.fidelity import render_fidelity_board
 from ui.evaluate.judging import judge_temperature, render_judge_button
 from ui.evaluate.results import render_exports, render_results
-from ui.evaluate.simfidelity import filter_by_simulator, render_simulator_board
+from ui.evaluate.simfidelity import (
+    filter_by_interventions,
+    filter_by_simulator,
+    render_arm_interventions,
+    render_simulator_board,
+    with_arm_interventions,
+)
 from ui.platform_state import base_workspace
 from ui.presenting import read_only_note, writes_allowed
 from ui.text import md_escape
@@ -193,6 +199,7 @@ def render_pairwise(dataset: Dataset, dkey: str, sims: SimStore,
     judge = _pick_judge(stored)
     judgments = latest_judgments(j for j in stored if j.judge_model == judge)
     judgments = filter_by_simulator([apply_decision(j, threshold) for j in judgments], dkey)
+    judgments = filter_by_interventions(with_arm_interventions(judgments, sims))
     dropped = dropped_topics(sims, dkey, a, b)
     if not judgments:
         st.info(f"No judgments of {md_escape(a)} vs {md_escape(b)} yet" + (": press Judge." if writes_allowed() else ".")
@@ -201,6 +208,7 @@ def render_pairwise(dataset: Dataset, dkey: str, sims: SimStore,
     st.caption(f"Judged by **{md_escape(judge)}** · {len(judgments)} judgment(s) shown.")
     rows = aggregate_judgments(judgments, threshold, dropped=dropped)
     render_results(rows, judgments, a, b, dropped)
+    render_arm_interventions(judgments, a, b)
     render_calibration(dkey, judgments, a, b, aspects)
     render_drilldown(dataset, sims, judgments, a, b)
     render_exports(judgments, rows, a, b, dropped)
