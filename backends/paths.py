@@ -4,13 +4,23 @@ Run store, response cache, Chroma collections, generation runs, PLUM adapters, l
 application logs all live under it, so two installs (or two test runs with different ``PAL_HOME``)
 never share state. :class:`StatePaths` names every place; only the composition root
 (:mod:`studio.workspace`) turns them into stores.
+
+The home is private: it holds bcrypt hashes, answers, the audit log and the session key. :func:`make_private`
+(the workspace calls it on start) creates it 0700 and tightens an existing one — folders 0700, files 0600 — with a
+log line naming what it changed; links are left alone (never followed).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
+
+log = logging.getLogger(__name__)
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -18,6 +28,33 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 def default_home() -> Path:
     """``PAL_HOME``, or ``.pal/`` in the project (not created here)."""
     return Path(os.environ.get("PAL_HOME") or PROJECT_ROOT / ".pal").expanduser()
+
+
+def _tighten(path: Path, mode: int) -> bool:
+    current = stat.S_IMODE(path.lstat().st_mode)
+    if current & ~mode == 0:
+        return False
+    path.chmod(current & mode)  # never a link: the caller skips them
+    return True
+
+
+def make_private(home: Path) -> int:
+    """Create ``home`` (0700) and take group and other access from it, every folder (0700) and file (0600) under it;
+    returns how many were changed (logged at INFO when any)."""
+    home = Path(home)
+    home.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    changed = int(_tighten(home, PRIVATE_DIR))
+    for root, dirs, files in os.walk(home):
+        for name in dirs:
+            path = Path(root) / name
+            changed += not path.is_symlink() and _tighten(path, PRIVATE_DIR)
+        for name in files:
+            path = Path(root) / name
+            changed += not path.is_symlink() and _tighten(path, PRIVATE_FILE)
+    if changed:
+        log.info("PAL_HOME %s made private: %d files and folders lost group and other access (folders 0700, files "
+                 "0600)", home, changed)
+    return changed
 
 
 RUNS_DB = "runs.sqlite"

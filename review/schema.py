@@ -89,4 +89,13 @@ MIGRATIONS: list[Migration] = [
             WHERE sso_subject IS NOT NULL
         """,
     ),
+    (
+        111,
+        "sign-in sessions bound to the page that signed in: the digest of the token its websocket presents and "
+        "the origin it signed in from",
+        """
+        ALTER TABLE auth_sessions ADD COLUMN page_token TEXT;
+        ALTER TABLE auth_sessions ADD COLUMN origin TEXT
+        """,
+    ),
 ]

@@ -11,10 +11,20 @@ A session signs its account in while all of these hold, checked on every use (ev
   changed password or role ends every session of the account;
 * it was used within its idle time and is younger than its absolute lifetime (:class:`SessionPolicy`, from
   ``PAL_SESSION_IDLE_MINUTES`` and ``PAL_SESSION_MAX_HOURS``);
-* it was issued after the account's ``sessions_after`` (an admin ending a person's sessions sets it).
+* it was issued after the account's ``sessions_after`` (an admin ending a person's sessions sets it);
+* the connection presents what the sign-in route bound the session to: the page's token (the digest of the XSRF
+  token the sign-in form carried, which the page's websocket presents again in ``Sec-WebSocket-Protocol``;
+  :func:`ui.web_auth.page_token`) and the origin it signed in from. A session cookie that leaked alone (a log, a
+  copied header) signs nobody in. A plain-HTTP server on another port of the same host still receives every cookie
+  of the host, the XSRF cookie included: against it stand the websocket's Origin and Host checks
+  (:mod:`ui.web_guard`) and, behind TLS, the ``Secure`` :data:`TLS_COOKIE`.
 
-A session that fails a check is deleted. Identity is never bound to Streamlit's session id (which travels in
+A session that fails an account or time check is deleted; one presented without its page token or from another
+origin is only refused (the owner's page still holds both). Identity is never bound to Streamlit's session id (which travels in
 upload URLs): a page reads the cookie its own connection brought, on every run.
+
+Behind TLS the cookie is :data:`TLS_COOKIE` (``__Host-``: Secure, path ``/``, no domain), which a plain-HTTP page on
+the same host can neither read nor plant; :func:`rotate_key` makes a new signing key and ends every session.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ import base64
 import contextlib
 import hashlib
 import hmac
+import logging
 import os
 import secrets
 import time
@@ -35,7 +46,9 @@ from pydantic import BaseModel
 from backends.store.db import Database
 from review.accounts import Account
 
+log = logging.getLogger(__name__)
 COOKIE = "pal_session"
+TLS_COOKIE = "__Host-pal_session"  # the same cookie set over TLS (the browser then enforces Secure, path /, no domain)
 TOKEN_BYTES = 32
 
 
@@ -122,6 +135,20 @@ def _digest(token: str) -> str:
     return hashlib.sha256(token.encode("ascii")).hexdigest()
 
 
+def rotate_key(path: Path) -> None:
+    """Replace the signing key file with a new random key (0600), atomically: every cookie signed with the old
+    key stops verifying. The caller ends the sessions too (:meth:`SessionStore.end_everyone`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staged = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        f.write(secrets.token_hex(32))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(staged, path)
+
+
 def binding(password_hash: str, role: str) -> str:
     """What a session is bound to: the account's password hash and role, as they were when it was issued."""
     return hashlib.sha256(f"{password_hash}\0{role}".encode()).hexdigest()
@@ -145,8 +172,9 @@ class SessionStore:
         self.policy = policy or SessionPolicy()
 
     def issue(self, account: str, *, client: str | None = None, user_agent: str | None = None,
-              via: str = "password") -> str:
-        """A new session of ``account``; returns the cookie value (raises KeyError for an unknown account)."""
+              via: str = "password", page: str | None = None, origin: str | None = None) -> str:
+        """A new session of ``account``; returns the cookie value (raises KeyError for an unknown account).
+        ``page`` (a page token's digest) and ``origin`` bind it: every use must present both again."""
         token = _b64(secrets.token_bytes(TOKEN_BYTES))
         now = self.clock()
         with self.db.write() as conn:
@@ -154,23 +182,28 @@ class SessionStore:
             if row is None:
                 raise KeyError(f"no account {account!r}")
             conn.execute("INSERT INTO auth_sessions (id_hash, account, binding, via, created_at, last_seen, expires_at,"
-                         " idle_s, client, user_agent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         " idle_s, client, user_agent, page_token, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                          (_digest(token), account, binding(row["password_hash"], row["role"]), via, now, now,
-                          now + self.policy.absolute_s, self.policy.idle_s, client, (user_agent or "")[:200] or None))
+                          now + self.policy.absolute_s, self.policy.idle_s, client, (user_agent or "")[:200] or None,
+                          page, _origin(origin)))
         return self.signer.sign(token)
 
-    def resolve(self, cookie: str | None) -> Account | None:
-        """The account a cookie signs in, or None (a session that fails a check is deleted)."""
+    def resolve(self, cookie: str | None, *, page: str | None = None, origin: str | None = None) -> Account | None:
+        """The account a cookie signs in, or None (a session that fails an account or time check is deleted; one
+        bound to a page token or an origin that this connection does not present is refused and kept)."""
         token = self.signer.unsign(cookie)
         if token is None:
             return None
         key = _digest(token)
         with self.db.read() as conn:
             row = conn.execute(
-                "SELECT s.binding, s.created_at, s.last_seen, s.expires_at, s.idle_s, a.name, a.role, a.email, "
-                "a.password_hash, a.sessions_after FROM auth_sessions s JOIN review_accounts a ON a.name = s.account "
-                "WHERE s.id_hash=?", (key,)).fetchone()
+                "SELECT s.binding, s.created_at, s.last_seen, s.expires_at, s.idle_s, s.page_token, s.origin, a.name, "
+                "a.role, a.email, a.password_hash, a.sessions_after FROM auth_sessions s "
+                "JOIN review_accounts a ON a.name = s.account WHERE s.id_hash=?", (key,)).fetchone()
         if row is None:
+            return None
+        if not _presents(row["page_token"], page) or not _presents(row["origin"], _origin(origin)):
+            log.warning("a session cookie came without its page token or from another origin (%r): refused", origin)
             return None
         now = self.clock()
         valid = (hmac.compare_digest(row["binding"], binding(row["password_hash"], row["role"]))
@@ -200,6 +233,13 @@ class SessionStore:
             conn.execute("UPDATE review_accounts SET sessions_after=? WHERE name=?", (self.clock(), account))
             return conn.execute("DELETE FROM auth_sessions WHERE account=?", (account,)).rowcount
 
+    def end_everyone(self) -> int:
+        """End every sign-in of every account (after a new signing key): all password sessions, and single
+        sign-on identities signed in before now. Returns the number of password sessions ended."""
+        with self.db.write() as conn:
+            conn.execute("UPDATE review_accounts SET sessions_after=?", (self.clock(),))
+            return conn.execute("DELETE FROM auth_sessions").rowcount
+
     def end_ref(self, ref: str) -> bool:
         """End the one session a list names (``ref``: the first 12 hex digits of its hash)."""
         if len(ref) != 12 or any(c not in "0123456789abcdef" for c in ref):
@@ -227,6 +267,15 @@ class SessionStore:
         with self.db.write() as conn:
             return conn.execute("DELETE FROM auth_sessions WHERE expires_at < ? OR last_seen + idle_s < ?",
                                 (now, now)).rowcount
+
+
+def _origin(origin: str | None) -> str | None:
+    return origin.strip().rstrip("/").lower() or None if origin else None
+
+
+def _presents(bound: str | None, presented: str | None) -> bool:
+    """A session bound to nothing (issued outside the sign-in route) needs nothing; else the same value."""
+    return bound is None or (presented is not None and hmac.compare_digest(bound, presented))
 
 
 def sso_issued_at(claims: Mapping[str, object]) -> float | None:

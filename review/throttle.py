@@ -1,5 +1,10 @@
 """Backoff after repeated failed sign-ins, per account name and per client address.
 
+An attempt is counted before its password is checked (:meth:`SignInThrottle.begin`: the wait is read and the attempt
+recorded as a failure in one critical section), so a burst of N parallel guesses counts N and the guess after the
+``free`` ones waits however many arrive at once; a right password then takes its own attempt back
+(:meth:`SignInThrottle.succeeded`).
+
 The first ``free`` failures (5) cost nothing (people mistype); after that each further attempt waits, twice as
 long after each failure (1 s, 2 s, … up to a cap) before it is even checked. A success clears only the name's
 failures: an address keeps its count, so one valid account does not let an address go on guessing others. A name that does not exist backs off exactly like one that
@@ -49,18 +54,38 @@ class SignInThrottle:
                      if (f := self._failures.get(k)) is not None]
         return max([0.0, *waits])
 
+    def begin(self, name: str, client: str | None) -> float:
+        """Start one attempt: 0 when it may be checked now (it is then already counted as a failure), else the
+        seconds to wait (nothing counted). Read and record happen under one lock, so parallel attempts each see
+        the ones before them."""
+        now = self.clock()
+        with self._lock:
+            waits = [f.last + self._delay(f) - now for k in self._keys(name, client)
+                     if (f := self._failures.get(k)) is not None]
+            wait = max([0.0, *waits])
+            if wait > 0:
+                return wait
+            self._count(name, client, now)
+        return 0.0
+
     def failed(self, name: str, client: str | None) -> None:
         now = self.clock()
         with self._lock:
-            self._prune(now)
-            for key in self._keys(name, client):
-                f = self._failures.setdefault(key, _Failures())
-                f.count, f.last = f.count + 1, now
+            self._count(name, client, now)
 
-    def succeeded(self, name: str, client: str | None) -> None:
-        """A right password for ``name``: its failures are forgotten (the address's are not)."""
+    def _count(self, name: str, client: str | None, now: float) -> None:
+        self._prune(now)
+        for key in self._keys(name, client):
+            f = self._failures.setdefault(key, _Failures())
+            f.count, f.last = f.count + 1, now
+
+    def succeeded(self, name: str, client: str | None, begun: bool = False) -> None:
+        """A right password for ``name``: its failures are forgotten (the address's are not); ``begun``: the
+        attempt was counted by :meth:`begin`, and the address gets that one back."""
         with self._lock:
             self._failures.pop(self._keys(name, None)[0], None)
+            if begun and client and (f := self._failures.get(f"client:{client}")) is not None:
+                f.count = max(0, f.count - 1)
 
     def _prune(self, now: float) -> None:
         if len(self._failures) < self.max_keys:

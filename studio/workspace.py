@@ -41,7 +41,7 @@ from backends.llm.limits import Limiters
 from backends.llm.local_server import LocalServers
 from backends.llm.registry import ChatProvider
 from backends.logs import configure_logging, current_log_file
-from backends.paths import StatePaths, default_home
+from backends.paths import StatePaths, default_home, make_private
 from backends.store import schema as platform_schema
 from backends.store.audit import AuditStore
 from backends.store.cache import ResponseCache
@@ -99,7 +99,7 @@ class Workspace:
         self.presented: Any = None  # the manifest of the bundle a presentation shows (studio.presentation)
         self.made_with: list[Any] = []  # for a presentation: what its records show made them (studio.presentation)
         if not read_only:
-            self.paths.home.mkdir(parents=True, exist_ok=True)
+            self.paths.home.mkdir(mode=0o700, parents=True, exist_ok=True)
         takes_log = not read_only if takes_log is None else takes_log
         self.log_file = (current_log_file() if not takes_log else None) or configure_logging(self.paths.logs)
         self.config = config if config is not None else load_config()
@@ -123,6 +123,8 @@ class Workspace:
         self.reviews = ReviewStore(self.db)
         self.accounts = AccountStore(self.db)
         self.sessions = SessionStore(self.db, CookieSigner(lambda: load_key(self.paths.session_key)), _session_policy())
+        if not read_only:  # its stores exist now: folders 0700, files 0600 (an existing home tightened, logged)
+            make_private(self.paths.home)
         self.synth = SynthStore(self.paths.synth)
         self.servers = servers if servers is not None else LocalServers(self.paths.local_server)
         self.sign_in_throttle = SignInThrottle()  # backoff after failed sign-ins, shared by every browser session

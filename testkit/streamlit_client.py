@@ -61,8 +61,10 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 def run_page(base: str, page: str, *, cookies: str = "", xsrf: str | None = None, session_id: str | None = None,
-             query: str = "", timeout: float = 60.0) -> tuple[str, str]:
-    """Open a websocket (reconnecting to ``session_id`` when given), run ``page`` once; (session id, page text)."""
+             query: str = "", timeout: float = 60.0, origin: str | None = None, host: str | None = None
+             ) -> tuple[str, str]:
+    """Open a websocket (reconnecting to ``session_id`` when given), run ``page`` once; (session id, page text).
+    ``origin`` and ``host`` forge those headers (default: the app's own)."""
     import websocket  # websocket-client
     from streamlit.proto.BackMsg_pb2 import BackMsg
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
@@ -70,8 +72,9 @@ def run_page(base: str, page: str, *, cookies: str = "", xsrf: str | None = None
     url = base.replace("http", "ws", 1) + "/_stcore/stream"
     protocols = ["streamlit", xsrf or " ", session_id or " "]  # positional: a blank entry is "none"
     ws = websocket.create_connection(url, timeout=timeout, subprotocols=protocols,
-                                     header=[f"Cookie: {cookies}"] if cookies else [], origin=base,
-                                     sslopt={"cert_reqs": ssl.CERT_NONE, "check_hostname": False})
+                                     header=[f"Cookie: {cookies}"] if cookies else [], origin=origin or base,
+                                     sslopt={"cert_reqs": ssl.CERT_NONE, "check_hostname": False},
+                                     host=host)  # None: the URL's own
     try:
         back = BackMsg()
         back.rerun_script.query_string = query

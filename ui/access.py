@@ -12,7 +12,11 @@
 * Streamlit's own OIDC (``st.login``) when secrets.toml has an ``[auth]`` section: the identity maps to an account
   by a verified e-mail once, then by its issuer and subject (:meth:`review.accounts.AccountStore.for_identity`).
 
-The identity is re-read on every run, so a removed account or a changed role takes effect at once.
+The identity is re-read on every run, so a removed account or a changed role takes effect at once; and before a
+run's widget callbacks, by :class:`ui.web_guard.OriginGuard` through :func:`connection_identity`, so a click on a
+page left open after a sign-out, a changed role or a removed account writes nothing. A password session counts
+only on the connection that presents what it was bound to (:mod:`review.sessions`: the page's token in the
+websocket's ``Sec-WebSocket-Protocol`` and the origin), and behind TLS only from the ``__Host-`` cookie.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import html
 import logging
 import os
+from collections.abc import Mapping
 from urllib.parse import urlencode
 
 import streamlit as st
@@ -27,7 +32,7 @@ import streamlit as st
 from review.access import FIRST_ADMIN, auth_mode, local_admin
 from review.accounts import Account, AccountStore
 from review.clients import client_address as _client_address
-from review.sessions import COOKIE, sso_issued_at
+from review.sessions import COOKIE, TLS_COOKIE, sso_issued_at
 from ui import web_auth
 from ui.platform_state import home_workspace
 from ui.text import md_escape
@@ -46,13 +51,85 @@ def client_address() -> str | None:
         return None
 
 
+def _headers() -> Mapping[str, str]:
+    """The headers of this run's websocket handshake (empty where there is none: AppTest)."""
+    try:
+        return {k.lower(): v for k, v in st.context.headers.items()}
+    except (AttributeError, RuntimeError):
+        log.warning("no headers for this session", exc_info=True)
+        return {}
+
+
+def cookie_name(headers: Mapping[str, str]) -> str:
+    """The session cookie a connection counts: ``__Host-`` when its page came over TLS (its Origin is https), so a
+    cookie planted by a plain-HTTP page on the same host signs nobody in there."""
+    return TLS_COOKIE if (headers.get("origin") or "").lower().startswith("https://") else COOKIE
+
+
 def session_cookie() -> str | None:
     """The sign-in cookie this run's connection brought (read on every run, never stored)."""
     try:
-        return st.context.cookies.get(COOKIE)
+        return st.context.cookies.get(cookie_name(_headers()))
     except (AttributeError, RuntimeError):
         log.warning("no cookies for this session", exc_info=True)
         return None
+
+
+def presented(headers: Mapping[str, str]) -> dict[str, str | None]:
+    """What a connection presents to its password session: the page token and the origin."""
+    protocols = [p.strip() for p in (headers.get("sec-websocket-protocol") or "").split(",")]
+    return {"page": web_auth.page_token(protocols[1] if len(protocols) > 1 else None), "origin": headers.get("origin")}
+
+
+def connection_identity(cookies: Mapping[str, str], headers: Mapping[str, str]) -> Account | None:
+    """Who a websocket handshake (its cookies and headers) signs in, outside any script run: a password session
+    it presents everything for, else a single sign-on cookie Streamlit signed (mapped to its account)."""
+    ws = home_workspace()
+    cookie = cookies.get(cookie_name(headers))
+    account = ws.sessions.resolve(cookie, **presented(headers)) if cookie else None
+    if account is not None:
+        return account
+    claims = _signed_sso_claims(cookies, headers.get("origin") or "")
+    return sso_account(ws.accounts, claims)[0] if claims else None
+
+
+def connection_signed_in(headers: Mapping[str, str]) -> bool:
+    """Whether a websocket handshake (its headers, lower-case names) still signs someone in: what
+    :class:`ui.web_guard.OriginGuard` asks before a rerun's widget values reach their callbacks."""
+    from starlette.requests import cookie_parser
+
+    return connection_identity(cookie_parser(headers.get("cookie", "")), headers) is not None
+
+
+def _signed_sso_claims(cookies: Mapping[str, str], origin: str) -> dict | None:
+    """The claims in Streamlit's single sign-on cookie when its signature and origin hold (None otherwise)."""
+    if not any(name.startswith("_streamlit_user") for name in cookies):
+        return None
+    from streamlit.web.server.starlette import starlette_websocket as sws
+
+    try:
+        raw = sws._get_signed_cookie_with_chunks(dict(cookies), sws.USER_COOKIE_NAME)
+        claims = sws._parse_decoded_user_cookie(raw, origin) if raw else {}
+    except (ValueError, TypeError, KeyError):
+        log.warning("single sign-on cookie unreadable", exc_info=True)
+        return None
+    return claims if claims.get("is_logged_in") else None
+
+
+def connection_refusal() -> str | None:
+    """Why this run's connection is not the app's own page (its Host or Origin), or None. ``serve.py`` refuses such a
+    websocket before it opens (:mod:`ui.web_guard`); this is the same rule for an app started without it."""
+    from ui.web_guard import OriginPolicy
+
+    headers = _headers()
+    if not headers:
+        return None
+    policy = OriginPolicy.from_env()
+    if not policy.origin_allowed(headers.get("origin"), headers.get("host")):
+        log.warning("a page run from Host %r, Origin %r refused", headers.get("host"), headers.get("origin"))
+        return ("This page was opened from an address this server does not answer "
+                "(set PAL_PUBLIC_URL to the address people open).")
+    return None
 
 
 def sso_configured() -> bool:
@@ -101,7 +178,7 @@ def current_identity(accounts: AccountStore) -> Account | None:
             home_workspace().audit.record(account.name, "auth.sign_in", account.name, via="sso",
                                           email=claims.get("email"), client=client_address())
         return account
-    return home_workspace().sessions.resolve(session_cookie())
+    return home_workspace().sessions.resolve(session_cookie(), **presented(_headers()))
 
 
 def actor_name() -> str:

@@ -8,18 +8,23 @@ a plain HTML form) posts here and the browser gets a real ``Set-Cookie``: ``Http
 ``Secure`` when the visitor came over TLS (directly, or through a trusted proxy's ``X-Forwarded-Proto``). Pages read
 the cookie their own websocket connection brought (``st.context.cookies``) on every run
 (:func:`ui.access.current_identity`), so reloads, new tabs and deep links stay signed in, and identity never rests on
-Streamlit's session id.
+Streamlit's session id. Over TLS the cookie is ``__Host-pal_session`` (Secure, path ``/``, no domain); the session is
+bound to the page's token (:func:`page_token`, the XSRF token the form carried, which the page's websocket presents
+again) and to the origin the form came from.
 
 A sign-in is checked in this order, each refusal redirecting back with ``?signin=<why>``: the request comes from
-this origin (``Origin`` or ``Referer`` = ``Host``); Streamlit's XSRF token (double submit: the form's field against
-the ``_streamlit_xsrf`` cookie) when XSRF protection is on; the throttle, per name and per client address
-(:mod:`review.throttle`, :mod:`review.clients`); the password. The answer never says whether the name exists.
+this origin (``Origin`` or ``Referer`` = ``Host``, and one of ``PAL_PUBLIC_URL`` when set: :mod:`ui.web_guard`);
+Streamlit's XSRF token (double submit: the form's field against the ``_streamlit_xsrf`` cookie) when XSRF protection
+is on; the throttle, per name and per client address (:mod:`review.throttle`, :mod:`review.clients`), which counts
+the attempt *before* the password is checked, so a burst of parallel guesses counts every one; the password. A
+failed sign-in is logged and audited (``auth.sign_in_failed``) with the address and the name tried. The answer never says whether the name exists.
 After a success the browser is sent to the page asked for — a path on this origin the role may open — else to ``/``
 (the role's first page).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 from dataclasses import dataclass
@@ -28,7 +33,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from review.access import auth_mode, may_open
 from review.clients import client_address, over_tls
-from review.sessions import COOKIE
+from review.sessions import COOKIE, TLS_COOKIE
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -101,13 +106,29 @@ def landing(location: str, role: str) -> str:
     return location if not page or may_open(role, page) else "/"
 
 
+def source_origin(attempt: Attempt) -> str | None:
+    """The origin the form was posted from: ``Origin``, else the scheme and host of ``Referer``."""
+    if attempt.origin:
+        return attempt.origin
+    if attempt.referer:
+        parts = urlsplit(attempt.referer)
+        return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else None
+    return None
+
+
 def same_origin(attempt: Attempt) -> bool:
-    if not attempt.host:
-        return False
-    source = attempt.origin or attempt.referer
-    if not source or source == "null":
-        return False
-    return urlsplit(source).netloc.lower() == attempt.host.lower()
+    from ui.web_guard import OriginPolicy
+
+    return OriginPolicy.from_env().origin_allowed(source_origin(attempt), attempt.host)
+
+
+def page_token(xsrf: str | None) -> str | None:
+    """The digest a session is bound to: SHA-256 of the token inside Streamlit's (masked) XSRF token string — what
+    the sign-in form posts and the page's websocket presents again; None for a missing or malformed one."""
+    from streamlit.web.server.starlette.starlette_app_utils import decode_xsrf_token_string
+
+    raw, _ = decode_xsrf_token_string(xsrf or "")
+    return hashlib.sha256(raw).hexdigest() if raw else None
 
 
 def xsrf_valid(token: str | None, cookie: str | None) -> bool:
@@ -131,18 +152,23 @@ def sign_in(ws: Workspace, attempt: Attempt, *, xsrf_on: bool) -> Outcome:
     name = attempt.form.get(FIELDS["name"], "")[:200]
     password = attempt.form.get(FIELDS["password"], "")[:4096]
     throttle = ws.sign_in_throttle
-    wait = throttle.wait_s(name, client)
+    wait = throttle.begin(name, client)  # counted now, before the password is checked
     if wait > 0:
         return Outcome(with_param(back, f"wait-{math.ceil(wait)}"))
     account = ws.accounts.verify(name, password)
     if account is None:
-        throttle.failed(name, client)
+        log.warning("failed sign-in as %r from %s", name[:64], client)
+        ws.audit.record("anonymous", "auth.sign_in_failed", name[:64], client=client,
+                        user_agent=(attempt.user_agent or "")[:200] or None)
         return Outcome(with_param(back, "failed"))
-    throttle.succeeded(name, client)
-    cookie = ws.sessions.issue(account.name, client=client, user_agent=attempt.user_agent)
+    throttle.succeeded(name, client, begun=True)
+    cookie = ws.sessions.issue(account.name, client=client, user_agent=attempt.user_agent,
+                               page=page_token(attempt.form.get(FIELDS["xsrf"])) if xsrf_on else None,
+                               origin=source_origin(attempt))
     ws.sessions.purge()
     ws.audit.record(account.name, "auth.sign_in", account.name, via="password", client=client)
-    secure = over_tls(attempt.scheme, attempt.peer, attempt.forwarded_proto)
+    secure = (over_tls(attempt.scheme, attempt.peer, attempt.forwarded_proto)
+              or (source_origin(attempt) or "").lower().startswith("https://"))  # the page is https: its cookie too
     return Outcome(landing(back, account.role), cookie=cookie, secure=secure,
                    max_age=int(ws.sessions.policy.absolute_s))
 
@@ -177,8 +203,8 @@ def respond(outcome: Outcome) -> Response:
     response = RedirectResponse(outcome.location, status_code=outcome.status)
     response.headers["Cache-Control"] = "no-store"
     if outcome.cookie is not None:
-        response.set_cookie(COOKIE, outcome.cookie, max_age=outcome.max_age, path="/", secure=outcome.secure,
-                            httponly=True, samesite="lax")
+        response.set_cookie(TLS_COOKIE if outcome.secure else COOKIE, outcome.cookie, max_age=outcome.max_age,
+                            path="/", secure=outcome.secure, httponly=True, samesite="lax")
     return response
 
 

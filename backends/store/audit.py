@@ -32,6 +32,8 @@ ACTIONS: dict[str, str] = {
     "auth.sign_out": "signed out",
     "auth.sessions_ended": "ended a person's sign-ins",
     "auth.refused": "was refused access (an unknown or unverified single sign-on identity)",
+    "auth.sign_in_failed": "a password sign-in failed (the name tried and the address are kept)",
+    "auth.key_rotated": "made a new session signing key (every sign-in ended)",
 }
 
 

@@ -11,7 +11,7 @@ from streamlit.web.server.starlette.starlette_app_utils import generate_xsrf_tok
 from review.throttle import SignInThrottle
 from testkit.workspace import make_workspace
 from ui import web_auth
-from ui.web_auth import Attempt, landing, safe_next, sign_in
+from ui.web_auth import Attempt, landing, page_token, safe_next, sign_in
 
 PASSWORD = "correct-horse"
 HOST = "pal.lab.example"
@@ -38,8 +38,41 @@ def attempt(name="boss", password=PASSWORD, next_path="/users?user=1000", **kw) 
 def test_a_right_password_opens_the_deep_link_with_a_session_cookie(ws):
     out = sign_in(ws, attempt(), xsrf_on=True)
     assert out.location == "/users?user=1000" and out.cookie and out.status == 303
-    assert ws.sessions.resolve(out.cookie).name == "boss"
+    assert ws.sessions.resolve(out.cookie, page=page_token(XSRF), origin=f"https://{HOST}").name == "boss"
     assert [e.action for e in ws.audit.entries()] == ["auth.sign_in"]
+
+
+def test_the_session_counts_only_with_the_page_token_and_origin_it_signed_in_with(ws):
+    """A cookie replayed alone, with another page's token or from another origin (another port) signs nobody in, and
+    the owner's page, presenting both, stays signed in."""
+    cookie = sign_in(ws, attempt(), xsrf_on=True).cookie
+    other_token = page_token(generate_xsrf_token_string())
+    assert ws.sessions.resolve(cookie) is None
+    assert ws.sessions.resolve(cookie, page=other_token, origin=f"https://{HOST}") is None
+    assert ws.sessions.resolve(cookie, page=page_token(XSRF), origin=f"https://{HOST}:8793") is None
+    assert ws.sessions.resolve(cookie, page=page_token(XSRF), origin=f"https://{HOST.upper()}/").name == "boss"
+
+
+def test_a_failed_sign_in_is_audited_with_the_name_tried_and_the_address(ws):
+    sign_in(ws, attempt(name="ghost", password="wrong-password", peer="192.0.2.7"), xsrf_on=True)
+    [entry] = ws.audit.entries(action="auth.sign_in_failed")
+    assert entry.target == "ghost" and entry.detail["client"] == "192.0.2.7" and entry.actor == "anonymous"
+    assert PASSWORD not in str(entry.detail) and "wrong-password" not in str(entry.detail)
+
+
+def test_a_burst_of_parallel_guesses_counts_every_guess(ws):
+    """The attempt is counted before the password is checked: of 24 guesses sent at once, only the free ones are
+    checked, and the right password after them waits."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ws.sign_in_throttle = SignInThrottle(base_s=60)
+    with ThreadPoolExecutor(24) as pool:
+        outs = list(pool.map(lambda i: sign_in(ws, attempt(password=f"wrong-{i}"), xsrf_on=True), range(24)))
+    checked = [o for o in outs if o.location.endswith("signin=failed")]
+    assert len(checked) == ws.sign_in_throttle.free
+    assert all("signin=wait-" in o.location for o in outs if o not in checked)
+    assert sign_in(ws, attempt(), xsrf_on=True).cookie is None
+    assert len(ws.audit.entries(action="auth.sign_in_failed")) == ws.sign_in_throttle.free
 
 
 def test_a_wrong_password_or_unknown_name_answers_alike(ws):
@@ -127,13 +160,24 @@ def test_the_route_sets_an_httponly_lax_cookie_and_redirects(client, ws):
     assert "Path=/" in cookie and "Secure" not in cookie and "Max-Age=604800" in cookie
     assert r.headers["cache-control"] == "no-store"
     value = cookie.split(";")[0].split("=", 1)[1]
-    assert ws.sessions.resolve(value).name == "boss"
+    assert ws.sessions.resolve(value, page=page_token(XSRF), origin=f"http://{HOST}").name == "boss"
 
 
 def test_the_cookie_is_secure_behind_tls_but_only_a_trusted_proxy_says_so(client, monkeypatch):
     assert "Secure" not in post(client, headers={"X-Forwarded-Proto": "https"}).headers["set-cookie"]
     monkeypatch.setenv("PAL_TRUST_PROXY", "testclient")  # the test client's peer name
-    assert "Secure" in post(client, headers={"X-Forwarded-Proto": "https"}).headers["set-cookie"]
+    cookie = post(client, headers={"X-Forwarded-Proto": "https"}).headers["set-cookie"]
+    assert cookie.startswith("__Host-pal_session=") and "Secure" in cookie and "Path=/" in cookie
+    assert "domain" not in cookie.lower()
+
+
+def test_a_sign_in_posted_from_another_port_or_outside_the_public_origins_is_refused(client, monkeypatch):
+    """A page on another port of the same host is another origin; with PAL_PUBLIC_URL only its origins sign in."""
+    assert post(client, headers={"Origin": f"http://{HOST}:8793"}).headers["location"].endswith("signin=expired")
+    monkeypatch.setenv("PAL_PUBLIC_URL", "https://pal.other.example")
+    assert post(client).headers["location"].endswith("signin=expired")
+    monkeypatch.setenv("PAL_PUBLIC_URL", f"http://{HOST}")
+    assert "set-cookie" in post(client).headers
 
 
 def test_the_route_refuses_oversized_forms_and_is_off_in_local_mode(client, monkeypatch):
