@@ -18,11 +18,11 @@ AuthMode = Literal["local", "accounts"]
 MODES: tuple[str, ...] = ("local", "accounts")
 
 # every page of the app, in navigation order (url path)
-PAGES: tuple[str, ...] = ("home", "users", "memory", "simulate", "evaluate", "generate", "review", "settings",
-                          "audit")
+PAGES: tuple[str, ...] = ("home", "users", "memory", "simulate", "evaluate", "traces", "generate", "review",
+                          "settings", "audit")
 ROLE_PAGES: dict[str, tuple[str, ...]] = {
     "admin": PAGES,
-    "researcher": ("home", "users", "memory", "simulate", "evaluate", "generate", "review"),
+    "researcher": ("home", "users", "memory", "simulate", "evaluate", "traces", "generate", "review"),
     "annotator": ("review",),
 }
 FIRST_ADMIN = "pal users add NAME --role admin"

@@ -27,6 +27,7 @@ SPECS: dict[str, PageSpec] = {s.url_path: s for s in (
     PageSpec("memory", "Memory", ":material/hub:"),
     PageSpec("simulate", "Simulate", ":material/forum:"),
     PageSpec("evaluate", "Evaluate", ":material/balance:"),
+    PageSpec("traces", "Traces", ":material/account_tree:"),
     PageSpec("generate", "Generate", ":material/person_add:"),
     PageSpec("review", "Review", ":material/rate_review:"),
     PageSpec("settings", "Settings", ":material/settings:"),

@@ -107,6 +107,22 @@ class RunStore:
         with self.db.read() as conn:
             return [dict(r) for r in conn.execute(sql, args)]
 
+    def calls_of(self, run_id: str) -> list[dict]:
+        """Every call recorded under one run, in the order they were accounted (a trace's leaves)."""
+        with self.db.read() as conn:
+            return [dict(r) for r in conn.execute("SELECT * FROM llm_calls WHERE run_id = ? ORDER BY ts, id", (run_id,))]
+
+    def run_summaries(self, limit: int = 2000) -> list[dict]:
+        """One row per run that made calls, newest first: its roles and models (comma-joined), calls, failed calls,
+        calls retried, prompt / cached / output tokens, LLM seconds, first and last call (the traces' index)."""
+        sql = ("SELECT run_id, GROUP_CONCAT(DISTINCT role) AS roles, GROUP_CONCAT(DISTINCT model) AS models, "
+               "COUNT(*) AS calls, SUM(error IS NOT NULL) AS errors, SUM(attempts > 1) AS retried, "
+               "SUM(tokens_in) AS tokens_in, SUM(tokens_cached) AS tokens_cached, SUM(tokens_out) AS tokens_out, "
+               "SUM(latency_ms) / 1000.0 AS llm_s, MIN(ts - latency_ms / 1000.0) AS started, MAX(ts) AS ended "
+               "FROM llm_calls WHERE run_id IS NOT NULL GROUP BY run_id ORDER BY ended DESC LIMIT ?")
+        with self.db.read() as conn:
+            return [dict(r) for r in conn.execute(sql, (limit,))]
+
     def by_prompt(self, run_id: str) -> dict[str, tuple[int, int, int, float]]:
         """Prompt name → (calls, tokens in, tokens out, LLM seconds) of one run."""
         with self.db.read() as conn:

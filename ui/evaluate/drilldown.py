@@ -18,6 +18,7 @@ from sim.store import SimStore
 from sim.types import RunRecord
 from ui.evaluate.data import topic_id, topics_frame
 from ui.text import error_text, md_escape
+from ui.trace import render_trace_link
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,7 @@ def render_samples(j: Judgment) -> None:
                 f"{' · flipped' if j.flipped else ''} · {j.invalid} invalid]")
     if j.invalid_reason:
         st.warning(f"Not judged: {md_escape(j.invalid_reason)}")
+    render_trace_link(j.judgment_key, "Trace of the judge's calls")
     names = {1: (j.method_a, j.method_b), 2: (j.method_b, j.method_a)}
     c1, c2 = st.columns(2, gap="medium")
     for col, order in ((c1, 1), (c2, 2)):

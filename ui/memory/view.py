@@ -30,6 +30,7 @@ from ui.methods import FRESH, available_methods, default_method, method_label, o
 from ui.platform_state import platform_config
 from ui.presenting import read_only_note, writes_allowed
 from ui.text import error_text, md_escape
+from ui.trace import render_trace_link
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,8 @@ def render_build_panel(builder: MemoryBuilder) -> BuildInfo:
     if builder.llm is not None:
         render_build_reasoning(builder.llm.store.reasoning(run_id=builder.build_id, limit=50))
     render_made_by(info.build_id, builder.method)
+    if info.llm_calls:
+        render_trace_link(info.build_id, "Trace of the build's LLM calls")
     if not writes_allowed():
         read_only_note("building is not offered")
         return info

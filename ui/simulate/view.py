@@ -40,6 +40,7 @@ from ui.simulate.live import GO, MESSAGE, go_live, held_sides, live_runs, render
 from ui.simulate.runs import render_runs
 from ui.simulate.transcript import columns_for, export_buttons, render_utterance, run_header
 from ui.text import clip, error_text, md_escape
+from ui.trace import render_trace_link
 from ui.url_state import UrlState
 
 log = logging.getLogger(__name__)
@@ -321,6 +322,7 @@ def transcripts(records: list[RunRecord], exports: bool = True, dataset: Dataset
     for col, record in zip(columns_for(len(records)), records):
         with col:
             run_header(record)
+            render_trace_link(record.run_id)
             result = stored_checks(record.run_id) if dataset is not None else None
             if dataset is not None:
                 render_run_checks(record, dataset, result)
