@@ -94,14 +94,19 @@ def echoes(text: str, source: str) -> bool:
     return bool(mine) and len(mine & _grams(source)) >= ECHO_SHARE * len(mine)
 
 
+def names_self(text: str, name: str) -> bool:
+    """Whether ``text`` holds the user's full ``name`` (a first name alone may be someone else's)."""
+    return bool(name.strip()) and name.strip() in text
+
+
 def lasting_reasons(text: str, name: str = "") -> list[str]:
     """The reasons ``text`` is not in persona that no words after it can undo (a pattern once written stays in the
-    turn): ``persona.offer``, ``persona.narrates_user`` (also the user's full ``name``), ``persona.narrates_assistant``,
-    ``persona.prompt_talk``. Copying, the first person and the language are shares of the whole turn and can change.
+    turn): ``persona.offer``, ``persona.narrates_user`` (also the user's full ``name``),
+    ``persona.narrates_assistant``, ``persona.prompt_talk``. Copying, the first person and the language are shares of the whole turn and can change.
     Apart because a draft streamed to the server is stopped as soon as one of them shows (:mod:`sim.simulator`)."""
     found = {"persona.offer": bool(OFFER.search(text)),
              "persona.narrates_user": bool(NARRATION_EN.search(text) or NARRATION_ZH.search(text)
-                                           or (name and name.strip() and name.strip() in text)),
+                                           or names_self(text, name)),
              "persona.narrates_assistant": bool(ASSISTANT_NARRATION.search(text)),
              "persona.prompt_talk": bool(PROMPT_TALK.search(text))}
     return [RULES[rule].reason for rule, hit in found.items() if hit]
@@ -157,7 +162,7 @@ def user_turn_reasons(text: str, language: str, sources: Sequence[str], name: st
 def speaks_as_user(text: str, language: str, sources: Sequence[str] = (), name: str = "") -> PersonaVerdict:
     """"In persona" (the module docstring) for one turn of a user whose language is ``language`` (``zh``/``en``);
     ``sources``: texts the turn must not copy (the assistant's last message, the prompt's cue); ``name``: the
-    user's full name — a user does not write it about themselves."""
+    user's full name — a user does not write it about themselves (:func:`names_self`)."""
     found = detect_language(text)
     reasons: list[str] = []
     if any(echoes(text, source) for source in sources if source):

@@ -97,11 +97,14 @@ RULES: dict[str, TurnRule] = {r.id: r for r in (
     _rule("turn.gives_away", "Copies the hidden need or a solution the assistant is to find out.",
           "gives away the need or a solution the assistant is to find out (hint at it in your own words, as "
           "vaguely as your question)", reads_data=False),
+    _rule("persona.states_fact", "The turn states a fact about the user (only such a turn goes to the persona judge).",
+          guard=False),
     _rule("stance", "The turn's stance toward the assistant's last message: accept, reject, partial or none.",
           guard=False),
 )}
 
-PERSONA_RULES: tuple[str, ...] = tuple(r for r in RULES if r.startswith("persona."))
+# "in persona" (sim.persona_check): the persona rules the simulator guards on
+PERSONA_RULES: tuple[str, ...] = tuple(r for r, rule in RULES.items() if r.startswith("persona.") and rule.guard)
 
 
 class RulebookError(ValueError):

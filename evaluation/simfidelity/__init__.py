@@ -10,22 +10,9 @@ thresholds, and what each reproduces: FIDELITY.md, "Simulator fidelity".
 
 from __future__ import annotations
 
-from evaluation.simfidelity.types import CHECKS, CHECKS_VERSION, NO_GOLD, RunFidelity, SimFidelityConfig
+from evaluation.simfidelity.registry import CHECK_DEFINITIONS, CHECK_LABELS, CHECKS, CHECKS_VERSION, REGISTRY
+from evaluation.simfidelity.types import NO_GOLD, RunFidelity, SimFidelityConfig
 
-# check → one sentence (badge tooltips, the leaderboard caption, the CLI's --json "definitions")
-CHECK_DEFINITIONS: dict[str, str] = {
-    "vague": "First turn: closer (cosine) to the dataset's user query than to the hidden requirement and every "
-             "implicit need.",
-    "truthful": "Requirement Confirmation: confirms a guess that matches the gold requirement or a need (cosine ≥ τ), "
-                "corrects one that does not.",
-    "verdict": "Solution Feedback: accepts a proposal matching a pos candidate, rejects one matching a neg candidate "
-               "(matching no candidate, or a neutral one: n/a).",
-    "persona": "Every turn: the user's language, no third-person self-reference, no assistant-style offer (and, with "
-               "the judge, nothing contradicting the profile).",
-    "act": "Fixed mode: the act the text performs (from its stance and what it answers) is the scheduled act.",
-    "decision": "A judging turn the simulator decided in a structured call: the text-reading stance classifier "
-                "agrees with the decision (the decision, not the words, is the stance the other checks use).",
-}
 FIGURE_DEFINITIONS: dict[str, str] = {
     "acceptance_rate": "Share of verdicts on proposals matching a pos/neg candidate that accept.",
     "implied_acceptance": "Share of those proposals whose candidate is pos: the acceptance the gold implies.",
@@ -48,5 +35,5 @@ FIGURE_DEFINITIONS: dict[str, str] = {
     "first_person": "Share of turns in the first person: difference against the dataset's own turns, Fisher's exact p.",
 }
 
-__all__ = ["CHECKS", "CHECKS_VERSION", "CHECK_DEFINITIONS", "FIGURE_DEFINITIONS", "NO_GOLD", "RunFidelity",
+__all__ = ["CHECKS", "CHECKS_VERSION", "CHECK_DEFINITIONS", "CHECK_LABELS", "REGISTRY", "FIGURE_DEFINITIONS", "NO_GOLD", "RunFidelity",
            "SimFidelityConfig"]

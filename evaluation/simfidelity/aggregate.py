@@ -22,12 +22,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from evaluation.simfidelity.registry import RATES
 from evaluation.simfidelity.types import RunFidelity, TurnChecks
 from sim.interventions import Interventions
 
-RATES = {  # figure → the check whose pass rate it is
-    "vague_rate": "vague", "truthful_rate": "truthful", "verdict_consistency": "verdict", "persona_rate": "persona",
-    "schedule_adherence": "act", "decision_agreement": "decision"}
 HEADLINE = ("acceptance_rate", "implied_acceptance", "over_cooperation", "verdict_consistency", "truthful_rate",
             "vagueness_gap", "vague_rate", "persona_rate", "schedule_adherence", "decision_agreement")
 VIEWS = ("kept", "first drafts")  # the figures on what was sent, and on the model's first drafts (where known)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from evaluation.simfidelity.gold import TopicGold
 from evaluation.simfidelity.match import Matcher, best_match
 from evaluation.simfidelity.persona import PersonaJudge, check_persona
+from evaluation.simfidelity.registry import guarded
 from evaluation.simfidelity.types import CheckName, TurnCheck, TurnChecks
 from palset.vocab import Act
 from sim.decision import GAVE_AWAY, NO_DRAFT
@@ -50,6 +51,7 @@ class CheckContext:
     schedule: list[tuple[Act, Act]] | None = None  # fixed mode's; None in free mode
     unavailable: dict[str, str] | None = None
     salt: str = ""
+    guards: frozenset[str] = frozenset()  # the rules the run's simulator sent drafts back on (registry.guarded)
 
 
 def _na(check: CheckName, reason: str, **evidence: object) -> TurnCheck:
@@ -205,6 +207,13 @@ def check_first_draft(utt: Utterance, history: list[Utterance], ctx: CheckContex
     return check_turn(as_drafted, history, ctx)
 
 
+def _unless_guarded(name: CheckName, utt: Utterance, ctx: CheckContext) -> TurnCheck | None:
+    """The outcome a guard left a kept turn with (:func:`.registry.guarded`); None: check the kept text."""
+    found = guarded(name, utt, ctx.guards)
+    return None if found is None else TurnCheck(check=name, outcome=found.outcome, reason=found.reason,
+                                                evidence=found.evidence)
+
+
 def check_turn(utt: Utterance, history: list[Utterance], ctx: CheckContext) -> TurnChecks:
     """Every check of the user utterance ``utt`` (``history``: the utterances before it)."""
     out = TurnChecks(turn_no=utt.turn_no, act=utt.act.value, text=utt.content, features=features(utt.content))
@@ -220,7 +229,8 @@ def check_turn(utt: Utterance, history: list[Utterance], ctx: CheckContext) -> T
         out.checks.append(_not_its_voice(utt, "the user query was sent instead"))
         return out
     if utt.act is Act.TOPIC_INQUIRY and utt.turn_no == 1:
-        out.checks.append(_na("vague", unavailable["vague"]) if "vague" in unavailable else check_vague(utt.content, ctx))
+        out.checks.append(_na("vague", unavailable["vague"]) if "vague" in unavailable
+                          else _unless_guarded("vague", utt, ctx) or check_vague(utt.content, ctx))
     if utt.act is Act.REQUIREMENT_CONFIRMATION:
         if prev is None or prev.act is not Act.REQUIREMENT_PREDICTION:
             out.checks.append(_na("truthful", "no requirement prediction before this confirmation"))
@@ -236,7 +246,8 @@ def check_turn(utt: Utterance, history: list[Utterance], ctx: CheckContext) -> T
         out.checks.append(_not_its_voice(utt, "the turn was composed from the model's decision"))
     else:
         out.checks.append(_na("persona", unavailable["persona"]) if "persona" in unavailable
-                          else check_persona(utt.content, ctx.gold, ctx.persona_judge))
+                          else _unless_guarded("persona", utt, ctx)
+                          or check_persona(utt.content, ctx.gold, ctx.persona_judge, [prev.content] if prev else []))
     out.checks.append(_na("act", unavailable["act"]) if "act" in unavailable
                       else check_act(utt.turn_no, utt.content, stance, prev.act if prev else None, ctx))
     return out

@@ -25,6 +25,7 @@ from evaluation.simfidelity.store import SimFidelityStore
 from evaluation.simfidelity.types import CHECKS_VERSION, NO_GOLD, RunFidelity, SimFidelityConfig
 from palset.dataset import Dataset
 from sim.interventions import summarise
+from sim.rulebook import guard_rules, rulebook_version
 from sim.stance import classify_stance
 from sim.types import RunRecord, RunSpec, Utterance
 
@@ -55,7 +56,8 @@ def simulator_model(record: RunRecord) -> str:
 def result_key(record: RunRecord, embedder: str, threshold: float, config: SimFidelityConfig,
                judge_model: str | None) -> str:
     raw = json.dumps({"n": len(record.utterances), "s": record.status, "e": embedder, "t": threshold,
-                      "c": config.model_dump(), "v": CHECKS_VERSION, "j": judge_model}, sort_keys=True)
+                      "c": config.model_dump(), "v": CHECKS_VERSION, "j": judge_model,
+                      "r": rulebook_version()}, sort_keys=True)
     return f"simfid-{record.run_id}-{hashlib.sha1(raw.encode()).hexdigest()[:12]}"
 
 
@@ -91,7 +93,8 @@ def check_run(record: RunRecord, dataset: Dataset, matcher_for: MatcherFor, *,
                          topic_key=spec.topic_key, method=spec.method, mode=spec.mode,
                          simulator=label or spec.simulator_variant, simulator_model=simulator_model(record),
                          status=record.status, utterances=len(record.utterances), embedder=matcher.name,
-                         threshold=matcher.threshold, config=config, judge_model=judge_model)
+                         threshold=matcher.threshold, config=config, judge_model=judge_model,
+                         rulebook=rulebook_version())
     result.key = result_key(record, matcher.name, matcher.threshold, config, judge_model)
     if not isinstance(gold, TopicGold):
         result.no_gold = f"{NO_GOLD}: {gold}"
@@ -102,7 +105,8 @@ def check_run(record: RunRecord, dataset: Dataset, matcher_for: MatcherFor, *,
                    if config.persona_judge and llm is not None else None)
         ctx = CheckContext(gold=gold, matcher=matcher, stance=_stance_fn(config, language, llm), persona_judge=persona,
                            schedule=record.schedule if spec.mode == "fixed" else None,
-                           unavailable=unavailable(spec, gold), salt=record.run_id)
+                           unavailable=unavailable(spec, gold), salt=record.run_id,
+                           guards=guard_rules() if spec.simulator == "llm" else frozenset())
         result.unavailable = ctx.unavailable or {}
         result.reference = gold.reference
         check_turns(result, record.utterances, ctx)

@@ -9,13 +9,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evaluation.simfidelity.registry import CHECKS, CHECKS_VERSION
 from sim.interventions import Interventions
 
 CheckName = Literal["vague", "truthful", "verdict", "persona", "act", "decision"]
-CHECKS: tuple[str, ...] = ("vague", "truthful", "verdict", "persona", "act", "decision")
 Outcome = Literal["pass", "fail", "n/a"]
 NO_GOLD = "n/a — no gold"
-CHECKS_VERSION = "6"  # 2: a fallback opening (sim.simulator) fails persona, vague n/a; 3: a turn composed from a decision (sim.decision) fails persona, its other checks run; talk about the prompt fails persona; 4: the rule stance classifier reads plain acceptances ("I accept the suggestion"), "I don't think …" rejections and a statement before a question in one sentence; 5: a reply to a guess reads "不对，不是这个。" as a denial (v4 and before: its "对，" and "是这个" as confirmation); 6: a judging turn's stance is its structured decision where the simulator made one (the text-reading classifier only for text nobody structured), the text reading against it is the "decision" check, and each run is also checked on the model's first drafts, with its interventions; the checks' definitions (FIDELITY.md "Simulator fidelity"); bump when one changes
+__all__ = ["CHECKS", "CHECKS_VERSION", "CheckName", "NO_GOLD", "Outcome", "RunFidelity", "SimFidelityConfig",
+           "TurnCheck", "TurnChecks"]
 
 
 class SimFidelityConfig(BaseModel):
@@ -74,6 +75,7 @@ class RunFidelity(BaseModel):
     threshold: float
     config: SimFidelityConfig
     checks_version: str = CHECKS_VERSION
+    rulebook: str = ""  # sim.rulebook.rulebook_version() of the rules it was checked under ("": before checks v7)
     no_gold: str | None = None  # why nothing could be checked (then every figure is n/a — no gold)
     unavailable: dict[str, str] = Field(default_factory=dict)  # check → why it has no gold in this run
     turns: list[TurnChecks] = Field(default_factory=list)

@@ -12,7 +12,7 @@ import logging
 
 import streamlit as st
 
-from evaluation.simfidelity import CHECK_DEFINITIONS
+from evaluation.simfidelity import CHECK_DEFINITIONS, CHECK_LABELS
 from evaluation.simfidelity.service import matchers, measure_run
 from evaluation.simfidelity.types import RunFidelity, TurnChecks
 from palset.dataset import Dataset
@@ -24,7 +24,7 @@ from ui.text import error_text, md_escape
 log = logging.getLogger(__name__)
 COLOURS = {"pass": "green", "fail": "red", "n/a": "gray"}
 MARKS = {"pass": "✓", "fail": "✗", "n/a": "–"}
-LABELS = {"vague": "vague", "truthful": "truthful", "verdict": "verdict", "persona": "in persona", "act": "as scheduled"}
+LABELS = CHECK_LABELS
 FIGURES = [("verdict_consistency", "verdict consistent"), ("over_cooperation", "over-cooperation"),
            ("truthful_rate", "truthful"), ("vagueness_gap", "vagueness gap"), ("persona_rate", "in persona"),
            ("schedule_adherence", "as scheduled")]

@@ -106,11 +106,11 @@ def test_verdicts_without_gold_labels_or_a_proposal_are_na(table):
 
 @pytest.mark.parametrize("text, ok, why", [
     ("I'd rather keep my Sundays free.", True, ""),
-    ("The user wants a swap.", False, "third person"),
-    ("Megan Ashworth wants a swap.", False, "third person"),
-    ("Megan would rather work nights.", False, "third person"),
-    ("我想换班。", False, "written in Chinese"),
-    ("You could try asking Aisha. Let me know if that helps!", False, "speaks like the assistant"),
+    ("The user wants a swap.", False, 'narrates "the user"'),
+    ("Megan Ashworth wants a swap.", False, 'narrates "the user"'),
+    ("Megan would rather work nights.", True, ""),  # a first name alone may be someone else's (sim.persona_check)
+    ("我想换班。", False, "not in the user's language"),
+    ("You could try asking Aisha. Let me know if that helps!", False, "assistant-style greeting or offer"),
 ])
 def test_persona_rules(table, text, ok, why):
     _emb, matcher = table
