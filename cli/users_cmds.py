@@ -1,8 +1,11 @@
 """``pal users add NAME --role admin|researcher|annotator [--email E]``, ``pal users remove NAME``, ``pal users list``,
 ``pal users password NAME``, ``pal users role NAME ROLE``, ``pal users sessions [NAME]``, ``pal users sign-out NAME``,
-``pal users unbind NAME``.
+``pal users unbind NAME``, ``pal users rotate-key``.
 
-A changed password or role ends the account's sign-ins; ``sign-out`` ends them without a change (a lost laptop).
+A password is asked for (twice, not echoed) or read from standard input (``--password-stdin``, one line), never taken
+from the command line, where every user of the machine sees it in the process list. A changed password or role ends
+the account's sign-ins; ``sign-out`` ends them without a change (a lost laptop); ``rotate-key`` makes a new session
+signing key and ends everyone's.
 Every change is recorded in the audit log (actor ``cli:<OS user>``)."""
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add = usub.add_parser("add", help="add an account (the password is stored only as a salted bcrypt hash)")
     add.add_argument("name")
     add.add_argument("--role", choices=["admin", "researcher", "annotator"], required=True)
-    add.add_argument("--password", help="the password (default: asked for, twice)")
+    _password_options(add)
     add.add_argument("--email", help="the e-mail a single sign-on identity must carry to map to this account")
     add.add_argument("--sso-only", action="store_true", help="no password: signs in only by single sign-on")
     add.set_defaults(func=cmd_add)
@@ -29,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls.set_defaults(func=cmd_list)
     pw = usub.add_parser("password", help="set an account's password (its sign-ins end)")
     pw.add_argument("name")
-    pw.add_argument("--password", help="the new password (default: asked for, twice)")
+    _password_options(pw)
     pw.add_argument("--sso-only", action="store_true", help="no password: signs in only by single sign-on")
     pw.set_defaults(func=cmd_password)
     ro = usub.add_parser("role", help="change an account's role (its sign-ins end)")
@@ -45,6 +48,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     ub = usub.add_parser("unbind", help="forget the single sign-on identity an account is bound to")
     ub.add_argument("name")
     ub.set_defaults(func=cmd_unbind)
+    rk = usub.add_parser("rotate-key", help="make a new session signing key: every sign-in of every account ends")
+    rk.set_defaults(func=cmd_rotate_key)
+
+
+def _password_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--password-stdin", action="store_true",
+                        help="read the password from standard input (one line) instead of asking")
+    parser.add_argument("--password", help=argparse.SUPPRESS)  # refused with a reason (the process list)
 
 
 def _actor() -> str:
@@ -58,7 +69,10 @@ def _password(args: argparse.Namespace) -> str | None:
     if args.sso_only:
         return None
     if args.password is not None:
-        return str(args.password)
+        raise SystemExit("error: --password would show the password in the process list; type it when asked, or "
+                         "pipe it with --password-stdin")
+    if args.password_stdin:
+        return sys.stdin.readline().rstrip("\r\n")
     password = getpass.getpass("Password: ")
     if getpass.getpass("Repeat: ") != password:
         raise SystemExit("error: the passwords differ")
@@ -167,4 +181,24 @@ def cmd_unbind(args: argparse.Namespace) -> int:
         return 1
     ws.audit.record(_actor(), "account.unbind", args.name)
     print(f"{args.name}: no longer bound to a single sign-on identity (the next verified one binds)")
+    return 0
+
+
+def cmd_rotate_key(args: argparse.Namespace) -> int:
+    """A new signing key (``PAL_HOME/session.key``) and every sign-in ended: cookies signed with the old key no
+    longer verify, and the sessions behind them are gone (single sign-on identities must sign on again)."""
+    import os
+
+    from cli.context import open_workspace
+    from review.sessions import rotate_key
+
+    ws = open_workspace()
+    if os.environ.get("PAL_SESSION_SECRET", "").strip():
+        print("note: PAL_SESSION_SECRET is set, so the key comes from it: change it and restart the server",
+              file=sys.stderr)
+    else:
+        rotate_key(ws.paths.session_key)
+    ended = ws.sessions.end_everyone()
+    ws.audit.record(_actor(), "auth.key_rotated", "*", sessions=ended)
+    print(f"new session key; {ended} password session(s) ended; single sign-on sign-ins must sign on again")
     return 0

@@ -103,16 +103,28 @@ def load_key(path: Path, env: Mapping[str, str] | None = None) -> bytes:
     return key
 
 
-class CookieSigner:
-    """``<id>.<HMAC-SHA256(key, id)>``; the key is read on first use (a read-only home never makes one)."""
+def key_stamp(path: Path) -> tuple[int, int] | None:
+    """What changes when the key file is replaced (:func:`rotate_key`): its inode and modification time."""
+    try:
+        st = Path(path).stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns
 
-    def __init__(self, key: Callable[[], bytes]):
-        self._load = key
+
+class CookieSigner:
+    """``<id>.<HMAC-SHA256(key, id)>``; the key is read on first use (a read-only home never makes one) and again
+    whenever ``stamp`` changes, so a running server signs and verifies with a rotated key at once."""
+
+    def __init__(self, key: Callable[[], bytes], stamp: Callable[[], object] | None = None):
+        self._load, self._stamp = key, stamp
         self._key: bytes | None = None
+        self._seen: object = None
 
     def _mac(self, token: str) -> str:
-        if self._key is None:
-            self._key = self._load()
+        stamp = self._stamp() if self._stamp is not None else None
+        if self._key is None or stamp != self._seen:
+            self._key, self._seen = self._load(), stamp
         return _b64(hmac.new(self._key, token.encode("ascii"), hashlib.sha256).digest())
 
     def sign(self, token: str) -> str:

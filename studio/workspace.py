@@ -67,7 +67,7 @@ from palset.dataset import Dataset, User, dataset_key
 from palset.loader import load_dataset
 from review import schema as review_schema
 from review.accounts import AccountStore
-from review.sessions import CookieSigner, SessionPolicy, SessionStore, load_key
+from review.sessions import CookieSigner, SessionPolicy, SessionStore, key_stamp, load_key
 from review.store import ReviewStore
 from review.throttle import SignInThrottle
 from sim import schema as sim_schema
@@ -122,7 +122,8 @@ class Workspace:
         self.personamem = PersonaMemStore(self.db)
         self.reviews = ReviewStore(self.db)
         self.accounts = AccountStore(self.db)
-        self.sessions = SessionStore(self.db, CookieSigner(lambda: load_key(self.paths.session_key)), _session_policy())
+        self.sessions = SessionStore(self.db, CookieSigner(lambda: load_key(self.paths.session_key),
+                                                           lambda: key_stamp(self.paths.session_key)), _session_policy())
         if not read_only:  # its stores exist now: folders 0700, files 0600 (an existing home tightened, logged)
             make_private(self.paths.home)
         self.synth = SynthStore(self.paths.synth)

@@ -18,10 +18,18 @@ def test_passwords_are_stored_only_as_salted_bcrypt_hashes(accounts, db):
     assert accounts.verify("alice", "wrong-pass") is None and accounts.verify("nobody", "x") is None
 
 
-def test_cli_adds_and_removes_accounts(db, capsys):
-    assert main(["users", "add", "carol", "--role", "admin", "--password", "long-enough"]) == 0
+def _stdin(monkeypatch, text: str) -> None:
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(text + "\n"))
+
+
+def test_cli_adds_and_removes_accounts(db, capsys, monkeypatch):
+    _stdin(monkeypatch, "long-enough")
+    assert main(["users", "add", "carol", "--role", "admin", "--password-stdin"]) == 0
     assert make_workspace(db.parent).accounts.verify("carol", "long-enough").role == "admin"
-    assert main(["users", "add", "carol", "--role", "admin", "--password", "long-enough"]) == 1
+    _stdin(monkeypatch, "long-enough")
+    assert main(["users", "add", "carol", "--role", "admin", "--password-stdin"]) == 1
     assert main(["users", "list"]) == 0 and "carol" in capsys.readouterr().out
     assert main(["users", "remove", "carol"]) == 0
     assert main(["users", "remove", "carol"]) == 1
@@ -178,12 +186,38 @@ def test_a_linked_account_belongs_to_its_issuer_and_subject(accounts):
     assert accounts.for_identity(ISSUER, "x", "nobody@lab.example", True) == (None, "no account has this e-mail address")
 
 
-def test_cli_changes_passwords_and_roles_lists_and_ends_sessions(db, capsys):
-    assert main(["users", "add", "ann", "--role", "annotator", "--password", "long-enough"]) == 0
+def test_a_password_on_the_command_line_is_refused_with_the_reason(db, capsys):
+    """The process list shows every argument to every user of the machine."""
+    with pytest.raises(SystemExit, match="process list"):
+        main(["users", "add", "carol", "--role", "admin", "--password", "long-enough"])
+    assert make_workspace(db.parent).accounts.count() == 0
+
+
+def test_rotate_key_ends_every_sign_in_and_old_cookies_stop_verifying(db, capsys, monkeypatch):
+    monkeypatch.delenv("PAL_SESSION_SECRET", raising=False)
+    ws = make_workspace(db.parent)
+    ws.accounts.add("ann", "annotator", "long-enough")
+    ws.accounts.add("bob", "admin", "long-enough")
+    cookies = [ws.sessions.issue("ann"), ws.sessions.issue("bob")]
+    old_key = ws.paths.session_key.read_text()
+    assert main(["users", "rotate-key"]) == 0 and "2 password session(s) ended" in capsys.readouterr().out
+    assert ws.paths.session_key.read_text() != old_key
+    assert oct(ws.paths.session_key.stat().st_mode & 0o777) == "0o600"
+    fresh = make_workspace(db.parent)  # a server started after the rotation
+    assert all(fresh.sessions.resolve(c) is None and ws.sessions.resolve(c) is None for c in cookies)
+    assert fresh.sessions.signer.unsign(cookies[0]) is None  # the old signature no longer verifies
+    assert fresh.sessions.resolve(ws.sessions.issue("ann")).name == "ann"  # the running server signs with the new key
+    assert [e.action for e in fresh.audit.entries()][0] == "auth.key_rotated"
+
+
+def test_cli_changes_passwords_and_roles_lists_and_ends_sessions(db, capsys, monkeypatch):
+    _stdin(monkeypatch, "long-enough")
+    assert main(["users", "add", "ann", "--role", "annotator", "--password-stdin"]) == 0
     ws = make_workspace(db.parent)
     cookie = ws.sessions.issue("ann", client="10.0.0.7")
     assert main(["users", "sessions"]) == 0 and "ann\t" in capsys.readouterr().out
-    assert main(["users", "password", "ann", "--password", "new-long-enough"]) == 0
+    _stdin(monkeypatch, "new-long-enough")
+    assert main(["users", "password", "ann", "--password-stdin"]) == 0
     assert ws.sessions.resolve(cookie) is None
     cookie = ws.sessions.issue("ann")
     assert main(["users", "role", "ann", "researcher"]) == 0 and ws.sessions.resolve(cookie) is None

@@ -132,3 +132,32 @@ def test_policy_from_the_environment():
 def test_sso_issue_time():
     assert sso_issued_at({"iat": 12}) == 12.0 and sso_issued_at({"iat": "12.5"}) == 12.5
     assert sso_issued_at({}) is None and sso_issued_at({"iat": True}) is None and sso_issued_at({"iat": "x"}) is None
+
+
+def test_a_home_is_made_private_and_an_existing_one_tightened_with_a_log_line(tmp_path, caplog):
+    """PAL_HOME holds password hashes, answers and the audit log: no group or other access."""
+    import logging
+    import stat
+
+    from backends.paths import make_private
+    from testkit.workspace import make_workspace
+
+    home = tmp_path / "pal"
+    ws = make_workspace(home)
+    ws.accounts.add("ann", "annotator", "long-enough")
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    assert stat.S_IMODE(ws.paths.runs_db.stat().st_mode) == 0o600
+    (home / "old").mkdir()
+    (home / "old" / "leak.json").write_text("{}")
+    (home / "old" / "leak.json").chmod(0o644)
+    home.chmod(0o755)
+    (tmp_path / "outside.txt").write_text("x")
+    (tmp_path / "outside.txt").chmod(0o644)
+    (home / "link").symlink_to(tmp_path / "outside.txt")
+    with caplog.at_level(logging.INFO, logger="backends.paths"):
+        assert make_private(home) >= 3  # the home, the folder and the file made here (and any store file)
+    assert "made private" in caplog.text
+    assert all(stat.S_IMODE(p.stat().st_mode) & 0o077 == 0 for p in home.rglob("*") if not p.is_symlink())
+    assert stat.S_IMODE((home / "old" / "leak.json").stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "outside.txt").stat().st_mode) == 0o644  # a link is never followed
+    assert make_private(home) == 0
