@@ -65,6 +65,11 @@ class TableStore:
         with self.db.read() as conn:
             return {r[1] for r in conn.execute(f"PRAGMA table_info({_quote(table)})") if not r[3] or r[4] is not None}
 
+    def required_columns(self, table: str) -> set[str]:
+        """Columns that may not hold NULL (``NOT NULL``, default or not: an explicit NULL is refused either way)."""
+        with self.db.read() as conn:
+            return {r[1] for r in conn.execute(f"PRAGMA table_info({_quote(table)})") if r[3]}
+
     def migrations(self) -> list[int]:
         """Numbers of every schema migration applied to this database."""
         with self.db.read() as conn:

@@ -172,7 +172,8 @@ def _rows(path: Path, archive: zipfile.ZipFile, member: str, manifest: Manifest,
 
 def check_schema(bundle: LoadedBundle, tables: TableStore) -> None:
     """Every table a known record kind, made under migrations this install has, with the same columns — or fewer: a
-    bundle made before a migration added optional columns imports with those columns at their defaults."""
+    bundle made before a migration added optional columns imports with those columns at their defaults — and no
+    row leaving empty a column the table requires (refused by name, not by the database's error at merge time)."""
     have = set(tables.migrations())
     for table, info in bundle.manifest.tables.items():
         kind = BY_TABLE.get(table)
@@ -189,6 +190,11 @@ def check_schema(bundle: LoadedBundle, tables: TableStore) -> None:
                                          and set(later) <= tables.optional_columns(table)):
             raise BundleError(bundle.path, f"table {table}: the bundle's columns {info.columns} differ from this "
                               f"install's {ours}")
+        required = tables.required_columns(table)
+        for no, row in enumerate(bundle.rows.get(table, []), start=1):
+            if empty := sorted(c for c in required if c in row and row[c] is None):
+                raise BundleError(bundle.path, f"{table_member(table)} line {no}: {', '.join(empty)} is empty, which "
+                                  f"table {table} does not allow; nothing was imported")
 
 
 def resolve_dataset(bundle: LoadedBundle, known: Mapping[str, Path], dataset: Dataset | None = None) -> Dataset:

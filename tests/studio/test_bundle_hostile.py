@@ -291,3 +291,14 @@ def test_read_bundle_alone_never_raises_anything_else(bundle, tmp_path):
     for edit in (_deep_manifest, _latin1_manifest):
         with pytest.raises(BundleError):
             read_bundle(write(tmp_path / "x.palbundle", edit(members_of(bundle)), resign=False))
+
+
+def test_an_empty_required_column_is_refused_by_name_without_a_traceback(bundle, target, tmp_path, caplog):
+    """A NULL in a NOT NULL column is a foreseen refusal (member, line, column), not the database's error logged with
+    its traceback at ERROR."""
+    import logging
+
+    members = edit_rows(members_of(bundle), "memory_build_stages", lambda rows: rows[0].update(stage=None))
+    with caplog.at_level(logging.INFO):
+        refused(target, write(tmp_path / "null.palbundle", members), "memory_build_stages.jsonl line 1: stage is empty")
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
