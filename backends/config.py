@@ -35,8 +35,10 @@ from backends.local_models import DEFAULT_LOCAL_MODEL, canonical_name, is_local_
 from backends.paths import PROJECT_ROOT
 
 ROLES: tuple[str, ...] = ("assistant", "user_simulator", "judge", "memory_builder", "synthesizer")
-ROLE_FIELDS = ("provider", "base_url", "model", "api_key", "temperature", "max_tokens", "timeout", "max_retries",
+ROLE_FIELDS = ("provider", "base_url", "model", "api_key", "temperature", "max_tokens", "timeout", "idle_timeout",
+               "max_retries",
                "structured_mode", "context_window", "tokenizer", "thinking", "thinking_switch")
+DEFAULT_IDLE_TIMEOUT = 60.0  # seconds without a token: a batch of other requests' prompts takes a few on a CPU
 LOCAL_MODEL_NAME = DEFAULT_LOCAL_MODEL  # the catalog model a local role serves unless it names another
 SECRETS_PATH = PROJECT_ROOT / ".streamlit" / "secrets.toml"
 
@@ -59,7 +61,10 @@ class RoleConfig(Strict):
     temperature: float = Field(0.7, ge=0, le=2)
     # answer budget; None: the role's own, fitted to the endpoint's window (output_tokens below)
     max_tokens: int | None = Field(None, ge=1, le=32768)
-    timeout: float = Field(60.0, gt=0, le=3600)
+    # seconds for a whole answer; None: what the call needs at the endpoint's measured speed (backends.llm.deadline)
+    timeout: float | None = Field(None, gt=0, le=3600)
+    # seconds without a token after which a streamed answer is given up: a stalled server, not a slow one
+    idle_timeout: float = Field(DEFAULT_IDLE_TIMEOUT, gt=0, le=3600)
     max_retries: int = Field(4, ge=0, le=20)
     # the first structured mode tried; an endpoint that rejects it is stepped down (see backends.llm.negotiate)
     structured_mode: Literal["json_schema", "json_schema_strict", "json_object", "prompt"] = "json_schema"

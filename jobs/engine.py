@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from backends.llm.errors import Cancelled
+from backends.llm.errors import Cancelled, LLMTimeout
 from backends.store.leases import pid_alive
 from jobs.store import HOST, JobStore
 from jobs.types import JobSpec, JobSummary, Unit
@@ -54,6 +54,22 @@ class UnitContext:
 
 
 UnitFn = Callable[[UnitContext], dict | None]
+
+
+def run_patiently(fn: UnitFn, ctx: UnitContext) -> dict | None:
+    """``fn(ctx)``; a unit whose LLM call timed out runs once more in its environment's patient form
+    (``env.patient()``: longer deadlines, :mod:`backends.llm.patience`) before it fails — unless the work inside
+    already asked again patiently. The unit's work is resumable, so the second run redoes nothing finished."""
+    try:
+        return fn(ctx)
+    except LLMTimeout as e:
+        patient = getattr(ctx.env, "patient", None)
+        if e.after_patience or not callable(patient):
+            raise
+        log.warning("unit %s (%s): a call timed out (%s); running it once more with longer deadlines",
+                    ctx.unit.unit_id, ctx.unit.label, e)
+        ctx.env = patient()
+        return fn(ctx)
 
 
 @dataclass
@@ -236,7 +252,7 @@ class JobEngine:
         started = time.perf_counter()
         try:
             ctx.env = self.env(unit.job_id)
-            result = (call or self.registry.get(unit.kind).run)(ctx)
+            result = run_patiently(call or self.registry.get(unit.kind).run, ctx)
         except BaseException as e:  # every failure of a unit is recorded on it; the worker goes on
             log.debug("unit %s ended by %s", unit.unit_id, type(e).__name__, exc_info=True)
             return self._ended_badly(unit, ctx, e, time.perf_counter() - started)

@@ -20,6 +20,7 @@ from backends.embeddings import Embedder
 from backends.llm.client import LLMClient
 from backends.llm.errors import Cancelled
 from backends.llm.meter import CallMeter
+from backends.llm.patience import again_on_timeout
 from backends.vectorstore import VectorStore
 from memory.base import MemoryMethod, MemoryView, MethodContext
 from memory.index import VectorIndex
@@ -93,10 +94,23 @@ class MemoryBuilder:
                     continue
                 if cancel is not None and cancel.is_set():
                     raise Cancelled(f"build stopped before {session.sample_id} {step}")
-                self._run_stage(session, pos, stage, step)
+                self._run_stage_patiently(session, pos, stage, step)
                 if progress:
                     progress(stage + 1, total, f"{session.sample_id}: {step}")
         return self.store.info(self.build_id)
+
+    def _run_stage_patiently(self, session: Session, pos: int, stage: int, step: str) -> None:
+        """:meth:`_run_stage`; a stage whose call timed out runs once more with longer deadlines
+        (:mod:`backends.llm.patience`) before the build fails, and the next run resumes at this stage."""
+
+        def attempt(llm: LLMClient | None) -> None:
+            self.impl.ctx.llm = llm
+            try:
+                self._run_stage(session, pos, stage, step)
+            finally:
+                self.impl.ctx.llm = self.llm
+
+        again_on_timeout(self.llm, attempt, f"memory build {self.build_id} {session.sample_id} {step}")
 
     def _run_stage(self, session: Session, pos: int, stage: int, step: str) -> None:
         memory = self.view(stage - 1)

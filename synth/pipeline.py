@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from backends.llm.client import LLMClient
 from backends.llm.errors import Cancelled, LLMError
+from backends.llm.patience import again_on_timeout
 from backends.prompts import PromptError
 from backends.store.runstore import RunStore, Totals
 from synth.config import SynthConfig
@@ -156,10 +157,14 @@ class Pipeline:
         inputs = self.inputs_for(name)
         if name == "assemble":
             inputs["_records"] = self.records()
-        ctx = StepContext(run=self.info, step=name, inputs=inputs, store=self.store, llm=self.llm,
-                          cancel=self.cancel, on_call=self.on_call)
-        try:
-            output = step.run(ctx)
+
+        def attempt(llm: LLMClient | None) -> tuple[Any, StepContext]:
+            ctx = StepContext(run=self.info, step=name, inputs=inputs, store=self.store, llm=llm,
+                              cancel=self.cancel, on_call=self.on_call)
+            return step.run(ctx), ctx
+
+        try:  # a step whose call timed out asks again once, patiently; its finished calls are not asked again
+            output, ctx = again_on_timeout(self.llm, attempt, f"generation {self.run_id} step {name}")
         except Cancelled:
             if self.on_step:
                 self.on_step(name, "cancelled", None)

@@ -238,7 +238,7 @@ class LLMClient:
         (measured on the first call to a server that can be measured; :mod:`backends.llm.rates`)."""
         rc = self.config.role(role)
         rates = self.rates.rates(provider, rc.model) if rc.timeout is None else ASSUMED_RATES
-        tokens = counted or sum(len(m.content) for m in req.messages) // 3
+        tokens = counted or max(1, sum(len(m.content) for m in req.messages) // 3)
         deadline = call_deadline(prompt_tokens=tokens, max_tokens=req.max_tokens, rates=rates, idle=rc.idle_timeout,
                                  configured=rc.timeout, factor=self.patience)
         return req.model_copy(update={"timeout": deadline.total, "first_token_timeout": deadline.first,

@@ -33,9 +33,10 @@ class ServerError(LLMError):
 
 
 class LLMTimeout(LLMError):
-    """No answer within the role's timeout."""
+    """No answer within the call's deadline, or no token within the idle limit (:mod:`backends.llm.deadline`)."""
 
     retryable = True
+    after_patience = False  # set when the work around the call already asked again with longer deadlines
 
 
 class BadRequest(LLMError):

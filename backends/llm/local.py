@@ -3,7 +3,12 @@ behind the same OpenAI-compatible code path as remote endpoints.
 
 Every request asks llama.cpp to keep and reuse its prompt (``cache_prompt``): a prompt that starts like one a slot
 (or the server's host-memory prompt cache) holds is only computed from where they differ. The server serves
-``parallel`` requests at once (:meth:`LocalProvider.slots`: the width of :mod:`backends.llm.fanout`)."""
+``parallel`` requests at once (:meth:`LocalProvider.slots`: the width of :mod:`backends.llm.fanout`).
+
+Every answer is read as a stream, structured ones too (:meth:`OpenAICompatProvider.complete_streamed`): a long answer
+on a busy CPU takes minutes by construction, so a call is given up when the server stops sending, not when a fixed
+time has passed; its speed with every slot busy is measured once (:meth:`LocalProvider.measure_rates`) for the
+deadlines of :mod:`backends.llm.deadline`."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from collections.abc import Iterator
 
 from backends.config import LocalServerConfig
 from backends.llm.counters import server_root
+from backends.llm.deadline import Rates
 from backends.llm.local_server import LocalServers
 from backends.llm.openai_compat import OpenAICompatProvider
 from backends.llm.types import ChatRequest, ChatResult
@@ -53,8 +59,14 @@ class LocalProvider:
         """``req`` as the server gets it: under the served model's name, asking to keep and reuse its prompt."""
         return req.model_copy(update={"model": self.server.alias, "extra": {**req.extra, "cache_prompt": True}})
 
+    def measure_rates(self, model: str) -> Rates:
+        """The server's prompt and decode rates of one request with all its slots busy (:mod:`backends.llm.rates`)."""
+        from backends.llm.rates import measure_llamacpp
+
+        return measure_llamacpp(server_root(self._provider().base_url), self.server.alias, self.server.cfg.parallel)
+
     def complete(self, req: ChatRequest) -> ChatResult:
-        return self._provider().complete(self._sent(req)).model_copy(update={"model": self.server.alias})
+        return self._provider().complete_streamed(self._sent(req)).model_copy(update={"model": self.server.alias})
 
     def stream(self, req: ChatRequest) -> Iterator[str | ChatResult]:
         req = self._sent(req)

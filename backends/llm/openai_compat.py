@@ -8,11 +8,17 @@ Requests go through the SDK's low-level ``post`` with plain-JSON bodies and resp
 same connection pool, headers, auth and error types as ``chat.completions.create``, without its
 per-call parameter transforms and response-model construction, which cost several milliseconds of
 CPU per call — most of a batch simulation's overhead over the server's latency.
+
+Each request carries its deadline (:mod:`backends.llm.deadline`): a non-streamed answer must come within
+``timeout``; a streamed one ends when no token came for ``first_token_timeout`` (the idle limit, or the time its
+prompt needs when that is longer) or when it runs past ``timeout`` in all. A timeout's message names the limit
+and how it was computed (``deadline_note``).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from email.utils import parsedate_to_datetime
@@ -20,6 +26,8 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlparse
 
+from backends.llm.counters import server_root
+from backends.llm.deadline import Rates
 from backends.llm.errors import (
     BadRequest,
     BadResponse,
@@ -48,6 +56,23 @@ def parse_retry_after(value: str | None) -> float | None:
         return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
     except (TypeError, ValueError):
         return None
+
+
+_SDK_CLIENTS: dict[tuple[str, str, float], Any] = {}
+_SDK_LOCK = threading.Lock()
+
+
+def _shared_sdk(base_url: str, api_key: str, timeout: float) -> Any:
+    """The process's one SDK client for this endpoint, key and timeout: one connection pool kept alive and one SSL
+    context for every provider a workspace, view or job unit makes (each new client built its own SSL context,
+    tens of milliseconds of CPU, and opened new connections)."""
+    key = (base_url, api_key, timeout)
+    with _SDK_LOCK:
+        if key not in _SDK_CLIENTS:
+            import openai
+
+            _SDK_CLIENTS[key] = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout)
+        return _SDK_CLIENTS[key]
 
 
 class OpenAICompatProvider:
@@ -82,10 +107,7 @@ class OpenAICompatProvider:
 
     def _sdk(self) -> Any:
         if self._client is None:
-            import openai
-
-            self._client = openai.OpenAI(base_url=self.base_url, api_key=self._api_key, max_retries=0,
-                                         timeout=self._timeout)
+            self._client = _shared_sdk(self.base_url, self._api_key, self._timeout)
         return self._client
 
     def _kwargs(self, req: ChatRequest) -> dict[str, Any]:
@@ -112,9 +134,10 @@ class OpenAICompatProvider:
         body.update(body.pop("extra_body", {}))
         sdk = self._sdk()
         if not stream:
-            return sdk.post("/chat/completions", body=body, cast_to=object, options={"timeout": timeout})
+            return sdk.post("/chat/completions", body=body, cast_to=object, options={"timeout": _limits(timeout)})
         body.update(stream=True, stream_options={"include_usage": True})
-        return sdk.post("/chat/completions", body=body, cast_to=object, options={"timeout": timeout},
+        between = req.first_token_timeout or timeout  # between two chunks: the idle limit (see the module docstring)
+        return sdk.post("/chat/completions", body=body, cast_to=object, options={"timeout": _limits(between)},
                         stream=True, stream_cls=_draining_stream_class())
 
     def complete(self, req: ChatRequest) -> ChatResult:
@@ -123,7 +146,7 @@ class OpenAICompatProvider:
             resp = self._post(req, stream=False)
         except Exception as e:  # every SDK error is mapped to a typed one (key-free message)
             log.debug("%s: SDK error", self.endpoint, exc_info=True)
-            raise self._translate(e) from None
+            raise self._translate(e, req) from None
         try:
             choice = resp["choices"][0]
             text = choice["message"].get("content") or ""
@@ -152,9 +175,14 @@ class OpenAICompatProvider:
         finish = None
         model = req.model
         response = None
+        tokens = 0
         try:
             response = self._post(req, stream=True)
             for chunk in response:
+                if time.perf_counter() - started > req.timeout:
+                    raise LLMTimeout(f"{self.endpoint}: the answer was not finished within {req.timeout:.0f} s "
+                                     f"({req.deadline_note or 'the role timeout'}); {len(parts)} parts came. "
+                                     f"{_WHAT_TO_CHANGE}")
                 if not isinstance(chunk, dict):
                     raise BadResponse(f"{self.endpoint}: unreadable stream chunk")
                 model = chunk.get("model") or model
@@ -165,13 +193,14 @@ class OpenAICompatProvider:
                     delta = (choice.get("delta") or {}).get("content")
                     if delta:
                         parts.append(delta)
+                        tokens += 1
                         yield delta
                     finish = choice.get("finish_reason") or finish
         except LLMError:
             raise
         except Exception as e:  # every SDK error is mapped to a typed one (key-free message)
             log.debug("%s: SDK error", self.endpoint, exc_info=True)
-            raise self._translate(e) from None
+            raise self._translate(e, req, streamed=tokens) from None
         finally:  # also when the caller stops reading (a cancelled turn): the server sees the connection close and
             if response is not None:  # stops decoding, instead of writing on until the response is collected
                 response.close()
@@ -182,12 +211,35 @@ class OpenAICompatProvider:
             latency_ms=(time.perf_counter() - started) * 1000, finish_reason=finish,
         )
 
-    def _translate(self, e: Exception) -> LLMError:
+    def complete_streamed(self, req: ChatRequest) -> ChatResult:
+        """:meth:`complete` read as a stream: the same result, but a stalled server is told from a slow one (the
+        idle limit applies between tokens, not to the whole answer)."""
+        final: ChatResult | None = None
+        for chunk in self.stream(req):
+            if isinstance(chunk, ChatResult):
+                final = chunk
+        if final is None:
+            raise BadResponse(f"{self.endpoint}: the stream ended without a result")
+        return final
+
+    def measure_server_rates(self, model: str) -> Rates | None:
+        """The speed of a llama.cpp server (one that says its slots in ``/props``) with every slot busy; None for
+        other endpoints (measuring a hosted API would spend the account's tokens). Only when asked
+        (:meth:`backends.llm.rates.RateBook.measure`): a lab's shared server is not sent calibration requests
+        unasked."""
+        slots = self.slots()
+        if not slots:
+            return None
+        from backends.llm.rates import measure_llamacpp
+
+        return measure_llamacpp(server_root(self.base_url), model, slots)
+
+    def _translate(self, e: Exception, req: ChatRequest | None = None, streamed: int | None = None) -> LLMError:
         import openai
 
         where = self.endpoint
         if isinstance(e, openai.APITimeoutError):
-            return LLMTimeout(f"{where}: no answer within {self._timeout:.0f} s")
+            return LLMTimeout(timeout_message(where, req, streamed, self._timeout))
         if isinstance(e, openai.APIConnectionError):
             return EndpointUnavailable(f"{where}: cannot connect ({type(e.__cause__ or e).__name__})")
         if isinstance(e, openai.APIStatusError):
@@ -202,6 +254,33 @@ class OpenAICompatProvider:
                 return BadRequest(f"{where}: authentication failed ({status}); check the API key setting", status=status)
             return BadRequest(f"{where}: request rejected ({status}){detail}", status=status)
         return BadResponse(f"{where}: unreadable response ({type(e).__name__})")
+
+
+_WHAT_TO_CHANGE = ("Set the role's timeout (whole answer) or idle_timeout (between tokens), e.g. "
+                   "PAL_DEFAULT_TIMEOUT / PAL_DEFAULT_IDLE_TIMEOUT, to change it.")
+
+
+def timeout_message(where: str, req: ChatRequest | None, streamed: int | None, fallback: float) -> str:
+    """What ran out, and how the limit was computed: the whole answer of a non-streamed call, the first token of
+    a stream, or the gap between two of its tokens."""
+    note = f" ({req.deadline_note})" if req is not None and req.deadline_note else ""
+    if req is None:
+        return f"{where}: no answer within {fallback:.0f} s. {_WHAT_TO_CHANGE}"
+    if streamed is None:
+        return f"{where}: no answer within {req.timeout:.0f} s{note}. {_WHAT_TO_CHANGE}"
+    limit = req.first_token_timeout or req.timeout
+    if streamed == 0:
+        return (f"{where}: no first token within {limit:.0f} s (the idle limit, or what the prompt needs when "
+                f"longer){note}; the server may be stalled. {_WHAT_TO_CHANGE}")
+    return (f"{where}: the server stalled: no token for {limit:.0f} s after {streamed} parts of the answer "
+            f"(idle limit){note}. {_WHAT_TO_CHANGE}")
+
+
+def _limits(seconds: float) -> Any:
+    """The SDK's timeouts: ``seconds`` to read (an answer, or the next chunk of a stream), at most 10 s to connect."""
+    import httpx2
+
+    return httpx2.Timeout(seconds, connect=min(10.0, seconds))
 
 
 _DRAINING_STREAM: Any = None

@@ -10,6 +10,8 @@ from backends.config import PlatformConfig, RoleConfig
 if TYPE_CHECKING:
     from backends.llm.local_server import LocalServers
 
+PROBE_TIMEOUT = 60.0  # a provider's own requests (window, slots); each chat request carries its own deadline
+
 
 class ChatProvider(Protocol):
     name: str
@@ -27,14 +29,14 @@ def _local(role: RoleConfig, platform: PlatformConfig, servers: LocalServers | N
 
     if servers is None:
         raise ValueError("the 'local' provider needs the workspace's local servers (LLMClient(servers=...))")
-    return LocalProvider(platform.local, servers, timeout=role.timeout, model=role.model)
+    return LocalProvider(platform.local, servers, timeout=role.timeout or PROBE_TIMEOUT, model=role.model)
 
 
 def _openai(role: RoleConfig, platform: PlatformConfig, servers: LocalServers | None) -> ChatProvider:
     from backends.llm.openai_compat import OpenAICompatProvider
 
     key = role.api_key.get_secret_value() if role.api_key else None
-    return OpenAICompatProvider(role.base_url, key, timeout=role.timeout)
+    return OpenAICompatProvider(role.base_url, key, timeout=role.timeout or PROBE_TIMEOUT)
 
 
 def _fake(role: RoleConfig, platform: PlatformConfig, servers: LocalServers | None) -> ChatProvider:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from backends.llm.errors import Cancelled, LLMError
+from backends.llm.errors import Cancelled, LLMError, LLMTimeout
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +22,9 @@ class RetryPolicy:
     base_delay: float = 0.5
     max_delay: float = 20.0
     max_retry_after: float = 60.0
+    # a timeout is retried this often at most: its deadline came from what the call needs, so a second miss means
+    # the server is stalled or much slower than measured (the work around the call then tries once more, longer)
+    max_timeouts: int = 1
 
     def delay(self, attempt: int, error: LLMError, rng: random.Random) -> float:
         """Seconds to wait before attempt ``attempt + 1``: the server's Retry-After if given, else jittered backoff."""
@@ -39,14 +42,15 @@ def call_with_retries(
 ) -> tuple[T, int]:
     """Run ``fn`` until it succeeds or a non-retryable error / the retry budget ends. Returns (result, attempts)."""
     rng = rng or random.Random()
-    attempt = 0
+    attempt = timeouts = 0
     while True:
         if cancel is not None and cancel.is_set():
             raise Cancelled("cancelled")
         try:
             return fn(), attempt + 1
         except LLMError as e:
-            if not e.retryable or attempt >= policy.max_retries:
+            timeouts += isinstance(e, LLMTimeout)
+            if not e.retryable or attempt >= policy.max_retries or timeouts > policy.max_timeouts:
                 raise
             wait = policy.delay(attempt, e, rng)
             log.info("attempt %d failed (%s); retrying in %.1f s", attempt + 1, e, wait)

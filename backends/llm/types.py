@@ -24,7 +24,9 @@ class ChatRequest(BaseModel):
     messages: list[Message]
     temperature: float = 0.7
     max_tokens: int = 512
-    timeout: float = 60.0
+    timeout: float = 60.0  # seconds for the whole answer (backends.llm.deadline)
+    first_token_timeout: float | None = None  # a stream: seconds without a token before it is given up (None: timeout)
+    deadline_note: str | None = None  # how the timeouts were computed, for the message of a timeout
     seed: int | None = None
     response_format: dict[str, Any] | None = None
     stop: list[str] | None = None

@@ -29,6 +29,11 @@ class Capabilities(BaseModel):
     seed_honoured: bool | None = None
     emits_reasoning: bool | None = None
     checked_at: float | None = None
+    # tokens/s of one request while every slot is busy (backends.llm.rates), measured at rates_at
+    prompt_rate: float | None = None
+    decode_rate: float | None = None
+    rate_slots: int | None = None
+    rates_at: float | None = None
     updated_at: float = 0.0
 
 

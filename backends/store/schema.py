@@ -132,6 +132,16 @@ MIGRATIONS: list[Migration] = [
         )
         """,
     ),
+    (
+        101,
+        "llm capabilities: the endpoint's measured speed with every slot busy (call deadlines)",
+        """
+        ALTER TABLE llm_capabilities ADD COLUMN prompt_rate REAL;
+        ALTER TABLE llm_capabilities ADD COLUMN decode_rate REAL;
+        ALTER TABLE llm_capabilities ADD COLUMN rate_slots INTEGER;
+        ALTER TABLE llm_capabilities ADD COLUMN rates_at REAL
+        """,
+    ),
 ]
 
 

@@ -64,13 +64,29 @@ def test_a_metered_view_shows_calls_in_flight_and_the_cached_share(tmp_path, slo
     assert MeterReading().line() == "0 calls in flight · 0 sent"  # nothing reported: no share claimed
 
 
+def answer(body: dict, text: str) -> tuple[int, dict, bytes]:
+    """``text`` as a completion, streamed when asked (the bundled provider reads every answer as a stream)."""
+    if not body.get("stream"):
+        return 200, {"content-type": "application/json"}, json.dumps(completion(text)).encode()
+    chunks = [{"choices": [{"index": 0, "delta": {"content": text}}]},
+              {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+              {"choices": [], "usage": completion(text)["usage"]}]
+    events = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+    return 200, {"content-type": "text/event-stream"}, events.encode()
+
+
+def calibrating(body: dict) -> bool:
+    """A request measuring the server's speed (backends.llm.rates), not one of the test's calls."""
+    return body.get("max_tokens") == 1 or bool(body.get("ignore_eos"))
+
+
 def test_the_bundled_provider_asks_llama_cpp_to_keep_its_prompt(tmp_path):
     bodies: list[dict] = []
 
     def respond(body):
-        if "messages" in body:  # not the tokenizer's /tokenize
+        if "messages" in body and not calibrating(body):  # not the tokenizer's /tokenize
             bodies.append(body)
-        return 200, {"content-type": "application/json"}, json.dumps(completion("fine")).encode()
+        return answer(body, "fine")
 
     with FaultServer(default=respond).running() as fake:
         provider = LocalProvider(LocalServerConfig(parallel=3), LocalServers(tmp_path / "ls"))
@@ -96,7 +112,7 @@ def test_calls_in_flight_never_exceed_the_bundled_servers_slots(tmp_path):
         threading.Event().wait(0.05)
         with lock:
             now[0] -= 1
-        return 200, {"content-type": "application/json"}, json.dumps(completion("fine")).encode()
+        return answer(body, "fine")
 
     with FaultServer(default=respond).running() as fake:
         provider = LocalProvider(LocalServerConfig(parallel=2), LocalServers(tmp_path / "ls"))
