@@ -251,6 +251,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from cli.context import load_dataset_arg, open_workspace
     from palset.dataset import dataset_key
     from sim.recheck import check_run, reason_counts
+    from sim.rulebook import rulebook_version
 
     dataset = load_dataset_arg(args.dataset)
     store = open_workspace().sims
@@ -269,9 +270,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         for c in failing:
             print(f"{c.run_id} ({c.task_id}, {display_name(c.method)})")
             for s in c.slips:
-                print(f"  turn {s.turn_no} {s.side}: {'; '.join(s.reasons)}: {s.text[:70]!r}")
+                rules = f" [{', '.join(s.rules)}]" if s.rules else ""
+                print(f"  turn {s.turn_no} {s.side}{rules}: {'; '.join(s.reasons)}: {s.text[:70]!r}")
     counts = ", ".join(f"{reason} {n}" for reason, n in reason_counts(checks).most_common())
-    print(f"{len(failing)} of {len(checks)} run(s) hold turns the current rules would ask again"
+    print(f"{len(failing)} of {len(checks)} run(s) hold turns the current rules (rulebook {rulebook_version()}) "
+          "would ask again"
           + (f" — turns by reason: {counts}" if counts else ""), file=sys.stderr)
     return 0
 

@@ -1,9 +1,10 @@
 """Stored runs read again under the simulator's current rules: which turns would it ask again today, and why.
 
-Why: the rules that make the simulator ask a turn again (the persona rule, the repeat rule, the assistant's reasons
-in :func:`sim.assistant.why_asked_again`) grew as recorded runs were read; a run keeps the turns it was recorded
-with. ``pal runs check`` lists the turns of stored runs that the rules of this version would not have kept, so a
-recording can name the runs to record anew (``make demo-workspace REDO=…``) instead of someone reading them all.
+A run keeps the turns it was recorded with; the rules that make the simulator ask a turn again (the user's turn
+rules of :mod:`sim.rulebook`, the assistant's reasons in :func:`sim.assistant.why_asked_again`) change. ``pal runs
+check`` lists the turns of stored runs that the rules of this rulebook (:func:`sim.rulebook.rulebook_version`) would
+not have kept, each with the rule that fires, so a recording can name the runs to record anew
+(``make demo-workspace REDO=…``) instead of someone reading them all.
 
 The same functions as the simulator, on what a record holds: a user turn against the persona rule (its echo
 source: the assistant's message before it) and the user's earlier turns; an assistant reply against its earlier
@@ -23,6 +24,7 @@ from sim.acts import act_name, definition
 from sim.assistant import why_asked_again, without_copied_note
 from sim.persona_check import user_turn_reasons
 from sim.prompting import hidden_need
+from sim.rulebook import rule_of_reason, rulebook_version
 from sim.simulator import user_name
 from sim.types import RunRecord
 
@@ -36,6 +38,7 @@ class TurnSlip(BaseModel):
     side: str
     reasons: list[str]
     text: str
+    rules: list[str] = []  # the user's turn rules behind ``reasons`` (sim.rulebook); an assistant's reason names none
 
 
 class RunCheck(BaseModel):
@@ -49,6 +52,7 @@ class RunCheck(BaseModel):
     task_id: str
     turns: int
     slips: list[TurnSlip]
+    rulebook: str = ""  # the rulebook it was read under
 
 
 def check_run(record: RunRecord, user: User) -> RunCheck:
@@ -77,10 +81,13 @@ def check_run(record: RunRecord, user: User) -> RunCheck:
             last_reply = u.content
         earlier[u.side].append(u.content)
         if reasons:
-            slips.append(TurnSlip(turn_no=u.turn_no, side=u.side, reasons=list(dict.fromkeys(reasons)), text=u.content))
+            reasons = list(dict.fromkeys(reasons))
+            rules = [r for r in dict.fromkeys(rule_of_reason(x) for x in reasons) if r]
+            slips.append(TurnSlip(turn_no=u.turn_no, side=u.side, reasons=reasons, text=u.content, rules=rules))
     spec = record.spec
     return RunCheck(run_id=record.run_id, user_id=spec.user_id, method=spec.method,
-                    task_id=f"{spec.sample_id}_{spec.topic_key}", turns=len(record.utterances), slips=slips)
+                    task_id=f"{spec.sample_id}_{spec.topic_key}", turns=len(record.utterances), slips=slips,
+                    rulebook=rulebook_version())
 
 
 def reason_counts(checks: list[RunCheck]) -> Counter[str]:

@@ -11,6 +11,7 @@ from palset.dataset import dataset_key
 from palset.vocab import Act
 from sim.persona_check import GIVES_AWAY
 from sim.recheck import check_run, reason_counts
+from sim.rulebook import rulebook_version
 from sim.types import RunRecord, RunSpec, Utterance
 from tests.conftest import DEMO
 
@@ -45,6 +46,9 @@ def test_the_turns_the_current_rules_would_ask_again_and_why(demo_dataset):
                      (3, "assistant"): ["announces what its first paragraph does not hold"]}
     assert (check.task_id, check.turns) == ("1002_sample7_topic-1", 8)  # the composed verdict is not checked
     assert reason_counts([check, check])["talks about the user or the prompt's terms"] == 2
+    rules = {(s.turn_no, s.side): s.rules for s in check.slips}  # a user turn's reasons name their turn rules
+    assert rules[(3, "user")] == ["turn.repeat", "turn.gives_away"] and rules[(1, "assistant")] == []
+    assert check.rulebook == rulebook_version()
 
 
 def test_a_run_that_keeps_to_the_rules_passes_and_chinese_turns_are_read_as_chinese(demo_dataset):
