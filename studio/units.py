@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -89,6 +89,11 @@ class UnitEnv:
     unit_done: Callable[[str], None] | None = None
     open_user_builder: Callable[..., MemoryBuilder] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def patient(self) -> UnitEnv:
+        """This environment with the job's client giving each call a longer deadline: the one retry of a unit
+        whose call timed out (:func:`jobs.engine.run_patiently`)."""
+        return replace(self, llm=self.llm.patient())
 
     def say(self, text: str) -> None:
         if self.line is not None:
