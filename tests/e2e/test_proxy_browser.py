@@ -66,7 +66,7 @@ def test_sign_in_reload_deep_link_and_throttle_through_nginx(lab_env, tmp_path):
             page.get_by_text("Signed in as").wait_for(timeout=60_000)
             assert page.url == f"{site_a}/users?user=1001&tab=Timeline"
             page.get_by_role("heading", name="Dale Brennan").wait_for(timeout=60_000)
-            cookie = next(c for c in ctx.cookies() if c["name"] == "pal_session")
+            cookie = next(c for c in ctx.cookies() if c["name"] == "__Host-pal_session")  # TLS: Secure, host-only
             assert cookie["httpOnly"] and cookie["secure"] and cookie["sameSite"] == "Lax"
             page.reload()  # F5
             page.get_by_role("heading", name="Dale Brennan").wait_for(timeout=60_000)
