@@ -26,6 +26,7 @@ from jobs.types import JobSpec, JobSummary, Unit
 
 log = logging.getLogger(__name__)
 
+IDLE_POLL_S = 2.0  # the longest a worker with nothing to claim waits before it looks again (work of other processes)
 _LIVE_TOKENS: set[str] = set()  # tokens of the engines alive in this process
 
 
@@ -226,16 +227,19 @@ class JobEngine:
                         self._live[uid].cancel.set()
 
     def _loop(self, pool: str | None = None, job_id: str | None = None, stop: threading.Event | None = None) -> None:
+        idle = self.poll_s
         while not self._stop.is_set() and not (stop is not None and stop.is_set()):
             try:
                 unit = self.store.claim(self.owner, self.lease_s, job_id=job_id, pool=pool, kinds=self.registry.names())
             except Exception:  # e.g. the database is busy beyond its timeout: try again shortly
                 log.exception("claiming a unit failed")
                 unit = None
-            if unit is None:
+            if unit is None:  # woken at once when a unit of this process ends or a job comes; else look less often
                 with self._wake:
-                    self._wake.wait(self.poll_s)
+                    self._wake.wait(idle)
+                idle = min(2 * idle, max(self.poll_s, IDLE_POLL_S))
                 continue
+            idle = self.poll_s
             self.execute(unit)
 
     def env(self, job_id: str) -> Any:

@@ -98,10 +98,14 @@ class JobStore:
         if exclude:
             conds.append(f"r.unit_id NOT IN ({','.join('?' * len(exclude))})")
             args += exclude
+        sql = ("SELECT r.unit_id, r.job_id FROM job_ready r JOIN jobs j ON j.job_id=r.job_id WHERE "
+               + " AND ".join(conds) + f" ORDER BY {order} LIMIT 1")
+        with self.db.read() as conn:  # idle workers look without the write lock (most of their claims find nothing)
+            if conn.execute(sql, args).fetchone() is None:
+                return None
         t = now()
         with self.db.write() as conn:
-            row = conn.execute("SELECT r.unit_id, r.job_id FROM job_ready r JOIN jobs j ON j.job_id=r.job_id WHERE "
-                               + " AND ".join(conds) + f" ORDER BY {order} LIMIT 1", args).fetchone()
+            row = conn.execute(sql, args).fetchone()
             if row is None:
                 return None
             conn.execute("UPDATE job_units SET status='running', lease_owner=?, lease_until=?, attempts=attempts+1, "

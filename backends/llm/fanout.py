@@ -12,19 +12,117 @@ that order too, so a piece of work done concurrently stores exactly what it stor
 The first failure in item order is raised once the items already running have ended; no item starts after a
 failure or a cancel (items not started then raise :class:`Cancelled`), so a stage or step stopped half way keeps
 what its finished calls stored (the response cache, a synthesis step's units) and resumes without asking again.
+
+The items run on the calling thread and on up to ``width - 1`` helpers from one bounded pool of threads kept for
+the process (:data:`POOL_THREADS`), not on threads started per call: a protocol run makes thousands of fan-outs,
+and each new thread also opens its own database connection. The caller works through the items itself, so a
+fan-out inside a fan-out's item always progresses even when every pool thread is busy — helpers only add speed.
 """
 
 from __future__ import annotations
 
+import logging
+import queue
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from backends.llm.errors import Cancelled
 
+log = logging.getLogger(__name__)
+
 T = TypeVar("T")
 R = TypeVar("R")
+POOL_THREADS = 128  # the most helper threads the process keeps for fan-outs (callers work too, so any bound is safe)
+
+
+class _Pool:
+    """Daemon helper threads shared by every fan-out of the process: started while tasks wait for one (up to
+    ``most``), then kept waiting for the next task."""
+
+    def __init__(self, most: int):
+        self.most = most
+        self._tasks: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = self._idle = self._waiting = 0
+
+    def submit(self, task: Callable[[], None]) -> None:
+        with self._lock:
+            self._waiting += 1
+            if self._waiting > self._idle and self._threads < self.most:
+                self._threads += 1
+                threading.Thread(target=self._work, name=f"fanout-{self._threads}", daemon=True).start()
+        self._tasks.put(task)
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                self._idle += 1
+            task = self._tasks.get()
+            with self._lock:
+                self._idle -= 1
+                self._waiting -= 1
+            try:
+                task()
+            except BaseException:  # a task records its item's failure itself; this is a bug in the pool's caller
+                log.exception("a fan-out helper task failed")
+
+    @property
+    def threads(self) -> int:
+        return self._threads
+
+
+_POOL = _Pool(POOL_THREADS)
+
+
+class _Call(Generic[T, R]):
+    """One fan-out's items: taken one at a time by the caller and its helpers, results and failures by index."""
+
+    def __init__(self, fn: Callable[[T], R], items: list[T], cancel: threading.Event | None):
+        self.fn, self.items, self.cancel = fn, items, cancel
+        self.results: dict[int, R] = {}
+        self.errors: dict[int, BaseException] = {}
+        self._next = self._active = 0
+        self._closed = False
+        self._cond = threading.Condition()
+
+    def _take(self) -> int | None:
+        with self._cond:
+            if (self._closed or self.errors or self._next >= len(self.items)
+                    or (self.cancel is not None and self.cancel.is_set())):
+                return None
+            self._next += 1
+            self._active += 1
+            return self._next - 1
+
+    def drain(self) -> None:
+        """Run items until none is left to start (or a failure or cancel stops the starting)."""
+        while (index := self._take()) is not None:
+            try:
+                result = self.fn(self.items[index])
+            except BaseException as e:  # kept by item; the first in item order is raised by the caller
+                log.debug("fan-out item %d of %d failed", index + 1, len(self.items), exc_info=True)
+                with self._cond:
+                    self.errors[index] = e
+            else:
+                with self._cond:
+                    self.results[index] = result
+            finally:
+                with self._cond:
+                    self._active -= 1
+                    self._cond.notify_all()
+
+    def finish(self) -> None:
+        """Wait for the items running on helpers; helpers that start later find nothing to do."""
+        with self._cond:
+            self._closed = True
+            while self._active:
+                self._cond.wait()
+
+
+def pool_threads() -> int:
+    """How many helper threads the process keeps for fan-outs now (bounded by :data:`POOL_THREADS`)."""
+    return _POOL.threads
 
 
 def fan_out(fn: Callable[[T], R], items: Sequence[T], width: int, cancel: threading.Event | None = None,
@@ -39,31 +137,15 @@ def fan_out(fn: Callable[[T], R], items: Sequence[T], width: int, cancel: thread
                 raise Cancelled(f"{name}: cancelled before item {len(out) + 1} of {len(items)}")
             out.append(fn(item))
         return out
-    results: dict[int, R] = {}
-    errors: dict[int, BaseException] = {}
-    running: dict[Future[R], int] = {}
-    pending = iter(enumerate(items))
-    with ThreadPoolExecutor(max_workers=min(width, len(items)), thread_name_prefix=name) as pool:
-        def start_more() -> None:
-            while len(running) < width and not errors and not (cancel is not None and cancel.is_set()):
-                nxt = next(pending, None)
-                if nxt is None:
-                    return
-                running[pool.submit(fn, nxt[1])] = nxt[0]
-
-        start_more()
-        while running:
-            finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
-            for future in finished:
-                index = running.pop(future)
-                error = future.exception()
-                if error is not None:
-                    errors[index] = error
-                else:
-                    results[index] = future.result()
-            start_more()
-    if errors:
-        raise errors[min(errors)]
-    if len(results) < len(items):
-        raise Cancelled(f"{name}: cancelled after {len(results)} of {len(items)} items")
-    return [results[i] for i in range(len(items))]
+    call: _Call[T, R] = _Call(fn, items, cancel)
+    for _ in range(min(width, len(items)) - 1):
+        _POOL.submit(call.drain)
+    try:
+        call.drain()
+    finally:
+        call.finish()
+    if call.errors:
+        raise call.errors[min(call.errors)]
+    if len(call.results) < len(items):
+        raise Cancelled(f"{name}: cancelled after {len(call.results)} of {len(items)} items")
+    return [call.results[i] for i in range(len(items))]

@@ -8,6 +8,7 @@ curly quotes) and reports whether it had to repair anything.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -56,8 +57,13 @@ def unbounded_paths(schema: dict[str, Any], path: str = "$") -> list[str]:
     return found
 
 
+@functools.lru_cache(maxsize=1024)
 def bounded_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The model's JSON schema with references inlined; raises if any array or string is unbounded."""
+    """The model's JSON schema with references inlined; raises if any array or string is unbounded.
+
+    Built once per model class and shared by every call of it (pydantic takes milliseconds to build a schema, a
+    protocol run makes hundreds of thousands of structured calls): callers read it and never change it. The
+    bound on the cache keeps models made at run time (a task's candidate ids) from growing it without end."""
     schema = _inline_refs(model.model_json_schema())
     missing = unbounded_paths(schema)
     if missing:

@@ -6,7 +6,9 @@ its life: without it, every close of the last connection checkpoints and deletes
 which made each write cost milliseconds.
 
 Writes run in ``BEGIN IMMEDIATE`` transactions (:meth:`Database.write`), so two writers never
-deadlock on a lock upgrade. Reads run in deferred, read-only transactions (:meth:`Database.read`):
+deadlock on a lock upgrade. The threads of one process queue for the write lock on a Python lock first: SQLite's
+busy handler polls with sleeps of up to 100 ms, so threads contending there (dozens of job workers, each recording
+calls) would wait long after the lock came free; another process still waits in the busy handler. Reads run in deferred, read-only transactions (:meth:`Database.read`):
 under WAL they see one consistent snapshot and never take the write lock, so a slow reader (an export,
 a dashboard) cannot delay a writer; a write attempted inside one fails (``PRAGMA query_only``).
 
@@ -42,6 +44,7 @@ class Database:
         self._keeper = sqlite3.connect(str(self.path), timeout=30.0, check_same_thread=False, isolation_level=None)
         self._keeper.execute("PRAGMA journal_mode=WAL")  # persistent: set once per file
         self._local = threading.local()
+        self._writer = threading.RLock()  # this process's writers, in turn (a nested write still fails, below)
 
     def _open(self) -> sqlite3.Connection:
         conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False)
@@ -104,7 +107,12 @@ class Database:
         """An immediate transaction: commits on success, rolls back on error (:class:`ReadOnlyError` when read-only)."""
         if self.read_only:
             raise ReadOnlyError(f"{self.path} is open read-only (a presentation): nothing can be written")
-        return self._transaction("BEGIN IMMEDIATE")
+        return self._write()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._writer, self._transaction("BEGIN IMMEDIATE") as conn:
+            yield conn
 
     def close(self) -> None:
         """Close this thread's connection and the keeper (other threads' connections close with their threads)."""

@@ -74,3 +74,33 @@ def test_cancel_starts_nothing_more_and_raises():
     cancel_now.set()
     with pytest.raises(Cancelled):
         fan_out(fn, range(3), width=1, cancel=cancel_now)
+
+
+def test_helpers_come_from_one_bounded_pool_kept_between_calls():
+    from backends.llm.fanout import POOL_THREADS, pool_threads
+
+    meter = Meter()
+    fan_out(lambda i: meter(i, delay=0.005), range(8), width=4)
+    kept = pool_threads()
+    before = threading.active_count()
+    for _ in range(20):  # sequential fan-outs reuse the kept helpers: no thread per item or per call
+        assert fan_out(lambda i: meter(i, delay=0.001), range(8), width=4) == [i * 10 for i in range(8)]
+    assert pool_threads() == kept <= POOL_THREADS and threading.active_count() <= before
+
+
+def test_a_fan_out_inside_an_item_progresses_with_every_helper_busy(monkeypatch):
+    import backends.llm.fanout as fanout
+
+    monkeypatch.setattr(fanout, "_POOL", fanout._Pool(1))  # one helper for the whole process
+    inner_threads = set()
+
+    def inner(i):
+        inner_threads.add(threading.get_ident())
+        time.sleep(0.005)
+        return i
+
+    def outer(i):
+        return sum(fan_out(inner, range(4), width=4))
+
+    assert fan_out(outer, range(6), width=6) == [6] * 6  # the callers work through their items themselves
+    assert fanout._POOL.threads == 1 and len(inner_threads) <= 2

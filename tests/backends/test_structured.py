@@ -28,6 +28,26 @@ def test_bounded_schema_inlines_refs_and_refuses_unbounded_models():
         bounded_schema(Loose)
 
 
+def test_a_models_schema_is_built_once_and_shared_by_every_call(monkeypatch):
+    class Once(BaseModel):
+        word: str = Field(max_length=5)
+
+    built = []
+    original = Once.model_json_schema.__func__  # type: ignore[attr-defined]  # a classmethod's function
+
+    def counting(cls, *args, **kwargs):
+        built.append(cls)
+        return original(cls, *args, **kwargs)
+
+    monkeypatch.setattr(Once, "model_json_schema", classmethod(counting))
+    first = bounded_schema(Once)
+    assert all(bounded_schema(Once) is first for _ in range(5)) and built == [Once]
+    with pytest.raises(ValueError):  # a refusal is not cached as an answer
+        bounded_schema(Loose)
+    with pytest.raises(ValueError):
+        bounded_schema(Loose)
+
+
 @pytest.mark.parametrize(
     ("text", "repaired"),
     [
