@@ -9,11 +9,13 @@ import json
 import logging
 import sys
 
+from cli import corpus_cmds
+
 log = logging.getLogger(__name__)
 
 
 def register(parent: argparse.ArgumentParser) -> None:
-    sub = parent.add_subparsers(dest="simulate_command", metavar="{fidelity}")
+    sub = parent.add_subparsers(dest="simulate_command", metavar="{fidelity,corpus}")
     f = sub.add_parser("fidelity", help="simulator fidelity of stored runs: per-turn checks, per simulator figures")
     f.add_argument("--dataset", required=True, help="dataset folder in PAL-Set layout")
     f.add_argument("--runs", help="comma-separated run ids (default: every stored run of the dataset)")
@@ -34,6 +36,7 @@ def register(parent: argparse.ArgumentParser) -> None:
     out.add_argument("--json", action="store_true", help="everything: per-run results, leaderboard, agreement")
     out.add_argument("--format", choices=["table", "csv"], default="table", help="leaderboard as a table or CSV")
     f.set_defaults(func=cmd_fidelity)
+    corpus_cmds.register(sub)
 
 
 def _split(text: str | None) -> list[str] | None:

@@ -18,7 +18,7 @@ clause where a statement comes first: "I agree with this option, but where do I 
    rejecting one; else whichever cue comes first.
 
 The cue phrases are data: ``sim/rules/stance.<language>.toml`` (rule ``stance`` of :mod:`sim.rulebook`). Measured on
-the held-out split of the labelled stance corpus (``tests/sim/corpus/stance.jsonl``, ``pal simulate stance-corpus``,
+the held-out split of the labelled stance corpus (``tests/sim/corpus/stance.jsonl``, ``pal simulate corpus``,
 ``bench/stance_corpus.py``; FIDELITY.md gives the figures). The judge-based classifier with the same labels is
 :func:`evaluation.simfidelity.judges.judge_stance`.
 """

@@ -1,0 +1,65 @@
+"""``pal simulate corpus``: the turn rules (and the stance judge) measured on the labelled corpora of text the project
+did not write (:mod:`evaluation.simfidelity.corpus`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    c = sub.add_parser("corpus", help="the turn rules measured on the labelled corpora (tests/sim/corpus): accuracy, "
+                                      "Cohen's kappa, precision and recall per label, rejections read as acceptance")
+    c.add_argument("--corpus", choices=["stance", "persona", "all"], default="all")
+    c.add_argument("--split", choices=["test", "dev", "all"], default="test",
+                   help="test: the frozen held-out split (default); dev: the split rules may be tuned on")
+    c.add_argument("--classifier", choices=["rule", "judge"], default="rule",
+                   help="stance: the rules (default) or the judge role of the configuration (an LLM call per item)")
+    c.add_argument("--errors", action="store_true",
+                   help="list the dev split's misread items (the test split's are never listed: nobody tunes on them)")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_corpus)
+
+
+def cmd_corpus(args: argparse.Namespace) -> int:
+    from evaluation.simfidelity.corpus import (
+        SPLITS,
+        load_corpus,
+        measure_persona,
+        measure_stance,
+        render_scores,
+        rule_stance,
+    )
+
+    splits = SPLITS if args.split == "all" else (args.split,)
+    scores = []
+    if args.corpus in ("stance", "all"):
+        classify, name = rule_stance, "rule"
+        if args.classifier == "judge":
+            classify, name = _judge(), "judge"
+        scores += measure_stance(load_corpus("stance"), classify, name, splits)
+    if args.corpus in ("persona", "all"):
+        scores += measure_persona(load_corpus("persona"), splits)
+    if args.json:
+        shown = [s.model_copy(update={"errors": s.errors if s.split == "dev" else []}) for s in scores]
+        print(json.dumps([s.model_dump() for s in shown], ensure_ascii=False, indent=1))
+        return 0
+    print(render_scores(scores))
+    if args.errors:
+        for s in scores:
+            if s.split == "dev" and s.errors and s.rule in ("stance", "in persona"):
+                print(f"\n{s.rule} {s.language} dev, misread:")
+                for e in s.errors:
+                    print(f"  {e['gold']:>7} read as {e['predicted']:<7} {e['text']}")
+    return 0
+
+
+def _judge():
+    """The judge role's stance classifier (an error names the role when none is configured)."""
+    from cli.context import open_workspace
+    from evaluation.simfidelity.corpus import judge_stance_of
+
+    llm = open_workspace().llm(session_id="cli-corpus")
+    print(f"judge: {llm.config.role('judge').model}", file=sys.stderr)
+    return judge_stance_of(llm)
