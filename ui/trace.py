@@ -154,13 +154,13 @@ def render_trace(ws: Workspace, run_id: str, key: str = "trace") -> None:
         log.info("no trace for %s: %s", run_id, e)
         st.info(f"Nothing recorded under `{md_escape(run_id)}`.")
         return
-    st.markdown(f"**{md_escape(root.name)}**  \n`{md_escape(run_id)}`")
+    st.markdown(f"**{md_escape(root.name)}**  \n:gray[run {md_escape(run_id)}]")
     if ended := root.attrs.get("ended"):
         st.caption(f"Ended: {md_escape(ended)}")
     render_totals(root.totals)
     shown = filtered(root, trace_filter_widgets(root, key))
     frame = trace_frame(shown)
-    st.dataframe(frame, hide_index=True, width="stretch", key=f"{key}_tree",
+    st.dataframe(frame, hide_index=True, width="stretch", key=f"{key}_tree", height=min(36 + 35 * len(frame), 720),
                  column_config={"step": st.column_config.TextColumn("step", width="large")})
     st.caption(f"{len(shown.all_calls())} of {root.totals.calls} call(s) shown. Calls are filed under the step "
                "stored next after them for their role; a call no step claims stays at the top.")

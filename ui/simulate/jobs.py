@@ -12,20 +12,40 @@ import logging
 import time
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from jobs.types import JobSummary, UnitSpec
 from palset.dataset import Dataset
 from sim.store import SimStore
 from sim.types import RunRecord, RunSpec
-from ui.jobs import active_job, follow, new_job_id, submit
+from ui.jobs import FOLLOW_S, active_job, new_job_id, submit
 from ui.platform_state import base_workspace
 from ui.simulate.checks import render_run_checks, stored_checks
-from ui.simulate.transcript import columns_for, export_buttons, render_utterance, run_header
+from ui.simulate.status import run_status, status_line
+from ui.simulate.transcript import (
+    FOLLOW_TURNS,
+    columns_for,
+    export_buttons,
+    follow_newest,
+    render_utterance,
+    run_header,
+)
 from ui.text import md_escape
+from ui.trace import render_trace_link
 
 log = logging.getLogger(__name__)
 
-JOBS, FOLLOW = "sim_jobs", "sim_follow"
+JOBS, FOLLOW, WATCHED = "sim_jobs", "sim_follow", "sim_watched"
+FOLLOW_TICK_S = 0.5
+
+
+def render_status(slot: DeltaGenerator, record: RunRecord, started: float) -> None:
+    """The run's turn n of N, phase, elapsed time and ETA (or why it ended) as a progress bar in ``slot``."""
+    ws = base_workspace()
+    last = record.utterances[-1].created_at if record.utterances else 0.0
+    since = [c for c in ws.runs.calls_of(record.run_id) if float(c["ts"]) > last]
+    status = run_status(record, since, time.time(), started, ws.runs.prompt_means())
+    slot.progress(status.fraction, text=md_escape(status_line(status)))
 
 
 def start(dataset: Dataset, specs: list[tuple[RunSpec, str | None]]) -> str:
@@ -69,7 +89,9 @@ def render_job_run(dataset: Dataset, ids: list[str], summary: JobSummary, on_tak
     """The runs of a job: controls, transcripts (followed or watched while the job runs), exports when done."""
     store = base_workspace().sims
     if not summary.finished:
-        c1, c2, _ = st.columns([1, 1, 4])
+        c1, c2, c3 = st.columns([1, 1, 4])
+        c3.toggle("Follow new turns", value=True, key=FOLLOW_TURNS,
+                  help="Scroll down to each turn as it is stored (switch off to read earlier turns).")
         if c1.button("Stop", key="sim_stop", icon=":material/stop:",
                      help="Ends the run cleanly: every saved turn stays, and Resume continues it."):
             stop(summary.job_id)
@@ -93,6 +115,7 @@ def render_job_run(dataset: Dataset, ids: list[str], summary: JobSummary, on_tak
     for col, record in zip(columns_for(len(records)), records):
         with col:
             run_header(record)
+            render_trace_link(record.run_id)
             result = stored_checks(record.run_id)
             render_run_checks(record, dataset, result)
             for utt in record.utterances:
@@ -103,32 +126,43 @@ def render_job_run(dataset: Dataset, ids: list[str], summary: JobSummary, on_tak
 
 
 def _follow(store: SimStore, ids: list[str], job_id: str) -> None:
-    """Draw each utterance as the job stores it (and the text being streamed), until the job ends."""
+    """Draw each utterance as the job stores it, the text being streamed and where each run is (turn, phase,
+    elapsed, ETA), following the newest turn down the page, until the job ends."""
+    # the script runs on while it follows, and Streamlit greys out (keeps) the previous run's elements until a
+    # script ends: hide them, so the setup's widgets go at once instead of sitting greyed out below the run
+    st.html("<style>[data-stale='true'] { display: none !important; }</style>")
     records = [store.load(i) for i in ids]
-    bodies, writing, shown = [], [], [0] * len(ids)
+    bodies, writing, bars, shown = [], [], [], [0] * len(ids)
     for col, record in zip(columns_for(len(records)), records):
         with col:
             run_header(record)
             bodies.append(st.container())
             writing.append(st.empty())
+            bars.append(st.empty())
+    scroller = st.empty()
     engine = base_workspace().jobs
-
-    def tick(_summary: JobSummary) -> None:
+    deadline, moves = time.monotonic() + FOLLOW_S, 0
+    while True:
+        summary = engine.store.summary(job_id)
+        live = engine.live(f"{job_id}/run")
+        text = live.detail if live is not None else ""
         for n, run_id in enumerate(ids):
             record = store.load(run_id)
             for utt in record.utterances[shown[n]:]:
                 with bodies[n]:
                     render_utterance(utt, run_id)
+            if len(record.utterances) > shown[n]:
+                moves += 1
+                follow_newest(scroller, moves)
             shown[n] = len(record.utterances)
-        live = engine.live(f"{job_id}/run")
-        text = live.detail if live is not None else ""
-        for n in range(len(ids)):
-            if text:
+            if text and record.status == "running":
                 writing[n].caption(f"writing… {md_escape(text[-300:])}")
             else:
                 writing[n].empty()
-
-    follow(job_id, "Simulating", on_tick=tick)
+            render_status(bars[n], record, summary.created_at)
+        if summary.finished or time.monotonic() > deadline:
+            break
+        time.sleep(FOLLOW_TICK_S)
     for w in writing:
         w.empty()
 
@@ -139,12 +173,16 @@ def _watch(ids: list[str], job_id: str) -> None:
     store = base_workspace().sims
     summary = base_workspace().jobs.store.summary(job_id)
     records: list[RunRecord] = [store.load(i) for i in ids]
-    st.progress(min(summary.progress, 1.0), text=f"{sum(len(r.utterances) for r in records)} utterances so far")
     for col, record in zip(columns_for(len(records)), records):
         with col:
             run_header(record)
             for utt in record.utterances:
                 render_utterance(utt, record.run_id)
+            render_status(st.empty(), record, summary.created_at)
+    seen = sum(len(r.utterances) for r in records)
+    if seen != st.session_state.get(WATCHED):
+        st.session_state[WATCHED] = seen
+        follow_newest(st.empty(), seen)
     if summary.finished:
         time.sleep(0.05)
         st.rerun()

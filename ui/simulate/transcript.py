@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
+import streamlit.components.v1 as components
+from streamlit.delta_generator import DeltaGenerator
 
 from backends.llm.context import describe_cuts
 from evaluation.simfidelity.types import TurnChecks
@@ -16,11 +18,28 @@ from sim.types import RunRecord, Utterance
 from ui.charts import ACT_COLOURS
 from ui.methods import method_label
 from ui.simulate.checks import render_turn_checks
+from ui.simulate.status import end_reason
 from ui.text import md_escape
 
 SIDES = {"user": ("Simulator", "Me"), "assistant": ("Assistant", "Me")}
 AVATARS = {"simulator": ":material/person:", "assistant": ":material/smart_toy:", "human": ":material/keyboard:"}
 STATUS_COLOURS = {"running": "blue", "finished": "green", "stopped": "orange", "failed": "red"}
+
+
+FOLLOW_TURNS = "sim_follow_turns"  # the toggle: the page scrolls to each new turn while a run goes
+_SCROLL = """<script>
+const doc = window.parent.document; // move {n}
+const main = doc.querySelector('[data-testid="stMain"]') || doc.querySelector('section.main');
+if (main) {{ main.scrollTo({{top: main.scrollHeight, behavior: "smooth"}}); }}
+</script>"""
+
+
+def follow_newest(slot: DeltaGenerator, move: int) -> None:
+    """Scroll the page down to the newest turn (``move`` makes each request new), unless the person switched
+    following off."""
+    if st.session_state.get(FOLLOW_TURNS, True):
+        with slot:
+            components.html(_SCROLL.format(n=move), height=0)
 
 
 def columns_for(n: int) -> list:
@@ -41,6 +60,8 @@ def run_header(record: RunRecord) -> None:
     if record.status == "failed":
         st.error(f"The run stopped on an error: {md_escape(record.error or 'unknown')}. "
                  "Every saved turn is kept; press Resume to continue.")
+    elif ended := end_reason(record):
+        st.caption(f"Ended: {md_escape(ended)}")
 
 
 def made_with(record: RunRecord) -> str:
