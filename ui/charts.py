@@ -40,7 +40,7 @@ def build_big_five_radar(personality: BigFive, name: str = "") -> go.Figure:
             r=values + values[:1],
             theta=list(BIG_FIVE) + [BIG_FIVE[0]],
             fill="toself",
-            name=name or "Big Five",
+            name=_h(name) if name else "Big Five",  # plotly reads a little HTML in names: data is escaped
             text=[levels[t] for t in BIG_FIVE] + [levels[BIG_FIVE[0]]],
             hovertemplate="%{theta}: %{text}<extra></extra>",
         )

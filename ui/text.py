@@ -65,19 +65,80 @@ def error_text(e: BaseException) -> str:
     return without_paths(f"{type(e).__name__}: {e}")
 
 
-_IMAGE = re.compile(r"!\[([^\]\n]*)\]\s*(\([^)\n]*\)|\[[^\]\n]*\])")
-_LINK = re.compile(r"(?<!!)\[([^\]\n]+)\]\s*\(\s*<?([^)\s>]*)>?(?:\s+[\"'][^\"'\n]*[\"'])?\s*\)")
-_REF_LINK = re.compile(r"(?<!!)\[([^\]\n]+)\]\s*\[([^\]\n]*)\]")
 _REF_DEF = re.compile(r"^\s{0,3}\[([^\]\n]+)\]:\s*<?(\S+?)>?(?:\s+[\"'(].*)?$", re.MULTILINE)
+_INERT = "[]!<>"  # escaped wherever they are not part of a link or image turned into text
+
+
+def _closing(text: str, start: int, opening: str, closing: str) -> int | None:
+    """The index of the bracket closing the one at ``start``: nesting counted, backslash escapes skipped, never
+    across a blank line (where markdown ends a link)."""
+    depth, i = 0, start
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "\n" and text.startswith("\n\n", i):
+            return None
+        depth += (c == opening) - (c == closing)
+        if depth == 0:
+            return i
+        i += 1
+    return None
+
+
+def _target(inside: str) -> str:
+    """A link's destination without its title and angle brackets."""
+    parts = inside.strip().split()
+    return parts[0].strip("<>") if parts else ""
+
+
+def _plain_span(text: str, i: int, refs: dict[str, str]) -> tuple[str, int] | None:
+    """The link or image starting at ``text[i]`` (``[`` or ``![``) as plain text, and where it ends."""
+    image = text[i] == "!"
+    label_end = _closing(text, i + image, "[", "]")
+    if label_end is None:
+        return None
+    label, after = text[i + image + 1:label_end], label_end + 1
+    while after < len(text) and text[after] in " \t":
+        after += 1
+    target: str | None = None
+    if after < len(text) and text[after] in "([":
+        end = _closing(text, after, text[after], ")" if text[after] == "(" else "]")
+        if end is not None:
+            inside = text[after + 1:end]
+            target = _target(inside) if text[after] == "(" else refs.get((inside or label).strip().lower(), "?")
+            after = end + 1
+    if target is None:
+        known = refs.get(label.strip().lower())
+        if known is None:
+            return None
+        target, after = known, label_end + 1
+    if image:
+        return f"\\[image: {md_inline(label) or 'no description'}\\]", after
+    return f"{md_inline(label)} ({md_inline(target)})", after
 
 
 def plain_links_markdown(text: str) -> str:
     """Markdown written by a person for others (a batch's guidelines), with nothing that fetches or disguises: an
     image becomes ``[image: alt]`` (no request leaves the reader's browser), a link shows where it goes —
-    ``text (https://…)`` — including reference-style links; emphasis, lists and headings stay."""
+    ``text (https://…)`` — inline, reference or shortcut, brackets nested in it or not; every other ``[``, ``]``,
+    ``!``, ``<`` and ``>`` is shown as written, so no link, image or HTML can form. Emphasis, lists and headings
+    stay."""
     refs = {m.group(1).strip().lower(): m.group(2) for m in _REF_DEF.finditer(text)}
     text = _REF_DEF.sub("", text)
-    text = _IMAGE.sub(lambda m: f"\\[image: {md_inline(m.group(1)) or 'no description'}\\]", text)
-    text = _LINK.sub(lambda m: f"{md_inline(m.group(1))} ({md_inline(m.group(2))})", text)
-    return _REF_LINK.sub(lambda m: f"{md_inline(m.group(1))} "
-                                   f"({md_inline(refs.get((m.group(2) or m.group(1)).strip().lower(), '?'))})", text)
+    out, i = [], 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            out.append(text[i:i + 2])
+            i += 2
+            continue
+        span = _plain_span(text, i, refs) if c == "[" or text.startswith("![", i) else None
+        if span is not None:
+            out.append(span[0])
+            i = span[1]
+            continue
+        out.append(f"\\{c}" if c in _INERT else c)
+        i += 1
+    return "".join(out)

@@ -21,7 +21,7 @@ from memory.methods import METHODS, get_method_class
 from palset.dataset import Dataset, dataset_key
 from palset.files import read_json
 from studio.workspace import Workspace
-from ui.text import md_escape
+from ui.text import md_escape, md_inline
 
 Page = Literal["users", "memory", "simulate", "evaluate", "review"]
 TOUR_PARAM = "tour"
@@ -189,7 +189,7 @@ def render_tour_bar(dataset: Dataset, page_path: str) -> None:
             st.warning(md_escape(here.missing), icon=":material/info:")
         c1, c2 = st.columns([3, 1])
         if index + 1 < len(stops):
-            if c1.button(f"Next stop: {stops[index + 1].title}", key="tour_next", icon=":material/arrow_forward:",
+            if c1.button(f"Next stop: {md_inline(stops[index + 1].title)}", key="tour_next", icon=":material/arrow_forward:",
                          type="primary"):  # the next stop's records are looked up only when it is asked for
                 page, params = stop_link(index + 1, resolve(stops[index + 1], dataset, ws, dataset_param))
                 st.switch_page(page, query_params=params)

@@ -28,3 +28,10 @@ def test_timeline_hover_text_is_html_escaped(small_release):
     fig = build_timeline_figure(user)
     hovers = " ".join(str(t.hovertext) for t in fig.data if t.hovertext)
     assert "<img" not in hovers and "&lt;img" in hovers
+
+
+def test_a_profile_name_reaches_plotly_as_text(demo_dataset):
+    """Plotly reads a little HTML in trace names (shown on hover): a hostile name is escaped, never markup."""
+    user = demo_dataset.users["1000"]
+    radar = build_big_five_radar(user.profile.personality, '<img src="http://127.0.0.1:9/x.png"><b>Eve</b>')
+    assert "<" not in radar.data[0].name and "&lt;img" in radar.data[0].name

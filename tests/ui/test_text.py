@@ -25,11 +25,31 @@ def test_clip_and_first_sentence():
     ("![x][img]\n[img]: https://e.example/p.png", "\\[image: x\\]\n"),
     ("[click](https://e.example/a)", "click (https\\://e.example/a)"),
     ("[click]( <https://e.example/a> 'title')", "click (https\\://e.example/a)"),
-    ("[form][f] and [f]\n\n[f]: https://e.example/f", "form (https\\://e.example/f) and [f]\n"),
+    ("[form][f] and [f]\n\n[f]: https://e.example/f",
+     "form (https\\://e.example/f) and f (https\\://e.example/f)\n"),
     ("**Logs (1–3)**: 3 when plausible\n- a list", "**Logs (1–3)**: 3 when plausible\n- a list"),
+    # brackets nested in the text: still an image that goes, a link that shows its target
+    ("![a [b] c](https://e.example/p.png)", "\\[image: a \\[b\\] c\\]"),
+    ("[x [y] z](https://e.example/a)", "x \\[y\\] z (https\\://e.example/a)"),
+    ("[![i](https://e.example/p.png)](https://e.example/a)",
+     "\\!\\[i\\]\\(https\\://e.example/p.png\\) (https\\://e.example/a)"),
+    ("[unclosed ![x](https://e.example/p.png", "\\[unclosed \\!\\[x\\](https://e.example/p.png"),  # no image formed
+    ("<img src=https://e.example/p.png> [a]", "\\<img src=https://e.example/p.png\\> \\[a\\]"),
 ])
 def test_images_go_and_links_show_their_target(raw, shown):
     assert plain_links_markdown(raw) == shown
+
+
+@pytest.mark.parametrize("raw", ["![a [b] c](https://e.example/p.png)", "[x [y] z](https://e.example/a)",
+                                 "![x]( https://e.example/p.png )", "![[[x]]](https://e.example/p.png)",
+                                 "!\\[x](https://e.example/p.png)", "![x\n](https://e.example/p.png)"])
+def test_no_guideline_renders_an_image_or_a_hidden_link_in_streamlits_markdown(raw):
+    """Rendered the way the page renders it (Streamlit's markdown to HTML is in the browser; CommonMark via
+    markdown-it is the same grammar): no <img>, and every <a> shows its own target as its text."""
+    from markdown_it import MarkdownIt
+
+    rendered = MarkdownIt("commonmark").render(plain_links_markdown(raw))
+    assert "<img" not in rendered and "<a " not in rendered
 
 
 def test_errors_shown_in_the_app_carry_no_server_paths(tmp_path):

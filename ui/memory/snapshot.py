@@ -20,7 +20,7 @@ from palset.dataset import User
 from ui.memory import graph as mg
 from ui.memory.common import GRAPH_HEIGHT, KEYS, URL, snapshot_stage
 from ui.platform_state import home_workspace
-from ui.text import clip, md_escape
+from ui.text import clip, md_escape, md_inline
 
 
 def render_snapshot(builder: MemoryBuilder, pos: int) -> None:
@@ -59,7 +59,7 @@ def render_graph(builder: MemoryBuilder, items: list[MemoryItem], stage: int) ->
     counts = {layer: sum(1 for i in items if i.layer == layer) for layer in options}
     digest = hashlib.sha1("|".join(options).encode()).hexdigest()[:8]
     shown = st.pills("Layers", options, selection_mode="multi", default=options, key=f"mem_layers_{builder.method}_{digest}",
-                     format_func=lambda layer: f"{layer} ({counts[layer]})" if counts[layer] else layer)
+                     format_func=lambda layer: f"{md_inline(layer)} ({counts[layer]})" if counts[layer] else md_inline(layer))
     html = graph_html(_fingerprint(builder.build_id, stage, items), items, builder.user, tuple(sorted(expand)),
                       tuple(sorted(shown)))
     st.iframe(html, height=GRAPH_HEIGHT)

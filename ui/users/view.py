@@ -159,7 +159,7 @@ def render_profile(dataset: Dataset, user: User) -> None:
         with col:
             st.markdown(f"**{aspect.capitalize()}**")
             for rid, phrase in user.requirement_types.get(aspect, {}).items():
-                with st.expander(f"{rid} · {md_escape(phrase)}"):
+                with st.expander(f"{md_escape(rid)} · {md_escape(phrase)}"):
                     pref = user.preferences.get(rid)
                     if pref is None:
                         st.caption("No preference recorded.")
