@@ -27,9 +27,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="tie when the mean scores differ by at most this (default 0: exact equality)")
     p.add_argument("--aspects", default="requirement,preference", help="comma-separated: requirement, preference")
     p.add_argument("--temperature", type=float, default=None,
-                   help="the judge samples' temperature (default: the judge role's, 0 as Mem-PAL's code; with "
-                        "--review-uncertain: 1, as FairEval samples its k evidences — BPDE needs samples that can "
-                        "differ). A new temperature is a new judgment; stored ones are kept")
+                   help="the judge samples' temperature (default: 1 for k > 1, as FairEval samples its k evidences; "
+                        "the judge role's for k = 1). k > 1 at 0 is refused: its samples would be one. A new "
+                        "temperature is a new judgment; stored ones are kept")
+    p.add_argument("--judge-seed", type=int, default=0,
+                   help="base sampling seed of the judge samples, recorded with the judgment (sample i of order o "
+                        "gets seed + (o-1)*k + i; default 0); a new seed is a new judgment")
+    p.add_argument("--prompts", default=None,
+                   help="judge prompt set: mempal (default: the Mem-PAL authors' prompt, Chinese original for Chinese "
+                        "users, English translation for English) or compact (PAL Studio's shorter English wording)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (and the order of equally uncertain topics)")
     p.add_argument("--review-seed", type=int, help="the review batch's seed (its sample and A/B order; default: "
                                                    "random, so annotators cannot work the order out)")
@@ -71,7 +77,7 @@ def _split(text: str | None) -> list[str]:
 
 def cmd_judge(args: argparse.Namespace) -> int:
     from evaluation.aggregate import aggregate_judgments
-    from evaluation.faireval import ASPECTS
+    from evaluation.faireval import ASPECTS, FairEvalSettingsError, prompt_set, sampling_temperature
     from evaluation.service import dropped_topics, pair_runs
     from palset.dataset import dataset_key
 
@@ -86,6 +92,12 @@ def cmd_judge(args: argparse.Namespace) -> int:
         from evaluation.calibration import FAIREVAL_TEMPERATURE
 
         args.temperature = FAIREVAL_TEMPERATURE
+    try:
+        args.temperature = sampling_temperature(args.k, args.temperature)
+        prompt_set(args.prompts)
+    except FairEvalSettingsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if args.review_uncertain is not None and (args.review_uncertain < 1 or not _split(args.annotators)):
         print("error: --review-uncertain needs N ≥ 1 and --annotators", file=sys.stderr)
         return 2
@@ -103,7 +115,8 @@ def cmd_judge(args: argparse.Namespace) -> int:
               + (f" ({len(dropped)} topic(s) dropped: {dropped[0].reason}, …)" if dropped else ""), file=sys.stderr)
         return 2
     temperature = "the judge role's temperature" if args.temperature is None else f"temperature {args.temperature:g}"
-    print(f"judging {len(pairs)} topic(s) × {len(aspects)} aspect(s), k={args.k} per order at {temperature}; "
+    print(f"judging {len(pairs)} topic(s) × {len(aspects)} aspect(s), k={args.k} per order at {temperature}, seed "
+          f"{args.judge_seed}, prompts {prompt_set(args.prompts).label}; "
           f"{len(dropped)} topic(s) dropped (no finished run of both methods)", file=sys.stderr)
     try:
         judgments = _judge(ws, dataset, pairs, aspects, args)
@@ -149,7 +162,8 @@ def _judge(ws, dataset, pairs, aspects, args):
     from protocol.units import judge_units
 
     specs = [(ws.sims.load(p.run_a).spec, ws.sims.load(p.run_b).spec) for p in pairs]
-    units = judge_units(dataset, specs, aspects, args.k, args.threshold, temperature=args.temperature)
+    units = judge_units(dataset, specs, aspects, args.k, args.threshold, temperature=args.temperature,
+                        seed=args.judge_seed, prompts=args.prompts)
     job = JobSpec(job_id=f"judge-{uuid.uuid4().hex[:12]}", kind="judge", title=f"judge {args.runs} vs {args.baseline}",
                   created_by="cli", pool="cli", units=units)
     llm = make_llm()
@@ -160,20 +174,35 @@ def _judge(ws, dataset, pairs, aspects, args):
     return [ws.evals.load_judgment(u.result["judgment_key"]) for u in ws.jobs.store.units(job.job_id)]
 
 
+def _num(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
 def _judge_table(rows: list[dict], dropped: list) -> str:
     from memory.methods import display_name
 
     lines = [f"{'A vs B':<34} {'aspect':<12} {'win':>4} {'tie':>4} {'lose':>4} {'inv':>4} {'drop':>4} {'adj.win':>8} "
-             f"{'95% CI':>15} {'flip':>5} {'slot1':>6} {'longer':>7} {'inv.s':>5}"]
+             f"{'95% CI':>15} {'consist':>7} {'pos.dec':>7} {'margin':>6} {'flip':>5} {'slot1':>6} {'longer':>7} "
+             f"{'inv.s':>5}"]
     for r in rows:
         lo, hi = r["adjusted_win_rate_ci"]
         longer = r["length_bias"]["longer_win_rate"]
         lines.append(f"{display_name(r['method_a']) + ' vs ' + display_name(r['method_b']):<34} {r['aspect']:<12} {r['win']:>4} {r['tie']:>4} "
                      f"{r['lose']:>4} {r['invalid']:>4} {r['dropped']:>4} {r['adjusted_win_rate']:>8.3f} "
-                     f"{f'[{lo:.3f}, {hi:.3f}]':>15} {r['flip_rate']:>5.2f} {r['slot1_win_rate']:>6.2f} "
+                     f"{f'[{lo:.3f}, {hi:.3f}]':>15} {_num(r.get('position_consistency')):>7} "
+                     f"{_num(r.get('position_decided_share')):>7} {_num(r.get('median_margin_decided')):>6} "
+                     f"{r['flip_rate']:>5.2f} {r['slot1_win_rate']:>6.2f} "
                      f"{'–' if longer is None else f'{longer:.2f}':>7} {r['invalid_samples']:>5}")
     lines.append("inv: invalid topics (an order without a valid judge sample); drop: topics without a finished run of "
-                 "both methods; longer: win rate of the longer dialogue; inv.s: invalid judge samples")
+                 "both methods; adj.win: win rate with ties as half (FastChat's win_rate_adjusted) over decided "
+                 "topics, CI by a cluster bootstrap over users; consist: judgments whose two orders name the same "
+                 "winner; pos.dec: wins/losses whose orders named opposite winners (decided by the judge's slot "
+                 "preference); margin: median |mean A − mean B| of wins/losses; longer: win rate of the longer "
+                 "dialogue; inv.s: invalid judge samples")
+    for r in rows:
+        if r.get("topics"):
+            lines.append(f"{r['aspect']}: of all {r['topics']} topic(s) — " + ", ".join(
+                f"{d} {r[f'{d}_share_all']:.0%}" for d in ("win", "tie", "lose", "invalid", "dropped")))
     cut = sum(r.get("cut_samples", 0) for r in rows)
     if cut:
         lines.append(f"{cut} invalid judge sample(s) were cut at the judge's answer budget (max_tokens): leave "

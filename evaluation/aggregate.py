@@ -12,6 +12,7 @@ import numpy as np
 from backends.llm.structured_call import CUT
 from evaluation.bias import length_bias, position_bias
 from evaluation.faireval import Judgment, apply_decision
+from evaluation.faireval_stats import outcome_summary, position_summary
 from evaluation.tasks import TaskResult, g_report, s_report
 from evaluation.versions import METRIC_VERSIONS, versions_text
 
@@ -44,18 +45,12 @@ def outcome_counts(decisions: Sequence[str]) -> dict[str, float]:
     return {**c, "n": n, **rates, "adjusted_win_rate": adjusted}
 
 
-def _adjusted_points(decisions: Sequence[str]) -> list[float]:
-    return [{"win": 1.0, "tie": 0.5, "lose": 0.0}[d] for d in decisions if d != "invalid"]
-
-
-def summarize_pair(judgments: Sequence[Judgment], *, n_boot: int = N_BOOT, seed: int = 0) -> dict:
-    """One (method A, method B, aspect) group: outcomes with CI, per-user outcomes, position and length bias."""
-    decisions = [j.decision for j in judgments]
-    out: dict[str, Any] = dict(outcome_counts(decisions))
-    lo, hi = bootstrap_ci(_adjusted_points(decisions), n_boot=n_boot, seed=seed)
-    out["adjusted_win_rate_ci"] = [lo, hi]
-    win_lo, win_hi = bootstrap_ci([float(d == "win") for d in decisions if d != "invalid"], n_boot=n_boot, seed=seed)
-    out["win_rate_ci"] = [win_lo, win_hi]
+def summarize_pair(judgments: Sequence[Judgment], *, n_boot: int = N_BOOT, seed: int = 0, dropped: int = 0) -> dict:
+    """One (method A, method B, aspect) group: outcomes over decided and over all topics (``dropped`` ones too) with
+    cluster-bootstrap CIs over users, the position figures, per-user outcomes, position and length bias
+    (:mod:`evaluation.faireval_stats`)."""
+    out: dict[str, Any] = outcome_summary(judgments, dropped, n_boot=n_boot, seed=seed)
+    out.update(position_summary(judgments, n_boot=n_boot, seed=seed))
     by_user: dict[str, list[str]] = defaultdict(list)
     for j in judgments:
         by_user[j.user_id].append(j.decision)
@@ -82,10 +77,10 @@ def aggregate_judgments(judgments: Sequence[Judgment], threshold: float = 0.0, *
     for j in judgments:
         groups[(j.method_a, j.method_b, j.aspect)].append(apply_decision(j, threshold))
     return [{"method_a": a, "method_b": b, "aspect": asp, "threshold": threshold,
-             **summarize_pair(js, n_boot=n_boot, seed=seed),
-             "dropped": sum(d.method_a == a and d.method_b == b for d in dropped),
+             **summarize_pair(js, n_boot=n_boot, seed=seed,
+                              dropped=sum(d.method_a == a and d.method_b == b for d in dropped)),
              "decision_version": METRIC_VERSIONS["faireval_decision"],
-             "metric_versions": versions_text("faireval_decision", "length_bias")}
+             "metric_versions": versions_text("faireval_decision", "faireval_summary", "length_bias")}
             for (a, b, asp), js in sorted(groups.items())]
 
 

@@ -6,6 +6,17 @@ Evidence + Balanced Position Calibration). The decision averages each method's v
 each order, then the two orders with equal weight, so a failed judge call can never tilt the result
 towards one position; a judgment needs a valid sample in both orders (otherwise it is invalid).
 
+**Sampling.** FairEval samples its k evidences at temperature 1 (``FairEval.py``: ``temperature=1, n=k``); at 0
+the k samples of an order are one sample asked k times. So k > 1 samples at :data:`FAIREVAL_TEMPERATURE` unless a
+temperature is set, and k > 1 at temperature 0 is refused (:func:`sampling_temperature`); k = 1 keeps the judge
+role's temperature. With a seed, sample i of order o is drawn with seed ``seed + (o − 1)·k + i`` — each sample its
+own draw, the same draw again on an endpoint that honours seeds — and the seed is recorded.
+
+**Prompts.** :data:`PROMPT_SETS`: ``mempal`` (the default) is the Mem-PAL authors' released judge prompt, their
+Chinese original for Chinese users and a faithful English translation for English users, filled as their
+``perform_evaluation.py`` fills it; ``compact`` is this project's shorter English wording, kept as a named
+alternative (judgments made with it keep their keys and stay readable).
+
 The 2 × k samples are independent calls and go out together as the judge's endpoint allows
 (:meth:`backends.llm.client.LLMClient.fan_out`); the judgment is the same as asked one by one.
 
@@ -17,8 +28,10 @@ transcripts, a small window) is not sent, and its samples are recorded as invali
 from __future__ import annotations
 
 import hashlib
+import json
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, Literal
 
@@ -38,6 +51,7 @@ Aspect = Literal["requirement", "preference"]
 ASPECTS: tuple[Aspect, ...] = ("requirement", "preference")
 Decision = Literal["win", "tie", "lose", "invalid"]
 Winner = Literal["A", "B", "tie", "none"]
+FAIREVAL_TEMPERATURE = 1.0  # FairEval.py samples its k evidences at temperature 1
 MIN_JUDGE_ANSWER = 512  # the least answer budget a judge prompt is sent with when the role's budget is its own
 ORDER_WARNING = ("The two conversations are shown in random order. The order in which they appear must not "
                  "influence your judgement.")
@@ -84,6 +98,7 @@ class JudgeSample(BaseModel):
     errors: list[str] = Field(default_factory=list)
     reasoning: list[str] = Field(default_factory=list)  # the judge's thinking per attempt, kept apart (never parsed)
     attempts: int = 0
+    seed: int | None = None  # the sampling seed sent with it (None: none)
 
 
 class OrderTexts(BaseModel):
@@ -112,6 +127,8 @@ class Judgment(BaseModel):
     judge_model: str
     judge_temperature: float | None = None  # the temperature the samples were drawn at
     sampling_temperature: float | None = None  # set for this judging (part of the key); None: the judge role's
+    seed: int | None = None  # the base sampling seed (sample i of order o: seed + (o − 1)·k + i); None: not sent
+    prompt_set: str = "compact"  # PROMPT_SETS name; judgments made before there was a choice used "compact"
     prompt_name: str
     prompt_version: str
     created_at: float = 0.0
@@ -136,17 +153,51 @@ class Judgment(BaseModel):
 
 
 def judgment_key(run_a: str, run_b: str, aspect: str, k: int, judge_model: str, prompt_version: str,
-                 temperature: float | None = None) -> str:
-    """The resume key: the same pair, aspect, k, judge model, prompt version and sampling temperature (when one is
-    set for the judging; None: the judge role's, the key of judgments made before it could be set) is judged once."""
+                 temperature: float | None = None, prompt_name: str | None = None, seed: int | None = None) -> str:
+    """The resume key: the same pair, aspect, k, judge model, prompt (name and version), sampling temperature and
+    seed is judged once. Parts that are None — and the prompt name of the ``compact`` set, the only one before there
+    was a choice — are left out, so judgments made before they existed keep their keys."""
     parts = [run_a, run_b, aspect, str(k), judge_model, prompt_version]
     if temperature is not None:
         parts.append(f"T={temperature:g}")
+    if prompt_name is not None and prompt_name not in LEGACY_PROMPTS:
+        parts.append(f"P={prompt_name}")
+    if seed is not None:
+        parts.append(f"S={seed}")
     return "jdg-" + hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
 
 
-def render_dialogue(record: RunRecord) -> str:
-    """A run's transcript as the paper shows it to the judge: '- "user": …' lines, no action labels."""
+def stored_key(j: Judgment) -> str:
+    """The key ``j`` was stored under, from its own fields (bundles re-key judgments with it)."""
+    return judgment_key(j.run_a, j.run_b, j.aspect, j.k, j.judge_model, j.prompt_version, j.sampling_temperature,
+                        j.prompt_name, j.seed)
+
+
+class FairEvalSettingsError(ValueError):
+    """Settings that cannot give a FairEval judgment (k > 1 at temperature 0, an unknown prompt set)."""
+
+
+def sampling_temperature(k: int, temperature: float | None) -> float | None:
+    """The temperature a judgment's samples are drawn at: the one set, else :data:`FAIREVAL_TEMPERATURE` for k > 1
+    (None for k = 1: the judge role's). k > 1 at temperature 0 is refused: its samples would be one."""
+    if temperature is None:
+        return FAIREVAL_TEMPERATURE if k > 1 else None
+    if k > 1 and temperature == 0:
+        raise FairEvalSettingsError(f"k = {k} samples per order at temperature 0 are one sample asked {k} times: "
+                                    "sample at a temperature above 0 (FairEval: 1) or judge with k = 1")
+    return temperature
+
+
+def sample_seed(seed: int | None, order: int, index: int, k: int) -> int | None:
+    """Sample ``index`` of ``order``'s seed: each sample its own draw, reproducible (None without a seed)."""
+    return None if seed is None else seed + (order - 1) * k + index
+
+
+def render_dialogue(record: RunRecord, quoted: bool = False) -> str:
+    """A run's transcript as the paper shows it to the judge: '- "user": …' lines, no action labels; ``quoted``:
+    each utterance in double quotes, as the authors' ``perform_evaluation.py`` writes it."""
+    if quoted:
+        return "\n".join(f'- "{u.side}": "{redact_text(u.content)}"' for u in record.utterances) or "(empty)"
     return "\n".join(f'- "{u.side}": {redact_text(u.content)}' for u in record.utterances) or "(empty)"
 
 
@@ -175,32 +226,122 @@ def render_pair(first: str, second: str) -> str:
 
 
 def judge_messages(prompt: Prompt, ctx: TopicContext, aspect: Aspect, first: str, second: str) -> list[dict[str, str]]:
-    """The judge input per §4.4: profile (no personality), personality, situation, ground truth, dialogues — the
-    profile in the system message, shared by every call of the topic (both aspects, orders and samples)."""
+    """The ``compact`` judge input per §4.4: profile (no personality), personality, situation, ground truth,
+    dialogues — the profile in the system message, shared by every call of the topic (aspects, orders, samples)."""
     return prompt.messages(persona=ctx.persona(), personality=ctx.personality(), situation=ctx.situation(),
                            truth=ground_truth(ctx, aspect), dialogues=render_pair(first, second))
 
 
+def _json(value: Any, indent: int | None = None) -> str:
+    return redact_text(json.dumps(value, ensure_ascii=False, indent=indent))
+
+
+def _embedded(outer: dict[str, Any], lists: dict[str, list[dict[str, Any]]]) -> str:
+    """``outer`` as indented JSON with each item of ``lists`` (placeholders ``<name_i>``) replaced by its one-line
+    JSON inside the placeholder's quotes — verbatim what the authors' ``get_prompt`` writes for ``implicit_needs`` and
+    the candidate solutions (their prompt_example.md shows ``"{"need": …}"``)."""
+    text = json.dumps(outer, indent=4, ensure_ascii=False)
+    for path, items in lists.items():
+        for i, item in enumerate(items):
+            text = text.replace(f"<{path}_{i}>", json.dumps(item, ensure_ascii=False))
+    return redact_text(text)
+
+
+def mempal_truth(ctx: TopicContext, aspect: Aspect) -> str:
+    """The ground truth as the authors' ``get_prompt`` fills ``<requirement>`` / ``<preference>``."""
+    t = ctx.topic.topic
+    if aspect == "requirement":
+        needs = [{"need": need, "evidences": ev} for need, ev in ctx.needs_with_evidence()]
+        outer: dict[str, Any] = {"user_query": t.user_query, "implicit_needs": [f"<needs_{i}>" for i in range(len(needs))],
+                 "requirement": t.requirement}
+        return _embedded(outer, {"needs": needs})
+    pref = ctx.preference()
+    liked, disliked = ctx.topic.liked_and_disliked()
+    pos = [{"solution": s, "feedback_reason": r} for s, r in liked]
+    neg = [{"solution": s, "feedback_reason": r} for s, r in disliked]
+    prefs: dict[str, Any] = {"requirement": t.requirement,
+             "general_preference": {"pos": pref.preference.pos, "neg": pref.preference.neg} if pref else {},
+             "candidate_solutions": {"pos_list": [f"<pos_{i}>" for i in range(len(pos))],
+                                     "neg_list": [f"<neg_{i}>" for i in range(len(neg))]}}
+    return _embedded(prefs, {"pos": pos, "neg": neg})
+
+
+def mempal_messages(prompt: Prompt, ctx: TopicContext, aspect: Aspect, first: str,
+                    second: str) -> list[dict[str, str]]:
+    """The authors' judge input: the profile without personality, the personality and the situation as JSON, the
+    aspect's ground truth (:func:`mempal_truth`) and the two dialogues in their own slots."""
+    p = ctx.user.profile
+    background = p.model_dump(by_alias=True, exclude={"id", "personality"}) if p else {}
+    personality = p.personality.as_dict() if p else {}
+    sit = ctx.user.situations.get(ctx.session.situation_id or "")
+    return prompt.messages(background=_json(background), personality=_json(personality),
+                           situation=_json(sit.situation if sit else ""), truth=mempal_truth(ctx, aspect),
+                           dialogue_1=first, dialogue_2=second)
+
+
+@dataclass(frozen=True)
+class PromptSet:
+    """A judge wording: its prompt files (``{aspect}`` filled), how it fills them, how it writes a dialogue."""
+
+    name: str
+    label: str
+    template: str
+    messages: Callable[[Prompt, TopicContext, Aspect, str, str], list[dict[str, str]]]
+    quoted: bool  # utterances in double quotes, as the authors' code writes them
+
+    def prompt(self, aspect: str, language: str | None) -> Prompt:
+        return load_prompt(self.template.format(aspect=aspect), language=language)
+
+
+PROMPT_SETS: dict[str, PromptSet] = {
+    "mempal": PromptSet("mempal", "Mem-PAL authors' judge prompt (Chinese original; English translation)",
+                        "eval/faireval_mempal_{aspect}", mempal_messages, quoted=True),
+    "compact": PromptSet("compact", "PAL Studio's compact English wording", "eval/faireval_{aspect}",
+                         judge_messages, quoted=False),
+}
+DEFAULT_PROMPT_SET = "mempal"
+LEGACY_PROMPTS = frozenset({"eval/faireval_requirement", "eval/faireval_preference"})
+
+
+def prompt_set(name: str | None) -> PromptSet:
+    """The named prompt set (None: the default); an unknown name is a :class:`FairEvalSettingsError`."""
+    key = name or DEFAULT_PROMPT_SET
+    if key not in PROMPT_SETS:
+        raise FairEvalSettingsError(f"unknown judge prompt set {key!r} (known: {', '.join(PROMPT_SETS)})")
+    return PROMPT_SETS[key]
+
+
+def planned_key(run_a: str, run_b: str, aspect: str, k: int, judge_model: str, language: str | None, *,
+                temperature: float | None = None, seed: int | None = None, prompts: str | None = None) -> str:
+    """The key :func:`judge_pair` will store its judgment under with these settings (resume checks use it)."""
+    prompt = prompt_set(prompts).prompt(aspect, language)
+    return judgment_key(run_a, run_b, aspect, k, judge_model, prompt.version, sampling_temperature(k, temperature),
+                        prompt.name, seed)
+
+
 def ask_judge(llm: LLMClient, prompt: Prompt, messages: list[dict[str, str]], order: Literal[1, 2], index: int,
-              aspect: str, temperature: float | None = None, max_tokens: int | None = None) -> JudgeSample:
-    """One sample (at ``temperature``, else the judge role's; ``max_tokens`` for this prompt, else the role's); the
-    client retries invalid outputs, a final failure is kept as an invalid sample."""
+              aspect: str, temperature: float | None = None, max_tokens: int | None = None,
+              seed: int | None = None) -> JudgeSample:
+    """One sample (at ``temperature``, else the judge role's; ``max_tokens`` for this prompt, else the role's;
+    ``seed`` sent when given); the client retries invalid outputs, a final failure is kept as an invalid sample."""
     extra: dict[str, Any] = {"temperature": temperature} if temperature is not None else {}
     if max_tokens is not None:
         extra["max_tokens"] = max_tokens
+    if seed is not None:
+        extra["seed"] = seed
     try:
         res = llm.structured("judge", messages, JudgeOut, prompt=prompt, shrink_answer=False,
                              cache_salt=f"faireval:{aspect}:o{order}:s{index}", **extra)
     except ContextOverflow as e:  # a correction turn made it too long: never cut, recorded as invalid
-        return JudgeSample(order=order, index=index, ok=False, errors=[str(e)], attempts=0)
+        return JudgeSample(order=order, index=index, ok=False, errors=[str(e)], attempts=0, seed=seed)
     if not res.ok:
         return JudgeSample(order=order, index=index, ok=False, raw=res.raw, errors=res.errors, attempts=res.attempts,
-                           reasoning=res.reasoning)
+                           reasoning=res.reasoning, seed=seed)
     s1, s2 = res.value.scores.assistant_1, res.value.scores.assistant_2
     a, b = (s1, s2) if order == 1 else (s2, s1)
     return JudgeSample(order=order, index=index, ok=True, slot1=s1, slot2=s2, score_a=a, score_b=b,
                        analysis=res.value.analysis.model_dump(by_alias=True), raw=[res.raw], attempts=res.attempts,
-                       reasoning=[res.reasoning] if res.reasoning else [])
+                       reasoning=[res.reasoning] if res.reasoning else [], seed=seed)
 
 
 def answer_budget(budget: Budget, tokens: int, derived: bool) -> Budget:
@@ -269,11 +410,16 @@ def apply_decision(j: Judgment, threshold: float) -> Judgment:
 
 
 def judge_pair(llm: LLMClient, ctx: TopicContext, run_a: RunRecord, run_b: RunRecord, aspect: Aspect, *,
-               k: int = 3, threshold: float = 0.0, temperature: float | None = None) -> Judgment:
+               k: int = 3, threshold: float = 0.0, temperature: float | None = None, seed: int | None = None,
+               prompts: str | None = None) -> Judgment:
     """Judge run A against run B on one aspect: k samples in each order, then the decision. ``temperature``: the
-    samples' (FairEval samples its k evidences at 1; Mem-PAL's code judges at 0); None: the judge role's."""
-    prompt = load_prompt(f"eval/faireval_{aspect}")
-    text_a, text_b = render_dialogue(run_a), render_dialogue(run_b)
+    samples' (None: :func:`sampling_temperature` — FairEval's 1 for k > 1, the judge role's for k = 1; k > 1 at 0 is
+    refused); ``seed``: each sample's seed is derived from it (None: none sent); ``prompts``: a
+    :data:`PROMPT_SETS` name (None: the authors' prompt, in the user's language)."""
+    temperature = sampling_temperature(k, temperature)
+    chosen = prompt_set(prompts)
+    prompt = chosen.prompt(aspect, ctx.user.language)
+    text_a, text_b = render_dialogue(run_a, chosen.quoted), render_dialogue(run_b, chosen.quoted)
     budget = llm.budget("judge", structured=JudgeOut)
     derived = llm.config.role("judge").max_tokens is None
     tokens: dict[str, int] = {}
@@ -282,7 +428,7 @@ def judge_pair(llm: LLMClient, ctx: TopicContext, run_a: RunRecord, run_b: RunRe
     refused: dict[int, str] = {}
     fitted: dict[int, Any] = {}
     for order, (first, second) in ((1, (text_a, text_b)), (2, (text_b, text_a))):
-        messages[order] = judge_messages(prompt, ctx, aspect, first, second)
+        messages[order] = chosen.messages(prompt, ctx, aspect, first, second)
         tokens[f"order{order}"] = budget.count_messages(messages[order])
         fitted[order] = answer_budget(budget, tokens[f"order{order}"], derived)
         if reason := too_long(fitted[order], tokens[f"order{order}"]):
@@ -299,20 +445,23 @@ def judge_pair(llm: LLMClient, ctx: TopicContext, run_a: RunRecord, run_b: RunRe
     def sample(ask: tuple[Literal[1, 2], int]) -> JudgeSample:
         order, index = ask
         return ask_judge(llm, prompt, messages[order], order, index, aspect, temperature,
-                         max_tokens=fitted[order].max_tokens if derived else None)
+                         max_tokens=fitted[order].max_tokens if derived else None,
+                         seed=sample_seed(seed, order, index, k))
 
     answered = dict(zip(asks, llm.fan_out("judge", sample, asks)))
-    samples = [answered.get((order, i)) or JudgeSample(order=order, index=i, ok=False, errors=[refused[order]])
+    samples = [answered.get((order, i)) or JudgeSample(order=order, index=i, ok=False, errors=[refused[order]],
+                                                       seed=sample_seed(seed, order, i, k))
                for order in orders for i in range(k)]
     rc = llm.config.role("judge")
     spec = run_a.spec
     j = Judgment(
-        judgment_key=judgment_key(run_a.run_id, run_b.run_id, aspect, k, rc.model, prompt.version, temperature),
+        judgment_key=judgment_key(run_a.run_id, run_b.run_id, aspect, k, rc.model, prompt.version, temperature,
+                                  prompt.name, seed),
         dataset=spec.dataset, user_id=spec.user_id, sample_id=spec.sample_id, topic_key=spec.topic_key, aspect=aspect,
         method_a=spec.method, method_b=run_b.spec.method, run_a=run_a.run_id, run_b=run_b.run_id, k=k,
         judge_provider=rc.provider, judge_model=rc.model,
         judge_temperature=rc.temperature if temperature is None else temperature, sampling_temperature=temperature,
-        prompt_name=prompt.name, prompt_version=prompt.version, created_at=time.time(),
+        seed=seed, prompt_set=chosen.name, prompt_name=prompt.name, prompt_version=prompt.version, created_at=time.time(),
         texts={"order1": OrderTexts(assistant_1=text_a, assistant_2=text_b),
                "order2": OrderTexts(assistant_1=text_b, assistant_2=text_a)},
         samples=samples, prompt_tokens=tokens, token_counter=budget.counter_name, context_window=budget.window,

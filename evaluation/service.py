@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from backends.llm.client import LLMClient
-from evaluation.faireval import Aspect, Judgment, judge_pair, judgment_key
+from evaluation.faireval import Aspect, Judgment, judge_pair, planned_key
 from evaluation.store import EvalStore
 from evaluation.tasks import TASKS, Task, TaskResult, TopicTasks
 from memory.build import BuilderOpener, MemoryBuilder
@@ -112,23 +112,23 @@ def topic_context(dataset: Dataset, user_id: str, sample_id: str, topic_key: str
 
 def judge_runs(llm: LLMClient, dataset: Dataset, sims: SimStore, store: EvalStore, pairs: list[RunPair],
                aspects: Iterable[Aspect], *, k: int = 3, threshold: float = 0.0, temperature: float | None = None,
+               seed: int | None = None, prompts: str | None = None,
                progress: Progress | None = None) -> list[Judgment]:
     """Judge every pair on every aspect; a judgment already stored for the same key is loaded, not redone."""
-    from backends.prompts import load_prompt
-
     judge_model = llm.config.role("judge").model
     jobs = [(p, a) for p in pairs for a in aspects]
     out: list[Judgment] = []
     for done, (pair, aspect) in enumerate(jobs, 1):
-        version = load_prompt(f"eval/faireval_{aspect}").version
-        key = judgment_key(pair.run_a, pair.run_b, aspect, k, judge_model, version, temperature)
+        key = planned_key(pair.run_a, pair.run_b, aspect, k, judge_model, dataset.users[pair.user_id].language,
+                          temperature=temperature, seed=seed, prompts=prompts)
         if store.has_judgment(key):
             out.append(store.load_judgment(key))
             what = "stored"
         else:
             ctx = topic_context(dataset, pair.user_id, pair.sample_id, pair.topic_key)
             j = judge_pair(llm.for_run(key), ctx, sims.load(pair.run_a), sims.load(pair.run_b), aspect, k=k,
-                           threshold=threshold, temperature=temperature)  # the judge's calls, accounted to the judgment
+                           threshold=threshold, temperature=temperature, seed=seed,
+                           prompts=prompts)  # the judge's calls, accounted to the judgment
             store.save_judgment(j)
             out.append(j)
             what = j.decision

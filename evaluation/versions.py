@@ -11,6 +11,11 @@ METRIC_VERSIONS: dict[str, str] = {
     # v2: each order's valid samples are averaged, then the two orders (equal weight); a judgment is
     # invalid unless both orders have a valid sample (v1 averaged all valid samples together)
     "faireval_decision": "2",
+    # v2: CIs by a cluster bootstrap over users (one judgment, both orders, is one observation; a topic judged as
+    # (A, B) and (B, A) counts once); every outcome's share of all topics (invalid and dropped in the denominator);
+    # position consistency, score margin and the share of position-decided wins/losses. v1: percentile bootstrap
+    # over judgments, rates over decided topics only
+    "faireval_summary": "2",
     # v2: topics of equal entropy in a seeded random order (v1: by user id, so ties sent the lowest user ids to
     # review); judged at FairEval's temperature 1 by default when calibrating. v1: BPDE over the 2k verdicts, a
     # human majority replaces the judge

@@ -82,10 +82,14 @@ def task_units(dataset: Dataset, topics: list[tuple[str, str, str]], methods: li
 
 
 def judge_units(dataset: Dataset, pairs: list[tuple[RunSpec, RunSpec]], aspects: Sequence[str], k: int,
-                threshold: float = 0.0, after_sims: bool = False, temperature: float | None = None) -> list[UnitSpec]:
+                threshold: float = 0.0, after_sims: bool = False, temperature: float | None = None,
+                seed: int | None = None, prompts: str | None = None) -> list[UnitSpec]:
     """An ``eval.judge`` unit per (pair of runs, aspect); ``after_sims``: each waits for its two sim units;
-    ``temperature``: the judge samples' (None: the judge role's)."""
-    extra = {"temperature": temperature} if temperature is not None else {}
+    ``temperature``: the judge samples' (None: FairEval's default for k, see
+    :func:`evaluation.faireval.sampling_temperature`); ``seed``: the base sampling seed; ``prompts``: the judge
+    prompt set (None: the default)."""
+    given = {"temperature": temperature, "seed": seed, "prompts": prompts}
+    extra = {name: value for name, value in given.items() if value is not None}
     return [UnitSpec(key=f"judge/{run_id_for(a)}/{run_id_for(b)}/{aspect}", kind="eval.judge",
                      label=f"judge {a.method} vs {b.method} {a.user_id} {a.sample_id} {a.topic_key} {aspect}",
                      deps=[sim_key(a), sim_key(b)] if after_sims else [],

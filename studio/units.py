@@ -223,24 +223,24 @@ def sim_run(ctx: UnitContext) -> dict:
 
 def eval_judge(ctx: UnitContext) -> dict:
     """One FairEval judgment (loaded when a judgment with the same key is stored)."""
-    from backends.prompts import load_prompt
-    from evaluation.faireval import judge_pair, judgment_key
+    from evaluation.faireval import judge_pair, planned_key
     from evaluation.service import topic_context
 
     env, p = _env(ctx), ctx.payload
     store = env.ws.evals
-    version = load_prompt(f"eval/faireval_{p['aspect']}").version
-    key = judgment_key(p["run_a"], p["run_b"], p["aspect"], p["k"], env.llm.config.role("judge").model, version,
-                       p.get("temperature"))
+    dataset = env.ws.dataset(p["dataset"])
+    key = planned_key(p["run_a"], p["run_b"], p["aspect"], p["k"], env.llm.config.role("judge").model,
+                      dataset.users[p["user"]].language, temperature=p.get("temperature"), seed=p.get("seed"),
+                      prompts=p.get("prompts"))
     what = f"{p['user']} {p['sample']} {p['topic']} {p['aspect']}"
     if store.has_judgment(key):
         env.done(f"{what}: stored")
         return {"judgment_key": key, "decision": store.load_judgment(key).decision, "stored": True}
-    dataset = env.ws.dataset(p["dataset"])
     ctx_topic = topic_context(dataset, p["user"], p["sample"], p["topic"])
     j = judge_pair(env.llm.for_run(key), ctx_topic, env.ws.sims.load(p["run_a"]), env.ws.sims.load(p["run_b"]),
                    p["aspect"], k=p["k"], threshold=p.get("threshold", 0.0),
-                   temperature=p.get("temperature"))  # its calls, accounted to the judgment
+                   temperature=p.get("temperature"), seed=p.get("seed"),
+                   prompts=p.get("prompts"))  # its calls, accounted to the judgment
     store.save_judgment(j)
     env.done(f"{what}: {j.decision}")
     return {"judgment_key": j.judgment_key, "decision": j.decision, "stored": False}

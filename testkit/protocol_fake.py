@@ -24,6 +24,11 @@ G_SCORE = 1.5
 
 
 
+# how each judge wording names the requirement aspect (compact; the authors' English translation and Chinese original)
+REQUIREMENT_ASPECT = ("Ground truth: what the user really needed", "The dimension evaluated now: understanding the need",
+                      "当前评价维度：需求理解")
+
+
 def _slots(text: str) -> tuple[str, str]:
     a = text.split("## assistant-1", 1)[-1].split("## assistant-2", 1)
     return a[0], a[1] if len(a) > 1 else ""
@@ -38,7 +43,7 @@ def protocol_reply(req: ChatRequest) -> str:
         return "help with the week"
     if role == "judge":
         first, second = _slots(text)
-        if "Ground truth: what the user really needed" in text:
+        if any(cue in text for cue in REQUIREMENT_ASPECT):
             s1 = s2 = 7
         else:
             s1, s2 = (8 if "remembered" in first else 5), (8 if "remembered" in second else 5)

@@ -46,8 +46,8 @@ def role_of(req: ChatRequest) -> str:
         return "summary"
     if system.startswith(("You are a personal assistant app", "你是一个私人助手App")):
         return "assistant"
-    if "You are a fair judge" in system:
-        return "judge"
+    if system.startswith(("You are a fair judge", "You are a good dialogue evaluator", "你是一个良好的对话评价器")):
+        return "judge"  # the compact wording, the Mem-PAL authors' prompt in English and in their Chinese
     return ""
 
 

@@ -141,10 +141,12 @@ def _run_key(row: Row) -> str:
 
 
 def _judgment_key(row: Row) -> str:
-    temperature = json.loads(str(row["data"])).get("sampling_temperature")
+    data = json.loads(str(row["data"]))
+    temperature, seed = data.get("sampling_temperature"), data.get("seed")
     return judgment_key(str(row["run_a"]), str(row["run_b"]), str(row["aspect"]), int(str(row["k"])),
                         str(row["judge_model"]), str(row["prompt_version"]),
-                        None if temperature is None else float(temperature))
+                        None if temperature is None else float(temperature), data.get("prompt_name"),
+                        None if seed is None else int(seed))
 
 
 def _result_key(row: Row) -> str:

@@ -90,7 +90,7 @@ def test_pal_judge_shows_dropped_topics_and_sends_the_uncertain_ones_to_review(e
     assert main([*argv, "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert all(r["dropped"] == 1 and r["invalid"] == 0 for r in rows)
-    assert rows[0]["metric_versions"] == "faireval_decision=2;length_bias=1"
+    assert rows[0]["metric_versions"] == "faireval_decision=2;faireval_summary=2;length_bias=1"
     assert main([*argv, "--review-uncertain", "1", "--annotators", "ann1,ann2"]) == 0
     out, err = capsys.readouterr()
     assert "dropped 1000 1000_sample8 topic-1: vanilla: failed (user simulator, turn 2: no usable" in out
@@ -151,7 +151,7 @@ def test_review_uncertain_judges_at_fairevals_temperature_and_redecides_stored_j
     hot = [x for x in ws.evals.judgments() if x.sampling_temperature == 1.0]
     assert len(hot) == 2 and all(x.judge_temperature == 1.0 for x in hot)
     assert {x.judgment_key for x in hot} == {judgment_key(x.run_a, x.run_b, x.aspect, 1, x.judge_model,
-                                                          x.prompt_version, 1.0) for x in hot}
+                                                          x.prompt_version, 1.0, x.prompt_name, 0) for x in hot}
     assert all(r.temperature == 1.0 for r in log[-1].requests)
     # the same review, over the stored T = 0 judgments, re-decides the broken one and sends it
     assert main([*argv, "--review-uncertain", "1", "--annotators", "ann1,ann2", "--temperature", "0"]) == 0
@@ -159,3 +159,22 @@ def test_review_uncertain_judges_at_fairevals_temperature_and_redecides_stored_j
     assert "warning: judged at temperature 0" in err
     batch = ws.reviews.batches()[0]
     assert list(batch["data"]["calibration"]["uncertainty"]) == ["1000/1000_sample7/topic-2"]
+
+
+def test_pal_judge_refuses_k_above_one_at_temperature_zero_and_names_its_settings(env, cli_llm, capsys):
+    _, sims, ws = env
+    use, _ = cli_llm
+    store_run(sims, "h2memory", MARKER)
+    store_run(sims, "vanilla", "plain")
+    use(prefers_marker)
+    argv = ["judge", "--dataset", str(DEMO), "--runs", "h2memory", "--baseline", "vanilla", "--aspects", "requirement"]
+    assert main([*argv, "--temperature", "0"]) == 2
+    assert "one sample asked 3 times" in capsys.readouterr().err and ws.evals.judgments() == []
+    assert main([*argv, "--prompts", "nonsense"]) == 2
+    assert "unknown judge prompt set 'nonsense'" in capsys.readouterr().err
+    assert main([*argv, "--judge-seed", "7"]) == 0
+    out, err = capsys.readouterr()
+    assert "k=3 per order at temperature 1, seed 7, prompts Mem-PAL authors' judge prompt" in err
+    assert "consist" in out and "pos.dec" in out and "of all 1 topic(s)" in out
+    (j,) = ws.evals.judgments()
+    assert (j.k, j.sampling_temperature, j.seed, j.prompt_set) == (3, 1.0, 7, "mempal")

@@ -5,7 +5,20 @@ from fractions import Fraction
 
 import pytest
 
-from evaluation.faireval import JudgeSample, apply_decision, decide, judge_pair, order_means, render_dialogue
+from backends.prompts import load_prompt
+from evaluation.faireval import (
+    FAIREVAL_TEMPERATURE,
+    FairEvalSettingsError,
+    JudgeSample,
+    apply_decision,
+    decide,
+    judge_pair,
+    judgment_key,
+    order_means,
+    render_dialogue,
+    sampling_temperature,
+    stored_key,
+)
 from evaluation.service import judge_runs, pair_runs, topic_context
 from palset.dataset import dataset_key
 from tests.conftest import DEMO
@@ -54,19 +67,20 @@ def test_a_real_preference_wins_in_both_orders(demo, env, runs):
 
 def test_record_keeps_both_orders_and_every_sample(demo, env, runs):
     j, _ = judge(demo, env, runs, prefers_marker, aspect="preference", k=2)
-    a, b = render_dialogue(runs[0]), render_dialogue(runs[1])
-    assert a.startswith('- "user": ') and '- "assistant": ' in a
+    a, b = render_dialogue(runs[0], quoted=True), render_dialogue(runs[1], quoted=True)
+    assert a.startswith('- "user": "') and '- "assistant": "' in a  # as the authors' perform_evaluation.py writes
     assert j.texts["order1"].assistant_1 == a and j.texts["order1"].assistant_2 == b
     assert j.texts["order2"].assistant_1 == b and j.texts["order2"].assistant_2 == a
     assert [(s.order, s.index) for s in j.samples] == [(1, 0), (1, 1), (2, 0), (2, 1)]
     assert all(s.ok and s.raw and s.analysis["overall"] == "o" for s in j.samples)
-    assert j.k == 2 and j.aspect == "preference" and j.prompt_name == "eval/faireval_preference"
-    assert j.prompt_version and j.judge_model and j.judge_temperature == 0.0
+    assert j.k == 2 and j.aspect == "preference" and j.prompt_name == "eval/faireval_mempal_preference"
+    assert j.prompt_set == "mempal" and j.prompt_version and j.judge_model
+    assert j.judge_temperature == j.sampling_temperature == 1.0  # k > 1: FairEval's temperature, not the role's 0
     assert (j.method_a, j.method_b, j.run_a, j.run_b) == ("h2memory", "vanilla", runs[0].run_id, runs[1].run_id)
 
 
 def test_judge_prompt_has_the_ground_truth_and_order_warning(demo, env, runs):
-    _, fake = judge(demo, env, runs, prefers_first, k=1)
+    _, fake = judge(demo, env, runs, prefers_first, k=1, prompts="compact")
     system, text = fake.requests[0].messages[0].content, fake.requests[0].messages[-1].content
     topic = topic_context(demo, USER, SAMPLE, TOPIC).topic.topic
     assert topic.implicit_needs[0] in text and topic.requirement in text and "random order" in text
@@ -178,3 +192,66 @@ def test_samples_in_flight_together_give_the_judgment_one_by_one_gives(demo, env
     keep = {"created_at"}
     assert together.model_dump(exclude=keep) == one_by_one.model_dump(exclude=keep)
     assert [(s.order, s.index) for s in together.samples] == [(1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2)]
+
+
+# ---------------------------------------------------------------- sampling as FairEval does, the authors' prompts
+
+
+def test_k_above_one_samples_at_fairevals_temperature_each_with_its_own_recorded_seed(demo, env, runs):
+    j, fake = judge(demo, env, runs, prefers_marker, k=3, seed=40)
+    assert {r.temperature for r in fake.requests} == {1.0} and j.sampling_temperature == 1.0
+    assert j.seed == 40 and sorted(r.seed for r in fake.requests) == [40, 41, 42, 43, 44, 45]
+    assert [(s.order, s.index, s.seed) for s in j.samples] == [(1, 0, 40), (1, 1, 41), (1, 2, 42), (2, 0, 43),
+                                                              (2, 1, 44), (2, 2, 45)]
+    assert j.judgment_key == stored_key(j)
+    one, fake_one = judge(demo, env, runs, prefers_marker, k=1)
+    assert one.sampling_temperature is None and {r.temperature for r in fake_one.requests} == {0.0}  # the role's
+    assert one.seed is None and {r.seed for r in fake_one.requests} == {None}
+
+
+def test_k_above_one_at_temperature_zero_is_refused_before_anything_is_sent(demo, env, runs):
+    with pytest.raises(FairEvalSettingsError, match="one sample asked 3 times"):
+        judge(demo, env, runs, prefers_marker, k=3, temperature=0.0)
+    assert sampling_temperature(1, 0.0) == 0.0 and sampling_temperature(2, None) == FAIREVAL_TEMPERATURE
+    assert sampling_temperature(3, 0.7) == 0.7 and sampling_temperature(1, None) is None
+
+
+def test_english_users_get_the_authors_prompt_in_english_with_their_json_ground_truth(demo, env, runs):
+    j, fake = judge(demo, env, runs, prefers_marker, k=1)
+    system, text = fake.requests[0].messages[0].content, fake.requests[0].messages[-1].content
+    assert j.prompt_name == "eval/faireval_mempal_requirement" and j.prompt_set == "mempal"
+    assert system.startswith("You are a good dialogue evaluator.")
+    needs = topic_context(demo, USER, SAMPLE, TOPIC).needs_with_evidence()
+    assert '"implicit_needs": [' in text and f'"{{"need": "{needs[0][0]}"' in text  # one-line JSON, as get_prompt
+    assert '"Openness"' in text and '"health status"' in text  # personality and background as JSON
+    assert "assigned to the two concrete assistants at random" in text  # their order warning, rule 2
+    assert '- "assistant": "' in text  # utterances quoted as perform_evaluation.py writes them
+
+
+def test_chinese_users_get_the_authors_chinese_original_verbatim(demo, env):
+    from tests.evaluation.conftest import store_run
+
+    make_llm, sims, _ = env
+    user = demo.users["1006"]
+    session = user.query[0]
+    topic = session.topics[0].key
+    ra = store_run(sims, "h2memory", MARKER, user="1006", sample=session.sample_id, topic=topic)
+    rb = store_run(sims, "vanilla", "plain", user="1006", sample=session.sample_id, topic=topic)
+    llm, fake = make_llm(prefers_marker)
+    j = judge_pair(llm, topic_context(demo, "1006", session.sample_id, topic), ra, rb, "preference", k=1)
+    assert j.prompt_name == "eval/faireval_mempal_preference.zh" and j.decision == "win"
+    system, text = fake.requests[0].messages[0].content, fake.requests[0].messages[-1].content
+    original = load_prompt("eval/faireval_mempal_preference.zh")
+    assert system == original.part("system")
+    assert text.startswith("现在给你交互用户") and "# 当前评价维度：偏好理解" in text and '"pos_list": [' in text
+    compact = judge_pair(llm, topic_context(demo, "1006", session.sample_id, topic), ra, rb, "preference", k=1,
+                         prompts="compact")
+    assert compact.prompt_name == "eval/faireval_preference" and compact.judgment_key != j.judgment_key
+
+
+def test_judgments_made_before_the_choice_keep_their_keys():
+    """The compact prompt's judgments (the only wording before) and judgments without a seed keep their old key."""
+    old = judgment_key("ra", "rb", "requirement", 3, "m", "2", None)
+    assert judgment_key("ra", "rb", "requirement", 3, "m", "2", None, "eval/faireval_requirement", None) == old
+    assert judgment_key("ra", "rb", "requirement", 3, "m", "2", None, "eval/faireval_mempal_requirement") != old
+    assert judgment_key("ra", "rb", "requirement", 3, "m", "2", None, None, 0) != old

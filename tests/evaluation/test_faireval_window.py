@@ -8,13 +8,15 @@ from evaluation.service import topic_context
 from tests.evaluation.conftest import MARKER, SAMPLE, TOPIC, USER, prefers_marker, store_run
 
 
-def judge_with(env, demo, reply, window):
+def judge_with(env, demo, reply, window, prompts="compact"):
+    """A k = 2 judgment with the compact wording (the window sizes below are measured against it)."""
     _, sims, ws = env
     fake = ScriptedLLM(reply, window=window)
     llm = ws.with_config(load_config(secrets={"cache": False}, env={})).llm(
         session_id="evalwin", providers=dict.fromkeys(ROLES, fake))
     runs = store_run(sims, "h2memory", MARKER), store_run(sims, "vanilla", "plain")
-    return judge_pair(llm, topic_context(demo, USER, SAMPLE, TOPIC), *runs, "requirement", k=2), fake, llm
+    return judge_pair(llm, topic_context(demo, USER, SAMPLE, TOPIC), *runs, "requirement", k=2,
+                      prompts=prompts), fake, llm
 
 
 def test_a_judge_prompt_too_long_for_the_window_is_recorded_invalid_and_never_sent(env, demo):

@@ -103,6 +103,10 @@ def test_judge_button_judges_every_paired_topic_and_draws_the_bars(env, runs):
     assert len(spec["layout"]["annotations"]) == 2
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Flip rate"] == "33%" and metrics["Invalid samples"] == "0 / 6"
+    # headline position figures, per aspect: topic-3 is a flipped tie (inconsistent, not decided); topic-1 and
+    # topic-2 are wins/losses both orders agree on, by a margin of 5
+    assert metrics["Position consistency"] == "67%" and metrics["Position-decided"] == "0 / 2"
+    assert metrics["Win rate (ties ½)"] == "50%" and metrics["Score margin (median)"] == "5.00"
     assert at.dataframe(key="eval_topics_table").value.shape[0] == 3
     assert {b.label for b in at.get("download_button")} >= {"Judgments CSV", "Aggregates CSV",
                                                             "Judgments + aggregates JSONL"}
@@ -271,7 +275,7 @@ def test_send_the_most_uncertain_topics_to_review_then_see_calibrated_outcomes(e
     judge_directly(env[1])
     at = open_page("evaluate", pair=PAIR, aspect="requirement")
     assert at.number_input(key="eval_cal_n").value == 1  # the top 20 % of 3 topics
-    assert at.number_input(key="eval_temp").value == 0.0  # the judge role's temperature, Mem-PAL's
+    assert at.number_input(key="eval_temp_k2").value == 1.0  # k = 3 by default: FairEval's temperature
     assert any("judged at temperature 0" in w.value and "Sampling temperature" in w.value for w in at.warning)
     uncertainty = frame_with(at, "BPDE requirement")
     assert list(uncertainty["topic"]) == ["topic-3", "topic-2", "topic-1"]
@@ -363,3 +367,18 @@ def test_experiments_show_the_report_tables_of_a_finished_experiment(tmp_path, m
     assert {b.label for b in at.get("download_button")} >= {"Report (markdown)", "Report (csv)", "Report (latex)"}
     jobs = next(f for f in frames if "units" in f and "ETA" in f)
     assert list(jobs["status"]) == ["done"] and jobs["units"].iloc[0] == 40
+
+
+def test_k_above_one_at_temperature_zero_is_refused_on_the_page(env, runs):
+    fake, _ = env
+    at = open_page("evaluate", pair=PAIR)
+    at.number_input(key="eval_temp_k2").set_value(0.0).run()  # k = 3 (the default) at temperature 0
+    assert any("one sample asked 3 times" in e.value for e in at.error)
+    assert "eval_judge" not in [b.key for b in at.button]  # no Judge button to press
+    assert fake.requests == []
+    at.number_input(key="eval_k").set_value(1).run()  # k = 1 at the judge role's temperature: offered
+    assert not any("one sample asked" in e.value for e in at.error)
+    at.button(key="eval_judge").click().run()
+    assert not at.error and len(app_workspace().evals.judgments()) == 6
+    assert {j.seed for j in app_workspace().evals.judgments()} == {0}
+    assert {j.prompt_set for j in app_workspace().evals.judgments()} == {"mempal"}

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 
 from backends.csvsafe import neutralise
 from evaluation.faireval import ASPECTS, Judgment
+from evaluation.faireval_stats import OUTCOMES, judgment_position
 from evaluation.service import DroppedTopic
 from evaluation.tasks import TaskResult
 from evaluation.versions import metric_versions, versions_text
@@ -65,8 +66,11 @@ def judgments_frame(judgments: list[Judgment]) -> pd.DataFrame:
              "method_a": j.method_a, "method_b": j.method_b, "run_a": j.run_a, "run_b": j.run_b,
              "decision": j.decision, "mean_a": j.mean_a, "mean_b": j.mean_b, "flipped": j.flipped,
              "order1_winner": j.order1_winner, "order2_winner": j.order2_winner, "invalid": j.invalid,
-             "k": j.k, "threshold": j.threshold, "judge_model": j.judge_model, "prompt_version": j.prompt_version,
-             "judgment_key": j.judgment_key, "metric_versions": versions_text("faireval_decision"), **arm_shares(j)}
+             **judgment_position(j),
+             "k": j.k, "threshold": j.threshold, "judge_model": j.judge_model, "prompt_name": j.prompt_name,
+             "prompt_version": j.prompt_version, "temperature": j.judge_temperature, "seed": j.seed,
+             "judgment_key": j.judgment_key, "metric_versions": versions_text("faireval_decision", "faireval_summary"),
+             **arm_shares(j)}
             for j in judgments]
     return pd.DataFrame(rows)
 
@@ -97,8 +101,15 @@ def aggregates_frame(rows: list[dict]) -> pd.DataFrame:
         lb = r["length_bias"]
         out.append({"method_a": display_name(r["method_a"]), "method_b": display_name(r["method_b"]), "aspect": r["aspect"], "n": r["n"],
                     "win": r["win"], "tie": r["tie"], "lose": r["lose"], "invalid": r["invalid"],
-                    "dropped": r.get("dropped", 0), "adjusted_win_rate": r["adjusted_win_rate"], "ci_low": lo,
-                    "ci_high": hi, "flip_rate": r["flip_rate"], "slot1_win_rate": r["slot1_win_rate"],
+                    "dropped": r.get("dropped", 0), "topics": r.get("topics"),
+                    **{f"{d}_share_all": r.get(f"{d}_share_all") for d in OUTCOMES},
+                    "adjusted_win_rate": r["adjusted_win_rate"], "ci_low": lo, "ci_high": hi,
+                    "ci_method": r.get("ci_method", "percentile bootstrap over judgments"), "users": r.get("users"),
+                    "position_consistency": r.get("position_consistency"),
+                    "position_decided_share": r.get("position_decided_share"),
+                    "median_margin_decided": r.get("median_margin_decided"), "thin_share": r.get("thin_share"),
+                    "identical_orders": r.get("identical_orders"), "orders_with_samples": r.get("orders_with_samples"),
+                    "flip_rate": r["flip_rate"], "slot1_win_rate": r["slot1_win_rate"],
                     "longer_win_rate": lb["longer_win_rate"], "longer_decided": lb["longer_decided"],
                     **{f"length_diff_{v}": lb["length_diff"][v] for v in ("win", "tie", "lose")},
                     "invalid_samples": r["invalid_samples"], "samples": r["samples"], "threshold": r["threshold"],
@@ -130,7 +141,8 @@ def to_jsonl(judgments: list[Judgment], aggregates: list[dict], dropped: Sequenc
 
 
 def outcome_figure(rows: list[dict], method_a: str, method_b: str) -> go.Figure:
-    """Stacked win/tie/lose shares per aspect (A's view), with the adjusted win rate and its 95% bootstrap CI."""
+    """Stacked win/tie/lose shares per aspect (A's view), with the adjusted win rate and its 95% cluster-bootstrap
+    CI over users."""
     fig = go.Figure()
     aspects = [r["aspect"] for r in rows]
     for outcome in ("win", "tie", "lose"):

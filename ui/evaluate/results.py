@@ -27,7 +27,8 @@ def _tokens(value: float | None) -> str:
 def render_results(rows: list[dict], judgments: list[Judgment], a: str, b: str, dropped: list[DroppedTopic]) -> None:
     st.subheader("Outcomes")
     st.caption(f"From {md_escape(display_name(a))}'s side against {md_escape(display_name(b))}: win/tie/lose per topic; "
-               "diamond = adjusted win rate (win + ½ tie) with its 95% bootstrap CI over topics. Invalid: no valid judge "
+               "diamond = win rate with ties as half (FastChat's win_rate_adjusted) with its 95% CI by a cluster "
+               "bootstrap over users (one judgment — both orders — is one observation). Invalid: no valid judge "
                "sample in one of the two orders; dropped: no finished run of both methods.")
     if is_oracle(a) or is_oracle(b):
         st.caption(f"gold is an {ORACLE_LABEL}: its assistant remembers the dataset's annotations, not what it learnt.")
@@ -35,9 +36,12 @@ def render_results(rows: list[dict], judgments: list[Judgment], a: str, b: str, 
     for r in rows:
         cols = st.columns(5)
         for col, label in zip(cols, ("win", "tie", "lose")):
-            col.metric(f"{r['aspect']}: {label}", r[label])
-        cols[3].metric("Invalid topics", r["invalid"], help="no valid judge sample in one order: not decided")
-        cols[4].metric("Dropped topics", r["dropped"], help="a simulation of one method did not finish: not judged")
+            col.metric(f"{r['aspect']}: {label}", r[label], help=_share_help(r, label))
+        cols[3].metric("Invalid topics", r["invalid"], help="no valid judge sample in one order: not decided. "
+                       + _share_help(r, "invalid"))
+        cols[4].metric("Dropped topics", r["dropped"], help="a simulation of one method did not finish: not judged. "
+                       + _share_help(r, "dropped"))
+        render_position(r)
     render_dropped(dropped)
     render_bias(rows)
     st.dataframe(aggregates_frame(rows), hide_index=True, width="stretch", key="eval_aggregates")
@@ -46,9 +50,43 @@ def render_results(rows: list[dict], judgments: list[Judgment], a: str, b: str, 
     if per_user:
         with st.expander("Per user"):
             st.dataframe(pd.DataFrame(per_user), hide_index=True, width="stretch", key="eval_per_user")
-    models = sorted({f"{j.judge_model} · k={j.k} · prompt {j.prompt_version}" for j in judgments})
+    models = sorted({f"{j.judge_model} · k={j.k} · {j.prompt_name} v{j.prompt_version} · T="
+                     f"{'?' if j.judge_temperature is None else f'{j.judge_temperature:g}'} · seed "
+                     f"{'none' if j.seed is None else j.seed}" for j in judgments})
     st.caption("Judge: " + md_escape("; ".join(models)) + " · metric versions " + md_escape(
         rows[0]["metric_versions"] if rows else ""))
+
+
+def _share_help(r: dict, outcome: str) -> str:
+    share = r.get(f"{outcome}_share_all")
+    return "" if share is None else f"{share:.0%} of all {r['topics']} topic(s), invalid and dropped included"
+
+
+def _ci(r: dict, key: str) -> str:
+    lo, hi = r.get(key) or (None, None)
+    return "" if lo is None or lo != lo else f" (95% CI {lo:.0%}–{hi:.0%}, cluster bootstrap over users)"
+
+
+def render_position(r: dict) -> None:
+    """The headline figures a reviewer asks before trusting a win rate: the adjusted win rate beside win/tie/lose,
+    how often the two orders agree, how many wins/losses the judge's slot preference decided, how thin they are."""
+    c1, c2, c3, c4, c5 = st.columns(5)
+    lo, hi = r["adjusted_win_rate_ci"]
+    c1.metric("Win rate (ties ½)", _rate(r.get("win_rate_adjusted", r["adjusted_win_rate"])),
+              help=f"(win + ½ tie) / decided topics (FastChat's win_rate_adjusted); 95% CI {lo:.2f}–{hi:.2f} by a "
+                   f"cluster bootstrap over {r.get('users', '?')} user(s)")
+    c2.metric("Position consistency", _rate(r.get("position_consistency")),
+              help="judgments whose two orders name the same winner (of those with a winner in both orders)"
+                   + _ci(r, "position_consistency_ci"))
+    c3.metric("Position-decided", f"{r.get('position_decided', 0)} / {r.get('decided', 0)}",
+              help="wins/losses whose two orders named opposite winners: each order preferred the same slot, and the "
+                   "verdict is whichever slot preference was larger" + _ci(r, "position_decided_ci"))
+    margin = r.get("median_margin_decided")
+    c4.metric("Score margin (median)", "–" if margin is None else f"{margin:.2f}",
+              help="|mean A − mean B| on the judge's 1–10 scale over wins/losses; "
+                   f"{_rate(r.get('thin_share'))} of them by at most 0.5")
+    c5.metric("Orders with identical samples", f"{r.get('identical_orders', 0)} / {r.get('orders_with_samples', 0)}",
+              help="orders whose k valid samples all gave the same scores — at temperature 0 the k samples are one")
 
 
 def render_dropped(dropped: list[DroppedTopic]) -> None:

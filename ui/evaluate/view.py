@@ -27,6 +27,7 @@ from backends.config import ConfigError
 from backends.paths import PROJECT_ROOT
 from evaluation.aggregate import aggregate_judgments
 from evaluation.faireval import ASPECTS, Judgment, apply_decision
+from evaluation.faireval_stats import one_per_topic
 from evaluation.service import dropped_topics, pair_runs
 from memory.methods import display_name
 from palset.dataset import Dataset, dataset_key
@@ -38,7 +39,7 @@ from ui.evaluate.data import finished_methods, latest_judgments
 from ui.evaluate.drilldown import render_drilldown
 from ui.evaluate.experiments import render_experiments
 from ui.evaluate.fidelity import render_fidelity_board
-from ui.evaluate.judging import judge_temperature, render_judge_button
+from ui.evaluate.judging import judge_options, judge_temperature, render_judge_button
 from ui.evaluate.results import render_exports, render_results
 from ui.evaluate.simfidelity import (
     filter_by_interventions,
@@ -184,18 +185,23 @@ def render_pairwise(dataset: Dataset, dkey: str, sims: SimStore,
     pairs = pair_runs(sims, dkey, a, b)
     c1, c2, c3, c4 = st.columns([1, 1, 1, 2])
     k = int(c1.number_input("Samples per order (k)", 1, 10, 3, key="eval_k",
-                            help="FairEval Multiple Evidence: k judge samples with A shown first, k with B first."))
+                            help="FairEval Multiple Evidence: k judge samples with A shown first, k with B first, "
+                                 "drawn at temperature 1 by default (at 0 they would be one sample)."))
     threshold = float(c2.number_input("Tie threshold", 0.0, 9.0, 0.0, step=0.25, key="eval_threshold",
                                       help="A tie when the mean scores differ by at most this (0: exact equality, "
                                            "as the paper). Decisions of stored judgments are recomputed with it."))
-    temperature = judge_temperature(c3)
+    temperature = judge_temperature(c3, k)
     with c4:
         if writes_allowed():
-            render_judge_button(dataset, sims, pairs, aspects, k, threshold, temperature)
+            with st.expander("Judge prompt and seed"):
+                seed, prompts = judge_options(st.container())
+            render_judge_button(dataset, sims, pairs, aspects, k, threshold, temperature, seed=seed, prompts=prompts)
         else:
             read_only_note("judging is not offered; these are the bundle's judgments")
     store = base_workspace().evals
-    stored = [j for j in store.judgments(dataset=dkey, method_a=a, method_b=b) if j.aspect in aspects]
+    stored = [j for j in one_per_topic(store.judgments(dataset=dkey, method_a=a, method_b=b)
+                                       + store.judgments(dataset=dkey, method_a=b, method_b=a), a, b)
+              if j.aspect in aspects]  # a topic judged as (B, A) too is one observation, seen from A's side
     judge = _pick_judge(stored)
     judgments = latest_judgments(j for j in stored if j.judge_model == judge)
     judgments = filter_by_simulator([apply_decision(j, threshold) for j in judgments], dkey)

@@ -26,9 +26,12 @@ def test_faireval_exports_carry_metric_versions_and_dropped_topics():
     rows = aggregate_judgments(js, n_boot=50, dropped=DROPPED)
     agg = aggregates_frame(rows)
     assert agg.loc[0, "dropped"] == 1 and agg.loc[0, "invalid"] == 0
-    assert agg.loc[0, "metric_versions"] == "faireval_decision=2;length_bias=1"
+    assert agg.loc[0, "metric_versions"] == "faireval_decision=2;faireval_summary=2;length_bias=1"
     assert {"longer_win_rate", "length_diff_win", "length_diff_lose"} <= set(agg.columns)
-    assert set(judgments_frame(js)["metric_versions"]) == {"faireval_decision=2"}
+    assert set(judgments_frame(js)["metric_versions"]) == {"faireval_decision=2;faireval_summary=2"}
+    assert {"position_consistent", "score_margin", "position_decided"} <= set(judgments_frame(js).columns)
+    assert {"position_consistency", "position_decided_share", "win_share_all", "dropped_share_all",
+            "ci_method"} <= set(agg.columns)
     lines = [json.loads(x) for x in to_jsonl(js, rows, DROPPED).splitlines()]
     assert lines[0] == {"type": "metric_versions", **METRIC_VERSIONS}
     assert [x["type"] for x in lines[1:]] == ["judgment", "judgment", "aggregate", "dropped"]
