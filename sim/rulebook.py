@@ -100,7 +100,7 @@ RULES: dict[str, TurnRule] = {r.id: r for r in (
     _rule("persona.states_fact", "The turn states a fact about the user (only such a turn goes to the persona judge).",
           guard=False),
     _rule("stance", "The turn's stance toward the assistant's last message: accept, reject, partial or none.",
-          guard=False),
+          guard=False, version=2),
 )}
 
 # "in persona" (sim.persona_check): the persona rules the simulator guards on

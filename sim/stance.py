@@ -13,9 +13,14 @@ clause where a statement comes first: "I agree with this option, but where do I 
    when the turn opens with a short echo question followed by more ("An app? My customers…", "住他那儿？…"); else
    ``none``;
 2. only accepting cues: ``accept``, or ``partial`` when a hedge comes before or in the sentence of the first one;
-3. only rejecting cues: ``reject``;
-4. both: ``partial`` when a contrast ("but", "但是", "不过") follows the first accepting cue and precedes a
+3. a hedge before the first verdict cue ("Sort of, but that's not it", "有一点吧，但不是主要的"): ``partial``;
+4. only rejecting cues: ``reject``;
+5. both: ``partial`` when a contrast ("but", "但是", "不过") follows the first accepting cue and precedes a
    rejecting one; else whichever cue comes first.
+
+A first clause with cues of one side only and no hedge decides before all of these ("Yes, …", "不行，…"); an
+approval whose next clause opens with a contrast or a hedge ("Sounds good, but …", "Okay, as long as …") is
+``partial``.
 
 The cue phrases are data: ``sim/rules/stance.<language>.toml`` (rule ``stance`` of :mod:`sim.rulebook`). Measured on
 the held-out split of the labelled stance corpus (``tests/sim/corpus/stance.jsonl``, ``pal simulate corpus``,
@@ -84,7 +89,8 @@ _CLAUSE_END = re.compile(r"[,.;:!?，。；：！？…]")
 
 def _leading(text: str, accept: list, reject: list, hedge: list, contrast: list) -> Stance | None:
     """The first clause decides when it holds cues of one side only and no hedge: "Yes, …", "No. …", "不行，…";
-    an approval whose next clause opens with a contrast ("Sounds good, but …") is ``partial``."""
+    an approval whose next clause opens with a contrast or a hedge ("Sounds good, but …", "Okay, as long as …") is
+    ``partial``."""
     ends = [m.end() for m in _CLAUSE_END.finditer(text)]
     if not ends:
         return None
@@ -96,8 +102,8 @@ def _leading(text: str, accept: list, reject: list, hedge: list, contrast: list)
     if r:
         return "reject"
     after = text[first:].lstrip()
-    next_contrast = any(p >= first and text[first:p].strip() == "" for p, _ in contrast)
-    return "partial" if next_contrast and after else "accept"
+    opens_next = any(p >= first and text[first:p].strip() == "" for p, _ in contrast + hedge)
+    return "partial" if opens_next and after else "accept"
 
 
 _SENTENCE_END = re.compile(r"[.!?。！？]")
@@ -165,6 +171,8 @@ def classify_stance(text: str, language: str | None = None, answering: str | Non
     if accept and not reject:
         end = _sentence_end(text, accept[0][0])
         return StanceResult("partial" if any(p < end for p, _ in hedge) else "accept", cues)
+    if any(p < min(pos for pos, _ in accept + reject) for p, _ in hedge):
+        return StanceResult("partial", cues)  # a hedge before any verdict: "Sort of, but that's not it."
     if reject and not accept:
         return StanceResult("reject", cues)
     first_a, first_r = accept[0][0], reject[0][0]

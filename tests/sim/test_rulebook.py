@@ -39,7 +39,8 @@ def test_no_data_file_without_a_registered_rule():
 def test_a_file_that_does_not_match_its_registration_is_named(tmp_path, monkeypatch):
     shutil.copytree(rulebook.RULES_DIR, tmp_path / "rules")
     path = tmp_path / "rules" / "stance.en.toml"
-    path.write_text(path.read_text(encoding="utf-8").replace("version = 1", "version = 9", 1), encoding="utf-8")
+    path.write_text(re.sub(r"(?m)^version = \d+$", "version = 99", path.read_text(encoding="utf-8"), count=1),
+                    encoding="utf-8")
     monkeypatch.setattr(rulebook, "RULES_DIR", tmp_path / "rules")
     load_rule_data.cache_clear()
     try:
