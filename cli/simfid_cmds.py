@@ -31,6 +31,13 @@ def register(parent: argparse.ArgumentParser) -> None:
                    help="add rows checking the dataset's own dialogues of the query topics: as written (the ceiling, "
                         "and the checks' own error floor), and with always-accept and random-verdict user turns "
                         "answering the dataset's assistant turns (the floors)")
+    f.add_argument("--probes", metavar="SIMULATORS",
+                   help="add counterfactual probes for over-cooperation with these simulators (comma-separated: llm, "
+                        "always-accept, random-verdict): the dataset's query dialogues up to their first Solution "
+                        "Feedback, the proposal replaced by each disliked and each liked candidate solution; stored, "
+                        "so a probe is asked once")
+    f.add_argument("--probe-limit", type=int, metavar="N",
+                   help="at most N probes per simulator, taken in turn from every user (default: all)")
     f.add_argument("--recompute", action="store_true", help="check again even where a stored result matches")
     out = f.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="everything: per-run results, leaderboard, agreement")
@@ -79,11 +86,12 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
                                    threshold=args.threshold)
         ws = open_workspace()
         records = _select(ws, dataset_key(dataset.root), args)
+        probes = _probe_simulators(args.probes)
         llm = ws.llm(session_id="cli-simfidelity") if config.classifier == "judge" or config.persona_judge else None
     except (ValueError, ConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if not records and not args.own_dialogues:
+    if not records and not args.own_dialogues and not probes:
         print(f"error: no simulation run of {args.dataset} to check (pal simulate --dataset … first)", file=sys.stderr)
         return 2
     matcher_for = matchers(lambda language: ws.embedder(None, language), config.threshold)
@@ -96,6 +104,9 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
                     for r in own_dialogue_runs(dataset, _split(args.users), simulator=kind)]
     results, errors = measure_runs(records, dataset, matcher_for, ws.simfidelity, config=config, llm=llm,
                                    progress=progress, recompute=args.recompute)
+    if probes:
+        more, failed = _probes(ws, dataset, probes, args, matcher_for, config, llm)
+        results, errors = results + more, {**errors, **failed}
     board = leaderboard(results)
     for run_id, error in errors.items():
         print(f"error: {run_id}: {error}", file=sys.stderr)
@@ -114,6 +125,44 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
 
         print(board_text(board))
     return 1 if errors else 0
+
+
+def _probe_simulators(text: str | None) -> list[str]:
+    """The probe simulators asked for; ``ValueError`` naming the choices for an unknown one."""
+    from evaluation.simfidelity.probes import PROBE_SIMULATORS
+
+    names = _split(text) or []
+    for name in names:
+        if name not in PROBE_SIMULATORS:
+            raise ValueError(f"unknown probe simulator {name!r} (choices: {', '.join(PROBE_SIMULATORS)})")
+    return names
+
+
+def _probes(ws, dataset, simulators: list[str], args: argparse.Namespace, matcher_for, config, llm):
+    """Every probe of every simulator asked for (stored results reused), with progress and an ETA on stderr."""
+    import time
+
+    from evaluation.simfidelity.probes import build_cases, interleaved, llm_side, measure_probes, reference_side
+
+    cases = interleaved(build_cases(dataset, _split(args.users)))[:args.probe_limit]
+    results, errors = [], {}
+    for kind in simulators:
+        if kind == "llm":
+            sim_llm = ws.llm(session_id="cli-simfidelity-probes")
+            side, model = llm_side(sim_llm), sim_llm.config.role("user_simulator").model
+        else:
+            side, model = reference_side(kind), kind
+        started = time.monotonic()
+
+        def progress(done: int, total: int, run_id: str, started: float = started) -> None:
+            eta = (time.monotonic() - started) / done * (total - done)
+            print(f"[probe {done}/{total}] {run_id} (about {eta:.0f} s left)", file=sys.stderr, flush=True)
+
+        got, failed = measure_probes(dataset, cases, kind, side, model, matcher_for, ws.simfidelity, config=config,
+                                     llm=llm, progress=progress)
+        results += got
+        errors.update(failed)
+    return results, errors
 
 
 def _run_summary(r) -> dict:

@@ -17,6 +17,8 @@ FIGURE_DEFINITIONS: dict[str, str] = {
     "acceptance_rate": "Share of verdicts on proposals matching a pos/neg candidate that accept.",
     "implied_acceptance": "Share of those proposals whose candidate is pos: the acceptance the gold implies.",
     "over_cooperation": "Acceptance rate − implied acceptance (> 0: the simulator accepts what the user would not).",
+    "disliked_acceptance": "Share of verdicts on proposals matching a neg (disliked) candidate that accept: "
+                           "over-cooperation where it shows (0 for a user who keeps their preferences).",
     "verdict_consistency": "Share of checked verdicts agreeing with the gold candidate's label.",
     "truthful_rate": "Share of checked confirmations that are truthful.",
     "vagueness_gap": "Mean over first turns of cos(turn, query) − max cos(turn, requirement or need).",

@@ -26,7 +26,7 @@ from evaluation.simfidelity.registry import RATES
 from evaluation.simfidelity.types import RunFidelity, TurnChecks
 from sim.interventions import Interventions
 
-HEADLINE = ("acceptance_rate", "implied_acceptance", "over_cooperation", "verdict_consistency", "truthful_rate",
+HEADLINE = ("acceptance_rate", "implied_acceptance", "over_cooperation", "disliked_acceptance", "verdict_consistency", "truthful_rate",
             "vagueness_gap", "vague_rate", "persona_rate", "schedule_adherence", "decision_agreement")
 VIEWS = ("kept", "first drafts")  # the figures on what was sent, and on the model's first drafts (where known)
 DISTANCES = ("length", "questions", "first_person")
@@ -51,6 +51,9 @@ def turn_tallies(turns: Sequence[TurnChecks]) -> dict[str, int]:
                     t["verdict_matched"] += 1
                     t["accepted"] += c.evidence["stance"]["label"] == "accept"
                     t["implied"] += c.evidence["expected"] == "accept"
+                    t["disliked"] += c.evidence["expected"] == "reject"
+                    t["accepted_disliked"] += (c.evidence["expected"] == "reject"
+                                               and c.evidence["stance"]["label"] == "accept")
     return dict(t)
 
 
@@ -61,6 +64,7 @@ def figures_from(t: dict[str, int], gaps: Sequence[float]) -> dict[str, float | 
     out["implied_acceptance"] = _rate(t.get("implied", 0), t.get("verdict_matched", 0))
     a, i = out["acceptance_rate"], out["implied_acceptance"]
     out["over_cooperation"] = None if a is None or i is None else a - i
+    out["disliked_acceptance"] = _rate(t.get("accepted_disliked", 0), t.get("disliked", 0))
     out["vagueness_gap"] = float(np.mean(gaps)) if gaps else None
     return out
 

@@ -7,7 +7,8 @@ from backends.csvsafe import rows_to_csv
 from evaluation.simfidelity.aggregate import VIEWS
 from evaluation.simfidelity.types import CHECKS_VERSION
 
-BOARD_COLUMNS = ("acceptance_rate", "implied_acceptance", "over_cooperation", "verdict_consistency", "truthful_rate",
+BOARD_COLUMNS = ("acceptance_rate", "implied_acceptance", "over_cooperation", "disliked_acceptance",
+                 "verdict_consistency", "truthful_rate",
                  "vagueness_gap", "vague_rate", "persona_rate", "schedule_adherence", "decision_agreement")
 INTERVENTION_COLUMNS = ("intervention_share", "composed_share", "user_turns", "intervened", "composed", "drafts_kept")
 
@@ -56,7 +57,7 @@ def _fmt(value: float | int | None) -> str:
 def board_text(board: list[dict]) -> str:
     """The leaderboard as a plain-text table (``pal simulate fidelity``, the bench): per simulator its figures on
     what was kept and on the first drafts, with the share of turns intervened in and composed."""
-    heads = ("accept", "implied", "overcoop", "verdict", "truthful", "vaguegap", "vague", "persona", "schedule",
+    heads = ("accept", "implied", "overcoop", "dislikeA", "verdict", "truthful", "vaguegap", "vague", "persona", "schedule",
              "decision")
     lines = [f"{'simulator':<18} {'model':<28} {'on':<6} {'runs':>4} {'turns':>5} "
              + " ".join(f"{h:>8}" for h in heads) + f" {'interv':>7} {'composed':>8}  length D (p)"]
@@ -78,6 +79,6 @@ def board_text(board: list[dict]) -> str:
         if r["no_gold"]:
             lines.append(f"{'':<18} {r['no_gold']} run(s): n/a — no gold")
     lines.append("rates over checked user turns; kept: the turns as sent, first: the model's first drafts; "
-                 "over-cooperation = acceptance − implied; interv/composed: share of turns intervened in / composed "
+                 "over-cooperation = acceptance − implied; dislikeA: share of disliked candidates accepted; interv/composed: share of turns intervened in / composed "
                  "from the decision; --json for every turn's evidence")
     return "\n".join(lines)

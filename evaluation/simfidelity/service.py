@@ -65,7 +65,8 @@ def _digest(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:10]
 
 
-def _stance_fn(config: SimFidelityConfig, language: str, llm: LLMClient | None):
+def stance_fn(config: SimFidelityConfig, language: str, llm: LLMClient | None):
+    """The stance classifier a configuration names: the rules of :mod:`sim.stance`, or the judge role."""
     if config.classifier == "judge":
         if llm is None:
             raise ValueError("classifier 'judge' needs the judge role (an LLM client)")
@@ -103,7 +104,7 @@ def check_run(record: RunRecord, dataset: Dataset, matcher_for: MatcherFor, *,
             raise ValueError("persona_judge needs the judge role (an LLM client)")
         persona = ((lambda profile, turn: judge_persona(llm, profile, turn, f"{record.run_id}/{_digest(turn)}"))
                    if config.persona_judge and llm is not None else None)
-        ctx = CheckContext(gold=gold, matcher=matcher, stance=_stance_fn(config, language, llm), persona_judge=persona,
+        ctx = CheckContext(gold=gold, matcher=matcher, stance=stance_fn(config, language, llm), persona_judge=persona,
                            schedule=record.schedule if spec.mode == "fixed" else None,
                            unavailable=unavailable(spec, gold), salt=record.run_id,
                            guards=guard_rules() if spec.simulator == "llm" else frozenset())

@@ -43,6 +43,7 @@ def board_frame(rows: list[dict], on: str = "kept") -> pd.DataFrame:
                "intervened": _rate(i["intervention_share"]), "composed": _rate(i["composed_share"]),
                "acceptance": _rate(f["acceptance_rate"]), "implied": _rate(f["implied_acceptance"]),
                "over-cooperation": _rate(f["over_cooperation"], True),
+               "disliked accepted": _rate(f.get("disliked_acceptance")),
                "verdict consistency": _rate(f["verdict_consistency"]), "truthful": _rate(f["truthful_rate"]),
                "vagueness gap": _rate(f["vagueness_gap"], True), "persona": _rate(f["persona_rate"]),
                "schedule": _rate(f["schedule_adherence"]), "text vs decision": _rate(f.get("decision_agreement"))}
