@@ -75,3 +75,46 @@ def hostile_page(stream_url: str, page: str = "audit") -> Iterator[HostilePage]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@dataclass
+class Outside:
+    """A server standing for the outside world: every request it receives is kept (none should arrive)."""
+
+    base: str
+    requests: list[str] = field(default_factory=list)
+
+
+@contextmanager
+def outside_server() -> Iterator[Outside]:
+    """A loopback HTTP server that answers everything with an empty 200 and records each path asked for."""
+    seen = Outside(base="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            seen.requests.append(f"{self.command} {self.path}")
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST = do_HEAD = _answer
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    seen.base = f"http://127.0.0.1:{server.server_address[1]}"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def loaders(base: str, tag: str) -> str:
+    """Text that would make a browser fetch from ``base`` if it were rendered as markdown or HTML anywhere: an
+    image, nested-bracket image and link, raw HTML image, stylesheet and CSS import (each path names ``tag``)."""
+    return (f"![{tag}]({base}/{tag}.png) ![a [b] c]({base}/{tag}-nested.png) [x [y] z]({base}/{tag}-link) "
+            f'<img src="{base}/{tag}-img.png"> <link rel="stylesheet" href="{base}/{tag}.css"> '
+            f"<style>@import url({base}/{tag}-import.css);</style> :material/home: {tag}")
