@@ -97,6 +97,8 @@ RULES: dict[str, TurnRule] = {r.id: r for r in (
     _rule("turn.gives_away", "Copies the hidden need or a solution the assistant is to find out.",
           "gives away the need or a solution the assistant is to find out (hint at it in your own words, as "
           "vaguely as your question)", reads_data=False),
+    _rule("act.asks", "An opening that asks something or raises a problem to talk about (a Topic Inquiry).",
+          guard=False),
     _rule("persona.states_fact", "The turn states a fact about the user (only such a turn goes to the persona judge).",
           guard=False),
     _rule("stance", "The turn's stance toward the assistant's last message: accept, reject, partial or none.",

@@ -20,7 +20,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -32,13 +31,12 @@ from evaluation.simfidelity.types import CheckName, TurnCheck, TurnChecks
 from palset.vocab import Act
 from sim.decision import GAVE_AWAY, NO_DRAFT
 from sim.interventions import decision_of, first_draft
+from sim.rulebook import rule_pattern
 from sim.textstats import features
 from sim.types import TurnDecision, Utterance
 
 StanceOf = Callable[[str, str, str, str | None], dict]  # (assistant text, user text, salt, answering) → {"label", …}
-ASKS = re.compile(r"[?？]|\b(help|advice|ideas?|suggest|tips?|how|what|which|should i|any|don't know|not sure|"
-                  r"stuck|struggling|worried|problem|mess)\b|怎么|如何|建议|办法|咋办|帮|有没有|吗|拿不定|头大|发怵|发愁|"
-                  r"犯愁|纠结|不知道|不愉快|不行了|烦", re.I)  # asks something, or raises a problem to talk about
+ASKS = rule_pattern("act.asks", "asks")  # asks something, or raises a problem to talk about
 CLIP = 300
 
 

@@ -58,7 +58,7 @@ CHECK_SPECS: tuple[CheckSpec, ...] = (
               "not on record.", "persona_rate", rules=PERSONA_RULES, on_guarded="fail"),
     CheckSpec("act", "as scheduled", 1, "every turn of a fixed-mode run",
               "Fixed mode: the act the text performs (from its stance and what it answers) is the scheduled act.",
-              "schedule_adherence", rules=("stance",)),
+              "schedule_adherence", rules=("stance", "act.asks")),
     CheckSpec("decision", "as decided", 1, "a judging turn the simulator decided in a structured call",
               "A judging turn the simulator decided in a structured call: the text-reading stance classifier agrees "
               "with the decision (the decision, not the words, is the stance the other checks use).",
