@@ -12,6 +12,7 @@ from palset.dataset import Dataset, User, dataset_key
 from ui.platform_state import llm_client, workspace
 
 PREFERRED_METHODS = ("h2memory", "rag-turn")
+NO_BUILD_PREFERRED = ("rag-turn", "vanilla-log")  # a simulation's default: memory ready without the LLM
 NO_COMPARE = "—"  # the "compare with" choice that compares with nothing
 FRESH = "mem_fresh_builds"  # (dataset, user, method) a person asked to rebuild with the current settings
 
@@ -28,6 +29,13 @@ def unavailable_methods() -> dict[str, str]:
 
 def default_method(methods: list[str]) -> str:
     return next((m for m in PREFERRED_METHODS if m in methods), methods[0])
+
+
+def default_simulation_method(methods: list[str]) -> str:
+    """What a new simulation opens on: a method whose memory needs no LLM build (a simulation with H²Memory
+    first builds the user's memory with the LLM, minutes on the bundled model), preferring retrieval."""
+    no_build = [m for m in methods if not get_method_class(m).uses_llm]
+    return next((m for m in NO_BUILD_PREFERRED if m in no_build), no_build[0] if no_build else default_method(methods))
 
 
 def method_label(name: str) -> str:

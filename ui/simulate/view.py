@@ -23,6 +23,7 @@ import logging
 import streamlit as st
 from pydantic import ValidationError
 
+from backends.config import ConfigError
 from memory.methods import ORACLE_LABEL, get_method_class
 from palset.dataset import Dataset, User, dataset_key
 from sim.runner import Simulation
@@ -31,9 +32,10 @@ from sim.service import make_spec
 from sim.store import SimStore, run_id_for
 from sim.types import SIMULATOR_VARIANTS, RunRecord, RunSpec, SimulatorKind, parse_variant
 from ui import platform_state
-from ui.methods import NO_COMPARE, available_methods, default_method, method_label
-from ui.platform_state import base_workspace
+from ui.methods import NO_COMPARE, available_methods, default_simulation_method, method_label
+from ui.platform_state import base_workspace, platform_config
 from ui.presenting import read_only_note, writes_allowed
+from ui.records_model import render_records_model
 from ui.simulate import jobs as sim_jobs
 from ui.simulate.checks import render_run_checks, stored_checks
 from ui.simulate.live import GO, MESSAGE, go_live, held_sides, live_runs, render_live, tab_driver
@@ -44,6 +46,7 @@ from ui.trace import render_trace_link
 from ui.url_state import UrlState
 
 log = logging.getLogger(__name__)
+SIM_ROLES = ("user_simulator", "assistant")
 TABS = ["Simulation", "Runs"]
 MODES = ["fixed", "free"]
 _KEYS = {"user": "sim_user", "method": "sim_method", "compare": "sim_compare", "tab": "sim_tab",
@@ -92,12 +95,23 @@ def pair_id_for(specs: list[RunSpec]) -> str:
     return f"pair-{hashlib.sha1(raw.encode()).hexdigest()[:10]}"
 
 
+def _records_model_notice() -> None:
+    """Which model made the stored runs, when it is not this session's (offered for this session)."""
+    try:
+        cfg = platform_config()
+    except ConfigError as e:  # the sidebar shows the error; the setup still opens
+        log.info("no model notice: the configuration is broken: %s", e)
+        return
+    render_records_model(base_workspace().runs.models_used(), cfg, SIM_ROLES, "sim", may_change=writes_allowed())
+
+
 def render_setup(dataset: Dataset) -> None:
     """Who and what to simulate, with which method(s); Start (or Resume when these runs exist)."""
     if not writes_allowed():
         st.info("Presenting (read-only): no new simulation is started here. Open one of the bundle's runs from the "
                 "**Runs** tab.", icon=":material/slideshow:")
         return
+    _records_model_notice()
     uids = list(dataset.users)
     methods = available_methods()
     c1, c2 = st.columns([2, 3])
@@ -160,7 +174,7 @@ def _schedule_widgets(dataset: Dataset, topic: str) -> tuple[str, int]:
 
 def _method_widgets(methods: list[str]) -> tuple[str, str]:
     c1, c2 = st.columns(2)
-    _URL.sync("method", methods, default_method(methods))
+    _URL.sync("method", methods, default_simulation_method(methods))
     with c1:
         method = st.selectbox("Method", methods, key=_KEYS["method"], format_func=method_label)
     _URL.write("method")
