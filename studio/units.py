@@ -34,7 +34,7 @@ from typing import Any, Protocol
 from backends.embeddings import Embedder
 from backends.llm.client import LLMClient
 from backends.llm.errors import Cancelled
-from backends.llm.meter import MeterReading
+from backends.llm.meter import CallMeter, MeterReading
 from backends.store.leases import process_holder
 from evaluation.simfidelity.store import SimFidelityStore
 from evaluation.store import EvalStore, PersonaMemStore
@@ -326,12 +326,20 @@ def synth_generate(ctx: UnitContext) -> dict:
         if on_step is not None:
             on_step(p["run_id"])(step, event, record)
 
+    meter, doing = CallMeter(), [""]
+
+    def show(reading: MeterReading) -> None:  # the call being made, what is in flight and since when
+        ctx.detail = " · ".join(t for t in (doing[0], reading.line()) if t)
+
     def call_event(step: str, unit: str) -> None:
-        ctx.detail = f"{step} {unit}"
+        doing[0] = f"{step} {unit}"
+        show(meter.reading())
         if on_call is not None:
             on_call(p["run_id"])(step, unit)
 
-    pipe = Pipeline(p["run_id"], env.ws.synth, env.llm, on_step=step_event, on_call=call_event, cancel=ctx.cancel)
+    meter.watch(show)
+    pipe = Pipeline(p["run_id"], env.ws.synth, env.llm.metered(meter), on_step=step_event, on_call=call_event,
+                    cancel=ctx.cancel)
     if p.get("rerun_from"):
         pipe.invalidate(p["rerun_from"])
     info = pipe.info if pipe.info.status == "finished" else pipe.run()

@@ -46,14 +46,15 @@ def submit(kind: str, title: str, units: list[UnitSpec], job_id: str | None = No
 
 
 def follow(job_id: str, label: str, on_tick: Callable[[JobSummary], None] | None = None,
-           timeout: float = FOLLOW_S) -> JobSummary:
-    """Draw the job's progress until it ends (or ``timeout``); returns its last summary."""
+           timeout: float = FOLLOW_S, concurrency: int = WORKERS) -> JobSummary:
+    """Draw the job's progress until it ends (or ``timeout``); returns its last summary. ``concurrency``: how many
+    of its units can run at once, for the ETA (1 for a chain, e.g. a memory build's sessions)."""
     store = base_workspace().jobs.store
     bar = st.progress(0.0, text=f"{label}…")
     deadline = time.monotonic() + timeout
     while True:
         summary = store.summary(job_id)
-        bar.progress(min(summary.progress, 1.0), text=progress_text(label, summary))
+        bar.progress(min(summary.progress, 1.0), text=progress_text(label, summary, concurrency))
         if on_tick is not None:
             on_tick(summary)
         if summary.finished or time.monotonic() > deadline:
@@ -64,8 +65,8 @@ def follow(job_id: str, label: str, on_tick: Callable[[JobSummary], None] | None
     return summary
 
 
-def progress_text(label: str, summary: JobSummary) -> str:
-    text = f"{label}: {summary.line(WORKERS)}"
+def progress_text(label: str, summary: JobSummary, concurrency: int = WORKERS) -> str:
+    text = f"{label}: {summary.line(concurrency)}"
     running = [u for u in base_workspace().jobs.store.units(summary.job_id, "running")][:2]
     details = "; ".join(f"{u.label}: {u.progress_text}" if u.progress_text else u.label for u in running)
     return md_escape(text + (f" — {details}" if details else ""))
@@ -83,10 +84,10 @@ def failure_text(summary: JobSummary) -> str:
 
 
 @st.fragment(run_every=1.5)
-def watch(job_id: str, label: str) -> None:
+def watch(job_id: str, label: str, concurrency: int = WORKERS) -> None:
     """A job found running when the page opened: its progress, refreshed; the page redraws when it ends."""
     summary = base_workspace().jobs.store.summary(job_id)
-    st.progress(min(summary.progress, 1.0), text=progress_text(label, summary))
+    st.progress(min(summary.progress, 1.0), text=progress_text(label, summary, concurrency))
     c1, c2 = st.columns([1, 5])
     if not summary.finished and writes_allowed() and c1.button("Cancel", key=f"job_cancel_{job_id}", icon=":material/stop:"):
         base_workspace().jobs.cancel(job_id)

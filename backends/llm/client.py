@@ -36,7 +36,7 @@ from pydantic import BaseModel
 
 from backends.config import PlatformConfig
 from backends.llm.context import Budget, BudgetBook, Cut, describe_cuts, fit_request
-from backends.llm.deadline import ASSUMED_RATES, PATIENT_FACTOR, call_deadline
+from backends.llm.deadline import ASSUMED_RATES, PATIENT_FACTOR, call_deadline, need_seconds
 from backends.llm.errors import ContextOverflow, LLMError, LLMTimeout, RateLimited
 from backends.llm.fanout import fan_out
 from backends.llm.limits import Limiters, Width
@@ -241,6 +241,8 @@ class LLMClient:
         tokens = counted or max(1, sum(len(m.content) for m in req.messages) // 3)
         deadline = call_deadline(prompt_tokens=tokens, max_tokens=req.max_tokens, rates=rates, idle=rc.idle_timeout,
                                  configured=rc.timeout, factor=self.patience)
+        if self.meter is not None and rates is not ASSUMED_RATES:  # shown beside progress: only a measured need
+            self.meter.expect(sum(need_seconds(tokens, req.max_tokens, rates)))
         return req.model_copy(update={"timeout": deadline.total, "first_token_timeout": deadline.first,
                                       "deadline_note": deadline.how})
 

@@ -31,8 +31,8 @@ from backends.store.capabilities import CapabilityStore
 
 log = logging.getLogger(__name__)
 
-PROMPT_TOKENS = 384  # about the length of the prompts measured (a rate depends on the context a bit)
-DECODE_TOKENS = 32  # answer tokens each slot decodes while measuring
+PROMPT_TOKENS = 256  # about the length of the prompts measured (a rate depends on the context a bit)
+DECODE_TOKENS = 24  # answer tokens each slot decodes while measuring
 MEASURE_TIMEOUT_S = 300.0  # one calibration request on a very slow machine
 MAX_AGE_S = 24 * 3600.0  # rates older than this are measured again
 RETRY_FAILED_S = 600.0  # a measurement that failed is tried again after this long (the assumed rates meanwhile)

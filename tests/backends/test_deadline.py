@@ -7,8 +7,10 @@ import time
 import pytest
 from pydantic import BaseModel, Field
 
+from backends.config import ROLES
 from backends.llm.deadline import ASSUMED_RATES, Rates, call_deadline
 from backends.llm.errors import LLMTimeout
+from backends.llm.fake import ScriptedLLM
 from backends.llm.openai_compat import OpenAICompatProvider
 from backends.llm.rates import RateBook, RateError
 from backends.llm.types import ChatRequest, ChatResult, Message
@@ -142,3 +144,24 @@ def test_an_answer_read_as_a_stream_fails_on_a_stall_not_on_its_length():
         with pytest.raises(LLMTimeout, match="stalled.*for the test"):
             OpenAICompatProvider(stalled.base_url, None).complete_streamed(req)
     assert time.monotonic() - started < 6
+
+
+def test_a_meter_shows_when_the_call_in_flight_started_and_what_it_needs(make_client):
+    """The progress line beside a build or a generation: the call running now, and how long it needs at most."""
+    from backends.llm.meter import CallMeter
+
+    meter, seen = CallMeter(), []
+    meter.watch(seen.append)
+    client = make_client(providers=dict.fromkeys(ROLES, ScriptedLLM(["fine"]))).metered(meter)
+    provider = client.provider("assistant")
+    client.rates.remember(provider.endpoint, client.config.role("assistant").model, RATES)
+    client.chat("assistant", MSG, use_cache=False, max_tokens=100)
+    during = [r for r in seen if r.in_flight]
+    assert during and during[0].oldest_started is not None
+    assert any(r.oldest_need_s and r.oldest_need_s >= 100 / RATES.decode for r in during)  # the measured need
+    line = meter.reading().line()
+    assert "running since" not in line  # nothing in flight now
+    meter.started()
+    meter.expect(100 / RATES.decode)
+    assert "a call running since" in meter.reading().line() and "up to ~10 s" in meter.reading().line()
+    meter.ended()

@@ -26,6 +26,7 @@ from synth.store import SynthStore
 from ui import platform_state
 from ui.datasets import name_for_path
 from ui.generate import jobs as generate_jobs
+from ui.generate.eta import eta_text, seconds_left
 from ui.generate.steps import render_steps
 from ui.platform_state import base_workspace
 from ui.text import md_escape
@@ -143,9 +144,11 @@ def render_progress(run_id: str, store: SynthStore) -> None:
     job = generate_jobs.get(run_id)
     alive = generate_jobs.running(run_id)
     done = len(NAMES) - len(pipeline.pending())
+    left = eta_text(seconds_left(pipeline.records())) if alive else ""
     if alive and job is not None:
         now = get_step(job.current).title if job.current else "…"
-        label, state = f"Generating: {now} {job.detail} ({done}/{len(NAMES)} steps)", "running"
+        label = f"Generating: {now} ({done}/{len(NAMES)} steps{f', {left}' if left else ''})"
+        state = "running"
     else:
         label = f"{info.status.capitalize()}: {done}/{len(NAMES)} steps"
         state = STATUS_STATE.get(info.status, "running" if done < len(NAMES) else "complete")
@@ -159,6 +162,9 @@ def render_progress(run_id: str, store: SynthStore) -> None:
                             f"{rec.seconds:.1f}s" + (" · edited" if rec.edited else ""))
         if job is not None and job.current and alive:
             st.markdown(f":blue[…] **{get_step(job.current).title}** {md_escape(job.detail)}")
+        if alive and left:
+            st.caption(f"{md_escape(left)}: the finished steps' seconds scaled by their share of a measured one-month "
+                       "generation")
     if job is not None:
         st.caption(f"Job {md_escape(job.job_id)}: runs in the app's workers — closing this page does not stop it.")
     if info.error:

@@ -42,7 +42,7 @@ def run_build(builder: MemoryBuilder, until_session: int | None = None) -> bool:
         log.exception("memory build %s cannot start", builder.build_id)
         st.session_state["mem_build_error"] = f"Build stopped: {md_escape(error_text(e))}."
         return False
-    summary = follow(job_id, f"Building {builder.method} memory")
+    summary = follow(job_id, f"Building {builder.method} memory", concurrency=1)  # its sessions build in turn
     if summary.status != "done":
         log.warning("memory build %s stopped: %s", builder.build_id, summary.errors)
         st.session_state["mem_build_error"] = f"Build stopped: {md_escape(failure_text(summary))}. " \

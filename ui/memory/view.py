@@ -134,7 +134,7 @@ def render_build_panel(builder: MemoryBuilder) -> BuildInfo:
 
     running = active_job(f"memory-{builder.build_id}-", kind="memory")
     if running is not None:  # started earlier (this page closed, another session): it goes on; watch it
-        watch(running.job_id, f"Building {builder.method} memory")
+        watch(running.job_id, f"Building {builder.method} memory", concurrency=1)  # its sessions build in turn
     elif info.stages_done < total:
         label = "Build" if info.stages_done == 0 else "Resume"
         if st.button(label, key="mem_build", icon=":material/play_arrow:", type="primary"):
