@@ -81,8 +81,17 @@ def measure_llamacpp(root: str, model: str, slots: int, timeout: float = MEASURE
                         f"{'s' if slots > 1 else ''} busy")
 
 
+def _slots(provider: Any) -> int | None:
+    """Requests the provider's server serves at once, when it says."""
+    slots = getattr(provider, "slots", None)
+    return slots() if callable(slots) else None
+
+
 _LOCKS: dict[str, threading.Lock] = {}
 _FAILED: dict[tuple[str, str], float] = {}  # (endpoint, model) → when measuring it failed (tried again later)
+# (endpoint, model) → (rates, when) measured by this process: another home served by the same server (a test
+# worker's shared servers, a second workspace) takes them instead of measuring again
+_MEASURED: dict[tuple[str, str], tuple[Rates, float]] = {}
 _GUARD = threading.Lock()
 
 
@@ -99,17 +108,28 @@ class RateBook:
         self.capabilities = capabilities
         self.clock = clock
 
-    def remembered(self, endpoint: str, model: str) -> Rates | None:
-        """The stored rates when they are fresh (younger than :data:`MAX_AGE_S`)."""
+    def remembered(self, endpoint: str, model: str, slots: int | None = None) -> Rates | None:
+        """The stored rates when they are fresh (younger than :data:`MAX_AGE_S`) and, when ``slots`` is given,
+        measured with that many slots busy (a server started with another ``parallel`` has other rates); else
+        those this process measured of the same endpoint, then remembered here too."""
         row = self.capabilities.get(endpoint, model)
-        if row is None or not (row.prompt_rate and row.decode_rate and row.rates_at):
-            return None
+        if row is None or not (row.prompt_rate and row.decode_rate and row.rates_at) or \
+                (slots is not None and row.rate_slots != slots):
+            return self._measured_here(endpoint, model, slots)
         if self.clock() - row.rates_at > MAX_AGE_S:
-            return None
+            return self._measured_here(endpoint, model, slots)
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(row.rates_at))
         slots = row.rate_slots or 1
         return Rates(prompt=row.prompt_rate, decode=row.decode_rate, slots=slots,
                      source=f"measured {when} with {slots} slot{'s' if slots > 1 else ''} busy")
+
+    def _measured_here(self, endpoint: str, model: str, slots: int | None) -> Rates | None:
+        known = _MEASURED.get((endpoint, model))
+        if known is None or self.clock() - known[1] > MAX_AGE_S or (slots is not None and known[0].slots != slots):
+            return None
+        self.capabilities.update(endpoint, model, prompt_rate=known[0].prompt, decode_rate=known[0].decode,
+                                 rate_slots=known[0].slots, rates_at=known[1])
+        return known[0]
 
     def rates(self, provider: Any, model: str) -> Rates:
         """The endpoint's rates: remembered, else measured now (once, however many calls ask together), else
@@ -119,10 +139,11 @@ class RateBook:
         failed = _FAILED.get((endpoint, model))
         if not callable(measure) or (failed is not None and self.clock() - failed < RETRY_FAILED_S):
             return self.remembered(endpoint, model) or ASSUMED_RATES
-        if (known := self.remembered(endpoint, model)) is not None:
+        slots = _slots(provider)
+        if (known := self.remembered(endpoint, model, slots)) is not None:
             return known
         with _lock_for(f"{endpoint}|{model}"):
-            if (known := self.remembered(endpoint, model)) is not None:
+            if (known := self.remembered(endpoint, model, slots)) is not None:
                 return known  # another call measured while this one waited
             try:
                 measured = measure(model)
@@ -147,11 +168,13 @@ class RateBook:
         return measured
 
     def remember(self, endpoint: str, model: str, rates: Rates) -> None:
+        _MEASURED[(endpoint, model)] = (rates, self.clock())
         self.capabilities.update(endpoint, model, prompt_rate=rates.prompt, decode_rate=rates.decode,
                                  rate_slots=rates.slots, rates_at=self.clock())
 
     def outdated(self, endpoint: str, model: str) -> None:
         """A call ran past the deadline these rates gave: measure again on the next call."""
+        _MEASURED.pop((endpoint, model), None)
         if self.capabilities.get(endpoint, model) is not None:
             self.capabilities.update(endpoint, model, rates_at=None)
 

@@ -15,6 +15,7 @@ from backends.llm.openai_compat import OpenAICompatProvider
 from backends.llm.rates import RateBook, RateError
 from backends.llm.types import ChatRequest, ChatResult, Message
 from testkit.trickle_server import TrickleServer
+from testkit.workspace import make_workspace
 
 MSG = [{"role": "user", "content": "Say ok many times."}]
 RATES = Rates(prompt=100.0, decode=10.0, slots=2, source="measured for the test")
@@ -65,12 +66,15 @@ class Measured:
         return RATES
 
 
-def test_rates_are_measured_once_remembered_and_measured_again_when_outdated(make_client):
+def test_rates_are_measured_once_remembered_and_measured_again_when_outdated(make_client, tmp_path):
     store = make_client().store.capabilities
     book, provider = RateBook(store), Measured()
     assert book.rates(provider, "m").decode == RATES.decode and provider.measured == 1
     again = RateBook(store).rates(provider, "m")  # another client, another process: the same row
     assert (again.prompt, again.decode, provider.measured) == (RATES.prompt, RATES.decode, 1)
+    elsewhere = make_workspace(tmp_path / "other-home").runs.capabilities  # another home, the same server
+    assert RateBook(elsewhere).rates(provider, "m").decode == RATES.decode and provider.measured == 1
+    assert elsewhere.get(provider.endpoint, "m").decode_rate == RATES.decode  # and remembered there too
     book.outdated(provider.endpoint, "m")
     book.rates(provider, "m")
     assert provider.measured == 2
