@@ -46,6 +46,8 @@ from testkit.workspace import make_workspace  # noqa: E402
 
 METHODS = ["h2memory", "vanilla-log", "rag-turn"]
 SHAPE = {"sessions": 10, "logs_per_session": 25, "turns": 14, "query_sessions": 2, "topics": 2}
+# PAL-Set's own shape for the planned job claims are timed on: 29 sessions a user, 4 of them query sessions
+CLAIM_SHAPE = {"sessions": 29, "logs_per_session": 10, "turns": 14, "query_sessions": 4, "topics": 2}
 
 
 def rss_mb() -> float:
@@ -75,7 +77,7 @@ def run_protocol(home: Path, url: str, dataset: Path, users: list[str], args, ex
     """One whole protocol run; its figures."""
     ws = workspace(home, url, args.slots)
     exp = experiment(dataset, users, args.concurrency or 2 * args.slots)
-    plan = make_plan(exp, ws.dataset(exp.dataset), ws.config, cal or Calibration.load(ws.runs, ws.memory))
+    plan = make_plan(exp, ws.dataset(exp.dataset), ws.config, cal or Calibration.load(ws.runs, ws.memory, ws.jobs.store))
     ws.jobs.submit(plan.job, env=UnitEnv(ws, ws.llm(session_id="bench")))
     before, rss0 = served(url), rss_mb()
     cpu0, t0 = time.process_time(), time.perf_counter()
@@ -154,11 +156,11 @@ def claim_figures(tmp: Path, url: str, users: int, samples: int = 200) -> None:
     """Median claim on a planned Table 11 job of ``users`` filler users (every method of the paper's table)."""
     from protocol.config import load_experiment
 
-    dataset = make_release(tmp / "claims-ds", users=users, **SHAPE)
+    dataset = make_release(tmp / "claims-ds", users=users, **CLAIM_SHAPE)
     ws = workspace(tmp / "claims", url, 16)
     exp = load_experiment(ROOT / "experiments" / "table11-palset-en.toml").model_copy(
         update={"dataset": str(dataset), "roles": {}, "limits": {}})
-    plan = make_plan(exp, load_dataset(dataset), ws.config, Calibration.load(ws.runs, ws.memory))
+    plan = make_plan(exp, load_dataset(dataset), ws.config, Calibration.load(ws.runs, ws.memory, ws.jobs.store))
     t0 = time.perf_counter()
     ws.jobs.submit(plan.job)
     submit = time.perf_counter() - t0
@@ -219,7 +221,7 @@ def main() -> None:
     users = sorted(load_dataset(dataset).users)
     run_protocol(tmp / "warm", url, dataset, users[:1], args)  # imports, first connections: not measured
     pilot = run_protocol(tmp / "pilot", url, dataset, users[:1], args)
-    cal = Calibration.load(pilot["ws"].runs, pilot["ws"].memory)
+    cal = Calibration.load(pilot["ws"].runs, pilot["ws"].memory, pilot["ws"].jobs.store)
     print(f"{', '.join(METHODS)} vs vanilla; build, dialogue, FairEval k=3; {args.slots} slots, "
           f"{args.latency * 1000:.0f} ms a call, {args.concurrency or 2 * args.slots} units at once")
     print(f"{'users':>5} {'calls':>7} {'planned':>8} {'wall s':>7} {'plan s':>7} {'ms CPU/call':>11} {'wall/ideal':>10} "

@@ -47,7 +47,7 @@ def make_plan(exp, dataset, view):
     from protocol.plan import Calibration, make_plan
 
     try:
-        return make_plan(exp, dataset, view.config, Calibration.load(view.runs, view.memory))
+        return make_plan(exp, dataset, view.config, Calibration.load(view.runs, view.memory, view.jobs.store))
     except (KeyError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -55,12 +55,17 @@ def make_plan(exp, dataset, view):
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from jobs.types import format_seconds
+    from protocol.plan import time_lines
 
     exp, dataset, ws, view = _load(args.file)
     plan = make_plan(exp, dataset, view)
     if args.json:
         print(json.dumps({"units": len(plan.job.units), "rows": [r.model_dump() for r in plan.rows],
-                          "wall_seconds": plan.wall_seconds, "notes": plan.notes}, indent=1))
+                          "wall_seconds": plan.wall_seconds, "bound": plan.bound,
+                          "endpoint_seconds": plan.endpoint_seconds, "endpoint": plan.endpoint,
+                          "app_seconds": plan.app_seconds, "schedule_seconds": plan.schedule_seconds,
+                          "app_cpu_per_call": plan.app_cpu_per_call, "app_cpu_measured": plan.app_cpu_measured,
+                          "notes": plan.notes}, indent=1))
         return 0
     done = {u.key for u in ws.jobs.store.units(plan.job.job_id, "done")} if ws.jobs.store.exists(plan.job.job_id) else set()
     print(f"experiment {exp.name}: {len(plan.job.units)} units ({len(done)} already done) on {dataset.root}")
@@ -74,7 +79,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     total = sum(r.usd or 0 for r in plan.rows)
     print(f"total: {plan.total('calls'):,.0f} calls, {plan.total('tokens_in'):,.0f} tokens in, "
           f"{plan.total('tokens_out'):,.0f} out, ${total:.4f}" + (f" + unpriced {', '.join(unpriced)}" if unpriced else "")
-          + f"; about {format_seconds(plan.wall_seconds)} at concurrency {plan.concurrency}")
+          )
+    for line in time_lines(plan):
+        print(f"time: {line}")
     for note in plan.notes:
         print(f"note: {note}")
     return 0

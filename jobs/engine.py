@@ -300,6 +300,8 @@ class JobEngine:
         self.recover()
         self._ensure_heartbeat()
         stop = threading.Event()
+        started, cpu0, wall0 = time.time(), time.process_time(), time.perf_counter()
+        done0 = self.store.summary(job_id).counts.get("done", 0)
         if executor is not None:
             runner = threading.Thread(target=executor.run, args=(self, job_id, concurrency, None, stop),
                                       name="job-executor", daemon=True)
@@ -325,7 +327,19 @@ class JobEngine:
         self.notify()
         for t in threads:
             t.join()
-        return self.store.summary(job_id)
+        final = self.store.summary(job_id)
+        self._record_run(job_id, started, time.perf_counter() - wall0, time.process_time() - cpu0,
+                         final.counts.get("done", 0) - done0, type(executor).__name__ if executor else "threads")
+        return final
+
+    def _record_run(self, job_id: str, started: float, wall: float, cpu: float, units: int, executor: str) -> None:
+        """Keep the run's cost (what plans read as the app's CPU per call); a run that finished nothing says nothing."""
+        if units <= 0:
+            return
+        try:
+            self.store.record_run(job_id, started, wall, cpu, units, executor)
+        except Exception:  # the run's work is stored; only its cost figure is lost
+            log.exception("job %s: the run's wall and CPU seconds were not recorded", job_id)
 
     def _interrupt(self, stop: threading.Event, threads: list[threading.Thread]) -> None:
         stop.set()

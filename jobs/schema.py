@@ -1,4 +1,5 @@
-"""Tables of jobs, their units and the units' dependencies (migration 30); the ready-queue (migration 141).
+"""Tables of jobs, their units and the units' dependencies (migration 30); the ready-queue (migration 141); the foreground runs of
+jobs with their wall and CPU seconds (migration 142).
 
 ``job_ready`` holds exactly the queued units whose dependencies are all done, with the job's pool and creation
 time copied beside them, so a claim reads the first row of an index instead of testing every queued unit's
@@ -75,6 +76,22 @@ MIGRATIONS: list[Migration] = [
             FROM job_units u JOIN jobs j USING (job_id) WHERE u.status = 'queued' AND NOT EXISTS (
                 SELECT 1 FROM job_deps d JOIN job_units p ON p.unit_id = d.dep_id
                 WHERE d.unit_id = u.unit_id AND p.status != 'done')
+        """,
+    ),
+    (
+        142,
+        "jobs: each foreground run of a job with its wall and this process's CPU seconds (plans read the app's cost)",
+        """
+        CREATE TABLE job_runs (
+            job_id TEXT NOT NULL REFERENCES jobs(job_id) ON DELETE CASCADE,
+            started_at REAL NOT NULL,
+            ended_at REAL NOT NULL,
+            wall_s REAL NOT NULL,
+            cpu_s REAL NOT NULL,
+            units INTEGER NOT NULL,
+            executor TEXT NOT NULL
+        );
+        CREATE INDEX job_runs_job ON job_runs(job_id)
         """,
     ),
 ]

@@ -340,6 +340,20 @@ class JobStore:
         with self.db.read() as conn:
             return [self._summary(conn, j) for j in conn.execute(sql, (*args, limit)).fetchall()]
 
+    def record_run(self, job_id: str, started_at: float, wall_s: float, cpu_s: float, units: int,
+                   executor: str) -> None:
+        """One foreground run of ``job_id``: its wall seconds, the CPU seconds of the process that ran it (threads:
+        its units' own work; another executor: the driver's) and the units it finished."""
+        with self.db.write() as conn:
+            conn.execute("INSERT INTO job_runs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         (job_id, started_at, started_at + wall_s, wall_s, cpu_s, units, executor))
+
+    def runs(self, executor: str | None = None) -> list[dict]:
+        """Every recorded run (of one executor), newest first."""
+        sql = "SELECT * FROM job_runs" + (" WHERE executor=?" if executor else "") + " ORDER BY started_at DESC"
+        with self.db.read() as conn:
+            return [dict(r) for r in conn.execute(sql, (executor,) if executor else ())]
+
     def delete(self, job_id: str) -> None:
         with self.db.write() as conn:
             conn.execute("DELETE FROM jobs WHERE job_id=?", (job_id,))

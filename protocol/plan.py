@@ -2,23 +2,34 @@
 
 Calls are counted from the protocol (a dialogue's fixed schedule, 2k judge samples, one call per single-turn task
 plus the G-score judge); a memory build's calls per session come from the builds already stored for that method
-(a pilot run calibrates them), else from a static guess. Tokens and seconds per call come from the calls already
-accounted per prompt (:meth:`backends.store.runstore.RunStore.prompt_means`), else from defaults; each row says
-which (``calibrated`` or ``static``). Time is a list-scheduling of the units over the configured concurrency that
-respects their order (a user's sessions one after another), bounded below by each endpoint's requests/min.
+(a pilot run calibrates them), else from measured rates per session and log (``protocol/plan_rates.toml``, each
+figure with where it was measured). Tokens and seconds per call come from the calls already accounted per prompt
+(:meth:`backends.store.runstore.RunStore.prompt_means`), else from defaults; each row says which (``calibrated``
+or ``static``).
+
+Time is the longest of three bounds: a list-scheduling of the units over the configured concurrency that respects
+their order (a user's sessions one after another), each call taking its endpoint time plus the app's own CPU for
+it; the **endpoint-bound** time (each endpoint's calls × seconds per call ÷ the requests it serves at once, and its
+requests/min); and the **app-bound** time (calls × the app's CPU per call: one process runs its units' own work on
+about one core). The app's CPU per call is measured from this home's recorded job runs, else taken from the rates
+file.
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
+import tomllib
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pydantic import BaseModel
 
 from backends.config import PlatformConfig
 from backends.store.runstore import RunStore
 from evaluation.service import query_topics
+from jobs.store import JobStore
 from jobs.types import JobSpec, UnitSpec
 from memory.methods import get_method_class
 from memory.store import MemoryStore
@@ -29,7 +40,22 @@ from sim.schedule import fixed_schedule
 from sim.service import make_spec
 from sim.types import RunSpec, parse_variant
 
-STATIC_SESSION_CALLS = {"h2memory": 23.0, "memorybank": 2.0, "recursum": 2.0, "agentic": 4.0, "plum": 2.0}
+RATES_FILE = Path(__file__).with_name("plan_rates.toml")
+
+
+@functools.lru_cache(maxsize=1)
+def load_rates() -> dict:
+    """The static rates (``protocol/plan_rates.toml``): build calls per session and log, the app's CPU per call."""
+    return tomllib.loads(RATES_FILE.read_text(encoding="utf-8"))
+
+
+def static_session_calls(method: str, logs: int) -> float:
+    """A build's calls for one session of ``logs`` logs before any build of ``method`` was stored here."""
+    rate = load_rates()["build"].get(method, {"per_session": 2.0, "per_log": 0.0})
+    return float(rate["per_session"] + rate["per_log"] * logs)
+
+
+TYPICAL_LOGS = 25  # logs per session the claim order ranks methods at (only their order matters)
 DEFAULT_CALL = (700.0, 80.0, 2.0)  # tokens in, tokens out, seconds of one call without calibration
 TASK_PROMPTS = {"restatement": ["eval/requirement_restatement", "eval/gscore"], "proposal": ["eval/solution_proposal"],
                 "selection": ["eval/solution_selection"]}
@@ -57,9 +83,21 @@ class Plan(BaseModel):
     job: JobSpec
     rows: list[PlanRow]
     kind_seconds: dict[str, float] = {}  # unit kind → estimated seconds per unit (for the run's ETA)
-    wall_seconds: float
+    wall_seconds: float  # the longest of the three bounds below
     concurrency: int
     notes: list[str] = []
+    schedule_seconds: float = 0.0  # the units list-scheduled over the concurrency, each call with the app's CPU
+    endpoint_seconds: float = 0.0  # the busiest endpoint: its calls' seconds ÷ what it serves at once, or its rate
+    endpoint: str = ""  # which endpoint that is
+    app_seconds: float = 0.0  # calls × the app's CPU per call (one process: about one core)
+    app_cpu_per_call: float = 0.0
+    app_cpu_measured: bool = False  # measured from this home's job runs (else the rates file's figure)
+
+    @property
+    def bound(self) -> str:
+        """What bounds the wall time: ``endpoint``, ``app`` or ``schedule`` (the units' order and concurrency)."""
+        top = max(self.endpoint_seconds, self.app_seconds, self.schedule_seconds)
+        return "endpoint" if top == self.endpoint_seconds else "app" if top == self.app_seconds else "schedule"
 
     def total(self, field_name: str) -> float:
         return float(sum(getattr(r, field_name) or 0 for r in self.rows))
@@ -71,9 +109,17 @@ class Calibration:
 
     prompts: dict[str, tuple[int, float, float, float]]
     sessions: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)  # calls, tin, tout, s
+    app_cpu: float | None = None  # this home's measured CPU seconds per call of a job run (None: the rates file's)
+
+    @property
+    def cpu_per_call(self) -> tuple[float, bool]:
+        """(the app's CPU seconds per call, whether measured here)."""
+        if self.app_cpu is not None:
+            return self.app_cpu, True
+        return float(load_rates()["app"]["cpu_per_call_s"]), False
 
     @classmethod
-    def load(cls, runs: RunStore, memory: MemoryStore) -> Calibration:
+    def load(cls, runs: RunStore, memory: MemoryStore, jobs: JobStore | None = None) -> Calibration:
         per: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0.0])
         for method, _user, _stage, calls, tin, tout, secs in memory.stage_costs():
             acc = per[method]
@@ -83,7 +129,7 @@ class Calibration:
             acc[3] += secs
             acc[4] += 0.5  # two stages per session
         sessions = {m: (a[0] / a[4], a[1] / a[4], a[2] / a[4], a[3] / a[4]) for m, a in per.items() if a[4] >= 1}
-        return cls(runs.prompt_means(), sessions)
+        return cls(runs.prompt_means(), sessions, app_cpu_per_call(runs, jobs) if jobs is not None else None)
 
     def call(self, prompt: str) -> tuple[float, float, float, bool]:
         if prompt in self.prompts:
@@ -92,15 +138,30 @@ class Calibration:
         return (*DEFAULT_CALL, False)
 
 
+def app_cpu_per_call(runs: RunStore, jobs: JobStore, newest: int = 20) -> float | None:
+    """CPU seconds per LLM call over this home's newest job runs on threads (the calls each made are those
+    accounted under its job in its time), or None when none made a call."""
+    cpu = calls = 0.0
+    for run in jobs.runs("threads")[:newest]:
+        with runs.db.read() as conn:
+            made = conn.execute("SELECT COUNT(*) FROM llm_calls WHERE session_id=? AND ts BETWEEN ? AND ? "
+                                "AND cache_hit=0", (run["job_id"], run["started_at"], run["ended_at"])).fetchone()[0]
+        if made:
+            cpu, calls = cpu + run["cpu_s"], calls + made
+    return cpu / calls if calls else None
+
+
 @dataclass
 class UnitCost:
     calls: dict[str, float] = field(default_factory=dict)  # role → calls
     tokens: dict[str, list[float]] = field(default_factory=dict)  # role → [in, out]
     seconds: float = 0.0
     calibrated: bool = True
+    role_seconds: dict[str, float] = field(default_factory=dict)  # role → the endpoint's seconds for its calls
 
     def add(self, role: str, calls: float, tin: float, tout: float, secs: float, calibrated: bool) -> None:
         self.calls[role] = self.calls.get(role, 0.0) + calls
+        self.role_seconds[role] = self.role_seconds.get(role, 0.0) + calls * secs
         acc = self.tokens.setdefault(role, [0.0, 0.0])
         acc[0] += calls * tin
         acc[1] += calls * tout
@@ -178,7 +239,7 @@ def _longest_chains_first(unit: UnitSpec) -> tuple[int, float]:
     if unit.kind != "memory.session":
         return (1, 0.0)
     method = unit.payload["method"]
-    calls = STATIC_SESSION_CALLS.get(method, 1.0) if get_method_class(method).uses_llm else 0.0
+    calls = static_session_calls(method, TYPICAL_LOGS) if get_method_class(method).uses_llm else 0.0
     return (0, -calls)
 
 
@@ -194,7 +255,8 @@ def unit_cost(unit: UnitSpec, dataset: Dataset, cal: Calibration) -> tuple[str, 
             cost.add("memory_builder", calls, tin / max(calls, 1e-9), tout / max(calls, 1e-9),
                      secs / max(calls, 1e-9), True)
         else:
-            cost.add("memory_builder", STATIC_SESSION_CALLS.get(p["method"], 2.0), *DEFAULT_CALL, False)
+            session = next(x for x in dataset.users[p["user"]].sessions if x.sample_id == p["session"])
+            cost.add("memory_builder", static_session_calls(p["method"], len(session.logs)), *DEFAULT_CALL, False)
         return "build", p["method"], cost
     if unit.kind == "eval.tasks":
         for task in p["tasks"]:
@@ -229,12 +291,14 @@ def make_plan(exp: ExperimentConfig, dataset: Dataset, config: PlatformConfig, c
     """The job and, per task and method, its estimated calls, tokens, cost and LLM seconds; the wall time at
     ``exp.concurrency``."""
     job = build_job(exp, dataset)
+    cpu, cpu_measured = cal.cpu_per_call
     rows: dict[tuple[str, str], dict] = {}
     durations: dict[str, float] = {}
     calls_by_role: dict[str, float] = defaultdict(float)
+    seconds_by_role: dict[str, float] = defaultdict(float)
     for unit in job.units:
         task, method, cost = unit_cost(unit, dataset, cal)
-        durations[unit.key] = cost.seconds
+        durations[unit.key] = cost.seconds + cpu * sum(cost.calls.values())
         row = rows.setdefault((task, method), {"units": 0, "calls": 0.0, "tin": 0.0, "tout": 0.0, "s": 0.0,
                                                "by_model": defaultdict(lambda: [0, 0]), "cal": True, "llm": False})
         row["units"] += 1
@@ -243,6 +307,7 @@ def make_plan(exp: ExperimentConfig, dataset: Dataset, config: PlatformConfig, c
         for role, n in cost.calls.items():
             row["llm"] = row["llm"] or n > 0
             calls_by_role[role] += n
+            seconds_by_role[role] += cost.role_seconds.get(role, 0.0)
             tin, tout = cost.tokens[role]
             row["calls"] += n
             row["tin"] += tin
@@ -256,22 +321,41 @@ def make_plan(exp: ExperimentConfig, dataset: Dataset, config: PlatformConfig, c
         out.append(PlanRow(task=task, method=method, units=r["units"], calls=r["calls"], tokens_in=r["tin"],
                            tokens_out=r["tout"], usd=est.usd if not est.unpriced else None, unpriced=est.unpriced,
                            seconds=r["s"], basis=("calibrated" if r["cal"] else "static") if r["llm"] else "none"))
-    wall = schedule_time(job.units, durations, exp.concurrency)
+    scheduled = schedule_time(job.units, durations, exp.concurrency)
     per_kind: dict[str, list[float]] = defaultdict(list)
     for unit in job.units:
         per_kind[unit.kind].append(durations[unit.key])
     kind_seconds = {k: sum(v) / len(v) for k, v in per_kind.items()}
     notes = [f"{t}: {why}" for t, why in exp.unavailable().items()]
-    for endpoint, lim in config.limits.items():
-        if lim.requests_per_minute:
-            roles = [r for r in calls_by_role if (config.role(r).base_url or "").rstrip("/") == endpoint.rstrip("/")]
-            calls = sum(calls_by_role[r] for r in roles)
-            floor = 60.0 * calls / lim.requests_per_minute
-            if floor > wall:
-                notes.append(f"{endpoint}: {lim.requests_per_minute} requests/min bound the time")
-                wall = floor
-    return Plan(job=job, rows=out, wall_seconds=wall, concurrency=exp.concurrency, notes=notes,
-                kind_seconds=kind_seconds)
+    endpoint, endpoint_s, rate_note = endpoint_bound(config, exp.concurrency, calls_by_role, seconds_by_role)
+    if rate_note and endpoint_s >= scheduled:
+        notes.append(rate_note)
+    app_s = cpu * sum(calls_by_role.values())
+    return Plan(job=job, rows=out, wall_seconds=max(scheduled, endpoint_s, app_s), concurrency=exp.concurrency,
+                notes=notes, kind_seconds=kind_seconds, schedule_seconds=scheduled, endpoint_seconds=endpoint_s,
+                endpoint=endpoint, app_seconds=app_s, app_cpu_per_call=cpu, app_cpu_measured=cpu_measured)
+
+
+def endpoint_bound(config: PlatformConfig, concurrency: int, calls_by_role: dict[str, float],
+                   seconds_by_role: dict[str, float]) -> tuple[str, float, str]:
+    """(the busiest endpoint, its seconds, a note when its requests/min rather than its concurrency bound them): an
+    endpoint serving ``c`` requests at once needs its calls' seconds ÷ ``c`` (``c``: its configured concurrency,
+    else the experiment's), and at least calls ÷ requests/min."""
+    per: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for role, n in calls_by_role.items():
+        url = (config.role(role).base_url or config.role(role).provider).rstrip("/")
+        per[url][0] += n
+        per[url][1] += seconds_by_role.get(role, 0.0)
+    best = ("", 0.0, "")
+    limits = {k.rstrip("/"): v for k, v in config.limits.items()}
+    for url, (calls, secs) in per.items():
+        lim = limits.get(url)
+        served = secs / max(1, (lim.concurrency if lim and lim.concurrency else concurrency))
+        rated = 60.0 * calls / lim.requests_per_minute if lim and lim.requests_per_minute else 0.0
+        if max(served, rated) > best[1]:
+            note = f"{url}: {lim.requests_per_minute} requests/min bound the time" if lim and rated > served else ""
+            best = (url, max(served, rated), note)
+    return best
 
 
 def schedule_time(units: list[UnitSpec], durations: dict[str, float], concurrency: int) -> float:
@@ -298,3 +382,17 @@ def schedule_time(units: list[UnitSpec], durations: dict[str, float], concurrenc
             if not waiting[nxt]:
                 heapq.heappush(ready, order[nxt])
     return now
+
+
+def time_lines(plan: Plan) -> list[str]:
+    """The plan's time and its three bounds, as ``pal experiment plan`` and the Experiments page say them."""
+    from jobs.types import format_seconds
+
+    cpu = (f"{plan.app_cpu_per_call * 1000:.1f} ms of the app's CPU per call, "
+           + ("measured from this home's job runs" if plan.app_cpu_measured else f"assumed ({RATES_FILE.name})"))
+    return [f"about {format_seconds(plan.wall_seconds)} at concurrency {plan.concurrency}, bound by the {plan.bound}",
+            f"endpoint-bound: {format_seconds(plan.endpoint_seconds)} ({plan.endpoint or 'no endpoint'}: its calls' "
+            "seconds over the requests it serves at once)",
+            f"app-bound: {format_seconds(plan.app_seconds)} ({cpu})",
+            f"schedule: {format_seconds(plan.schedule_seconds)} (the units in order over concurrency "
+            f"{plan.concurrency}, each call with the app's CPU)"]

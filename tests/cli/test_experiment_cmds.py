@@ -29,6 +29,7 @@ def test_plan_run_and_report(ws, capsys, tmp_path):
     assert main(["experiment", "plan", FILE]) == 0
     out = capsys.readouterr().out
     assert "experiment demo-small: 40 units (0 already done)" in out and "faireval" in out and "total:" in out
+    assert "time: endpoint-bound:" in out and "time: app-bound:" in out and "assumed (plan_rates.toml)" in out
     assert main(["experiment", "report", FILE]) == 2 and "has not run yet" in capsys.readouterr().err
 
     assert main(["experiment", "run", FILE]) == 0
@@ -43,7 +44,9 @@ def test_plan_run_and_report(ws, capsys, tmp_path):
     assert "| vanilla-log | vanilla | requirement | 0 | 4 | 0 | 0.500 [0.500, 0.500] | 0 | 0/8 | 0 |" in md
     assert main(["experiment", "report", FILE, "--format", "latex", "--out", str(tmp_path / "t.tex")]) == 0
     assert r"\begin{tabular}" in (tmp_path / "t.tex").read_text()
-    assert main(["experiment", "plan", FILE]) == 0 and "(40 already done)" in capsys.readouterr().out
+    assert main(["experiment", "plan", FILE]) == 0
+    out = capsys.readouterr().out
+    assert "(40 already done)" in out and "CPU per call, measured from this home's job runs" in out
 
 
 def test_a_wrong_file_is_exit_2_naming_the_field(ws, tmp_path, capsys):

@@ -367,6 +367,11 @@ def test_experiments_show_the_report_tables_of_a_finished_experiment(tmp_path, m
     assert {b.label for b in at.get("download_button")} >= {"Report (markdown)", "Report (csv)", "Report (latex)"}
     jobs = next(f for f in frames if "units" in f and "ETA" in f)
     assert list(jobs["status"]) == ["done"] and jobs["units"].iloc[0] == 40
+    at.button(key="eval_exp_plan").click().run()  # the time estimate, from this home's measured run
+    assert not at.error, [e.value for e in at.error]
+    estimate = all_markdown(at)
+    assert "endpoint\\-bound" in estimate and "app\\-bound" in estimate
+    assert "measured from this home's job runs" in estimate
 
 
 def test_k_above_one_at_temperature_zero_is_refused_on_the_page(env, runs):

@@ -11,12 +11,32 @@ import streamlit as st
 
 from jobs.types import format_seconds
 from protocol.config import ExperimentConfig
+from protocol.plan import Calibration, make_plan, time_lines
 from protocol.report import build_report, fair_rows, render, simulator_table, single_rows
 from ui.jobs import WORKERS, progress_text, render_jobs
 from ui.platform_state import base_workspace
 from ui.text import error_text, md_escape
 
 log = logging.getLogger(__name__)
+
+
+def render_plan_times(exp: ExperimentConfig, job_config: dict) -> None:
+    """The experiment's planned time and its endpoint-bound, app-bound and scheduled parts, on request (a plan of a
+    large experiment takes seconds to make)."""
+    with st.expander("Time estimate (endpoint-bound and app-bound)"):
+        if not st.button("Estimate from this home's measurements", key="eval_exp_plan"):
+            st.caption("The plan counts the experiment's calls and times them at the endpoint's measured speed and "
+                       "the app's own CPU per call, as `pal experiment plan FILE` does.")
+            return
+        try:
+            view = base_workspace().configured(job_config)
+            plan = make_plan(exp, view.dataset(exp.dataset), view.config,
+                             Calibration.load(view.runs, view.memory, view.jobs.store))
+        except (KeyError, ValueError, OSError) as e:  # a dataset moved away, a method no longer known: a message
+            log.exception("experiment %s: no plan", exp.name)
+            st.error(f"No estimate: {md_escape(error_text(e))}")
+            return
+        st.markdown("\n".join(f"- {md_escape(line)}" for line in time_lines(plan)))
 
 
 def render_experiments() -> None:
@@ -35,6 +55,7 @@ def render_experiments() -> None:
         st.caption(f"Started by {md_escape(summary.created_by)}" + (f" · ETA {format_seconds(eta)}" if eta else ""))
         try:
             exp = ExperimentConfig.model_validate(engine.store.config(choice)["experiment"])
+            render_plan_times(exp, engine.store.config(choice))
             report = build_report(exp, engine.store.units(choice), base_workspace().evals,
                                   base_workspace().simfidelity)
         except Exception as e:  # an experiment stored by another version, a missing record: a message
