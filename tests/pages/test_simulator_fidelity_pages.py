@@ -151,3 +151,32 @@ def test_review_batch_of_simulated_turns_is_blinded_and_compared_with_the_checks
     table = next(d.value for d in at.dataframe if "cohen_kappa" in d.value.columns)
     assert set(table["question"]) == set(SIMTURN_QUESTIONS)
     assert {d.label for d in at.get("download_button")} >= {"Checks vs people CSV"}
+
+
+def test_evaluate_board_probes_over_cooperation_and_shows_each_arms_interventions(llm):
+    """Counterfactual probes from the check form become rows of the board (always-accept accepts every disliked
+    candidate); the figures switch to the first drafts; the FairEval outcomes show each arm's interventions and can
+    keep only runs under a share."""
+    ids = [simulate(llm, "llm", method="vanilla-log"), simulate(llm, "llm")]
+    at = open_page("evaluate")
+    at.multiselect(key="eval_simfid_probes").set_value(["always-accept"]).run()
+    at.button(key="eval_simfid_run").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    board = next(d.value for d in at.dataframe if "over-cooperation" in d.value.columns).set_index("simulator")
+    assert board.loc["always-accept probe", "disliked accepted"] == "1.000"
+    assert {"intervened", "composed", "text vs decision"} <= set(board.columns)
+    at.segmented_control(key="eval_simfid_on").set_value("first drafts").run()
+    assert not at.exception, [e.value for e in at.exception]
+    dataset = load_dataset(DEMO)
+    judge_runs(llm, dataset, app_workspace().sims, app_workspace().evals,
+               pair_runs(app_workspace().sims, dataset_key(DEMO), "vanilla-log", "vanilla"), ["requirement"], k=1,
+               prompts="compact")  # the wording the scripted judge reads
+    at = open_page("evaluate", pair="vanilla-log__vanilla", aspect="requirement")
+    assert not at.exception, [e.value for e in at.exception]
+    arms = next(d.value for d in at.dataframe if "simulated user turns" in d.value.columns)
+    users = [sum(u.side == "user" for u in app_workspace().sims.load(i).utterances) for i in ids]
+    assert list(arms["simulated user turns"]) == users and len(arms) == 2
+    at.toggle(key="eval_interv_filter").set_value(True).run()
+    at.slider(key="eval_interv_limit").set_value(1.0).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "1 of 1 judgment(s) kept" in all_markdown(at)
