@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "gets seed + (o-1)*k + i; default 0); a new seed is a new judgment")
     p.add_argument("--prompts", default=None,
                    help="judge prompt set: mempal (default: the Mem-PAL authors' prompt, Chinese original for Chinese "
-                        "users, English translation for English) or compact (PAL Studio's shorter English wording)")
+                        "users, their Appendix's English for English) or compact (PAL Studio's shorter English wording)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (and the order of equally uncertain topics)")
     p.add_argument("--review-seed", type=int, help="the review batch's seed (its sample and A/B order; default: "
                                                    "random, so annotators cannot work the order out)")

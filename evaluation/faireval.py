@@ -12,8 +12,8 @@ temperature is set, and k > 1 at temperature 0 is refused (:func:`sampling_tempe
 role's temperature. With a seed, sample i of order o is drawn with seed ``seed + (o − 1)·k + i`` — each sample its
 own draw, the same draw again on an endpoint that honours seeds — and the seed is recorded.
 
-**Prompts.** :data:`PROMPT_SETS`: ``mempal`` (the default) is the Mem-PAL authors' released judge prompt, their
-Chinese original for Chinese users and a faithful English translation for English users, filled as their
+**Prompts.** :data:`PROMPT_SETS`: ``mempal`` (the default) is the Mem-PAL authors' judge prompt — the Chinese
+original they released for Chinese users, the English version of their Appendix for English users — filled as their
 ``perform_evaluation.py`` fills it; ``compact`` is this project's shorter English wording, kept as a named
 alternative (judgments made with it keep their keys and stay readable).
 
@@ -294,7 +294,7 @@ class PromptSet:
 
 
 PROMPT_SETS: dict[str, PromptSet] = {
-    "mempal": PromptSet("mempal", "Mem-PAL authors' judge prompt (Chinese original; English translation)",
+    "mempal": PromptSet("mempal", "Mem-PAL authors' judge prompt (released Chinese; their Appendix's English)",
                         "eval/faireval_mempal_{aspect}", mempal_messages, quoted=True),
     "compact": PromptSet("compact", "PAL Studio's compact English wording", "eval/faireval_{aspect}",
                          judge_messages, quoted=False),

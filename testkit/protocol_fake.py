@@ -25,7 +25,7 @@ G_SCORE = 1.5
 
 
 # how each judge wording names the requirement aspect (compact; the authors' English translation and Chinese original)
-REQUIREMENT_ASPECT = ("Ground truth: what the user really needed", "The dimension evaluated now: understanding the need",
+REQUIREMENT_ASPECT = ("Ground truth: what the user really needed", "Current Evaluation Dimension: Need Understanding",
                       "当前评价维度：需求理解")
 
 

@@ -46,7 +46,7 @@ def role_of(req: ChatRequest) -> str:
         return "summary"
     if system.startswith(("You are a personal assistant app", "你是一个私人助手App")):
         return "assistant"
-    if system.startswith(("You are a fair judge", "You are a good dialogue evaluator", "你是一个良好的对话评价器")):
+    if system.startswith(("You are a fair judge", "You are an excellent dialogue evaluator", "你是一个良好的对话评价器")):
         return "judge"  # the compact wording, the Mem-PAL authors' prompt in English and in their Chinese
     return ""
 

@@ -62,7 +62,7 @@ def store_run(sims: SimStore, method: str, words: str, user=USER, sample=SAMPLE,
 def slots(req: ChatRequest) -> tuple[str, str]:
     """The assistant-1 and assistant-2 dialogue texts of a judge request."""
     text = next(m.content for m in req.messages if m.role == "user")
-    m = re.search(r"## assistant-1\n(.*?)\n\n## assistant-2\n(.*?)(\n\n#|$)", text, re.S)
+    m = re.search(r"## assistant-1\n(.*?)\n+## assistant-2\n(.*?)(\n+#|$)", text, re.S)
     assert m, "judge prompt lacks the two dialogues"
     return m.group(1), m.group(2)
 

@@ -220,11 +220,11 @@ def test_english_users_get_the_authors_prompt_in_english_with_their_json_ground_
     j, fake = judge(demo, env, runs, prefers_marker, k=1)
     system, text = fake.requests[0].messages[0].content, fake.requests[0].messages[-1].content
     assert j.prompt_name == "eval/faireval_mempal_requirement" and j.prompt_set == "mempal"
-    assert system.startswith("You are a good dialogue evaluator.")
+    assert system.startswith("You are an excellent dialogue evaluator.")  # the authors' Appendix English
     needs = topic_context(demo, USER, SAMPLE, TOPIC).needs_with_evidence()
     assert '"implicit_needs": [' in text and f'"{{"need": "{needs[0][0]}"' in text  # one-line JSON, as get_prompt
     assert '"Openness"' in text and '"health status"' in text  # personality and background as JSON
-    assert "assigned to the two concrete assistants at random" in text  # their order warning, rule 2
+    assert "randomly assigned to the two specific assistants" in text  # their order warning, rule 2
     assert '- "assistant": "' in text  # utterances quoted as perform_evaluation.py writes them
 
 

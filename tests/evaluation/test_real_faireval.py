@@ -62,7 +62,8 @@ def test_faireval_of_two_local_chinese_exchanges_on_the_default_model(local_serv
     served = find_model(DEFAULT_MODEL)
     assert served is not None and judgment.judge_model == served.name  # model, size and quantisation
     assert {c["model"] for c in llm.store.calls("real-faireval", limit=1000)} == {served.name}
-    assert judgment.prompt_name == "eval/faireval_requirement" and describe_model(judgment.judge_model) == served.describe()
+    assert judgment.prompt_name == "eval/faireval_mempal_requirement.zh"  # the authors' Chinese original
+    assert describe_model(judgment.judge_model) == served.describe()
     assert judgment.decision in ("win", "tie", "lose", "invalid")
     valid = [s for s in judgment.samples if s.ok]
     assert valid, [s.error for s in judgment.samples]  # the 0.5B's verdict parses (bounded JSON, point 2)

@@ -55,8 +55,8 @@ def judge_options(column: DeltaGenerator) -> tuple[int, str]:
     names = list(PROMPT_SETS)
     prompts = column.selectbox("Judge prompt", names, index=names.index(DEFAULT_PROMPT_SET), key="eval_prompts",
                                format_func=lambda n: PROMPT_SETS[n].label,
-                               help="The Mem-PAL authors' released judge prompt (their Chinese original for Chinese "
-                                    "users, a faithful English translation for English users), or PAL Studio's "
+                               help="The Mem-PAL authors' judge prompt (the Chinese original they released for "
+                                    "Chinese users, their Appendix's English version for English users), or PAL Studio's "
                                     "compact English wording. Stored judgments keep the prompt they were made with.")
     seed = int(column.number_input("Seed", 0, 2**31 - 1, 0, key="eval_seed",
                                    help="Base sampling seed, recorded: sample i of order o is drawn with seed + "
