@@ -18,6 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="stance: the rules (default) or the judge role of the configuration (an LLM call per item)")
     c.add_argument("--errors", action="store_true",
                    help="list the dev split's misread items (the test split's are never listed: nobody tunes on them)")
+    c.add_argument("--save", action="store_true",
+                   help="store the stance figures in the run store (the Evaluate page offers the judge as the stance "
+                        "instrument where it reads the held-out split better than the rules)")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_corpus)
 
@@ -31,14 +34,20 @@ def cmd_corpus(args: argparse.Namespace) -> int:
         render_scores,
         rule_stance,
     )
+    from evaluation.simfidelity.instruments import InstrumentScores
+    from sim.rulebook import rulebook_version
 
     splits = SPLITS if args.split == "all" else (args.split,)
     scores = []
     if args.corpus in ("stance", "all"):
-        classify, name = rule_stance, "rule"
+        classify, name, model, version = rule_stance, "rule", "", rulebook_version()
         if args.classifier == "judge":
-            classify, name = _judge(), "judge"
-        scores += measure_stance(load_corpus("stance"), classify, name, splits)
+            classify, model, version = _judge()
+            name = f"judge {model}"
+        stance = measure_stance(load_corpus("stance"), classify, name, splits)
+        scores += stance
+        if args.save:
+            _save(InstrumentScores(instrument=args.classifier, model=model, version=version, scores=stance))
     if args.corpus in ("persona", "all"):
         scores += measure_persona(load_corpus("persona"), splits)
     if args.json:
@@ -56,10 +65,21 @@ def cmd_corpus(args: argparse.Namespace) -> int:
 
 
 def _judge():
-    """The judge role's stance classifier (an error names the role when none is configured)."""
+    """(classifier, model, prompt version) of the judge role (an error names the role when none is configured)."""
+    from backends.prompts import load_prompt
     from cli.context import open_workspace
     from evaluation.simfidelity.corpus import judge_stance_of
+    from evaluation.simfidelity.judges import STANCE_PROMPT
 
     llm = open_workspace().llm(session_id="cli-corpus")
-    print(f"judge: {llm.config.role('judge').model}", file=sys.stderr)
-    return judge_stance_of(llm)
+    model = llm.config.role("judge").model
+    print(f"judge: {model}", file=sys.stderr)
+    return judge_stance_of(llm), model, load_prompt(STANCE_PROMPT).version
+
+
+def _save(scores) -> None:
+    from cli.context import open_workspace
+
+    open_workspace().instruments.save(scores)
+    print(f"stored the stance figures of {scores.instrument} {scores.model}".rstrip() + f" (version {scores.version})",
+          file=sys.stderr)

@@ -97,4 +97,19 @@ MIGRATIONS: list[Migration] = [
         CREATE INDEX sim_fidelity_run ON sim_fidelity(dataset, run_id)
         """,
     ),
+    (
+        151,
+        "instrument scores: a stance or persona instrument (the rules, a judge model) measured on the labelled corpora",
+        """
+        CREATE TABLE instrument_scores (
+            key TEXT PRIMARY KEY,
+            instrument TEXT NOT NULL,
+            model TEXT NOT NULL,
+            version TEXT NOT NULL,
+            data TEXT NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX instrument_scores_by ON instrument_scores(instrument, model, created_at)
+        """,
+    ),
 ]

@@ -54,6 +54,7 @@ from backends.store.tables import TableStore
 from backends.vectorstore import BruteForceStore, ChromaStore, VectorStore, open_chroma
 from evaluation import schema as evaluation_schema
 from evaluation.fidelity.store import FidelityStore
+from evaluation.simfidelity.instruments import InstrumentStore
 from evaluation.simfidelity.store import SimFidelityStore
 from evaluation.store import EvalStore, PersonaMemStore
 from jobs import schema as jobs_schema
@@ -117,6 +118,7 @@ class Workspace:
         self.memory = MemoryStore(self.db)
         self.fidelity = FidelityStore(self.db)
         self.simfidelity = SimFidelityStore(self.db)
+        self.instruments = InstrumentStore(self.db)
         self.sims = SimStore(self.db, self.leases)
         self.evals = EvalStore(self.db)
         self.personamem = PersonaMemStore(self.db)
