@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--users", help="comma-separated user ids (default: every user)")
     b.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     b.add_argument("--concurrency", type=int, help="topics in parallel (default: the assistant endpoint's slots or "
-                                                   "limits; 1 for an endpoint nobody configured)")
+                                                   "limits; 8 for an http(s) endpoint nobody configured)")
     b.add_argument("--json", action="store_true", help="print JSON")
     b.set_defaults(func=cmd_bench)
 
