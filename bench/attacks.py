@@ -4,6 +4,10 @@ what happened. Run: ``.venv/bin/python bench/attacks.py`` (``--no-server`` skips
 Findings the page tests cover through the running app (AppTest) are named with their test instead of being
 re-enacted here: 6, 14, 15, 16, 17, 23 (see ``tests/pages/test_review_page.py``, ``test_presentation_security.py``,
 ``test_generate.py``).
+
+The second audit (issue 52, rows ``52.<n>``) is tried the same way, each attack first reproduced on what it relied on
+(Streamlit's own checks, a session not bound to its page, a check-then-record throttle, a 0644 file, the markdown a
+guideline would have rendered to), then against this code; the last line counts the attacks and how many got through.
 """
 
 from __future__ import annotations
@@ -37,9 +41,15 @@ DEMO = ROOT / "data" / "demo"
 ROWS: list[tuple[str, str, str]] = []
 
 
-def row(finding: str, attack: str, outcome: str) -> None:
+REFUSED: list[bool] = []  # issue 52's rows: whether this code refused the attack
+
+
+def row(finding: str, attack: str, outcome: str, refused: bool | None = None) -> None:
     ROWS.append((finding, attack, outcome))
-    print(f"{finding:>4} | {attack} | {outcome}", flush=True)
+    if refused is not None:
+        REFUSED.append(refused)
+    mark = "" if refused is None else (" | refused" if refused else " | GOT THROUGH")
+    print(f"{finding:>4} | {attack} | {outcome}{mark}", flush=True)
 
 
 def measured(fn: Callable[[], str]) -> str:
@@ -300,6 +310,254 @@ def other_attacks(tmp: Path) -> None:
         row(finding, what, f"see {test}")
 
 
+# ------------------------------------------------------------------------------------------------ issue 52
+
+
+def front_door_attacks(tmp: Path) -> None:
+    """52.1 / 52.5: which websocket Origin and Host Streamlit's own check lets in, and what the front door says."""
+    from streamlit.web.server.starlette.starlette_websocket import _is_origin_allowed
+
+    from ui.web_guard import OriginPolicy
+
+    port = "8501"
+    cases = (("52.1", "websocket from a page on another port of the host", "http://127.0.0.1:8793",
+              f"127.0.0.1:{port}", OriginPolicy(mode="accounts")),
+             ("52.1", "websocket from localhost to a server opened as 127.0.0.1", f"http://localhost:{port}",
+              f"127.0.0.1:{port}", OriginPolicy(mode="accounts")),
+             ("52.5", "DNS rebinding: Host and Origin evil.example (local mode)", f"http://evil.example:{port}",
+              f"evil.example:{port}", OriginPolicy(mode="local")))
+    for finding, attack, origin, host, policy in cases:
+        before = "accepted" if _is_origin_allowed(origin, host) else "refused"
+        after = "accepted" if policy.origin_allowed(origin, host) else "refused"
+        row(finding, attack, f"Streamlit alone: {before}; front door: {after}", refused=after == "refused")
+
+
+def session_attacks(tmp: Path) -> None:
+    """52.1 (cookie replay, login CSRF by a planted cookie), 52.2 (burst), 52.3 (stale page), 52.4 (files, key)."""
+    import stat
+    from concurrent.futures import ThreadPoolExecutor
+
+    from streamlit.web.server.starlette.starlette_app_utils import generate_xsrf_token_string
+
+    from backends.paths import make_private
+    from review.sessions import rotate_key
+    from review.throttle import SignInThrottle
+    from ui.web_auth import Attempt, page_token, sign_in
+
+    ws = make_workspace(tmp / "s52", env={"PAL_EMBEDDER": "hash"})
+    ws.accounts.add("alice", "admin", "correct-horse-battery")
+    ws.accounts.add("mallory", "annotator", "mallory-horse-battery")
+    os.environ["PAL_AUTH"] = "accounts"
+    xsrf, origin = generate_xsrf_token_string(), "https://pal.lab.example"
+
+    def attempt(name: str, password: str, token: str = xsrf) -> Attempt:
+        return Attempt(form={"pal_name": name, "pal_password": password, "pal_next": "/", "pal_xsrf": token},
+                       peer="127.0.0.1", scheme="https", host="pal.lab.example", origin=origin, referer=None,
+                       forwarded_for=None, forwarded_proto=None, user_agent="bench", xsrf_cookie=token)
+
+    unbound = ws.sessions.issue("alice")  # how a session was made before: nothing but the cookie
+    cookie = sign_in(ws, attempt("alice", "correct-horse-battery"), xsrf_on=True).cookie
+    before = ws.sessions.resolve(unbound) is not None
+    after = ws.sessions.resolve(cookie) is not None
+    row("52.1", "stolen session cookie replayed from a plain client (no page token)",
+        f"unbound session: {'signed in' if before else 'refused'}; bound: {'SIGNED IN' if after else 'refused'}",
+        refused=not after)
+    every = ws.sessions.resolve(cookie, page=page_token(xsrf), origin=origin)  # all the host's cookies, replayed
+    row("52.1", "plain HTTP only: every cookie of the host (the XSRF one too) replayed by a server on another port",
+        f"{'SIGNED IN' if every else 'refused'}: over plain HTTP the page token comes from a cookie too; behind TLS "
+        "the __Host- cookie never reaches a plain port (tests/e2e/test_hostile_port_browser.py)",
+        refused=every is None)
+    planted_by = generate_xsrf_token_string()
+    planted = sign_in(ws, attempt("mallory", "mallory-horse-battery", planted_by), xsrf_on=True).cookie
+    victim = ws.sessions.resolve(planted, page=page_token(xsrf), origin=origin)
+    row("52.6", "login CSRF: the attacker's cookie planted in a victim's browser",
+        f"victim's page signed in as: {victim.name if victim else 'nobody'}", refused=victim is None)
+
+    def burst(begin: bool) -> int:
+        t = SignInThrottle(base_s=60)
+        barrier = __import__("threading").Barrier(24)
+
+        def guess(i: int) -> bool:
+            barrier.wait()
+            if begin:
+                if t.begin("alice", "10.0.0.9") > 0:
+                    return False
+            elif t.wait_s("alice", "10.0.0.9") > 0:
+                return False
+            ws.accounts.verify("alice", f"wrong-{i}")  # the bcrypt check, between the two steps
+            if not begin:
+                t.failed("alice", "10.0.0.9")
+            return True
+
+        with ThreadPoolExecutor(24) as pool:
+            return sum(pool.map(guess, range(24)))
+
+    checked_then, checked_now = burst(False), burst(True)
+    row("52.2", "24 parallel wrong passwords", f"checked: {checked_then} when checked-then-recorded, {checked_now} "
+        "counted first (free: 5)", refused=checked_now <= 5)
+    sign_in(ws, attempt("ghost", "wrong-password"), xsrf_on=True)
+    failed = [e for e in ws.audit.entries(action="auth.sign_in_failed") if e.target == "ghost"]
+    row("52.7", "a failed sign-in as 'ghost'", f"audited: {len(failed)} with address "
+        f"{failed[0].detail.get('client') if failed else None}", refused=bool(failed))
+    home = tmp / "s52-old"
+    home.mkdir(mode=0o755)
+    (home / "runs.sqlite").write_bytes(b"")
+    (home / "runs.sqlite").chmod(0o644)
+    modes = f"{oct(stat.S_IMODE(home.stat().st_mode))}/{oct(stat.S_IMODE((home / 'runs.sqlite').stat().st_mode))}"
+    make_private(home)
+    now = f"{oct(stat.S_IMODE(home.stat().st_mode))}/{oct(stat.S_IMODE((home / 'runs.sqlite').stat().st_mode))}"
+    row("52.4", "PAL_HOME and runs.sqlite readable by every user", f"{modes} → {now} on start",
+        refused=now == "0o700/0o600")
+    live = ws.sessions.issue("alice")
+    rotate_key(ws.paths.session_key)
+    ended = ws.sessions.end_everyone()
+    row("52.4", "a session cookie after pal users rotate-key",
+        f"{ended} sessions ended; the cookie signs in: {ws.sessions.resolve(live) is not None}",
+        refused=ws.sessions.resolve(live) is None)
+    os.environ.pop("PAL_AUTH", None)
+
+
+def stale_page_attack() -> None:
+    """52.3: a click on a page left open after its account lost access (the widget values of the rerun)."""
+    import asyncio
+
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+
+    from ui.web_guard import OriginGuard, OriginPolicy, widget_ids
+
+    back = BackMsg()
+    back.rerun_script.page_name = "review"
+    back.rerun_script.widget_states.widgets.add(id="$$ID-1-review_logs_3", trigger_value=True)
+    reached: list[bytes] = []
+
+    async def app(scope, receive, send) -> None:
+        while (m := await receive())["type"] == "websocket.receive":
+            reached.append(m["bytes"])
+
+    for guarded in (False, True):
+        inbox = [{"type": "websocket.receive", "bytes": back.SerializeToString()}, {"type": "websocket.disconnect"}]
+
+        async def receive(inbox=inbox):
+            return inbox.pop(0)
+
+        async def send(message) -> None:
+            return None
+
+        scope = {"type": "websocket", "path": "/_stcore/stream", "client": ("127.0.0.1", 1),
+                 "headers": [(b"host", b"pal.lab.example"), (b"origin", b"https://pal.lab.example")]}
+        target = OriginGuard(app, policy=OriginPolicy(mode="accounts"), signed_in=lambda h: False) if guarded else app
+        asyncio.run(target(scope, receive, send))
+    clicks = [len(widget_ids(b) or []) for b in reached]
+    row("52.3", "click on an open Review page after sign-out / demotion / removal",
+        f"widget values reaching callbacks: {clicks[0]} without the front door, {clicks[1]} with it "
+        "(in Chromium: tests/e2e/test_hostile_port_browser.py)", refused=clicks[1] == 0)
+
+
+def markup_attacks() -> None:
+    """52.6: data that loads things, as markdown would have rendered it, and as the app renders it now."""
+    from markdown_it import MarkdownIt
+
+    from ui.text import md_escape, md_inline, plain_links_markdown
+
+    md = MarkdownIt("commonmark")
+    for what, raw, render in (("guideline ![a [b] c](url)", "![a [b] c](http://evil.example/p.png)",
+                               plain_links_markdown),
+                              ("guideline [x [y] z](url) hiding its target", "[x [y] z](http://evil.example/a)",
+                               plain_links_markdown),
+                              ("requirement id in an expander label", "work-![r](http://evil.example/r.png)",
+                               md_escape),
+                              ("layer name in the layer filter", "![l](http://evil.example/l.png)", md_inline)):
+        before, after = md.render(raw), md.render(render(raw))
+        loads = lambda h: h.count("<img") + h.count("<a ")  # noqa: E731 - one expression, named for the row
+        row("52.6", what, f"images/hidden links: {loads(before)} as raw markdown, {loads(after)} as rendered",
+            refused=loads(after) == 0)
+    from palset.models import BigFive
+    from ui.charts import build_big_five_radar
+
+    radar = build_big_five_radar(BigFive.model_validate({t: "low" for t in ("Openness", "Conscientiousness",
+                                 "Extraversion", "Agreeableness", "Neuroticism")}), '<img src="http://evil.example/x">')
+    row("52.6", "profile name in the Big Five radar's hover", f"plotly gets {radar.data[0].name[:24]}…",
+        refused="<" not in radar.data[0].name)
+
+
+def cli_and_bundle_attacks(tmp: Path) -> None:
+    """52.7: a password on the command line; a NULL in a NOT NULL column logged with a traceback."""
+    from cli.main import main as pal
+
+    os.environ["PAL_HOME"] = str(tmp / "cli52")
+    try:
+        pal(["users", "add", "carol", "--role", "admin", "--password", "shown-in-ps"])
+        outcome = "ACCEPTED"
+    except SystemExit as e:
+        outcome = f"refused: {str(e)[:60]}…"
+    row("52.7", "pal users add --password (visible in the process list)", outcome, refused=outcome != "ACCEPTED")
+    os.environ.pop("PAL_HOME", None)
+    good = source_bundle(tmp / "b52")
+    parts = edited(members(good), "memory_build_stages", lambda r: r.update(stage=None))
+    path = zipped(tmp / "null52.palbundle", parts)
+    records: list[logging.LogRecord] = []
+
+    class Kept(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Kept()
+    logging.getLogger().addHandler(handler)
+    level = logging.getLogger().level
+    logging.getLogger().setLevel(logging.INFO)
+    try:
+        why = refusal(make_workspace(tmp / "b52-target", env={"PAL_EMBEDDER": "hash"}), path)
+    finally:
+        logging.getLogger().removeHandler(handler)
+        logging.getLogger().setLevel(level)
+    tracebacks = sum(1 for r in records if r.exc_info and r.levelno >= logging.ERROR)
+    row("52.7", "NULL in a NOT NULL column", f"{why[:70]} ({tracebacks} traceback(s) logged)",
+        refused=tracebacks == 0 and not why.startswith(("RAW", "IMPORTED")))
+
+
+def served_attacks(tmp: Path) -> None:
+    """52.1 / 52.5 / 52.7 on real servers: `streamlit run app.py` (Streamlit's own door) against serve.py."""
+    import urllib.error
+    import urllib.request
+
+    import websocket
+
+    from testkit.browser import running_app
+    from testkit.streamlit_client import run_page
+
+    def status(url: str, host: str | None = None) -> int:
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, headers={"Host": host} if host else {}),
+                                        timeout=30) as r:
+                return int(r.status)
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    def frames(url: str, origin: str, host: str | None = None) -> str:
+        try:
+            _, page = run_page(url, "home", origin=origin, host=host)
+        except websocket.WebSocketBadStatusException as e:
+            return f"refused ({e.status_code})"
+        return f"opened, {page.count(chr(10)) + 1} frames"
+
+    results: dict[str, dict[str, str]] = {}
+    for script in ("app.py", "serve.py"):
+        env = {"PAL_HOME": str(tmp / f"served-{script}"), "PAL_EMBEDDER": "hash", "PAL_AUTH": "local"}
+        with running_app(env=env, script=script, timeout=120) as url:
+            port = url.rsplit(":", 1)[1]
+            results[script] = {
+                "other port": frames(url, "http://127.0.0.1:8793"),
+                "rebinding": frames(url, f"http://evil.example:{port}", f"evil.example:{port}"),
+                "metrics": str(status(f"{url}/_stcore/metrics")),
+            }
+    for key, finding, attack in (("other port", "52.1", "websocket from a page on another port (real server)"),
+                                 ("rebinding", "52.5", "DNS rebinding on make run / make present (real server)"),
+                                 ("metrics", "52.7", "/_stcore/metrics without sign-in (real server)")):
+        before, after = results["app.py"][key], results["serve.py"][key]
+        row(finding, attack, f"streamlit run app.py: {before}; serve.py: {after}",
+            refused=after.startswith("refused") or after == "404")
+
+
 def main() -> None:
     logging.getLogger().setLevel(logging.CRITICAL)  # the table, not the app's log lines (they are in pal.log)
     with tempfile.TemporaryDirectory() as tmp:
@@ -309,7 +567,15 @@ def main() -> None:
             takeover_attack(tmp_path)
         bundle_attacks(tmp_path)
         other_attacks(tmp_path)
-    print(f"{len(ROWS)} attacks tried")
+        front_door_attacks(tmp_path)
+        session_attacks(tmp_path)
+        stale_page_attack()
+        markup_attacks()
+        cli_and_bundle_attacks(tmp_path)
+        if "--no-server" not in sys.argv:
+            served_attacks(tmp_path)
+    print(f"{len(ROWS)} attacks tried; of issue 52's {len(REFUSED)}, {sum(REFUSED)} refused and "
+          f"{len(REFUSED) - sum(REFUSED)} got through")
 
 
 if __name__ == "__main__":
