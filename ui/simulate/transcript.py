@@ -14,6 +14,7 @@ from streamlit.delta_generator import DeltaGenerator
 from backends.llm.context import describe_cuts
 from evaluation.simfidelity.types import TurnChecks
 from sim.export import run_to_json, run_to_markdown, speaker
+from sim.interventions import NOT_KEPT, decision_of, kind_of
 from sim.types import RunRecord, Utterance
 from ui.charts import ACT_COLOURS
 from ui.methods import method_label
@@ -104,6 +105,9 @@ def utterance_body(utt: Utterance, run_id: str, checks: TurnChecks | None = None
         render_turn_checks(checks, f"{run_id}_{utt.turn_no}")
     if utt.fallback:
         st.caption(f":orange[Not the model's draft — {md_escape(utt.fallback)}]")
+    if utt.actor == "simulator" and kind_of(utt) != "none":
+        with st.expander(f"Interventions ({kind_of(utt)})"):
+            st.markdown(intervention_lines(utt))
     if cuts := utterance_cuts(utt):
         st.caption(f":orange[Prompt fitted to the context window — {md_escape(cuts)}]")
     if utt.reasoning:
@@ -115,6 +119,21 @@ def utterance_body(utt: Utterance, run_id: str, checks: TurnChecks | None = None
     elif utt.actor == "simulator" and utt.prompt:
         with st.expander("Prompt"):
             st.code(utt.prompt, language=None, wrap_lines=True)
+
+
+def intervention_lines(utt: Utterance) -> str:
+    """A simulated user turn's interventions as Markdown: its decision, each draft with why it was sent back, or —
+    stored before drafts were kept — that they were not kept."""
+    lines = []
+    if (decision := decision_of(utt)) is not None:
+        lines.append(f"- **Decision**: {decision.field} = {'yes' if decision.value else 'no'} (stance "
+                     f"{decision.stance}{'; read back from the fallback text' if decision.derived else ''})")
+    for n, draft in enumerate(utt.drafts, 1):
+        why = "kept" if draft.kept else "sent back: " + ("; ".join(draft.reasons) or "no reason recorded")
+        lines.append(f"- **Draft {n}** ({md_escape(why)}): {md_escape(draft.text)}")
+    if not utt.drafts_kept:
+        lines.append(f"- {utt.attempts} call(s); {md_escape(NOT_KEPT)}.")
+    return "\n".join(lines)
 
 
 def utterance_cuts(utt: Utterance) -> str:
