@@ -111,6 +111,14 @@ class ReviewStore:
                 out.setdefault(no, []).append(who)
         return out
 
+    def join(self, batch_id: str, annotator: str) -> int:
+        """Assign every item of the batch to ``annotator`` as well (an admin annotating a batch drawn for others,
+        e.g. the demo's under local sign-in); how many items were newly assigned."""
+        with self.db.write() as conn:
+            return conn.execute("INSERT OR IGNORE INTO review_assignments (batch_id, item_no, annotator) "
+                                "SELECT batch_id, item_no, ? FROM review_items WHERE batch_id=?",
+                                (annotator, batch_id)).rowcount
+
     def is_assigned(self, batch_id: str, item_no: int, annotator: str) -> bool:
         with self.db.read() as conn:
             return conn.execute("SELECT 1 FROM review_assignments WHERE batch_id=? AND item_no=? AND annotator=?",

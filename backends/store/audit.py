@@ -18,6 +18,7 @@ ACTIONS: dict[str, str] = {
     "runs.discard": "discarded a simulation run with its judgments and simulator fidelity (to record it anew)",
     "review.batch_create": "created a review batch",
     "review.batch_delete": "deleted a review batch",
+    "review.batch_join": "took every item of a review batch to annotate",
     "settings.override": "changed a role's LLM settings for their browser session",
     "settings.reset": "reset a role's LLM settings to the configured ones",
     "settings.local_server": "started or stopped the bundled local model server",

@@ -1,5 +1,5 @@
-"""What a reviewer sees of one item: the profile, the preferences, the memory item with its sources, or the
-two dialogues of a pairwise item. All text from data goes through :func:`ui.text.md_escape` or a dataframe cell.
+"""What a reviewer sees of one item: a session's logs and dialogue, the two dialogues of a pairwise item (first,
+with the user's profile and preferences folded below them), or the memory item with its sources. All text from data goes through :func:`ui.text.md_escape` or a dataframe cell.
 """
 
 from __future__ import annotations
@@ -57,6 +57,13 @@ def profile(user) -> None:
                     f"Hobbies: {md_escape(pr.hobbies)}")
 
 
+def folded_profile(user, session) -> None:
+    """The user's profile and preferences, folded below what is judged (the item's dialogues come first)."""
+    with st.expander("About this user: profile and preferences"):
+        profile(user)
+        preferences(user, session)
+
+
 def preferences(user, session) -> None:
     lines = []
     for t in session.topics if session else []:
@@ -73,8 +80,6 @@ def quality_content(p: dict, dataset: Dataset) -> None:
     session = user.session(p["sample_id"])
     if session is None:
         raise KeyError(f"session {p['sample_id']} is not in the active dataset")
-    profile(user)
-    preferences(user, session)
     situation = user.situations.get(session.situation_id or "")
     if situation:
         st.markdown(f"**Situation**: {md_escape(situation.situation)}")
@@ -87,6 +92,7 @@ def quality_content(p: dict, dataset: Dataset) -> None:
         st.markdown(f"**Dialogue** ({len(session.turns)} turns)")
         for turn in session.turns:
             st.markdown(f"**User**: {md_escape(turn.user.content)}  \n**Assistant**: {md_escape(turn.assistant.content)}")
+    folded_profile(user, session)
 
 
 def pairwise_content(p: dict, dataset: Dataset) -> None:
@@ -95,9 +101,6 @@ def pairwise_content(p: dict, dataset: Dataset) -> None:
     shown_a, shown_b = shown_order(p)
     runs = {p["method_a"]: p["run_a"], p["method_b"]: p["run_b"]}
     user = dataset.users.get(p["user_id"])
-    if user:
-        profile(user)
-        preferences(user, user.session(p["sample_id"]))
     st.caption(f"{md_escape(p['sample_id'])} · {md_escape(p['topic_key'])}")
     cols = st.columns(2)
     for col, label, method in zip(cols, ("A", "B"), (shown_a, shown_b)):
@@ -107,6 +110,8 @@ def pairwise_content(p: dict, dataset: Dataset) -> None:
             for u in rec.utterances:
                 who = "User" if u.side == "user" else "Assistant"
                 st.markdown(f"**{who}**: {md_escape(u.content)}")
+    if user:
+        folded_profile(user, user.session(p["sample_id"]))
 
 
 def source_text(dataset: Dataset, uid: str, ref: str) -> str:

@@ -101,6 +101,7 @@ def _render_batch(store: ReviewStore, account: Account, batch_id: str, dataset: 
         _annotator_preview(store, batch, raw, dataset)
         return
     if manages_batches(account):
+        _manager_actions(store, batch, account, mine)
         with st.expander("Batch overview: progress, agreement, disagreements, exports", expanded=not mine):
             overview(store, batch)
             if writes_allowed():
@@ -120,6 +121,23 @@ def _render_batch(store: ReviewStore, account: Account, batch_id: str, dataset: 
         read_only_note("answers are not given here")
     elif mine:
         _annotate(store, account, batch, dataset, mine, raw)
+
+
+def _manager_actions(store: ReviewStore, batch: dict, account: Account, mine: list[int]) -> None:
+    """Preview the batch as its annotators get it; an admin not assigned to it may annotate it too (under local
+    sign-in the one person is the admin, and the demo's batch was drawn for others)."""
+    c1, c2, _ = st.columns([2, 2, 3])
+    c1.button("Preview as an annotator", key="review_preview_open", icon=":material/visibility:",
+              on_click=_preview_go, args=(batch["batch_id"], None))
+    if account.is_admin and not mine and writes_allowed():
+        c2.button("Annotate this batch yourself", key="review_join", icon=":material/edit_note:", type="primary",
+                  on_click=_join, args=(store, batch["batch_id"], account.name))
+
+
+def _join(store: ReviewStore, batch_id: str, who: str) -> None:
+    added = store.join(batch_id, who)
+    home_workspace().audit.record(who, "review.batch_join", batch_id, items=added)
+    go_to(batch_id)
 
 
 def _guidelines_seen(batch_id: str) -> None:
@@ -222,6 +240,7 @@ def _annotator_preview(store: ReviewStore, batch: dict, raw: str | None, dataset
     item_no = int(raw) if raw and raw.isdigit() and int(raw) in numbers else (numbers[0] if numbers else None)
     st.info("What an annotator sees: no method names, judge verdicts or other people's answers. The questions are "
             "shown, not answered, here.", icon=":material/visibility:")
+    st.button("Leave the preview", key="review_preview_leave", icon=":material/close:", on_click=_leave_preview)
     if item_no is None:
         st.caption("This batch has no items.")
         return
@@ -246,9 +265,13 @@ def _annotator_preview(store: ReviewStore, batch: dict, raw: str | None, dataset
                   on_click=_preview_go, args=(batch["batch_id"], numbers[min(pos + 1, len(numbers) - 1)]))
 
 
-def _preview_go(batch_id: str, item_no: int) -> None:
+def _preview_go(batch_id: str, item_no: int | None) -> None:
     go_to(batch_id, item_no)
     st.query_params["view"] = "annotator"
+
+
+def _leave_preview() -> None:
+    st.query_params.pop("view", None)
 
 
 def _read_only_item(store: ReviewStore, batch: dict, item_no: int, dataset: Dataset) -> None:
