@@ -175,13 +175,14 @@ class OpenAICompatProvider:
         finish = None
         model = req.model
         response = None
-        tokens = 0
+        chunks = 0  # every chunk, a reasoning model's thinking included: what tells a stall from a slow answer
         try:
             response = self._post(req, stream=True)
             for chunk in response:
+                chunks += 1
                 if time.perf_counter() - started > req.timeout:
                     raise LLMTimeout(f"{self.endpoint}: the answer was not finished within {req.timeout:.0f} s "
-                                     f"({req.deadline_note or 'the role timeout'}); {len(parts)} parts came. "
+                                     f"({req.deadline_note or 'the role timeout'}); {chunks} parts came. "
                                      f"{_WHAT_TO_CHANGE}")
                 if not isinstance(chunk, dict):
                     raise BadResponse(f"{self.endpoint}: unreadable stream chunk")
@@ -193,14 +194,13 @@ class OpenAICompatProvider:
                     delta = (choice.get("delta") or {}).get("content")
                     if delta:
                         parts.append(delta)
-                        tokens += 1
                         yield delta
                     finish = choice.get("finish_reason") or finish
         except LLMError:
             raise
         except Exception as e:  # every SDK error is mapped to a typed one (key-free message)
             log.debug("%s: SDK error", self.endpoint, exc_info=True)
-            raise self._translate(e, req, streamed=tokens) from None
+            raise self._translate(e, req, streamed=chunks) from None
         finally:  # also when the caller stops reading (a cancelled turn): the server sees the connection close and
             if response is not None:  # stops decoding, instead of writing on until the response is collected
                 response.close()
