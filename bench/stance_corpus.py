@@ -6,7 +6,8 @@ Targets (issue 50): stance accuracy ≥ 90 % on the held-out split in each langu
 ≤ 2 % of the rejections. Printed as met or not, never asserted.
 
 Run: ``nice -n 10 .venv/bin/python bench/stance_corpus.py [--split test|dev|all] [--judge-models
-smollm2-135m,qwen2.5-coder-0.5b] [--limit N]``. A judge model runs on one local server (two threads) in a fresh
+smollm2-135m,qwen2.5-coder-0.5b] [--limit N] [--timeout S]``; a judge call that fails (a timeout on a busy machine)
+is logged and counts as a miss. A judge model runs on one local server (two threads) in a fresh
 temporary PAL_HOME; models not installed are named and skipped.
 """
 
@@ -38,20 +39,37 @@ def targets(scores) -> None:
               f"({'met' if share <= REJECT_AS_ACCEPT_TARGET else 'NOT met'}, target ≤ {REJECT_AS_ACCEPT_TARGET:.0%})")
 
 
-def judge_scores(model_name: str, items, splits, limit: int | None):
+def per_language(items, splits, limit: int | None) -> list:
+    """The items of ``splits``, at most ``limit`` of each language (in file order)."""
+    chosen = [i for i in items if i.split in splits]
+    if limit is None:
+        return chosen
+    return [i for lang in ("en", "zh") for i in [x for x in chosen if x.language == lang][:limit]]
+
+
+def judge_scores(model_name: str, items, splits, limit: int | None, timeout: float):
     from bench.simulator_fidelity import installed, workspace_for
-    from evaluation.simfidelity.corpus import judge_stance_of, measure_stance
+    from evaluation.simfidelity.corpus import (
+        judge_stance_of,
+        judge_voice_of,
+        load_corpus,
+        measure_persona_judge,
+        measure_stance,
+    )
 
     model = installed(model_name)
     if model is None:
         return []
-    ws = workspace_for(Path(tempfile.mkdtemp(prefix="pal-bench-corpus-judge-")), model, 64, 120.0)
+    ws = workspace_for(Path(tempfile.mkdtemp(prefix="pal-bench-corpus-judge-")), model, 64, timeout)
     llm = ws.llm(session_id="bench-corpus-judge")
-    chosen = [i for i in items if i.split in splits][:limit]
+    chosen = per_language(items, splits, limit)
     started = time.perf_counter()
     scores = measure_stance(chosen, judge_stance_of(llm), f"judge {model.name}", splits)
+    persona = per_language(load_corpus("persona"), splits, limit)
+    scores += measure_persona_judge(persona, judge_voice_of(llm), f"judge {model.name}", splits)
     seconds = time.perf_counter() - started
-    print(f"  judge {model.name}: {len(chosen)} items in {seconds:.0f} s ({seconds / max(len(chosen), 1):.1f} s an item)")
+    items = len(chosen) + len(persona)
+    print(f"  judge {model.name}: {items} items in {seconds:.0f} s ({seconds / max(items, 1):.1f} s an item)")
     return scores
 
 
@@ -61,14 +79,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", choices=["test", "dev", "all"], default="test")
     parser.add_argument("--judge-models", default="", help="comma-separated catalog models to measure as the judge")
-    parser.add_argument("--limit", type=int, help="at most N items for each judge (the first N of the split)")
+    parser.add_argument("--limit", type=int, help="at most N items of each language and corpus for each judge")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds a judge answer may take")
     args = parser.parse_args()
     splits = SPLITS if args.split == "all" else (args.split,)
     stance = load_corpus("stance")
     print(f"load: {os.getloadavg()}")
     scores = measure_stance(stance, splits=splits)
     for name in filter(None, args.judge_models.split(",")):
-        scores += judge_scores(name.strip(), stance, splits, args.limit)
+        scores += judge_scores(name.strip(), stance, splits, args.limit, args.timeout)
     print(render_scores(scores))
     print("\nTargets on the held-out split:")
     targets(scores)

@@ -26,30 +26,41 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_corpus(args: argparse.Namespace) -> int:
+    from backends.prompts import load_prompt
     from evaluation.simfidelity.corpus import (
         SPLITS,
+        StanceClassifier,
+        judge_stance_of,
+        judge_voice_of,
         load_corpus,
         measure_persona,
+        measure_persona_judge,
         measure_stance,
         render_scores,
         rule_stance,
     )
     from evaluation.simfidelity.instruments import InstrumentScores
+    from evaluation.simfidelity.judges import STANCE_PROMPT
     from sim.rulebook import rulebook_version
 
     splits = SPLITS if args.split == "all" else (args.split,)
     scores = []
+    llm = _judge_llm() if args.classifier == "judge" else None
     if args.corpus in ("stance", "all"):
-        classify, name, model, version = rule_stance, "rule", "", rulebook_version()
-        if args.classifier == "judge":
-            classify, model, version = _judge()
-            name = f"judge {model}"
+        classify: StanceClassifier = rule_stance
+        name, model, version = "rule", "", rulebook_version()
+        if llm is not None:
+            classify, model = judge_stance_of(llm), llm.config.role("judge").model
+            name, version = f"judge {model}", load_prompt(STANCE_PROMPT).version
         stance = measure_stance(load_corpus("stance"), classify, name, splits)
         scores += stance
         if args.save:
             _save(InstrumentScores(instrument=args.classifier, model=model, version=version, scores=stance))
     if args.corpus in ("persona", "all"):
         scores += measure_persona(load_corpus("persona"), splits)
+        if llm is not None:
+            scores += measure_persona_judge(load_corpus("persona"), judge_voice_of(llm),
+                                            f"judge {llm.config.role('judge').model}", splits)
     if args.json:
         shown = [s.model_copy(update={"errors": s.errors if s.split == "dev" else []}) for s in scores]
         print(json.dumps([s.model_dump() for s in shown], ensure_ascii=False, indent=1))
@@ -64,17 +75,13 @@ def cmd_corpus(args: argparse.Namespace) -> int:
     return 0
 
 
-def _judge():
-    """(classifier, model, prompt version) of the judge role (an error names the role when none is configured)."""
-    from backends.prompts import load_prompt
+def _judge_llm():
+    """The configured judge role's client (an error names the role when none is configured)."""
     from cli.context import open_workspace
-    from evaluation.simfidelity.corpus import judge_stance_of
-    from evaluation.simfidelity.judges import STANCE_PROMPT
 
     llm = open_workspace().llm(session_id="cli-corpus")
-    model = llm.config.role("judge").model
-    print(f"judge: {model}", file=sys.stderr)
-    return judge_stance_of(llm), model, load_prompt(STANCE_PROMPT).version
+    print(f"judge: {llm.config.role('judge').model}", file=sys.stderr)
+    return llm
 
 
 def _save(scores) -> None:

@@ -23,6 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from backends.llm.client import LLMClient
+from backends.llm.errors import LLMError
 from backends.paths import PROJECT_ROOT
 from sim.persona_check import speaks_as_user
 from sim.rulebook import PERSONA_RULES, rule_of_reason
@@ -157,9 +158,42 @@ def judge_stance_of(llm: LLMClient) -> StanceClassifier:
 
     def classify(item: CorpusItem) -> str:
         context = JUDGE_CONTEXT[item.answering or "opening"]
-        return str(judge_stance(llm, context, item.text, f"corpus/{item.id}")["label"])
+        try:
+            return str(judge_stance(llm, context, item.text, f"corpus/{item.id}")["label"])
+        except LLMError as e:  # one call failing costs that item (a miss), not the measurement
+            log.warning("stance judge on corpus item %s failed: %s", item.id, e)
+            return "invalid"
 
     return classify
+
+
+def judge_voice_of(llm: LLMClient) -> Callable[[CorpusItem], str]:
+    """The judge's "in persona" over corpus items: ``in`` where it hears the user, ``out`` where the assistant,
+    ``invalid`` without a valid answer (counted as a miss)."""
+    from evaluation.simfidelity.judges import judge_voice
+
+    def classify(item: CorpusItem) -> str:
+        try:
+            speaker = judge_voice(llm, item.text, f"corpus/{item.id}")["speaker"]
+        except LLMError as e:  # one call failing costs that item (a miss), not the measurement
+            log.warning("voice judge on corpus item %s failed: %s", item.id, e)
+            return "invalid"
+        return {"user": "in", "assistant": "out"}.get(str(speaker), "invalid")
+
+    return classify
+
+
+def measure_persona_judge(items: Sequence[CorpusItem], classify: Callable[[CorpusItem], str], classifier: str,
+                          splits: Sequence[str] = SPLITS) -> list[CorpusScore]:
+    """A judge's "in persona" figures per language and split, beside the rules' (:func:`measure_persona`)."""
+    out = []
+    for split in splits:
+        for language in ("en", "zh"):
+            chosen = [i for i in items if i.split == split and i.language == language]
+            if chosen:
+                out.append(score(chosen, [classify(i) for i in chosen], rule="in persona", classifier=classifier,
+                                 language=language, split=split, labels=("in", "out")))
+    return out
 
 
 def persona_rules_fired(item: CorpusItem) -> set[str]:

@@ -3,7 +3,9 @@
 - :func:`judge_stance` — the judge-based stance classifier (``accept``/``reject``/``partial``/``none``, the labels
   of the rule classifier :mod:`sim.stance`), for confirmations and verdicts when ``classifier = "judge"``;
 - :func:`judge_persona` — whether a turn contradicts the user's profile, asked only where the turn states facts
-  about the user (``persona_judge``): the one part of "in persona" no rule can decide.
+  about the user (``persona_judge``): the one part of "in persona" no rule can decide;
+- :func:`judge_voice` — whether a turn speaks as the user or as the assistant: the judge instrument of "in
+  persona", measured beside the rules on the labelled persona corpus (:mod:`.corpus`).
 
 Both use the ``judge`` role; a call that yields no valid answer is an ``invalid`` outcome, logged, never a guess.
 """
@@ -21,11 +23,17 @@ from backends.prompts import load_prompt
 log = logging.getLogger(__name__)
 STANCE_PROMPT = "eval/sim_stance"
 PERSONA_PROMPT = "eval/sim_persona"
+VOICE_PROMPT = "eval/sim_voice"
 
 
 class StanceOut(BaseModel):
     reason: str = Field(max_length=300)
     stance: Literal["accept", "reject", "partial", "none"]
+
+
+class VoiceOut(BaseModel):
+    reason: str = Field(max_length=300)
+    speaker: Literal["user", "assistant"]
 
 
 class PersonaOut(BaseModel):
@@ -55,3 +63,14 @@ def judge_persona(llm: LLMClient, profile: str, turn: str, salt: str) -> dict:
         return {"contradicts": None, "reason": "", "raw": out.last_raw, "prompt_version": prompt.version}
     return {"contradicts": out.value.contradicts, "reason": out.value.reason, "raw": out.raw,
             "prompt_version": prompt.version}
+
+
+def judge_voice(llm: LLMClient, turn: str, salt: str) -> dict:
+    """``{"speaker": "user" | "assistant" | "invalid", "reason", "raw", "prompt_version"}``."""
+    prompt = load_prompt(VOICE_PROMPT)
+    out = llm.structured("judge", [{"role": "user", "content": prompt.render(turn=turn)}], VoiceOut, prompt=prompt,
+                         cache_salt=f"sim-voice/{salt}")
+    if not out.ok:
+        log.warning("voice judge gave no valid answer for %s: %s", salt, out.errors[-1][:200] if out.errors else "")
+        return {"speaker": "invalid", "reason": "", "raw": out.last_raw, "prompt_version": prompt.version}
+    return {"speaker": out.value.speaker, "reason": out.value.reason, "raw": out.raw, "prompt_version": prompt.version}
