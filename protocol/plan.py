@@ -281,10 +281,18 @@ def unit_cost(unit: UnitSpec, dataset: Dataset, cal: Calibration) -> tuple[str, 
                 cost.add("judge", turns, *cal.call(name))
         return "simulator-fidelity", checked.method, cost
     if unit.kind == "eval.judge":
-        prompt = f"eval/faireval_{p['aspect']}"
-        cost.add("judge", 2 * p["k"], *cal.call(prompt))
+        cost.add("judge", 2 * p["k"], *cal.call(judge_prompt_name(p, dataset)))
         return "faireval", unit.label.split(" ")[1], cost
     return unit.kind, "", cost
+
+
+def judge_prompt_name(payload: dict, dataset: Dataset) -> str:
+    """The judge prompt an ``eval.judge`` unit sends — its prompt set, in its user's language — whose calls in this
+    home calibrate its estimate (the static estimate until there are some)."""
+    from evaluation.faireval import prompt_set
+
+    user = dataset.users.get(payload["user"])
+    return prompt_set(payload.get("prompts")).prompt(payload["aspect"], user.language if user else None).name
 
 
 def make_plan(exp: ExperimentConfig, dataset: Dataset, config: PlatformConfig, cal: Calibration) -> Plan:
