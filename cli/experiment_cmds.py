@@ -18,7 +18,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("file")
     run.add_argument("--concurrency", type=int, help="units in parallel (default: the file's)")
     run.add_argument("--executor", choices=["threads", "ray"], default="threads")
-    run.add_argument("--address", help="Ray cluster address (default: a local Ray instance)")
+    run.add_argument("--address", help="Ray cluster address, e.g. ray://head:10001 or head:6379 (default: "
+                                        "RAY_ADDRESS, else a Ray instance started here)")
+    run.add_argument("--cpus-per-unit", type=float, help="the CPU share a unit asks Ray for (default 0.25: units "
+                                                         "mostly wait on endpoints; PAL_RAY_CPUS_PER_UNIT)")
     run.set_defaults(func=cmd_run)
     rep = esub.add_parser("report", help="the paper's tables from the experiment's records")
     rep.add_argument("file")
@@ -100,7 +103,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.executor == "ray":
         from studio.remote import ray_executor
 
-        executor = ray_executor(ws, args.address)
+        executor = ray_executor(ws, args.address, cpus_per_unit=args.cpus_per_unit)
     env = UnitEnv(view, view.llm(session_id=plan.job.job_id))
     print(f"experiment {exp.name}: {len(plan.job.units)} units, concurrency {concurrency}, {args.executor}",
           file=sys.stderr, flush=True)

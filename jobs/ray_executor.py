@@ -6,11 +6,18 @@ starts. The composition root supplies the three pieces that know the domains: ``
 of the remote call, records included), ``remote`` (a module-level function run on the worker, returning
 ``(result, records)``) and ``apply(unit, records)`` (persist them on the driver). A unit whose kind wants a GPU
 asks Ray for one when the cluster has any.
+
+A unit mostly waits on LLM endpoints, so it asks Ray for a fraction of a CPU (``cpus_per_unit``): a node runs
+several at once, and the job's concurrency bounds how many are in flight. Units are spread over the cluster's
+nodes (``SPREAD``), and where each ran is kept (``placements``). The cluster is the one at ``address``, else at
+``RAY_ADDRESS``, else a Ray started in this process. A unit whose node or worker process died is given back to
+the queue (run again, by this run or the next), not failed: only the unit's own error fails it.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -34,9 +41,11 @@ class RayExecutor:
         runs several at once; the job's ``concurrency`` bounds how many are in flight. GPU units ask one CPU."""
         self.prepare, self.remote_fn, self.apply = prepare, remote, apply
         self.cpus_per_unit = cpus_per_unit
-        self.address, self.num_cpus, self.runtime_env = address, num_cpus, runtime_env
+        self.address = address or os.environ.get("RAY_ADDRESS") or None
+        self.num_cpus, self.runtime_env = num_cpus, runtime_env
         self._task: Any = None
         self.gpus = 0.0
+        self.placements: dict[str, str] = {}  # unit id → the id of the Ray node it ran on
 
     def start(self) -> Any:
         """Connect to (or start) Ray — from the main thread, where Ray can install its signal handlers."""
@@ -53,7 +62,7 @@ class RayExecutor:
             ray.init(**kwargs)
         self.gpus = float(ray.cluster_resources().get("GPU", 0))
         if self._task is None:
-            self._task = ray.remote(max_retries=0)(self.remote_fn)
+            self._task = ray.remote(max_retries=0)(_on_node)
         return ray
 
     def run(self, engine: JobEngine, job_id: str, concurrency: int,
@@ -72,7 +81,8 @@ class RayExecutor:
                     engine.store.fail(unit.unit_id, engine.owner, f"{type(e).__name__}: {e}", 0.0)
                     continue
                 gpu = 1 if self.gpus and engine.registry.get(unit.kind).wants_gpu(unit.payload) else 0
-                ref = self._task.options(num_gpus=gpu, num_cpus=1 if gpu else self.cpus_per_unit).remote(*args)
+                ref = self._task.options(num_gpus=gpu, num_cpus=1 if gpu else self.cpus_per_unit,
+                                         scheduling_strategy="SPREAD").remote(self.remote_fn, *args)
                 in_flight[ref] = (unit, time.perf_counter())
             if not in_flight:
                 if engine.store.summary(job_id).finished:
@@ -90,11 +100,24 @@ class RayExecutor:
 
     def _collect(self, ray: Any, engine: JobEngine, ref: Any, unit: Unit, seconds: float) -> None:
         try:
-            result, records = ray.get(ref)
+            node, (result, records) = ray.get(ref)
+            self.placements[unit.unit_id] = node
             self.apply(unit, records)
+        except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError,
+                ray.exceptions.TaskUnschedulableError) as e:  # the machine, not the unit: run it again
+            log.warning("unit %s: its Ray worker or node was lost (%s); queued again", unit.unit_id, e)
+            engine.store.release(unit.unit_id, engine.owner, error=f"its Ray node or worker was lost: {e}"[:2000])
+            return
         except Exception as e:  # a task's failure (or its records' persistence) fails the unit, not the driver
             log.exception("unit %s failed on Ray", unit.unit_id)
             cause = getattr(e, "cause", None) or e
             engine.store.fail(unit.unit_id, engine.owner, f"{type(cause).__name__}: {cause}"[:2000], seconds)
             return
         engine.store.finish(unit.unit_id, engine.owner, result, seconds)
+
+
+def _on_node(fn: Callable[..., tuple[dict | None, Any]], *args: Any) -> tuple[str, tuple[dict | None, Any]]:
+    """On the worker: (the id of the node it runs on, ``fn(*args)``)."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id(), fn(*args)

@@ -175,8 +175,13 @@ def run_remote(kind: str, payload: dict, unit_id: str, job_id: str, config: Plat
         shutil.rmtree(home, ignore_errors=True)
 
 
-def ray_executor(ws: Workspace, address: str | None = None, num_cpus: int | None = None) -> RayExecutor:
-    """The Ray executor for jobs of ``ws`` (a local instance when no address is given)."""
+CPUS_PER_UNIT = 0.25  # a unit mostly waits on LLM endpoints: four share a CPU (PAL_RAY_CPUS_PER_UNIT overrides)
+
+
+def ray_executor(ws: Workspace, address: str | None = None, num_cpus: int | None = None,
+                 cpus_per_unit: float | None = None) -> RayExecutor:
+    """The Ray executor for jobs of ``ws``: the cluster at ``address`` (else ``RAY_ADDRESS``, else a local
+    instance), each unit asking for ``cpus_per_unit`` of a CPU."""
 
     def prepare(unit: Unit) -> tuple:
         env = ws.jobs.env(unit.job_id)
@@ -189,9 +194,11 @@ def ray_executor(ws: Workspace, address: str | None = None, num_cpus: int | None
         write_files(ws.home, records.files)
         reindex(ws, records.rows)
 
+    address = address or os.environ.get("RAY_ADDRESS") or None
     runtime_env = None if address else {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
                                         "working_dir": None}
-    executor = RayExecutor(prepare, run_remote, apply, address=address, num_cpus=num_cpus,
+    share = cpus_per_unit or float(os.environ.get("PAL_RAY_CPUS_PER_UNIT") or CPUS_PER_UNIT)
+    executor = RayExecutor(prepare, run_remote, apply, address=address, num_cpus=num_cpus, cpus_per_unit=share,
                            runtime_env={k: v for k, v in (runtime_env or {}).items() if v is not None} or None)
     executor.start()
     return executor
