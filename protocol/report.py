@@ -107,13 +107,15 @@ def single_rows(report: Report) -> tuple[list[str], list[list[str]]]:
 
 def fair_rows(report: Report) -> tuple[list[str], list[list[str]]]:
     head = ["method", "vs", "aspect", "win", "tie", "lose", "adjusted win rate [95% CI]", "invalid judgments",
-            "invalid samples", "dropped"]
+            "invalid samples", "dropped", "position consistency", "position-decided"]
     rows = []
     for r in report.faireval:
         lo, hi = r["adjusted_win_rate_ci"]
         rate = f"{r['adjusted_win_rate']:.3f} [{lo:.3f}, {hi:.3f}]" if r["n"] else "–"
+        decided = f"{r['position_decided']}/{r['decided']}" if "decided" in r else "–"  # faireval_summary v2
         rows.append([r["method_a"], r["method_b"], r["aspect"], str(r["win"]), str(r["tie"]), str(r["lose"]), rate,
-                     str(r["invalid_judgments"]), f"{r['invalid_samples']}/{r['samples']}", str(r["dropped"])])
+                     str(r["invalid_judgments"]), f"{r['invalid_samples']}/{r['samples']}", str(r["dropped"]),
+                     _share(r.get("position_consistency")), decided])
     return head, rows
 
 
