@@ -399,13 +399,15 @@ def session_attacks(tmp: Path) -> None:
     failed = [e for e in ws.audit.entries(action="auth.sign_in_failed") if e.target == "ghost"]
     row("52.7", "a failed sign-in as 'ghost'", f"audited: {len(failed)} with address "
         f"{failed[0].detail.get('client') if failed else None}", refused=bool(failed))
-    home = tmp / "s52-old"
+    from backends.paths import StatePaths
+
+    home, db = tmp / "s52-old", StatePaths(tmp / "s52-old").runs_db
     home.mkdir(mode=0o755)
-    (home / "runs.sqlite").write_bytes(b"")
-    (home / "runs.sqlite").chmod(0o644)
-    modes = f"{oct(stat.S_IMODE(home.stat().st_mode))}/{oct(stat.S_IMODE((home / 'runs.sqlite').stat().st_mode))}"
+    db.write_bytes(b"")
+    db.chmod(0o644)
+    modes = f"{oct(stat.S_IMODE(home.stat().st_mode))}/{oct(stat.S_IMODE(db.stat().st_mode))}"
     make_private(home)
-    now = f"{oct(stat.S_IMODE(home.stat().st_mode))}/{oct(stat.S_IMODE((home / 'runs.sqlite').stat().st_mode))}"
+    now = f"{oct(stat.S_IMODE(home.stat().st_mode))}/{oct(stat.S_IMODE(db.stat().st_mode))}"
     row("52.4", "PAL_HOME and runs.sqlite readable by every user", f"{modes} → {now} on start",
         refused=now == "0o700/0o600")
     live = ws.sessions.issue("alice")
@@ -482,16 +484,13 @@ def markup_attacks() -> None:
 
 def cli_and_bundle_attacks(tmp: Path) -> None:
     """52.7: a password on the command line; a NULL in a NOT NULL column logged with a traceback."""
-    from cli.main import main as pal
+    import subprocess
 
-    os.environ["PAL_HOME"] = str(tmp / "cli52")
-    try:
-        pal(["users", "add", "carol", "--role", "admin", "--password", "shown-in-ps"])
-        outcome = "ACCEPTED"
-    except SystemExit as e:
-        outcome = f"refused: {str(e)[:60]}…"
-    row("52.7", "pal users add --password (visible in the process list)", outcome, refused=outcome != "ACCEPTED")
-    os.environ.pop("PAL_HOME", None)
+    done = subprocess.run([sys.executable, "-m", "cli", "users", "add", "carol", "--role", "admin", "--password",
+                           "shown-in-ps"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PAL_HOME": str(tmp / "cli52")})
+    outcome = "ACCEPTED" if done.returncode == 0 else f"refused: {done.stderr.strip()[:60]}…"
+    row("52.7", "pal users add --password (visible in the process list)", outcome, refused=done.returncode != 0)
     good = source_bundle(tmp / "b52")
     parts = edited(members(good), "memory_build_stages", lambda r: r.update(stage=None))
     path = zipped(tmp / "null52.palbundle", parts)
