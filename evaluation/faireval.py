@@ -432,6 +432,9 @@ def judge_pair(llm: LLMClient, ctx: TopicContext, run_a: RunRecord, run_b: RunRe
         tokens[f"order{order}"] = budget.count_messages(messages[order])
         fitted[order] = answer_budget(budget, tokens[f"order{order}"], derived)
         if reason := too_long(fitted[order], tokens[f"order{order}"]):
+            if chosen.name != "compact":  # the authors' prompt is about twice the compact wording's length
+                reason += ("; the compact judge prompt is about half as long (pal judge --prompts compact, the "
+                           "Evaluate page's Judge prompt), or give the judge a larger window")
             reasons.append(reason)
             refused[order] = reason
     # every sample at once as the judge's endpoint allows, the two orders alternating (with two slots each then holds

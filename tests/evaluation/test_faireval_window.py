@@ -57,3 +57,11 @@ def test_the_judges_own_budget_takes_what_the_window_leaves(env, demo):
     sent = {r.max_tokens for r in fake.requests}
     assert all(MIN_JUDGE_ANSWER <= m < 1200 for m in sent)
     assert all(j.prompt_tokens["order1"] + m <= 2400 for m in sent)
+
+
+def test_the_authors_prompt_that_does_not_fit_names_the_shorter_wording(env, demo):
+    j, fake, _ = judge_with(env, demo, prefers_marker, window=2400, prompts="mempal")
+    assert fake.requests == [] and j.decision == "invalid" and j.prompt_set == "mempal"
+    assert j.invalid_reason and "--prompts compact" in j.invalid_reason
+    compact, _, _ = judge_with(env, demo, prefers_marker, window=2400)  # the same window fits the compact wording
+    assert compact.decision == "win"
