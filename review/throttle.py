@@ -68,6 +68,15 @@ class SignInThrottle:
             self._count(name, client, now)
         return 0.0
 
+    def confirm_failed(self, name: str, client: str | None) -> None:
+        """The password of an attempt counted by :meth:`begin` was wrong: its wait runs from now, the end of the
+        check (as it did when failures were counted after checking), not from before the check."""
+        now = self.clock()
+        with self._lock:
+            for key in self._keys(name, client):
+                if (f := self._failures.get(key)) is not None:
+                    f.last = max(f.last, now)
+
     def failed(self, name: str, client: str | None) -> None:
         now = self.clock()
         with self._lock:

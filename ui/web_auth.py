@@ -157,6 +157,7 @@ def sign_in(ws: Workspace, attempt: Attempt, *, xsrf_on: bool) -> Outcome:
         return Outcome(with_param(back, f"wait-{math.ceil(wait)}"))
     account = ws.accounts.verify(name, password)
     if account is None:
+        throttle.confirm_failed(name, client)
         log.warning("failed sign-in as %r from %s", name[:64], client)
         ws.audit.record("anonymous", "auth.sign_in_failed", name[:64], client=client,
                         user_agent=(attempt.user_agent or "")[:200] or None)

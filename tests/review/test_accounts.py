@@ -228,3 +228,16 @@ def test_cli_changes_passwords_and_roles_lists_and_ends_sessions(db, capsys, mon
     assert main(["users", "unbind", "ann"]) == 0
     actions = [e.action for e in ws.audit.entries()]
     assert actions[:4] == ["account.unbind", "auth.sessions_ended", "account.role", "account.password"]
+
+
+def test_the_throttle_counts_an_attempt_before_its_check_and_waits_from_the_checks_end():
+    now = [0.0]
+    t = SignInThrottle(base_s=10, clock=lambda: now[0])
+    assert [t.begin("x", "10.0.0.1") for _ in range(7)] == [0.0] * 5 + [10.0, 10.0]  # the sixth waits, unchecked
+    now[0] = 3.0  # the fifth check ends 3 s later, still wrong: its wait runs from there
+    t.confirm_failed("x", "10.0.0.1")
+    assert t.begin("x", "10.0.0.1") == 10.0
+    now[0] = 13.0
+    assert t.begin("y", "10.0.0.2") == 0.0 and t.begin("x", "10.0.0.1") == 0.0
+    t.succeeded("x", "10.0.0.1", begun=True)  # a right password: the name is cleared, the address keeps its five
+    assert t.wait_s("x", None) == 0.0 and t.begin("z", "10.0.0.1") == 10.0  # and gets back only its own attempt
