@@ -200,6 +200,8 @@ def _judge_table(rows: list[dict], dropped: list) -> str:
                  "preference); margin: median |mean A − mean B| of wins/losses; longer: win rate of the longer "
                  "dialogue; inv.s: invalid judge samples")
     for r in rows:
+        if r.get("ci_note"):
+            lines.append(f"{r['aspect']}: {r['ci_note']}")
         if r.get("topics"):
             lines.append(f"{r['aspect']}: of all {r['topics']} topic(s) — " + ", ".join(
                 f"{d} {r[f'{d}_share_all']:.0%}" for d in ("win", "tie", "lose", "invalid", "dropped")))

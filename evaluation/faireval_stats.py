@@ -8,7 +8,8 @@ one observation too (:func:`one_per_topic` keeps the newest, mirrored to the boa
 **Intervals.** Users differ in how many topics they contribute (one user may hold a fifth of a board), and topics
 of one user share a memory, a profile and a simulator: the bootstrap resamples *users* with replacement and takes
 the ratio of the resampled sums (:func:`cluster_bootstrap`), so a board dominated by a few users gets the wide
-interval it deserves. The point estimate is the plain ratio over all judgments.
+interval it deserves. The point estimate is the plain ratio over all judgments. With fewer than :data:`FEW_USERS`
+users the resamples are too few to cover as they say, and the row says so (``ci_note``).
 
 **Denominators.** win / tie / lose rates are over decided topics, as the sources report them; beside them every
 outcome's share of *all* topics of the pair — invalid judgments (no valid sample in an order) and dropped topics
@@ -36,6 +37,7 @@ import numpy as np
 from evaluation.faireval import JudgeSample, Judgment, apply_decision
 
 N_BOOT = 2000
+FEW_USERS = 10  # below this many users a cluster bootstrap has too few distinct resamples to cover as it says
 THIN_MARGIN = 0.5  # a win or loss by at most half a point of the 1–10 scale is thin
 POINTS = {"win": 1.0, "tie": 0.5, "lose": 0.0}
 OUTCOMES = ("win", "tie", "lose", "invalid", "dropped")
@@ -165,4 +167,6 @@ def outcome_summary(judgments: Sequence[Judgment], dropped: int = 0, *, n_boot: 
                                                      n_boot=n_boot, seed=seed))
     out["users"] = len({j.user_id for j in judgments})
     out["ci_method"] = "cluster bootstrap over users (percentile, 95%)"
+    out["ci_note"] = (f"only {out['users']} user(s): a bootstrap over so few clusters understates the uncertainty; "
+                      "read the interval as a lower bound on it" if out["users"] < FEW_USERS else "")
     return out

@@ -122,3 +122,9 @@ def test_aggregate_rows_carry_the_shares_the_position_figures_and_the_cluster_ci
     assert row["ci_method"].startswith("cluster bootstrap over users")
     assert "faireval_summary=2" in row["metric_versions"]
     assert POINTS == {"win": 1.0, "tie": 0.5, "lose": 0.0}
+
+
+def test_a_board_of_few_users_says_its_interval_understates_the_uncertainty():
+    few = outcome_summary([judgment(f"u{i}", "t", WIN) for i in range(3)], n_boot=50)
+    many = outcome_summary([judgment(f"u{i}", "t", WIN) for i in range(12)], n_boot=50)
+    assert "only 3 user(s)" in few["ci_note"] and many["ci_note"] == ""

@@ -105,6 +105,7 @@ def aggregates_frame(rows: list[dict]) -> pd.DataFrame:
                     **{f"{d}_share_all": r.get(f"{d}_share_all") for d in OUTCOMES},
                     "adjusted_win_rate": r["adjusted_win_rate"], "ci_low": lo, "ci_high": hi,
                     "ci_method": r.get("ci_method", "percentile bootstrap over judgments"), "users": r.get("users"),
+                    "ci_note": r.get("ci_note", ""),
                     "position_consistency": r.get("position_consistency"),
                     "position_decided_share": r.get("position_decided_share"),
                     "median_margin_decided": r.get("median_margin_decided"), "thin_share": r.get("thin_share"),

@@ -75,6 +75,8 @@ def render_position(r: dict) -> None:
     c1.metric("Win rate (ties ½)", _rate(r.get("win_rate_adjusted", r["adjusted_win_rate"])),
               help=f"(win + ½ tie) / decided topics (FastChat's win_rate_adjusted); 95% CI {lo:.2f}–{hi:.2f} by a "
                    f"cluster bootstrap over {r.get('users', '?')} user(s)")
+    if r.get("ci_note"):
+        st.caption(f"{md_escape(r['aspect'])}: {md_escape(r['ci_note'])}.")
     c2.metric("Position consistency", _rate(r.get("position_consistency")),
               help="judgments whose two orders name the same winner (of those with a winner in both orders)"
                    + _ci(r, "position_consistency_ci"))
