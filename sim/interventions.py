@@ -76,6 +76,12 @@ def first_draft(utt: Utterance) -> str | None:
     return None
 
 
+def drafted(utt: Utterance) -> bool:
+    """Whether a model drafted the turn (the User-LLM's prompt is on it), so its drafts are worth recording: a
+    reference simulator's fixed phrase or a dataset turn replayed has none."""
+    return utt.drafts_kept or (utt.prompt_name is not None and not utt.prompt_name.startswith("reference/"))
+
+
 def simulated_turns(utterances: Iterable[Utterance]) -> list[Utterance]:
     """The user turns a simulator wrote (turns a person typed are left out)."""
     return [u for u in utterances if u.side == "user" and u.actor == "simulator"]
@@ -90,6 +96,7 @@ class Interventions(BaseModel):
     composed: int = 0  # composed from the model's decision (the decision is the model's, the words are not)
     user_query: int = 0  # openings sent as the dataset's user query instead of a draft
     intervened: int = 0  # any of the three
+    drafted: int = 0  # turns a model drafted (not a reference simulator's phrase nor a dataset turn replayed)
     drafts_kept: int = 0  # turns whose drafts and reasons are on record
     reasons: dict[str, int] = Field(default_factory=dict)  # reason → drafts sent back for it (turns with drafts kept)
     decisions: dict[str, int] = Field(default_factory=dict)  # "accept: yes" … → composed turns
@@ -105,7 +112,7 @@ class Interventions(BaseModel):
     @property
     def note(self) -> str:
         """What the record cannot say, in words ("" when every turn kept its drafts)."""
-        missing = self.user_turns - self.drafts_kept
+        missing = self.drafted - self.drafts_kept
         return "" if missing <= 0 else f"{missing} of {self.user_turns} turn(s) {NOT_KEPT}"
 
     def figures(self) -> dict[str, float | int | None]:
@@ -118,7 +125,7 @@ class Interventions(BaseModel):
         both = [self, other]
         return Interventions(**{name: sum(getattr(x, name) for x in both)
                                 for name in ("user_turns", "asked_again", "composed", "user_query", "intervened",
-                                             "drafts_kept")},
+                                             "drafted", "drafts_kept")},
                              reasons=dict(Counter(self.reasons) + Counter(other.reasons)),
                              decisions=dict(Counter(self.decisions) + Counter(other.decisions)))
 
@@ -134,7 +141,8 @@ def summarise(utterances: Iterable[Utterance]) -> Interventions:
             decisions[f"{d.field}: {'yes' if d.value else 'no'}"] += 1
     return Interventions(user_turns=len(turns), asked_again=sum(u.attempts > 1 for u in turns),
                          composed=kinds.count("composed"), user_query=kinds.count("user query"),
-                         intervened=sum(k != "none" for k in kinds), drafts_kept=sum(u.drafts_kept for u in turns),
+                         intervened=sum(k != "none" for k in kinds), drafted=sum(drafted(u) for u in turns),
+                         drafts_kept=sum(u.drafts_kept for u in turns),
                          reasons=dict(reasons), decisions=dict(decisions))
 
 

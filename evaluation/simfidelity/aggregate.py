@@ -126,7 +126,11 @@ def first_draft_figures(results: Sequence[RunFidelity]) -> dict:
     turns = [t for r in results for t in r.first_drafts]
     tallies = turn_tallies(turns)
     unknown = sum(r.counts_first.get("first_draft_unknown", len(r.turns)) for r in results)
-    return {**figures_from(tallies, gaps_of(turns)), "counts": tallies, "turns": len(turns), "unknown": unknown}
+    note = (f"{unknown} turn(s) whose first draft is not known are left out: turns stored before drafts were kept "
+            "and asked again, so these figures cover the turns whose first draft was sent as it was — a selection "
+            "that reads high; runs recorded now keep every draft") if unknown else ""
+    return {**figures_from(tallies, gaps_of(turns)), "counts": tallies, "turns": len(turns), "unknown": unknown,
+            "note": note}
 
 
 def leaderboard(results: Sequence[RunFidelity]) -> list[dict]:

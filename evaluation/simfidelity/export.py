@@ -35,6 +35,7 @@ def board_rows(board: list[dict]) -> list[dict]:
                 row[f"{name}_simulated"], row[f"{name}_reference"] = d["simulated"], d["reference"]
             row["seconds_per_run"] = r["seconds_per_run"]
             row["interventions_note"] = r["interventions"]["note"]
+            row["first_drafts_note"] = r["first_drafts"]["note"]
             rows.append(row)
     return rows
 
@@ -71,9 +72,8 @@ def board_text(board: list[dict]) -> str:
                          f"{figures['turns']:>5} " + " ".join(f"{_fmt(figures.get(k)):>8}" for k in BOARD_COLUMNS)
                          + f" {_fmt(i['intervention_share']):>7} {_fmt(i['composed_share']):>8}  "
                          + (ks if on == "kept" else ""))
-        if r["first_drafts"]["unknown"]:
-            lines.append(f"{'':<18} first drafts: {r['first_drafts']['unknown']} turn(s) whose first draft is not "
-                         "known left out")
+        if r["first_drafts"]["note"]:
+            lines.append(f"{'':<18} first drafts: {r['first_drafts']['note']}")
         if i["note"]:
             lines.append(f"{'':<18} {i['note']}")
         if r["no_gold"]:

@@ -48,7 +48,7 @@ def test_a_judgment_made_before_gets_them_from_its_stored_runs_and_says_so(judge
     old = j.model_copy(update={"interventions": {}})
     (filled,), derived = with_interventions([old], sims.load)
     assert derived == 1 and filled.interventions["a"].composed == 1
-    assert "before drafts were kept" in filled.interventions["b"].note  # the plain run's turns kept no drafts
+    assert filled.interventions["b"].drafts_kept == 0 and filled.interventions["b"].user_turns == 2
     gone = old.model_copy(update={"run_b": "run-gone"})
     (unfilled,), derived = with_interventions([gone], sims.load)
     assert derived == 0 and unfilled.interventions == {}

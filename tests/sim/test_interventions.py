@@ -14,8 +14,9 @@ from tests.sim.conftest import default_reply, finished_run, side_of
 
 
 def _user(turn_no: int, content: str, **fields) -> Utterance:
+    """A User-LLM turn (its prompt's name on it, as the simulator stores it)."""
     return Utterance(turn_no=turn_no, side="user", actor="simulator", act=fields.pop("act", Act.SOLUTION_FEEDBACK),
-                     content=content, **fields)
+                     content=content, prompt_name=fields.pop("prompt_name", "sim/user_simulator"), **fields)
 
 
 def test_a_stored_composed_turn_gives_back_the_decision_its_fallback_names():
@@ -55,6 +56,9 @@ def test_a_stored_run_says_what_it_can_and_that_its_reasons_were_not_kept():
     assert [first_draft(u) for u in turns[:4]] == [None, None, None, "Fine."]  # only a turn sent as first drafted
     both = s + summarise([_user(1, "Hi", drafts=[Draft(text="Hi", kept=True)], drafts_kept=True)])
     assert both.user_turns == 5 and both.drafts_kept == 1 and "4 of 5" in both.note
+    fixed = summarise([_user(1, "Yes, exactly.", prompt_name="reference/always-accept"),
+                       _user(2, "As the dataset wrote it.", prompt_name=None)])
+    assert fixed.user_turns == 2 and fixed.drafted == 0 and not fixed.note  # no model drafted: nothing was lost
 
 
 def test_a_composed_turn_keeps_every_draft_with_the_reason_it_was_sent_back_and_its_decision(sim_env):

@@ -1,7 +1,8 @@
 """The Evaluate page's simulator-fidelity leaderboard: one row per simulator (variant and model) over the dataset's
 checked runs — the reference simulators first — with the distribution distances to the dataset's own user turns,
 a form that checks the runs not checked yet, the CSV export, and the filter that keeps FairEval judgments of runs
-whose simulated user passed every check."""
+whose simulated user passed every check, or whose runs are under a share of intervened/composed turns; each arm's
+interventions beside FairEval's win/tie/lose; counterfactual probes for over-cooperation as rows of the board."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from evaluation.simfidelity import CHECK_DEFINITIONS, FIGURE_DEFINITIONS
 from evaluation.simfidelity.aggregate import VIEWS, leaderboard
 from evaluation.simfidelity.export import board_csv, figures_on
 from evaluation.simfidelity.instruments import Advice, advice
+from evaluation.simfidelity.probes import PROBE_SIMULATORS, build_cases, llm_side, measure_probes, reference_side
 from evaluation.simfidelity.service import OWN_DIALOGUE_SIMULATORS, matchers, measure_runs, own_dialogue_runs
 from evaluation.simfidelity.types import SimFidelityConfig
 from palset.dataset import Dataset
@@ -64,10 +66,11 @@ def render_simulator_board(dataset: Dataset, dkey: str) -> None:
         st.dataframe(board_frame(rows, on), hide_index=True, width="stretch", key="eval_simfid_board")
         notes = [f"{r['simulator']} · {r['simulator_model']}: {r['interventions']['note']}" for r in rows
                  if r["interventions"]["note"]]
-        unknown = sum(r["first_drafts"]["unknown"] for r in rows)
-        if on != "kept" and unknown:
-            st.caption(f"{unknown} turn(s) whose first draft is not known (stored before drafts were kept, and asked "
-                       "again) are left out of the first-draft figures.")
+        if on != "kept":
+            for r in rows:
+                if r["first_drafts"]["note"]:
+                    st.caption(f"{md_escape(r['simulator'])} · {md_escape(r['simulator_model'])}: "
+                               f"{md_escape(r['first_drafts']['note'])}.")
         if notes:
             with st.expander("What the record cannot say"):
                 st.markdown("\n".join(f"- {md_escape(n)}" for n in notes))
@@ -115,14 +118,55 @@ def render_check_form(dataset: Dataset, dkey: str, checked: set[str]) -> None:
         again = c3.checkbox("Check checked runs again", key="eval_simfid_again")
         own = st.checkbox("Also the dataset's own query dialogues: as written (the ceiling) and with the floors' "
                           "turns answering its assistant (so the verdict columns have a scale)", key="eval_simfid_own")
-        if not st.button("Check runs", key="eval_simfid_run", icon=":material/fact_check:", disabled=not (runs or own)):
+        probes = st.multiselect("Counterfactual probes for over-cooperation", list(PROBE_SIMULATORS),
+                                key="eval_simfid_probes",
+                                help="The dataset's query dialogues up to their first Solution Feedback, the "
+                                     "assistant's proposal replaced by each disliked and each liked candidate "
+                                     "solution; the simulator answers each (llm: one User-LLM turn per probe — "
+                                     "long on a local model; `pal simulate fidelity --probes llm` runs it too). "
+                                     "Stored: a probe is asked once.")
+        if not st.button("Check runs", key="eval_simfid_run", icon=":material/fact_check:",
+                         disabled=not (runs or own or probes)):
             return
         todo = [r["run_id"] for r in runs if again or r["run_id"] not in checked]
-        check_runs(dataset, todo, SimFidelityConfig(classifier=classifier, persona_judge=persona_judge), again, own)
+        config = SimFidelityConfig(classifier=classifier, persona_judge=persona_judge)
+        check_runs(dataset, todo, config, again, own, rerun=not probes)
+        if probes:
+            check_probes(dataset, probes, config)
+
+
+def check_probes(dataset: Dataset, simulators: list[str], config: SimFidelityConfig) -> None:
+    """Every counterfactual probe of each simulator (stored ones reused), with a progress bar; then the board."""
+    ws = platform_state.workspace()
+    matcher_for = matchers(lambda language: ws.embedder(None, language))
+    cases = build_cases(dataset)
+    failed: dict[str, str] = {}
+    for kind in simulators:
+        try:
+            llm = platform_state.llm_client() if kind == "llm" or config.classifier == "judge" else None
+            side = llm_side(llm) if kind == "llm" and llm is not None else reference_side(kind)
+            model = llm.config.role("user_simulator").model if kind == "llm" and llm is not None else kind
+        except Exception as e:  # configuration problems: a message
+            log.exception("counterfactual probes of %s cannot start", kind)
+            st.error(f"Cannot probe {md_escape(kind)}: {md_escape(error_text(e))}")
+            continue
+        bar = st.progress(0.0, text=f"Probing {kind}…")
+
+        def progress(done: int, total: int, run_id: str, bar=bar) -> None:
+            bar.progress(done / total, text=f"[{done}/{total}] {run_id}")
+
+        _results, errors = measure_probes(dataset, cases, kind, side, model, matcher_for, ws.simfidelity,
+                                          config=config, llm=llm, progress=progress)
+        bar.empty()
+        failed.update(errors)
+    for run_id, error in failed.items():
+        st.warning(f"{md_escape(run_id)}: {md_escape(error)}")
+    if not failed:
+        st.rerun()
 
 
 def check_runs(dataset: Dataset, run_ids: list[str], config: SimFidelityConfig, recompute: bool,
-               own_dialogues: bool = False) -> None:
+               own_dialogues: bool = False, rerun: bool = True) -> None:
     ws = platform_state.workspace()
     try:
         llm = platform_state.llm_client() if config.classifier == "judge" or config.persona_judge else None
@@ -143,7 +187,7 @@ def check_runs(dataset: Dataset, run_ids: list[str], config: SimFidelityConfig, 
     bar.empty()
     for run_id, error in errors.items():
         st.warning(f"{md_escape(run_id)}: {md_escape(error)}")
-    if not errors:
+    if not errors and rerun:
         st.rerun()
 
 

@@ -20,6 +20,7 @@ from tests.conftest import DEMO
 
 USER, SAMPLE, TOPIC = "1000", "1000_sample7", "topic-1"
 ASSISTANT_LIKE = "How can I help you with your rota today?"
+LLM_PROMPT = "sim/user_simulator"  # a User-LLM turn's prompt name, as the simulator stores it
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +43,9 @@ def _run(demo, feedback: Utterance, discussion: Utterance | None = None) -> RunR
     neg = next(c.solution for c in topic.candidate_solutions if c.feedback == "neg")
     spec = RunSpec(dataset=dataset_key(demo.root), user_id=USER, sample_id=SAMPLE, topic_key=TOPIC, method="vanilla")
     discussion = discussion or Utterance(turn_no=2, side="user", actor="simulator", act=Act.SOLUTION_DISCUSSION,
-                                         content="Would that work with my shifts?")
-    utts = [Utterance(turn_no=1, side="user", actor="simulator", act=Act.TOPIC_INQUIRY, content=topic.user_query),
+                                         content="Would that work with my shifts?", prompt_name=LLM_PROMPT)
+    utts = [Utterance(turn_no=1, side="user", actor="simulator", act=Act.TOPIC_INQUIRY, content=topic.user_query,
+                      prompt_name=LLM_PROMPT),
             Utterance(turn_no=1, side="assistant", actor="assistant", act=Act.SOLUTION_PROPOSAL, content=neg),
             discussion,
             Utterance(turn_no=2, side="assistant", actor="assistant", act=Act.SOLUTION_PROPOSAL, content=neg),
@@ -59,7 +61,7 @@ def _composed_feedback(accept: bool, words: str | None = None) -> Utterance:
     prompt = load_role_prompt("sim/user_decision", "en")
     text, fallback, decision = composed(prompt, VerdictDecision(accept=accept, why=""), "en", [], "Megan")
     return Utterance(turn_no=3, side="user", actor="simulator", act=Act.SOLUTION_FEEDBACK, content=words or text,
-                     fallback=fallback, decision=decision, attempts=4, drafts_kept=True,
+                     prompt_name=LLM_PROMPT, fallback=fallback, decision=decision, attempts=4, drafts_kept=True,
                      drafts=[Draft(text=ASSISTANT_LIKE, reasons=["offers help like an assistant"])] * 3)
 
 
@@ -90,7 +92,7 @@ def test_figures_are_reported_on_what_was_kept_on_first_drafts_and_beside_the_in
     the composed verdict's first draft (assistant-like) fails persona too. A stored turn asked again keeps no first
     draft: it is left out of the first-draft figures and counted."""
     discussion = Utterance(turn_no=2, side="user", actor="simulator", act=Act.SOLUTION_DISCUSSION,
-                           content="Would that work with my shifts?", attempts=2, drafts_kept=True,
+                           content="Would that work with my shifts?", attempts=2, drafts_kept=True, prompt_name=LLM_PROMPT,
                            drafts=[Draft(text=ASSISTANT_LIKE, reasons=["offers help like an assistant"]),
                                    Draft(text="Would that work with my shifts?", kept=True)])
     result = check_run(_run(demo, _composed_feedback(False), discussion), demo, mf)
