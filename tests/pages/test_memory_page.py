@@ -64,12 +64,16 @@ def test_build_button_builds_and_shows_the_snapshot_graph_and_items():
     assert metrics(at)["Stages done"] == "18 / 18" and not at.error
     assert at.query_params["session"] == "1001_sample8" and at.query_params["tab"] == "Snapshot"
     frames = iframes(at)
-    assert len(frames) == 1 and "new vis.Network" in frames[0].srcdoc and "1001_sample8_turn1" in frames[0].srcdoc
+    selected = at.selectbox(key="mem_item").value
+    assert len(frames) == 1 and "new vis.Network" in frames[0].srcdoc and selected in frames[0].srcdoc
     items = at.dataframe(key="mem_items_table").value
     user = load_dataset(DEMO).users["1001"]
     assert len(items) == sum(len(s.logs) + len(s.turns) for s in user.sessions) - _forget_turns(user)
-    assert {"turn", "log"} == set(items["layer"])
-    assert at.selectbox(key="mem_item").value in set(items["id"])
+    assert {"turn", "log"} == set(items["layer"]) and selected in set(items["id"])
+    focus = next(t for t in at.toggle if t.label == "Focus on the selected item")
+    assert focus.value and "1001_sample8_turn1" not in frames[0].srcdoc  # many items: the selection's neighbourhood
+    focus.set_value(False).run()
+    assert "1001_sample8_turn1" in iframes(at)[0].srcdoc  # the whole build
 
 
 def _forget_turns(user) -> int:
@@ -139,7 +143,7 @@ def test_forget_removes_an_item_from_the_next_trace():
 def test_detail_resolves_provenance_and_edit_saves_text():
     builder = prebuild(DEMO, "1001", "rag-turn")
     at = open_page("memory", user="1001", method="rag-turn", tab="Snapshot", item="1001_sample2_turn3")
-    prov = at.dataframe[0].value
+    prov = next(d.value for d in at.dataframe if list(d.value.columns) == ["source", "text"])  # the item's sources
     turn = load_dataset(DEMO).users["1001"].session("1001_sample2").turns[2]
     assert list(prov["source"]) == ["turn:1001_sample2:3"] and turn.user.content in prov["text"].iloc[0]
     at.text_area(key=f"mem_edit_{builder.build_id}_1001_sample2_turn3").input("user: edited by a person").run()

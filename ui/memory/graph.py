@@ -15,12 +15,12 @@ import hashlib
 import html
 import math
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from memory.types import MemoryItem
 from palset.dataset import Session, User
-from ui.text import clip
 
 USER_NODE = "user"
 # pseudo-layers for nodes that are not memory items (shown in the legend and toggles like layers)
@@ -35,7 +35,8 @@ LAYER_COLOURS = {
     "portrait": "#9333ea", "memory": "#059669",
 }
 FALLBACK_COLOURS = ("#ef4444", "#84cc16", "#06b6d4", "#a855f7", "#eab308", "#14b8a6", "#f43f5e", "#6366f1")
-LABEL_CHARS, TITLE_CHARS = 38, 1200
+LABEL_CHARS, TITLE_CHARS = 30, 1200  # a label's width in Latin characters (a CJK character counts two)
+CJK_FONT = "'Noto Sans CJK SC', 'Source Han Sans SC', 'WenQuanYi Micro Hei', 'Microsoft YaHei', 'PingFang SC', sans-serif"
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,35 @@ def layer_colour(layer: str) -> str:
     if layer in LAYER_COLOURS:
         return LAYER_COLOURS[layer]
     return FALLBACK_COLOURS[int(hashlib.md5(layer.encode()).hexdigest(), 16) % len(FALLBACK_COLOURS)]
+
+
+def _width(ch: str) -> int:
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+
+def display_clip(text: str, width: int = LABEL_CHARS) -> str:
+    """``text`` on one line, cut to ``width`` display columns (a wide CJK character takes two) with an ellipsis:
+    Chinese labels as long on screen as English ones, not twice as long."""
+    flat = " ".join(text.split())
+    if sum(_width(ch) for ch in flat) <= width:
+        return flat
+    used, out = 0, []
+    for ch in flat:
+        if used + _width(ch) > width - 1:
+            break
+        out.append(ch)
+        used += _width(ch)
+    return "".join(out).rstrip() + "…"
+
+
+def item_label(item: MemoryItem, width: int = LABEL_CHARS) -> str:
+    """A node's label from the item's text, never its id; an item without text says what it is (its layer and
+    aspect) and that it is empty."""
+    if item.text.strip():
+        return display_clip(item.text, width)
+    aspect = item.meta.get("aspect") or item.meta.get("aspects") or ""
+    what = f"{item.layer.replace('_', ' ')}" + (f" · {aspect}" if isinstance(aspect, str) and aspect else "")
+    return f"{what} (empty)"
 
 
 def escape(text: object) -> str:
@@ -155,8 +185,7 @@ class _Builder:
         name = self.user.name if self.user is not None else "user"
         self.add_node(USER_NODE, name, f"{name}\nthe user whose memory this is", USER_LAYER, 3.0)
         for item in self.items.values():
-            self.add_node(item.id, clip(item.text, LABEL_CHARS) or item.id, _item_title(item), item.layer,
-                          max(item.importance, 0.1))
+            self.add_node(item.id, item_label(item), _item_title(item), item.layer, max(item.importance, 0.1))
         for item in self.items.values():
             self._link(item)
 
@@ -183,14 +212,15 @@ class _Builder:
             for sid, t in refs_of(item, "turn"):
                 node_id = f"turn:{sid}:{t}"
                 text = turn_text(self.user, sid, t)
-                self.add_node(node_id, f"turn {t} · {clip(text, LABEL_CHARS - 9)}", f"{sid} turn {t}\n{text}", TURN_LAYER, 0.6)
+                self.add_node(node_id, f"turn {t} · {display_clip(text, LABEL_CHARS - 9)}", f"{sid} turn {t}\n{text}",
+                              TURN_LAYER, 0.6)
                 self.add_edge(item.id, node_id)
 
     def _link_logs(self, item: MemoryItem) -> None:
         logs = refs_of(item, "log")
         if item.id in self.expand:
             for sid, j in logs:
-                self.add_node(f"log:{sid}:{j}", clip(log_text(self.user, sid, j), LABEL_CHARS),
+                self.add_node(f"log:{sid}:{j}", display_clip(log_text(self.user, sid, j)),
                               f"{sid} log {j}\n{log_text(self.user, sid, j)}", LOG_LAYER, 0.6)
                 self.add_edge(item.id, f"log:{sid}:{j}")
             self._log_graph_edges(item)
@@ -224,16 +254,35 @@ def _item_title(item: MemoryItem) -> str:
     return "\n".join([head, text, *extra])
 
 
+def neighbourhood(edges: Iterable[GraphEdge], focus: str, hops: int) -> set[str]:
+    """The nodes within ``hops`` links of ``focus`` (either direction), ``focus`` included."""
+    links: dict[str, set[str]] = {}
+    for e in edges:
+        links.setdefault(e.source, set()).add(e.target)
+        links.setdefault(e.target, set()).add(e.source)
+    seen, frontier = {focus}, {focus}
+    for _ in range(hops):
+        frontier = {n for f in frontier for n in links.get(f, ())} - seen
+        seen |= frontier
+    return seen
+
+
 def build_memory_graph(items: Iterable[MemoryItem], user: User | None, expand: set[str] | None = None,
-                       layers: set[str] | None = None, layout: bool = True) -> GraphSpec:
+                       layers: set[str] | None = None, layout: bool = True, focus: str | None = None,
+                       hops: int = 1) -> GraphSpec:
     """Nodes and edges of a memory snapshot; ``expand`` shows each log/turn of those items,
-    ``layers`` (default: all) keeps only nodes of those layers (memory layers or :data:`SOURCE_LAYERS`)."""
+    ``layers`` (default: all) keeps only nodes of those layers (memory layers or :data:`SOURCE_LAYERS`),
+    ``focus`` (an item id) only that item's neighbourhood of ``hops`` links (the user node is a hub, so it is no
+    path between items)."""
     b = _Builder(list(items), user, set(expand or ()))
     b.build()
     counts: dict[str, int] = {}
     for data in b.nodes.values():
         counts[data["layer"]] = counts.get(data["layer"], 0) + 1
     keep = {nid for nid, d in b.nodes.items() if layers is None or d["layer"] in layers}
+    if focus is not None and focus in b.nodes:
+        hub_free = [e for e in b.edges.values() if USER_NODE not in (e.source, e.target) or focus == USER_NODE]
+        keep &= neighbourhood(hub_free, focus, hops) | {focus}
     edges = [e for e in b.edges.values() if e.source in keep and e.target in keep]
     degree = {nid: 0 for nid in keep}
     for e in edges:
@@ -253,6 +302,9 @@ def build_memory_graph(items: Iterable[MemoryItem], user: User | None, expand: s
 
 def _size(importance: float, degree: int) -> float:
     return round(min(8 + 3 * math.sqrt(degree) * min(importance, 3.0), 48), 1)
+
+
+SPREAD_PX = 900  # half the drawing's width at 100 nodes (vis fits it to the frame; zoom in to read every label)
 
 
 def _layout(node_ids: list[str], edges: list[GraphEdge]) -> dict[str, tuple[float, float]]:
@@ -284,7 +336,7 @@ def _layout(node_ids: list[str], edges: list[GraphEdge]) -> dict[str, tuple[floa
         pos += disp / length * np.minimum(length, temperature)
         temperature -= 0.1 / (iterations + 1)
     pos -= pos.mean(axis=0)
-    pos *= 700 * math.sqrt(n) / 10 / max(float(np.abs(pos).max()), 1e-6)
+    pos *= SPREAD_PX * math.sqrt(n) / 10 / max(float(np.abs(pos).max()), 1e-6)
     return {nid: (round(float(pos[i, 0]), 1), round(float(pos[i, 1]), 1)) for nid, i in index.items()}
 
 
@@ -322,7 +374,8 @@ OPTIONS = {
     "interaction": {"hover": True, "tooltipDelay": 120, "navigationButtons": False, "hideEdgesOnDrag": True},
     "edges": {"smooth": False, "color": {"color": "#cbd5e1", "highlight": "#475569"}, "width": 1,
               "arrows": {"to": {"enabled": True, "scaleFactor": 0.4}}, "font": {"size": 9, "color": "#64748b"}},
-    "nodes": {"shape": "dot", "font": {"size": 11, "face": "sans-serif"}, "borderWidth": 1},
+    "nodes": {"shape": "dot", "font": {"size": 14, "face": CJK_FONT, "strokeWidth": 3, "strokeColor": "#ffffff"},
+              "borderWidth": 1},
 }
 
 

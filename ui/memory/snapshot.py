@@ -1,4 +1,5 @@
-"""The Memory page's Snapshot tab: the memory graph, the items table, one item's detail with its provenance
+"""The Memory page's Snapshot tab: a searchable, filterable list of the items first (layer, session, text,
+provenance), then the memory graph focused on the selected item and that item's detail with its provenance
 resolved to the real logs/turns, and edit/forget.
 
 All text from data goes through :func:`ui.text.md_escape`, a dataframe cell, ``st.code`` or ``st.json``;
@@ -18,9 +19,12 @@ from memory.build import MemoryBuilder
 from memory.types import MemoryItem
 from palset.dataset import User
 from ui.memory import graph as mg
-from ui.memory.common import GRAPH_HEIGHT, KEYS, URL, snapshot_stage
+from ui.memory.common import KEYS, URL, snapshot_stage
 from ui.platform_state import home_workspace
 from ui.text import clip, md_escape, md_inline
+
+GRAPH_PX = 760
+FOCUS_FROM = 40  # items: above this the graph opens focused on the selected item
 
 
 def render_snapshot(builder: MemoryBuilder, pos: int) -> None:
@@ -29,12 +33,17 @@ def render_snapshot(builder: MemoryBuilder, pos: int) -> None:
     if not items:
         st.info(f"{builder.method} keeps no memory items: it builds its prompt from the current session only.")
         return
-    graph_col, detail_col = st.columns([3, 2])
-    with graph_col:
-        render_graph(builder, items, stage)
-    with detail_col:
-        render_detail(builder, items)
     render_items_table(builder, items, pos)
+    ids = [i.id for i in items]
+    URL.sync("item", ids, most_linked(items))  # the selection the graph focuses on (the detail shows it too)
+    render_graph(builder, items, stage)  # the page's whole width: a 100-node build needs it
+    render_detail(builder, items)
+
+
+def most_linked(items: list[MemoryItem]) -> str:
+    """The item with the most sources and members (a principle, a topic outline): the first selection, so a
+    focused graph opens on a neighbourhood worth reading rather than on an item with no links."""
+    return max(items, key=lambda i: (len(mg.item_refs(i)), len(i.provenance), i.importance)).id
 
 
 def _layer_options(items: list[MemoryItem], expanded: bool) -> list[str]:
@@ -55,15 +64,24 @@ def render_graph(builder: MemoryBuilder, items: list[MemoryItem], stage: int) ->
     expand = st.multiselect("Show the logs and turns of", expandable, key=f"mem_expand_{builder.build_id}_{stage}",
                             format_func=lambda i: f"{i} · {clip(text_of[i], 40)}",
                             placeholder="situations and other items (logs are grouped by default)")
+    selected = st.session_state.get(KEYS["item"])
+    c1, c2 = st.columns([3, 2])
+    focus = c1.toggle("Focus on the selected item", value=len(items) > FOCUS_FROM, key=f"mem_focus_{builder.build_id}",
+                      help="Only the selected item and what it is linked to (its sources, members, session).",
+                      disabled=selected is None)
+    hops = c2.segmented_control("Links away", [1, 2, 3], default=1, key=f"mem_hops_{builder.build_id}",
+                                disabled=not focus) or 1
     options = _layer_options(items, bool(expand))
     counts = {layer: sum(1 for i in items if i.layer == layer) for layer in options}
     digest = hashlib.sha1("|".join(options).encode()).hexdigest()[:8]
     shown = st.pills("Layers", options, selection_mode="multi", default=options, key=f"mem_layers_{builder.method}_{digest}",
                      format_func=lambda layer: f"{md_inline(layer)} ({counts[layer]})" if counts[layer] else md_inline(layer))
+    centre = selected if focus and selected in {i.id for i in items} else None
     html = graph_html(_fingerprint(builder.build_id, stage, items), items, builder.user, tuple(sorted(expand)),
-                      tuple(sorted(shown)))
-    st.iframe(html, height=GRAPH_HEIGHT)
-    st.caption("Hover a node for its full text; drag to pan, scroll to zoom. Pick an item on the right to inspect it.")
+                      tuple(sorted(shown)), centre, int(hops))
+    st.iframe(html, height=GRAPH_PX)
+    st.caption("Labels are the items' own text; hover a node for all of it. Drag to pan, scroll or pinch to zoom. "
+               "Select an item in the list above (or below) to focus the graph on it.")
 
 
 def _fingerprint(build_id: str, stage: int, items: list[MemoryItem]) -> str:
@@ -73,18 +91,19 @@ def _fingerprint(build_id: str, stage: int, items: list[MemoryItem]) -> str:
     return h.hexdigest()
 
 
-@st.cache_data(max_entries=16, show_spinner="Laying out the graph…")
+@st.cache_data(max_entries=32, show_spinner="Laying out the graph…")
 def graph_html(fingerprint: str, _items: list[MemoryItem], _user: User, expand: tuple[str, ...],
-               layers: tuple[str, ...]) -> str:
+               layers: tuple[str, ...], focus: str | None = None, hops: int = 1) -> str:
     """The graph page for one snapshot and view settings (``fingerprint`` stands for the items)."""
-    return mg.render_pyvis_html(mg.build_memory_graph(_items, _user, set(expand), set(layers)), height=GRAPH_HEIGHT)
+    graph = mg.build_memory_graph(_items, _user, set(expand), set(layers), focus=focus, hops=hops)
+    return mg.render_pyvis_html(graph, height=GRAPH_PX)
 
 
 def render_detail(builder: MemoryBuilder, items: list[MemoryItem]) -> None:
     """One item: text, layer, origin, provenance resolved to the actual logs and turns, meta, edit, forget."""
     by_id = {i.id: i for i in items}
     ids = list(by_id)
-    URL.sync("item", ids, ids[0])
+    URL.sync("item", ids, most_linked(items))
     item_id = st.selectbox("Item", ids, key=KEYS["item"], format_func=lambda i: f"{i} · {by_id[i].layer}")
     URL.write("item")
     item = by_id[item_id]
@@ -171,23 +190,50 @@ def _edit_and_forget(builder: MemoryBuilder, item: MemoryItem) -> None:
         st.rerun()
 
 
+def provenance_summary(item: MemoryItem) -> str:
+    """"3 logs · 1 turn · 2 items" — what an item was made from, at a glance."""
+    kinds: dict[str, int] = {}
+    for ref in item.provenance:
+        kind = mg.parse_ref(ref)[0]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return " · ".join(f"{n} {kind}{'s' if n != 1 else ''}" for kind, n in kinds.items()) or "—"
+
+
 def items_frame(items: list[MemoryItem]) -> pd.DataFrame:
-    return pd.DataFrame([{"id": i.id, "layer": i.layer, "session": i.session_id, "text": i.text,
-                          "importance": i.importance, "sources": len(i.provenance)} for i in items],
-                        columns=["id", "layer", "session", "text", "importance", "sources"])
+    return pd.DataFrame([{"layer": i.layer, "session": i.session_id, "text": i.text,
+                          "provenance": provenance_summary(i), "importance": i.importance, "id": i.id}
+                         for i in items],
+                        columns=["layer", "session", "text", "provenance", "importance", "id"])
+
+
+def filter_items(items: list[MemoryItem], text: str = "", layers: list[str] | None = None,
+                 sessions: list[str] | None = None) -> list[MemoryItem]:
+    """The items whose text, id or provenance contains ``text`` (any case), of those layers and sessions."""
+    needle = text.strip().lower()
+    return [i for i in items
+            if (not layers or i.layer in layers) and (not sessions or i.session_id in sessions)
+            and (not needle or needle in f"{i.text}\n{i.id}\n{' '.join(i.provenance)}".lower())]
 
 
 def _select_row(ids: list[str]) -> None:
-    """Items table callback: a selected row opens that item in the detail panel."""
+    """Items list callback: a selected row opens that item in the detail panel and focuses the graph on it."""
     rows = (st.session_state.get("mem_items_table") or {}).get("selection", {}).get("rows", [])
     if rows and rows[0] < len(ids):
         st.session_state[KEYS["item"]] = ids[rows[0]]
 
 
 def render_items_table(builder: MemoryBuilder, items: list[MemoryItem], pos: int) -> None:
+    """The items first: search and filter by layer and session; a selected row is the item shown below."""
     st.subheader(f"Items ({len(items)})")
-    ids = [i.id for i in items]
-    st.dataframe(items_frame(items), hide_index=True, width="stretch", key="mem_items_table",
+    c1, c2, c3 = st.columns([3, 2, 2])
+    text = c1.text_input("Search the items", key="mem_items_q", placeholder="words in the text, an id, a source")
+    layers = c2.multiselect("Layer", list(dict.fromkeys(i.layer for i in items)), key="mem_items_layers")
+    sessions = c3.multiselect("Session", list(dict.fromkeys(i.session_id for i in items)), key="mem_items_sessions")
+    shown = filter_items(items, text, layers, sessions)
+    if len(shown) != len(items):
+        st.caption(f"{len(shown)} of {len(items)} items match.")
+    ids = [i.id for i in shown]
+    st.dataframe(items_frame(shown), hide_index=True, width="stretch", key="mem_items_table", height=320,
                  on_select=functools.partial(_select_row, ids), selection_mode="single-row",
                  column_config={"text": st.column_config.TextColumn("text", width="large")})
     sample_id = builder.user.sessions[pos].sample_id

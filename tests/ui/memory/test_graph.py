@@ -162,3 +162,43 @@ def test_a_thousand_nodes_build_with_precomputed_positions(user):
     xs = [n.x for n in g.nodes]
     assert max(xs) - min(xs) > 1000  # spread out in pixels, not a ball at the origin
     assert page.count('"physics": false') == len(g.nodes)
+
+
+def test_labels_come_from_item_text_never_ids_and_cjk_is_clipped_by_width(user):
+    from ui.memory.graph import LABEL_CHARS, display_clip, item_label
+
+    items = h2_items(user)
+    items.append(MemoryItem(id="1001_background_leisure", layer="background", text="", session_id="s",
+                            session_index=0, meta={"aspect": "leisure"}))
+    graph = build_memory_graph(items, user, layout=False)
+    labels = {n.id: n.label for n in graph.nodes}
+    assert all(labels[i.id] != i.id for i in items)  # no label is an internal id
+    assert labels["1001_background_leisure"] == "background · leisure (empty)"
+    zh = "年终要给一个店长打低分，这话怎么开口？我明白你的心里想要问这个问题" * 2
+    clipped = display_clip(zh)
+    assert clipped.endswith("…") and len(clipped) <= LABEL_CHARS // 2 + 1  # two columns per CJK character
+    assert len(display_clip("x" * 200)) == LABEL_CHARS and display_clip("short  text") == "short text"
+    assert item_label(items[0]) == "Busy week at the store"
+
+
+def test_focus_keeps_the_selected_items_neighbourhood_without_going_through_the_user(user):
+    items = h2_items(user)
+    s0 = user.sessions[0].sample_id
+    whole = build_memory_graph(items, user, layout=False)
+    one = build_memory_graph(items, user, layout=False, focus="1001_cluster0", hops=1)
+    ids = {n.id for n in one.nodes}
+    assert "1001_cluster0" in ids and f"{s0}_topic1" in ids  # its members
+    assert "1001_background_work" not in ids and USER_NODE not in ids  # not via the user hub
+    two = {n.id for n in build_memory_graph(items, user, layout=False, focus="1001_cluster0", hops=2).nodes}
+    assert ids < two < {n.id for n in whole.nodes} and f"{s0}_situation0" in two
+    assert {(e.source, e.target) for e in one.edges} <= edge_set(whole)
+
+
+def test_a_hundred_node_build_spreads_labels_apart(user):
+    items = [MemoryItem(id=f"i{k}", layer="situation", text=f"situation number {k} with some words",
+                        session_id=user.sessions[k % 3].sample_id, session_index=k % 3) for k in range(100)]
+    graph = build_memory_graph(items, user)
+    xs = sorted(n.x for n in graph.nodes)
+    assert xs[-1] - xs[0] >= 1400  # room between labels: vis fits the drawing to the frame
+    html = render_pyvis_html(graph)
+    assert "WenQuanYi Micro Hei" in html and '"size": 14' in html
