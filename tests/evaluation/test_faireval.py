@@ -255,3 +255,14 @@ def test_judgments_made_before_the_choice_keep_their_keys():
     assert judgment_key("ra", "rb", "requirement", 3, "m", "2", None, "eval/faireval_requirement", None) == old
     assert judgment_key("ra", "rb", "requirement", 3, "m", "2", None, "eval/faireval_mempal_requirement") != old
     assert judgment_key("ra", "rb", "requirement", 3, "m", "2", None, None, 0) != old
+
+
+def test_a_bundle_re_keys_a_seeded_judgment_of_the_authors_prompt_to_the_key_it_was_stored_under(demo, env, runs):
+    import json
+
+    from studio.bundle.kinds import _judgment_key
+
+    j, _ = judge(demo, env, runs, prefers_marker, k=2, seed=9)
+    row = {"run_a": j.run_a, "run_b": j.run_b, "aspect": j.aspect, "k": j.k, "judge_model": j.judge_model,
+           "prompt_version": j.prompt_version, "data": json.dumps(j.model_dump(mode="json"))}
+    assert _judgment_key(row) == j.judgment_key == stored_key(j)
