@@ -26,6 +26,7 @@ from jobs.types import JobSpec, JobSummary, Unit
 
 log = logging.getLogger(__name__)
 
+PROGRESS_S = 0.5  # a unit's progress is written at most this often (its last report always is)
 IDLE_POLL_S = 2.0  # the longest a worker with nothing to claim waits before it looks again (work of other processes)
 _LIVE_TOKENS: set[str] = set()  # tokens of the engines alive in this process
 
@@ -118,6 +119,7 @@ class JobEngine:
                  poll_s: float = 0.25):
         self.store, self.registry, self.env_for = store, registry, env_for
         self.lease_s, self.poll_s = lease_s, poll_s
+        self.progress_s = PROGRESS_S
         self.token = uuid.uuid4().hex[:8]
         self.owner = f"{HOST}:{os.getpid()}:{self.token}"
         _LIVE_TOKENS.add(self.token)
@@ -250,7 +252,8 @@ class JobEngine:
     def execute(self, unit: Unit, call: Callable[[UnitContext], dict | None] | None = None) -> str:
         """Run one claimed unit here and record how it ended; returns the unit's new status."""
         cancel = threading.Event()
-        ctx = UnitContext(unit, None, cancel, lambda f, text: self._report(unit.unit_id, f, text))
+        progress = _Progress(lambda f, text: self._report(unit.unit_id, f, text), self.progress_s)
+        ctx = UnitContext(unit, None, cancel, progress.report)
         with self._lock:
             self._live[unit.unit_id] = ctx
         started = time.perf_counter()
@@ -259,10 +262,12 @@ class JobEngine:
             result = run_patiently(call or self.registry.get(unit.kind).run, ctx)
         except BaseException as e:  # every failure of a unit is recorded on it; the worker goes on
             log.debug("unit %s ended by %s", unit.unit_id, type(e).__name__, exc_info=True)
+            progress.flush()
             return self._ended_badly(unit, ctx, e, time.perf_counter() - started)
         finally:
             with self._lock:
                 self._live.pop(unit.unit_id, None)
+        progress.flush()
         self.store.finish(unit.unit_id, self.owner, result, time.perf_counter() - started)
         self.notify()
         return "done"
@@ -361,6 +366,32 @@ class JobEngine:
                 return summary
             with self._wake:
                 self._wake.wait(min(self.poll_s, max(0.01, deadline - time.monotonic())))
+
+
+class _Progress:
+    """A unit's progress, written at most every ``every`` seconds (a write takes the store's write lock, which
+    every worker shares); the latest report waits and is written by the next one due or by :meth:`flush`."""
+
+    def __init__(self, write: Callable[[float, str], None], every: float):
+        self.write, self.every = write, every
+        self._last = -every
+        self._pending: tuple[float, str] | None = None
+        self._lock = threading.Lock()
+
+    def report(self, fraction: float, text: str) -> None:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._last < self.every:
+                self._pending = (fraction, text)
+                return
+            self._last, self._pending = now, None
+        self.write(fraction, text)
+
+    def flush(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, None
+        if pending is not None:
+            self.write(*pending)
 
 
 def _owner_alive(owner: str) -> bool:
