@@ -31,13 +31,13 @@ def free_port() -> int:
 @contextmanager
 def running_app(env: dict[str, str] | None = None, timeout: float = 60.0, args: list[str] | None = None,
                 port: int | None = None, script: str | None = None):
-    """Yield the base URL of ``streamlit run app.py`` on a free loopback port; stop it afterwards.
+    """Yield the base URL of ``streamlit run serve.py`` on a free loopback port; stop it afterwards.
 
     The app runs as one local person (``PAL_AUTH=local``) unless ``env`` says otherwise; ``args`` are
-    further ``streamlit run`` options (e.g. ``--secrets.files``). ``script`` defaults to ``serve.py`` (the app with
-    its sign-in route, what ``make serve`` runs) when ``env`` sets ``PAL_AUTH=accounts``, else ``app.py``."""
+    further ``streamlit run`` options (e.g. ``--secrets.files``). ``script`` defaults to ``serve.py`` — the app behind
+    its front door, with its sign-in route: what ``make run``, ``make present`` and ``make serve`` run."""
     port = port or free_port()
-    script = script or ("serve.py" if (env or {}).get("PAL_AUTH") == "accounts" else "app.py")
+    script = script or "serve.py"
     cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / script), "--server.address", "127.0.0.1",
            "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
            *(args or [])]
