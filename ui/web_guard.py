@@ -84,6 +84,15 @@ class OriginPolicy(BaseModel):
                              ) from None
         return cls(mode=auth_mode(env), public=public)
 
+    def plain_http_warning(self) -> str | None:
+        """What to say at start when accounts are served without TLS: over plain HTTP every port of a host receives
+        every cookie of that host, the session cookie included (None: nothing to say)."""
+        if self.mode != "accounts" or (self.public and all(o.startswith("https://") for o in self.public)):
+            return None
+        return ("PAL_AUTH=accounts without an https PAL_PUBLIC_URL: over plain HTTP any server on another port of "
+                "this host receives the visitors' session cookies; serve behind TLS and set PAL_PUBLIC_URL "
+                "(docs/deployment.md)")
+
     def host_allowed(self, host: str | None) -> bool:
         """Whether a request naming ``host`` (the Host header, with its port) is for this app."""
         name = _hostname(host or "")
@@ -162,6 +171,8 @@ class OriginGuard:
         self.app = app
         self.policy = policy or OriginPolicy.from_env()
         self.signed_in = signed_in
+        if warning := self.policy.plain_http_warning():
+            log.warning(warning)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope.get("type")

@@ -42,6 +42,12 @@ def test_pal_public_url_is_checked_when_read():
         OriginPolicy.from_env({"PAL_PUBLIC_URL": "pal.lab.example"})
 
 
+def test_accounts_without_tls_are_warned_about_at_start():
+    assert OPEN.plain_http_warning() and "TLS" in OPEN.plain_http_warning()
+    assert OriginPolicy(mode="accounts", public=("http://pal.lab.example",)).plain_http_warning()
+    assert LAB.plain_http_warning() is None and LOCAL.plain_http_warning() is None
+
+
 def _rerun(*ids: str) -> bytes:
     back = BackMsg()
     back.rerun_script.page_name = "review"
