@@ -8,7 +8,8 @@ Sign-in answers alike for an unknown name and a wrong password, at the same cost
 checked against one precomputed dummy hash. bcrypt reads at most 72 bytes; a longer password is first
 reduced to a SHA-256 digest (base64, 44 bytes), so every byte of it counts and none raises.
 
-Changing an account's password or role ends its sign-ins (:mod:`review.sessions`). A single sign-on identity
+Changing an account's password ends its password sign-ins, changing its role every sign-in, single sign-on
+included (:mod:`review.sessions`). A single sign-on identity
 maps to an account by a *verified* e-mail the first time, and the account is then bound to that identity's
 issuer and subject: another identity carrying the same e-mail later is refused (:meth:`AccountStore.for_identity`).
 """
@@ -151,7 +152,8 @@ class AccountStore:
         self._change(name, "password_hash", stored)
 
     def set_role(self, name: str, role: str) -> None:
-        """A new role; the account's password sessions end (the pages it may open changed)."""
+        """A new role; every sign-in of the account ends, single sign-on included (the pages it may open changed,
+        and a page left open under the old role must not act for it)."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}")
         self._change(name, "role", role)
@@ -162,6 +164,8 @@ class AccountStore:
             if conn.execute(f"UPDATE review_accounts SET {column}=? WHERE name=?", (value, name)).rowcount != 1:
                 raise ValueError(f"no account {name!r}")
             conn.execute("DELETE FROM auth_sessions WHERE account=?", (name,))
+            if column == "role":  # single sign-on identities signed in before now sign on again
+                conn.execute("UPDATE review_accounts SET sessions_after=? WHERE name=?", (time.time(), name))
 
     def sso_after(self, name: str) -> float:
         """Single sign-on identities signed in before this time (seconds since the epoch) are signed out."""

@@ -144,8 +144,10 @@ def test_a_changed_password_or_role_takes_effect_and_is_checked(accounts):
     accounts.add("ann", "annotator", "first-password")
     accounts.set_password("ann", "second-password")
     assert accounts.verify("ann", "first-password") is None and accounts.verify("ann", "second-password").name == "ann"
+    assert accounts.sso_after("ann") == 0  # a new password ends password sessions only
     accounts.set_role("ann", "researcher")
     assert accounts.get("ann").role == "researcher"
+    assert accounts.sso_after("ann") > 0  # a new role signs out single sign-on too: an open page of the old role stops
     with pytest.raises(ValueError, match="8 characters"):
         accounts.set_password("ann", "short")
     with pytest.raises(ValueError, match="role must be"):
