@@ -170,6 +170,9 @@ def _print_table(result: dict) -> None:
         s = rows[-1]
         print(f"threshold τ {s['threshold']:g} ({s['embedder']}): {s['threshold_source']}; 95% bootstrap CIs over users "
               "in --json")
+        if s.get("default_matcher") == "judge":
+            print(f"default matcher: the judge ({s['embedder']} has not shown a match precision of 0.9 against hard "
+                  "negatives: its matches are of topic, not of need) — add --judge for its verdicts")
         for name, why in (result["summary"] or {}).get("not_measured", {}).items():
             print(f"n/a {name}: {why}")
     for ref in result["references"]:
@@ -203,6 +206,13 @@ def cmd_threshold(args: argparse.Namespace) -> int:
           f"unmatched pairs): τ = {cal.tau:g}, ROC AUC {_fmt(cal.auc)}")
     print(f"held out (τ chosen without the user): TPR {_fmt(cal.tpr)}, FPR {_fmt(cal.fpr)}; false matches with another "
           f"user {_fmt(cal.by_kind.get('other user'))}, with another aspect {_fmt(cal.by_kind.get('other aspect'))}")
+    print(f"match precision against {cal.hard_negatives} hard negatives (another need of the same user and aspect), "
+          f"held out: {_fmt(cal.match_precision)} at τ; false matches {_fmt(cal.by_kind.get('same aspect'))}; "
+          f"ROC AUC {_fmt(cal.hard_auc)}")
+    reach = (f"τ {cal.precise_tau:g} reaches it on all pairs, held out {_fmt(cal.precise_precision)}"
+             if cal.precise_tau is not None else "no τ reaches it")
+    print(f"precision ≥ {cal.min_precision:g}: {reach} → default matcher: "
+          f"{'this embedding at τ' if cal.reaches else 'the judge (the embedding tells topics apart, not needs)'}")
     for f in cal.folds:
         print(f"  fold {f.user}: τ {f.tau:g}  TPR {_fmt(f.tpr)}  FPR {_fmt(f.fpr)}  ({f.positives}+/{f.negatives}−)")
     print("use it: pal memory fidelity --threshold τ (or the Memory page's τ field)")

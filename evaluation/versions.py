@@ -38,7 +38,10 @@ METRIC_VERSIONS: dict[str, str] = {
     # grouping by session scored 0.70); precision, grounding and F1 for every method; τ calibrated on held-out
     # pairs; n/a instead of 0 where a figure cannot be measured; headline at the last history session; gold v2
     # holds nothing of a query session's situation or its topics' aspects
-    "memory_fidelity": "2",
+    # v3: precision over distinct statements (a repeat by the match decision counts once); a layer's precision only
+    # from that layer's statements (n/a for a memory without it); the generic-statements reference row; τ's match
+    # precision against hard negatives (same user and aspect, another need) recorded per embedder
+    "memory_fidelity": "3",
 }
 
 BLEU_TOKENS = {"zh": "jieba accurate mode (as the paper's code)",

@@ -25,8 +25,10 @@ CURVES = {"situation_within": "situation κ (within sessions)", "requirement_rec
 MISS_KINDS = {"missed": "not in the memory", "polarity": "remembered with the opposite polarity",
               "split": "its logs split over several groups", "merged": "its logs grouped with another situation's"}
 REFERENCE_NOTE = ("A method's figure means something only above the reference rows: the empty memory, one group per "
-                  "session, the verbatim full history and another user's gold memory, measured by the same code "
-                  f"(gold against itself is the ceiling, the {ORACLE_LABEL}).")
+                  "session, the verbatim full history, another user's gold memory and generic statements the same for "
+                  f"every user, measured by the same code (gold against itself is the ceiling, the {ORACLE_LABEL}). "
+                  "'match precision' is how often an embedding match at τ is the same need rather than another need of "
+                  "the same user and aspect; below 0.9 the judge matcher is the default reading.")
 
 
 def row_label(method: str) -> str:
@@ -111,16 +113,22 @@ def board_frame(rows: list[dict]) -> pd.DataFrame:
     over users, "n/a" where no user has it — the reasons in "not measured", older definitions marked stale."""
     out = [{"row": row_label(r["method"]), "kind": r["kind"], "stale": r["stale"] or "", "embedder": r["embedder"],
             "τ": r["threshold"], "τ ROC AUC": NA if r.get("threshold_auc") is None else f"{r['threshold_auc']:.3f}",
+            "match precision": NA if r.get("match_precision") is None else f"{r['match_precision']:.3f}",
+            "default matcher": r.get("default_matcher") or "embedding",
             "users": len(r["users"]), "as of": ", ".join(r["as_of"][:2]) + ("…" if len(r["as_of"]) > 2 else ""),
             **{name: cell(r[name]) for name in HEADLINE},
             "not measured": "; ".join(f"{k}: {v}" for k, v in r["not_measured"].items())} for r in rows]
-    return pd.DataFrame(out, columns=["row", "kind", "stale", "embedder", "τ", "τ ROC AUC", "users", "as of",
+    return pd.DataFrame(out, columns=["row", "kind", "stale", "embedder", "τ", "τ ROC AUC", "match precision",
+                                      "default matcher", "users", "as of",
                                       *HEADLINE, "not measured"])
 
 
 def definitions_markdown(report: FidelityReport) -> list[str]:
     """Lines "figure: definition (scope)" for the figures of this report, plus why others are not measured."""
     lines = [f"τ = {report.threshold:g} ({report.embedder}): {report.threshold_source or 'set by hand'}"]
+    if report.default_matcher == "judge":
+        lines.append(f"Default matcher: the judge — {report.embedder} cannot reach a match precision of 0.9 against "
+                     "hard negatives, so the embedding figures below are matches of topic (read the judge variant).")
     for name in HEADLINE:
         layer = name.split("_", 1)[0]
         scope = report.scopes.get(layer, "")

@@ -24,10 +24,12 @@ Figures (``None`` = not measurable — shown as "n/a" with the report's ``unavai
 - **Recall** per layer @τ — share of gold statements whose best-matching memory statement reaches τ: gold history
   requirements, the pos/neg preference sentences of every requirement type met so far, the profile's background
   sentence per aspect (coverage, averaged over aspects), and all gold statements (text).
-- **Precision** — share of the memory's statements that match a gold statement. A layered memory is judged layer
-  by layer (topic outlines against gold requirements, principles against preferences, each background aspect
-  against gold's); a memory without layers states no layer apart, so every layer's precision is its text
-  precision — dumping everything raises recall and sinks precision.
+- **Precision** — share of the memory's *distinct* statements that match a gold statement: a statement that matches
+  (the same decision) one kept before it is a repeat and counts once, so saying a guess five times earns nothing.
+  Each layer's precision comes from that layer's statements alone (topic outlines against gold requirements,
+  principles against preferences, each background aspect against gold's); a memory without the layer has no
+  precision (and no F1) for it — n/a, its text precision separate — so a memory without layers cannot earn
+  requirement precision from a profile repeated ten times.
 - **F1** per layer — harmonic mean of recall and precision (0 when nothing is recalled).
 - **Grounded / noise** — share of the memory's statements matching gold *or* a sentence of the logs and turns
   ingested so far, and the rest (matching nothing: invented or garbled).
@@ -36,8 +38,10 @@ Figures (``None`` = not measurable — shown as "n/a" with the report's ``unavai
 - Requirement **similarity** (mean best cosine, no threshold) and **BLEU-1** against the best match stay beside them.
 
 **Reference rows** (:mod:`evaluation.fidelity.references`) are measured by the same code on every leaderboard and
-export: the empty memory, one group per session, the verbatim full history, another user's gold memory and gold
-itself. The optional judge variant (:mod:`evaluation.fidelity.judge`) asks the ``judge`` role whether each gold
+export: the empty memory, one group per session, the verbatim full history, another user's gold memory, generic
+statements (fixed sentences, the same for every user) and gold itself. **Match precision**: τ is checked against hard
+negatives (another need of the same user and aspect); an embedder that cannot reach 0.9 there has the judge as its
+default matcher (:mod:`evaluation.fidelity.calibrated`), and its report says so. The optional judge variant (:mod:`evaluation.fidelity.judge`) asks the ``judge`` role whether each gold
 requirement and preference is stated, contradicted or absent. Which files each figure needs:
 :mod:`evaluation.fidelity.availability`.
 """
@@ -53,27 +57,30 @@ DEFINITIONS: dict[str, str] = {
     "situation_across": "The same κ over pairs of logs of different sessions (n/a where gold joins no such pair).",
     "situation_cross_merges": "Share of cross-session log pairs the method puts in one group (gold: 0; lower is better).",
     "requirement_recall": "Share of gold history requirements whose best-matching memory statement reaches τ.",
-    "requirement_precision": "Share of the memory's requirement statements (topic outlines; without layers: all "
-                             "statements) matching a gold requirement at τ (without layers: any gold statement).",
-    "requirement_f1": "Harmonic mean of requirement recall and precision.",
+    "requirement_precision": "Share of the memory's distinct topic-outline statements matching a gold requirement at "
+                             "τ (n/a for a memory without topic outlines).",
+    "requirement_f1": "Harmonic mean of requirement recall and precision (n/a without topic outlines).",
     "requirement_similarity": "Mean best cosine of each gold requirement with the memory's statements (no threshold).",
     "requirement_bleu1": "Mean BLEU-1 of each gold requirement against its best-matching memory statement.",
     "preference_recall": "Share of the gold pos/neg preference sentences (requirement types met so far) matched at τ.",
-    "preference_precision": "Share of the memory's principle sentences (without layers: all statements) matching gold "
-                            "at τ.",
-    "preference_f1": "Harmonic mean of preference recall and precision.",
+    "preference_precision": "Share of the memory's distinct principle sentences matching a gold preference at τ (n/a "
+                            "for a memory without principles).",
+    "preference_f1": "Harmonic mean of preference recall and precision (n/a without principles).",
     "polarity_errors": "Gold preferences whose best match (≥ τ) states the opposite polarity (n/a when the memory "
                        "states no polarity).",
     "background_coverage": "Mean over aspects of the share of gold background sentences (the profile) the memory's "
                            "background of that aspect matches at τ (background recall).",
-    "background_precision": "Share of the memory's background sentences (without layers: all statements) matching "
-                            "gold background of their aspect at τ.",
-    "background_f1": "Harmonic mean of background coverage and precision.",
+    "background_precision": "Share of the memory's distinct background sentences matching gold background of their "
+                            "aspect at τ (n/a for a memory without a background layer).",
+    "background_f1": "Harmonic mean of background coverage and precision (n/a without a background layer).",
     "text_recall": "Share of all gold statements matched at τ by any statement of the memory.",
-    "text_precision": "Share of the memory's statements that match some gold statement at τ.",
+    "text_precision": "Share of the memory's distinct statements (a repeat by the match decision counts once) that "
+                      "match some gold statement at τ.",
     "text_f1": "Harmonic mean of text recall and precision.",
-    "text_grounded": "Share of the memory's statements matching gold or a sentence of the logs and turns so far.",
-    "text_noise": "Share of the memory's statements matching nothing — neither gold nor the source (lower is better).",
+    "text_grounded": "Share of the memory's distinct statements matching gold or a sentence of the logs and turns so "
+                     "far.",
+    "text_noise": "Share of the memory's distinct statements matching nothing — neither gold nor the source (lower is "
+                  "better).",
 }
 
 __all__ = ["DEFINITIONS", "HEADLINE", "FidelityConfig", "FidelityReport", "Miss", "SessionFidelity"]

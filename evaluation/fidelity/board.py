@@ -70,6 +70,7 @@ def leaderboard(reports: Sequence[FidelityReport], *, n_boot: int = N_BOOT, seed
         row: dict[str, Any] = {"method": method, "label": reference_label(method), "kind": kind_of(method, rs[0].oracle),
                "oracle": rs[0].oracle, "embedder": embedder, "threshold": threshold,
                "threshold_source": rs[0].threshold_source, "threshold_auc": rs[0].threshold_auc,
+               "match_precision": rs[0].match_precision, "default_matcher": rs[0].default_matcher,
                "users": sorted(r.user_id for r in rs), "layered": rs[0].layered, "metric_version": version,
                "stale": rs[0].stale,
                "as_of": sorted({r.headline.sample_id for r in rs if r.headline is not None}),

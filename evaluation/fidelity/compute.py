@@ -56,6 +56,7 @@ class _Measure:
     def __init__(self, user: User, shape: Shape, vectors: StatementVectors, threshold: float):
         self.user, self.method, self.vectors, self.threshold = user, shape.name, vectors, threshold
         self.layered = fs.is_layered(shape.layers)
+        self.has = {figure: layer in shape.layers for figure, layer in fs.LAYER_OF.items()}
         self.group_layer: str | None = shape.groups_logs_in
         self.unavailable: dict[str, str] = {}
         self.scopes: dict[str, str] = {}
@@ -84,13 +85,17 @@ class _Measure:
             self.unavailable["background"] = "needs background/background.json or situation/situation.json"
         if not self.layered:
             self.unavailable["polarity_errors"] = f"{self.method} states no polarity (no principle layer)"
-        precision = "its own layer's statements" if self.layered else \
-            "every statement of the memory (a memory without layers states no layer apart: text precision)"
+        for figure, layer in fs.LAYER_OF.items():
+            if not self.has[figure]:
+                why = (f"{self.method} has no {layer} layer: a {figure} precision can only come from that layer's "
+                       "statements (recall reads every statement; the text figures are separate)")
+                self.unavailable[f"{figure}_precision"] = self.unavailable[f"{figure}_f1"] = why
         self.scopes = {"situation": f"log groups of layer {self.group_layer!r}" if self.group_layer else "—",
-                       "requirement": "topic outlines" if self.layered else own,
-                       "preference": "principles" if self.layered else own,
-                       "background": "the background item of each aspect" if self.layered else own,
-                       "precision": precision,
+                       "requirement": "topic outlines" if self.has["requirement"] else own,
+                       "preference": "principles" if self.has["preference"] else own,
+                       "background": "the background item of each aspect" if self.has["background"] else own,
+                       "precision": "each layer's own distinct statements (a statement matching one kept before it "
+                                    "counts once); n/a for a layer the memory does not have",
                        "text": "every statement of every layer (log graph counts left out); grounding against "
                                "every log and turn so far"}
 
@@ -125,20 +130,27 @@ class _Measure:
         sim = self.vectors.similarity(g, m)
         row.gold_statements, row.method_statements, row.source_statements = len(g), len(m), len(src)
         row.text_recall = fm.recall(sim, self.threshold) if g else None
-        row.text_precision = fm.precision(sim, self.threshold)
+        kept = self.distinct(m)
+        row.method_distinct = len(kept)
+        row.text_precision = fm.precision(sim[:, kept], self.threshold)
         row.text_f1 = fm.f1(row.text_recall, row.text_precision)
         if m:
-            in_gold = fm.best_matches(sim.T).hits(self.threshold) if g else np.zeros(len(m), dtype=bool)
-            in_source = fm.best_matches(self.vectors.similarity(m, src)).hits(self.threshold)
+            mine_kept = [m[int(i)] for i in kept]
+            in_gold = fm.best_matches(sim[:, kept].T).hits(self.threshold) if g else np.zeros(len(kept), dtype=bool)
+            in_source = fm.best_matches(self.vectors.similarity(mine_kept, src)).hits(self.threshold)
             row.text_grounded = float((in_gold | in_source).mean())
             row.text_noise = 1.0 - row.text_grounded
 
-    def _layer_precision(self, row: SessionFidelity, sim: np.ndarray) -> float | None:
-        """A layered memory's own layer against gold's; without layers, the precision of all its statements."""
-        return fm.precision(sim, self.threshold) if self.layered else row.text_precision
+    def distinct(self, mine: list[fs.Statement]) -> np.ndarray:
+        """Indices of the distinct statements of ``mine`` (repeats by the match decision left out)."""
+        return fm.distinct(self.vectors.similarity(mine, mine), self.threshold)
+
+    def _layer_precision(self, figure: str, sim: np.ndarray, mine: list[fs.Statement]) -> float | None:
+        """Precision of the layer's own distinct statements; None for a memory without the layer."""
+        return fm.precision(sim[:, self.distinct(mine)], self.threshold) if self.has[figure] else None
 
     def requirement_candidates(self, mine: Snapshot) -> list[fs.Statement]:
-        return fs.requirement_statements(mine) if self.layered else self.every(mine)
+        return fs.requirement_statements(mine) if self.has["requirement"] else self.every(mine)
 
     def _requirements(self, row: SessionFidelity, gold: Snapshot, mine: Snapshot) -> None:
         g, m = fs.requirement_statements(gold), self.requirement_candidates(mine)
@@ -147,10 +159,14 @@ class _Measure:
             return
         sim = self.vectors.similarity(g, m)
         row.requirement_recall = fm.recall(sim, self.threshold)
-        row.requirement_precision = self._layer_precision(row, sim)
-        row.requirement_f1 = fm.f1(row.requirement_recall, row.requirement_precision)
+        row.requirement_precision = self._layer_precision("requirement", sim, m)
+        row.requirement_f1 = self._f1("requirement", row.requirement_recall, row.requirement_precision)
         row.requirement_similarity = fm.mean_best(sim)
         row.requirement_bleu1 = float(np.mean([self._bleu1(st, m, sim[k]) for k, st in enumerate(g)]))
+
+    def _f1(self, figure: str, recall: float | None, precision: float | None) -> float | None:
+        """F1 of a layer the memory has; None (n/a) for one it does not have, whatever its recall."""
+        return fm.f1(recall, precision) if self.has[figure] else None
 
     def _bleu1(self, gold: fs.Statement, mine: list[fs.Statement], scores: np.ndarray) -> float:
         """BLEU-1 of a gold requirement against its best-matching statement (the best of the first ``MAX_TIED``
@@ -161,7 +177,7 @@ class _Measure:
         return max(bleu(gold.text, mine[int(i)].text, self.user.language, orders=(1,))[1] for i in tied)
 
     def preference_candidates(self, mine: Snapshot) -> list[fs.Statement]:
-        return fs.preference_statements(mine) if self.layered else self.every(mine)
+        return fs.preference_statements(mine) if self.has["preference"] else self.every(mine)
 
     def _preferences(self, row: SessionFidelity, gold: Snapshot, mine: Snapshot) -> None:
         if "preference" in self.unavailable:
@@ -172,8 +188,8 @@ class _Measure:
             return
         sim = self.vectors.similarity(g, m)
         row.preference_recall = fm.recall(sim, self.threshold)
-        row.preference_precision = self._layer_precision(row, sim)
-        row.preference_f1 = fm.f1(row.preference_recall, row.preference_precision)
+        row.preference_precision = self._layer_precision("preference", sim, m)
+        row.preference_f1 = self._f1("preference", row.preference_recall, row.preference_precision)
         if self.layered:
             row.polarity_known = sum(s.polarity is not None for s in m)
             if row.polarity_known:  # a memory whose principles state no polarity cannot err: n/a, never 0
@@ -181,7 +197,7 @@ class _Measure:
                                                          self.threshold)
 
     def background_candidates(self, mine: Snapshot) -> dict[str, list[fs.Statement]]:
-        if self.layered:
+        if self.has["background"]:
             return fs.background_statements(mine)
         return dict.fromkeys(ASPECTS, self.every(mine))
 
@@ -194,15 +210,16 @@ class _Measure:
             g = gold_by[aspect]
             sim = self.vectors.similarity(g, mine_by[aspect])
             row.background[aspect] = fm.recall(sim, self.threshold) if g else None
-            if self.layered and mine_by[aspect]:
-                stated += len(mine_by[aspect])
-                hits += int(fm.best_matches(sim.T).hits(self.threshold).sum()) if g else 0
+            if self.has["background"] and mine_by[aspect]:
+                kept = self.distinct(mine_by[aspect])
+                stated += len(kept)
+                hits += int(fm.best_matches(sim[:, kept].T).hits(self.threshold).sum()) if g else 0
         values = [v for v in row.background.values() if v is not None]
         row.background_coverage = float(np.mean(values)) if values else None
         if row.background_coverage is None:
             return
-        row.background_precision = (hits / stated if stated else None) if self.layered else row.text_precision
-        row.background_f1 = fm.f1(row.background_coverage, row.background_precision)
+        row.background_precision = hits / stated if stated else None
+        row.background_f1 = self._f1("background", row.background_coverage, row.background_precision)
 
     def explain_headline(self, row: SessionFidelity | None) -> None:
         """Why the headline's missing figures are missing (beside the file- and layer-level reasons)."""
@@ -253,7 +270,9 @@ def compute_fidelity(user: User, method: str, snapshots: Sequence[Snapshot], emb
                             layered=measure.layered, build_id=build_id, stages_done=stages_done,
                             embedder=embedder.name, threshold=threshold,
                             threshold_source=config.threshold_source(embedder.name),
-                            threshold_auc=_auc(config, embedder.name), config=config, gold_version=GOLD_VERSION,
+                            threshold_auc=_auc(config, embedder.name), match_precision=_precision(config, embedder.name),
+                            default_matcher=config.default_matcher(embedder.name), config=config,
+                            gold_version=GOLD_VERSION,
                             metric_version=METRIC_VERSION, history_sessions=len(user.history), sessions=rows)
     head = report.headline
     measure.explain_headline(head)
@@ -270,3 +289,10 @@ def _auc(config: FidelityConfig, embedder: str) -> float | None:
 
     cal = CALIBRATIONS.get(embedder)
     return cal.auc if cal is not None and config.threshold is None else None
+
+
+def _precision(config: FidelityConfig, embedder: str) -> float | None:
+    from evaluation.fidelity.calibrated import CALIBRATIONS
+
+    cal = CALIBRATIONS.get(embedder)
+    return cal.match_precision if cal is not None and config.threshold is None else None

@@ -145,6 +145,19 @@ def precision(similarity: np.ndarray, threshold: float) -> float | None:
     return share(best_matches(similarity.T).hits(threshold))
 
 
+def distinct(self_similarity: np.ndarray, threshold: float) -> np.ndarray:
+    """Indices of a memory's distinct statements: in order, a statement that matches (cosine ≥ ``threshold``, the
+    match decision itself) one already kept is a repeat of it and left out. Precision, grounding and noise count
+    distinct statements only, so saying a thing five times — or five ways the matcher cannot tell apart — counts
+    once."""
+    n = self_similarity.shape[0]
+    kept: list[int] = []
+    for i in range(n):
+        if not kept or float(self_similarity[i, kept].max()) < threshold:
+            kept.append(i)
+    return np.asarray(kept, dtype=int)
+
+
 def mean_best(similarity: np.ndarray) -> float | None:
     """Mean best cosine over gold rows (threshold-free); 0 when the method has no rows."""
     if similarity.shape[0] == 0:

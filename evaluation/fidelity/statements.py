@@ -14,6 +14,8 @@ from memory.types import MemoryItem
 from palset.vocab import ASPECTS
 
 H2_LAYERS = ("situation", "background", "topic_outline", "principle")
+# figure → the layer whose statements alone give its precision (a memory without that layer: n/a)
+LAYER_OF = {"requirement": "topic_outline", "preference": "principle", "background": "background"}
 NON_CONTENT_LAYERS = frozenset({"log_graph"})  # counts of relations, not things the user did or said
 Snapshot = dict[str, MemoryItem]
 __all__ = ["MIN_CHARS", "split_sentences"]  # re-exported: part of the statements vocabulary

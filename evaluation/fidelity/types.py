@@ -31,6 +31,12 @@ class FidelityConfig(BaseModel):
             return self.threshold
         return DEFAULT_THRESHOLDS.get(embedder, FALLBACK_THRESHOLD)
 
+    def default_matcher(self, embedder: str) -> str:
+        """The matcher a reader should take this embedder's figures from: the embedding's τ where it reaches a match
+        precision of 0.9 against hard negatives (or τ was set by hand), else the judge."""
+        cal = CALIBRATIONS.get(embedder)
+        return "embedding" if self.threshold is not None or (cal is not None and cal.reaches) else "judge"
+
     def threshold_source(self, embedder: str) -> str:
         """Where τ comes from: set by hand, calibrated for this embedder (with its held-out ROC AUC), or a fallback."""
         if self.threshold is not None:
@@ -80,6 +86,7 @@ class SessionFidelity(BaseModel):
     background_f1: float | None = None
     gold_statements: int = 0
     method_statements: int = 0
+    method_distinct: int | None = None  # distinct statements (repeats by the match decision left out; v3 on)
     source_statements: int = 0  # sentences of the logs and turns ingested so far
     text_recall: float | None = None
     text_precision: float | None = None
@@ -133,6 +140,8 @@ class FidelityReport(BaseModel):
     threshold: float
     threshold_source: str = ""  # how τ was chosen (calibration data and held-out ROC AUC)
     threshold_auc: float | None = None  # held-out ROC AUC of the embedder's match decision at calibration
+    match_precision: float | None = None  # held-out match precision at τ against hard negatives (same user, aspect)
+    default_matcher: str = "embedding"  # "judge" where the embedder cannot reach a match precision of 0.9
     config: FidelityConfig
     gold_version: str = "1"
     metric_version: str = "1"  # evaluation.versions "memory_fidelity" (reports stored before it say 1)

@@ -32,7 +32,9 @@ def test_gold_and_a_baseline_over_two_users(tmp_path):
     assert row["situation_across"] is None and "spans two sessions" in row["not_measured"]["situation_across"]
     assert set(data["definitions"]) >= {"situation_within", "text_precision", "text_noise"}
     refs = {r["method"]: r for r in data["references"]}
-    assert list(refs) == ["ref:empty", "ref:session-groups", "ref:weeks", "ref:dump", "ref:other-user", "ref:gold"]
+    assert list(refs) == ["ref:empty", "ref:session-groups", "ref:weeks", "ref:dump", "ref:other-user", "ref:generic",
+                          "ref:gold"]
+    assert refs["ref:generic"]["default_matcher"] == data["summary"]["default_matcher"] == "judge"  # hash: no τ of its own
     assert refs["ref:session-groups"]["situation_within"]["value"] == 0.0
     assert refs["ref:empty"]["text_precision"]["value"] is None and "states nothing" in refs["ref:empty"]["not_measured"]["text_precision"]
     assert refs["ref:gold"]["text_f1"]["value"] == 1.0

@@ -21,7 +21,7 @@ from evaluation.fidelity.compute import compute_fidelity
 from evaluation.fidelity.matching import match_scores, statement_matches, threshold_for
 from evaluation.fidelity.references import REFERENCES, reference_snapshots
 from evaluation.fidelity.service import measure_build, reference_reports
-from evaluation.fidelity.types import FidelityConfig
+from evaluation.fidelity.types import METRIC_VERSION, FidelityConfig
 from memory.build import MemoryBuilder
 from memory.methods.gold import gold_stages
 from memory.store import dialogue_stage
@@ -82,7 +82,7 @@ def test_gold_against_gold_scores_one_everywhere(demo_dataset, uid):
     assert report.headline.split == "history" and report.headline.sample_id == user.history[-1].sample_id
     assert report.headline.situation_within == pytest.approx(1.0) and report.headline_complete
     assert report.misses == [] and set(report.unavailable) == {"situation_across"}  # gold joins no cross pair
-    assert report.metric_version == "2" and report.stale is None
+    assert report.metric_version == METRIC_VERSION and report.stale is None
 
 
 def test_shuffled_log_groups_score_kappa_near_zero(demo_user):
@@ -213,9 +213,10 @@ def test_a_memory_whose_principles_state_no_polarity_gets_na_not_zero(demo_user)
     assert rows["gold"]["polarity_errors"] == {"value": 0.0, "ci": [0.0, 0.0], "n": 1}
 
 
-def test_methods_without_the_layers_are_measured_at_the_text_level_with_precision(demo_user):
-    """An agentic-style memory: one item holding every gold requirement as a bullet list — recall 1 on requirements,
-    and its precision (every statement against gold) is its text precision, for every layer."""
+def test_a_memory_without_the_layers_recalls_from_every_statement_but_has_no_layer_precision(demo_user):
+    """An agentic-style memory: one item holding every gold requirement as a bullet list — recall 1 on requirements
+    (recall reads every statement), but no layer's precision or F1 (n/a: only a layer's own statements give it), its
+    text precision separate."""
     snaps = dialogue_snapshots(demo_user)
     head = len(demo_user.history) - 1
     reqs = [i.text for i in snaps[head].values() if i.layer == "topic_outline"]
@@ -226,10 +227,12 @@ def test_methods_without_the_layers_are_measured_at_the_text_level_with_precisio
     row = report.headline
     assert not report.layered and row.situation_within is None and "situation" in report.unavailable
     assert row.requirement_recall == pytest.approx(1.0) and row.requirement_bleu1 == pytest.approx(1.0)
-    assert row.text_precision == pytest.approx(1.0) and row.requirement_precision == row.text_precision
-    assert row.requirement_f1 == pytest.approx(1.0) and row.preference_precision == row.text_precision
-    assert row.preference_recall == 0.0 and row.preference_f1 == 0.0 and row.polarity_errors is None
-    assert report.scopes["requirement"].startswith("every statement") and "text precision" in report.scopes["precision"]
+    assert row.text_precision == pytest.approx(1.0) and row.text_f1 is not None
+    for layer in ("requirement", "preference", "background"):
+        assert getattr(row, f"{layer}_precision") is None and getattr(row, f"{layer}_f1") is None
+        assert "no " in report.unavailable[f"{layer}_precision"] and not_measured(report)[f"{layer}_f1"]
+    assert row.preference_recall == 0.0 and row.polarity_errors is None
+    assert report.scopes["requirement"].startswith("every statement") and "distinct" in report.scopes["precision"]
     assert row.text_recall == pytest.approx(len(reqs) / row.gold_statements) and row.text_noise == 0.0
     first = report.sessions[0]
     assert first.requirement_recall is None or first.requirement_recall == 0.0
@@ -253,9 +256,9 @@ def test_empty_memory_scores_zero_and_its_precision_is_na(references, uid):
     row = references[uid]["ref:empty"].headline
     assert row.situation_within == 0.0 and row.situation_cross_merges == 0.0
     for name in ("requirement", "preference", "text"):
-        assert getattr(row, f"{name}_recall") == 0.0 and getattr(row, f"{name}_f1") == 0.0
-        assert getattr(row, f"{name}_precision") is None
-    assert row.background_coverage == 0.0 and row.background_f1 == 0.0
+        assert getattr(row, f"{name}_recall") == 0.0 and getattr(row, f"{name}_precision") is None
+    assert row.text_f1 == 0.0 and row.requirement_f1 is None and row.preference_f1 is None  # no such layers
+    assert row.background_coverage == 0.0 and row.background_f1 is None
     assert row.text_grounded is None and row.text_noise is None
     assert "states nothing" in references[uid]["ref:empty"].unavailable["precision"]
 
@@ -294,11 +297,12 @@ def test_grouping_logs_by_week_scores_what_time_alone_gives(demo_dataset, uid):
 @pytest.mark.parametrize("uid", ["1000", "1006"])
 def test_the_dump_is_grounded_but_imprecise(references, uid):
     """Every log and turn verbatim: κ 0, every statement grounded (noise 0), and — matched exactly — almost none of
-    them is a gold statement, so precision and F1 sink while gold scores 1."""
+    them is a gold statement, so text precision and F1 sink while gold scores 1; it has no layers, so no layer's
+    precision."""
     dump, gold = references[uid]["ref:dump"].headline, references[uid]["ref:gold"].headline
     assert dump.situation_within == 0.0 and dump.text_grounded == 1.0 and dump.text_noise == 0.0
     assert dump.method_statements > dump.gold_statements
-    assert dump.text_precision < 0.2 and dump.text_f1 < 0.3 and dump.requirement_f1 < 0.3
+    assert dump.text_precision < 0.2 and dump.text_f1 < 0.3 and dump.requirement_f1 is None
     assert gold.text_f1 == 1.0 and gold.requirement_f1 == 1.0 and gold.situation_within == 1.0
 
 

@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 
+from evaluation.versions import METRIC_VERSIONS
 from tests.conftest import DEMO
 from tests.pages.apptest import all_markdown, app_workspace, open_page
 
@@ -83,11 +84,11 @@ def test_fidelity_tab_of_a_baseline(memory_env):
     assert list(sessions["session"]) == [f"1000_sample{i}" for i in range(9)]
     stored = app_workspace().fidelity.reports(str(DEMO.resolve()), user_id="1000", method="rag-session")
     assert len(stored) == 1 and stored[0].final.sample_id == "1000_sample8"
-    assert stored[0].headline.sample_id == "1000_sample6" and stored[0].metric_version == "2"
+    assert stored[0].headline.sample_id == "1000_sample6" and stored[0].metric_version == METRIC_VERSIONS["memory_fidelity"]
     refs_stored = [r for r in app_workspace().fidelity.reports(str(DEMO.resolve()), user_id="1000")
                    if r.method.startswith("ref:")]
     assert {r.method for r in refs_stored} == {"ref:empty", "ref:session-groups", "ref:weeks", "ref:dump", "ref:other-user",
-                                               "ref:gold"}
+                                               "ref:generic", "ref:gold"}
     # a stricter threshold is a new measurement: precision can only fall
     before = float(shown["Text precision"])
     at.number_input(key="mem_fid_tau_hash").set_value(0.95).run()
@@ -101,7 +102,10 @@ def test_on_golds_page_the_tab_measures_a_baseline_built_there():
     assert not at.exception, [e.value for e in at.exception]
     assert any("scores 1.0 on every figure by construction" in i.value for i in at.info)
     assert at.selectbox(key="mem_fid_method").value == "rag-turn"
-    assert metrics(at)["Requirement F1"] not in ("n/a", "")
+    shown = metrics(at)
+    assert shown["Text precision"] not in ("n/a", "")
+    assert shown["Requirement F1"] == "n/a"  # rag-turn keeps no topic outlines: no requirement precision, so no F1
+    assert "no topic_outline layer" in next(m.help for m in at.metric if m.label == "Requirement F1")
     assert any(t["name"] == "rag-turn" for t in charts(at)[1]["data"])
 
 
@@ -113,7 +117,7 @@ def test_a_partial_release_says_which_files_are_missing(tmp_path, monkeypatch):
     at = open_page("memory", dataset="partial", user="1000", method="gold", tab="Fidelity")
     assert not at.exception, [e.value for e in at.exception]
     shown = metrics(at)
-    assert shown["Situation κ"] == "n/a" and shown["Preference F1"] == "n/a" and shown["Requirement F1"] != "n/a"
+    assert shown["Situation κ"] == "n/a" and shown["Preference F1"] == "n/a" and shown["Text precision"] != "n/a"
     help_text = next(m.help for m in at.metric if m.label == "Situation κ")
     assert "situation/situation.json" in help_text
     assert "situation/situation.json" in plain(at)

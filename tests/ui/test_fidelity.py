@@ -118,3 +118,26 @@ def test_a_report_stored_under_the_old_definition_reads_and_is_marked_stale(demo
     board = board_frame(fidelity_leaderboard([report, gold]))
     assert list(board["stale"]) == ["", report.stale] and board.iloc[1]["text_precision"] == "n/a"
     assert fc.sessions_frame(report)["situation_within"].iloc[0] == "n/a"
+
+
+def test_a_v2_report_reads_stale_and_is_offered_to_be_measured_again(demo_user):
+    """A report stored under fidelity v2 (no match precision, no default matcher, no distinct count) still opens,
+    marked stale with its version; its (user, method) is offered to be measured again until a current one exists."""
+    import json
+
+    from evaluation.fidelity.types import FidelityReport
+    from ui.evaluate.fidelity import stale_measurements
+
+    gold, agentic = _reports(demo_user)
+    old = json.loads(agentic.model_dump_json())
+    old["metric_version"] = "2"
+    for key in ("match_precision", "default_matcher"):
+        old.pop(key)
+    for row in old["sessions"]:
+        row.pop("method_distinct")
+    v2 = FidelityReport.model_validate(old)
+    assert "fidelity v2" in v2.stale and v2.default_matcher == "embedding"
+    assert stale_measurements([gold, v2]) == [("1000", "agentic")]
+    assert stale_measurements([gold, v2, agentic]) == []  # measured again: the old one stays, nothing to offer
+    frame = board_frame(fidelity_leaderboard([v2, agentic]))
+    assert sorted(frame["stale"]) == ["", v2.stale] and {"match precision", "default matcher"} <= set(frame.columns)

@@ -1,7 +1,8 @@
 """The Evaluate page's fidelity leaderboard: every stored fidelity report of the dataset, per method across users
 with 95% bootstrap CIs over users at each user's last history session, under the reference memories' rows
-(empty, one group per session, full history, another user, gold itself) measured by the same code; and a form that
-measures methods for users (building those without an LLM first) with their references."""
+(empty, one group per session, full history, another user, generic statements, gold itself) measured by the same
+code; a button that measures stale reports again under the current definition; and a form that measures methods for
+users (building those without an LLM first) with their references."""
 
 from __future__ import annotations
 
@@ -36,6 +37,13 @@ def missing_references(reports: list[FidelityReport]) -> list[tuple[str, str, fl
     return sorted(want - have)
 
 
+def stale_measurements(reports: list[FidelityReport]) -> list[tuple[str, str]]:
+    """(user, method) of the method reports measured under an older definition with no current report beside them."""
+    current = {(r.user_id, r.method) for r in reports if not r.stale}
+    return sorted({(r.user_id, r.method) for r in reports
+                   if r.stale and not is_reference(r.method) and (r.user_id, r.method) not in current})
+
+
 def render_fidelity_board(dataset: Dataset, dkey: str) -> None:
     reports = base_workspace().fidelity.latest(dkey)
     rows = leaderboard(reports)
@@ -58,6 +66,18 @@ def render_fidelity_board(dataset: Dataset, dkey: str) -> None:
     if not writes_allowed():
         read_only_note("fidelity is not measured here; the table shows the bundle's reports")
         return
+    outdated = stale_measurements(reports)
+    if outdated and st.button(f"Measure the {len(outdated)} stale report(s) again under the current definition",
+                           key="eval_fid_stale", icon=":material/refresh:",
+                           help="Recomputes each stale (user, method) from its stored build, with the user's reference "
+                                "rows; the older reports stay stored and readable under their version."):
+        notes = []
+        for uid in dict.fromkeys(u for u, _ in outdated):
+            notes += measure_many(dataset, dkey, [m for u, m in outdated if u == uid], [uid])
+        for note in notes:
+            st.warning(md_escape(note))
+        if not notes:
+            st.rerun()
     missing = missing_references(reports)
     if missing and st.button(f"Measure the reference rows for {len({u for u, _, _ in missing})} user(s)",
                              key="eval_fid_refs", icon=":material/straighten:",

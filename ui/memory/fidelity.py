@@ -167,8 +167,9 @@ def _render_figures(builder: MemoryBuilder, report: FidelityReport, at: int) -> 
     st.plotly_chart(fc.fidelity_figure(report, row.sample_id), key="mem_fid_curves", width="stretch")
     st.caption(f"Dashed: the gold memory ({ORACLE_LABEL}), 1.0 by construction; dotted blue: the headline session (the "
                f"last history session); shaded: query sessions, where gold holds no query dialogue. Recall: share of "
-               f"gold statements matched at τ = {report.threshold:g}; precision: share of the memory's statements "
-               "matching gold; κ 0 = a log grouping no better than chance (one group per session scores 0).")
+               f"gold statements matched at τ = {report.threshold:g}; precision: share of the memory's distinct "
+               "statements matching gold, each layer from its own statements (n/a for a layer the memory lacks); κ 0 = "
+               "a log grouping no better than chance (one group per session scores 0).")
     left, right = st.columns([3, 2])
     with left:
         gold = gold_stages(builder.user)[dialogue_stage(at)]
