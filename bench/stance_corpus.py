@@ -60,7 +60,7 @@ def judge_scores(model_name: str, items, splits, limit: int | None, timeout: flo
     model = installed(model_name)
     if model is None:
         return []
-    ws = workspace_for(Path(tempfile.mkdtemp(prefix="pal-bench-corpus-judge-")), model, 64, timeout)
+    ws = workspace_for(Path(tempfile.mkdtemp(prefix="pal-bench-corpus-judge-")), model, 128, timeout)
     llm = ws.llm(session_id="bench-corpus-judge")
     chosen = per_language(items, splits, limit)
     started = time.perf_counter()
