@@ -72,3 +72,19 @@ def test_check_turn_reports_the_guard(table, guards, outcome):
     drafts = [Draft(text="How can I help you?", reasons=[OFFER]), Draft(text="I'd rather not.", kept=True)]
     checks = check_turn(turn("I'd rather not.", attempts=2, drafts=drafts), [], ctx(matcher, guards=guards))
     assert checks.get("persona").outcome == outcome
+
+
+def test_a_new_rulebook_makes_new_results_and_old_ones_stay_readable(monkeypatch):
+    from evaluation.simfidelity import service
+    from evaluation.simfidelity.types import RunFidelity, SimFidelityConfig
+    from sim.types import RunRecord, RunSpec
+
+    rec = RunRecord(run_id="r", spec=RunSpec(dataset="d", user_id="u", sample_id="s", topic_key="t", method="m"))
+    before = service.result_key(rec, "e", 0.5, SimFidelityConfig(), None)
+    monkeypatch.setattr(service, "rulebook_version", lambda: "another")
+    assert service.result_key(rec, "e", 0.5, SimFidelityConfig(), None) != before
+    old = RunFidelity(run_id="r", dataset="d", user_id="u", sample_id="s", topic_key="t", method="m", mode="fixed",
+                      simulator="llm", simulator_model="x", status="finished", utterances=0, embedder="e",
+                      threshold=0.5, config=SimFidelityConfig(), checks_version="5").model_dump(mode="json")
+    old.pop("rulebook")  # a result stored before checks v7 has no rulebook
+    assert RunFidelity.model_validate(old).checks_version == "5"
