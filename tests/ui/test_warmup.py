@@ -1,0 +1,44 @@
+"""The demo tour's memories are warmed in the background of the first start: each build a memory stop shows is
+indexed (made first when it needs no LLM), an LLM build nobody made is left to the page, a failure is logged."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from memory.methods import get_method_class
+from palset.loader import load_dataset
+from testkit.workspace import make_workspace
+from tests.conftest import DEMO
+from ui.warmup import tour_builds, warm_build, warm_tour
+
+
+def test_the_tours_memory_stops_name_their_builds_once_each():
+    wanted = tour_builds(load_dataset(DEMO))
+    stops = [s for s in json.loads((DEMO / "tour.json").read_text(encoding="utf-8")) if s.get("page") == "memory"]
+    assert wanted and len(wanted) == len(set(wanted))
+    for s in stops:
+        assert (s["user"], s["method"]) in wanted
+        if s.get("tab") == "Retrieval" and s.get("compare"):
+            assert (s["user"], s["compare"]) in wanted
+
+
+def test_a_build_without_llm_is_made_and_indexed_and_an_llm_build_is_left_alone(tmp_path):
+    ws = make_workspace(tmp_path / "pal", env={"PAL_EMBEDDER": "hash"})
+    dataset = load_dataset(DEMO)
+    assert warm_build(ws, dataset, "1001", "rag-turn").endswith("indexed")
+    builder = ws.open_user_builder(str(DEMO.resolve()), dataset.users["1001"], "rag-turn")
+    layers = {v[0].layer for v in builder.store.versions(builder.build_id)}
+    assert sum(builder.index.count(layer) for layer in layers) == len(builder.store.versions(builder.build_id)) > 0
+    assert get_method_class("h2memory").uses_llm
+    assert "not built" in warm_build(ws, dataset, "1001", "h2memory")
+
+
+def test_a_stop_the_tour_cannot_show_is_skipped_and_the_rest_warm(tmp_path):
+    root = tmp_path / "demo"
+    shutil.copytree(DEMO, root, ignore=shutil.ignore_patterns("*.palbundle"))
+    (root / "tour.json").write_text(json.dumps([
+        {"title": "a", "text": "t", "page": "memory", "user": "1001", "method": "no-such-method"},
+        {"title": "b", "text": "t", "page": "memory", "user": "1001", "method": "vanilla-log"}]), encoding="utf-8")
+    ws = make_workspace(tmp_path / "pal", env={"PAL_EMBEDDER": "hash"})
+    assert warm_tour(ws, root) == ["vanilla-log of 1001: indexed"]
