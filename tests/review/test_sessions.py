@@ -15,7 +15,11 @@ PASSWORD = "correct-horse"
 
 @pytest.fixture
 def clock():
-    return [1_000_000.0]
+    """The sessions' clock, a day ahead of the wall clock the account store stamps changes with: a session issued
+    after a change (a role) is newer than it, as on a real server."""
+    import time
+
+    return [time.time() + 86_400.0]
 
 
 @pytest.fixture
