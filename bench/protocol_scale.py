@@ -188,7 +188,7 @@ def ray_figures(tmp: Path, url: str, dataset: Path, users: list[str], args, thre
     from studio.remote import ray_executor
 
     for nodes in (1, 2):
-        with local_cluster(nodes, cpus=2) as address:
+        with local_cluster(nodes, cpus=4, timeout=600) as address:  # 16 units at once per node at a quarter CPU each
             os.environ["RAY_ADDRESS"] = address
             try:
                 r = run_protocol(tmp / f"ray{nodes}", url, dataset, users, args, executor=ray_executor)

@@ -4,7 +4,10 @@ nodes joined with ``ray start --address``, as a lab starts them on its machines.
 Every node runs ``ray start --block`` in a session of its own, with ports of its own and a temporary folder of its
 own, so it shares nothing with another Ray on the machine; leaving the context ends each node's process group
 (the node's raylet, object store and workers) by its id — never ``ray stop``, which would stop every Ray of the
-user. ``cpus``: the CPUs each node says it has.
+user. ``cpus``: the CPUs each node says it has. The cluster listens on this machine only and runs without Ray's
+token authentication (``RAY_AUTH_MODE=disabled``, set for the nodes and, inside the context, for this process):
+a token in ``~/.ray`` — written by any local ``ray.init()`` on the machine — would otherwise be read by one side
+and not the other.
 """
 
 from __future__ import annotations
@@ -73,8 +76,11 @@ def local_cluster(nodes: int = 2, cpus: int = 1, timeout: float = 180.0) -> Iter
     """A head and ``nodes - 1`` more nodes on this machine; yields the head's address (``host:port``) once every
     node has joined."""
     temp = Path(tempfile.mkdtemp(prefix="pal-ray-"))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "RAY_USAGE_STATS_ENABLED": "0"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "RAY_USAGE_STATS_ENABLED": "0",
+           "RAY_AUTH_MODE": "disabled"}
     env.pop("RAY_ADDRESS", None)
+    before = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"  # this process's driver connects as the nodes expect
     port = free_port()
     address = f"127.0.0.1:{port}"
     procs = [_node(["--head", "--node-ip-address", "127.0.0.1", "--port", str(port), "--num-cpus", str(cpus),
@@ -97,3 +103,7 @@ def local_cluster(nodes: int = 2, cpus: int = 1, timeout: float = 180.0) -> Iter
     finally:
         for proc in reversed(procs):
             _end(proc)
+        if before is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = before
