@@ -50,8 +50,11 @@ def render_fidelity_board(dataset: Dataset, dkey: str) -> None:
     if rows:
         stale = [r for r in rows if r["stale"]]
         if stale:
-            st.warning(f"{len(stale)} row(s) were measured under an older definition of fidelity (marked stale): measure "
-                       "them again below, on the Memory page's Fidelity tab or with `pal memory fidelity`.")
+            where = ("below, on the Memory page's Fidelity tab or with `pal memory fidelity`" if writes_allowed() else
+                     "in a home of your own (`pal workspace import` the bundle, then the button here or "
+                     "`pal memory fidelity`): this presentation shows its reports as recorded")
+            st.warning(f"{len(stale)} row(s) were measured under an older definition of fidelity (marked stale, their "
+                       f"figures as that version defined them): measure them again {where}.")
         frame = board_frame(rows)
         st.dataframe(frame, hide_index=True, width="stretch", key="eval_fidelity_board")
         st.caption(f"{REFERENCE_NOTE} Each user's last history session (gold holds no query dialogue); mean over users "
