@@ -226,7 +226,10 @@ class TraceFilter(BaseModel):
 
 
 def filtered(root: Span, flt: TraceFilter) -> Span:
-    """The tree with only the calls ``flt`` keeps, and only the spans that still hold one (the root always)."""
+    """The tree with only the calls ``flt`` keeps, and only the spans that still hold one (the root always); with
+    nothing asked, the whole tree (steps without calls, such as a judgment's samples, included)."""
+    if flt == TraceFilter():
+        return root
     def prune(span: Span) -> Span | None:
         children = [p for c in span.children if (p := prune(c)) is not None]
         calls = [c for c in span.calls if flt.keeps(c, span)]

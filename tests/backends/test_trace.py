@@ -75,10 +75,12 @@ def test_a_filter_keeps_matching_calls_and_only_the_steps_holding_them():
     assert len(root.all_calls()) == 3  # filtering copies; the tree itself is untouched
 
 
-def test_a_steps_without_time_claims_no_call():
+def test_a_steps_without_time_claims_no_call_and_shows_unless_a_filter_asks_for_calls():
     steps = [Step(key="order1", kind="order", name="order 1", end=5.0, claims=False)]
     root = assemble(Span(span_id="j", kind="judgment", name="j"), steps, calls([row(1, "judge", 4.0)]))
     assert [c.call_id for c in root.calls] == [1] and root.children[0].calls == []
+    assert [s.name for s in filtered(root, TraceFilter()).children] == ["order 1"]
+    assert filtered(root, TraceFilter(roles=["judge"])).children == []
 
 
 def test_the_kind_of_a_run_follows_its_calls_roles():
