@@ -370,8 +370,9 @@ def session_attacks(tmp: Path) -> None:
     planted_by = generate_xsrf_token_string()
     planted = sign_in(ws, attempt("mallory", "mallory-horse-battery", planted_by), xsrf_on=True).cookie
     victim = ws.sessions.resolve(planted, page=page_token(xsrf), origin=origin)
-    row("52.6", "login CSRF: the attacker's cookie planted in a victim's browser",
-        f"victim's page signed in as: {victim.name if victim else 'nobody'}", refused=victim is None)
+    row("52.6", "login CSRF: the attacker's session cookie planted in a victim's browser from another port",
+        f"victim's page signed in as: {victim.name if victim else 'nobody'} (planting the XSRF cookie too still "
+        "works over plain HTTP; behind TLS an http page cannot plant the __Host- cookie)", refused=victim is None)
 
     def burst(begin: bool) -> int:
         t = SignInThrottle(base_s=60)
