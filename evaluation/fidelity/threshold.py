@@ -254,9 +254,10 @@ def _held_out(pairs: Sequence[Pair], scores: np.ndarray, rule: Callable[[np.ndar
         if tau is None:  # the rule finds no τ without this user: nothing is called a match
             tau = float("inf")
         labels = [pairs[i].matched for i in test]
-        tpr, fpr = rates(scores[test], labels, tau)
+        easy = [i for i in test if kinds[i] != HARD]  # a fold's FPR, as the pooled one, over the easier negatives
+        tpr, fpr = rates(scores[easy], [pairs[i].matched for i in easy], tau)
         folds.append(Fold(user=uid, tau=min(tau, 1.0 + 1e-9), precise=tau != float("inf"), tpr=tpr, fpr=fpr,
-                          positives=sum(labels), negatives=len(labels) - sum(labels)))
+                          positives=sum(labels), negatives=len(easy) - sum(labels)))
         hit += [bool(scores[i] >= tau) for i in test]
         label += labels
         kind += [kinds[i] for i in test]
