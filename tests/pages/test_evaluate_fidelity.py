@@ -30,16 +30,18 @@ def test_measure_and_rank_across_methods_and_users():
     assert len(skipped) == 2 and all("h2memory" in w and "build it first" in w for w in skipped)
     at.run()
     frame = board(at)
-    assert list(frame["kind"]) == ["reference"] * 6 + ["oracle", "method"]
-    assert list(frame["row"])[6:] == ["gold (oracle upper bound)", "rag-session"]
+    assert list(frame["kind"]) == ["reference"] * 7 + ["oracle", "method"]
+    assert list(frame["row"])[7:] == ["gold (oracle upper bound)", "rag-session"]
+    assert list(frame["row"])[5].startswith("ref:generic") and frame.iloc[5]["requirement_f1"] != "n/a"
     assert list(frame["row"])[1].startswith("ref:session-groups") and frame.iloc[1]["situation_within"].startswith("0.000")
     weeks = frame.iloc[2]
     assert weeks["row"].startswith("ref:weeks") and float(weeks["situation_within"].split()[0]) > 0.5
-    assert list(frame["users"]) == [2] * 8
-    gold = frame.iloc[6]
+    assert list(frame["users"]) == [2] * 9
+    gold = frame.iloc[7]
     assert gold["text_recall"] == "1.000 [1.000, 1.000]" and gold["situation_within"] == "1.000 [1.000, 1.000]"
-    rag = frame.iloc[7]
+    rag = frame.iloc[8]
     assert rag["situation_within"] == "n/a" and "situation_within: rag-session does not group logs" in rag["not measured"]
+    assert rag["requirement_f1"] == "n/a" and "no topic_outline layer" in rag["not measured"]  # v3: no such layer
     value, ci = rag["text_recall"].split(" ", 1)
     lo, hi = (float(x) for x in ci.strip("[]").split(", "))
     assert lo <= float(value) <= hi
