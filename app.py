@@ -18,6 +18,7 @@ from ui.presenting import apply_projector, projector, render_banner
 from ui.shell import active_dataset, render_identity, render_sidebar
 from ui.text import md_escape
 from ui.tour import render_tour_bar
+from ui.warmup import start_demo_warmup
 
 st.set_page_config(page_title="PAL Studio", page_icon=str(Path(__file__).parent / "ui" / "assets" / "icon.png"),
                    layout="wide", initial_sidebar_state="collapsed" if projector() else "auto")
@@ -32,6 +33,7 @@ if refusal := connection_refusal():  # a Host or Origin that is not this app's (
     st.stop()
 
 accounts = home_workspace().accounts
+start_demo_warmup(home_workspace())  # once per process: the demo tour's memories indexed in the background
 try:
     account = current_identity(accounts)
 except AccessConfigError as e:

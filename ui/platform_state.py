@@ -59,10 +59,6 @@ def _process_workspace(home: str) -> Workspace:
 
         path = Path(bundle) if Path(bundle).is_absolute() else PROJECT_ROOT / bundle
         import_once(ws, path, known=configured_datasets())
-        if (path.parent / "tour.json").is_file():  # the demo's dataset folder holds its bundle and its tour
-            from ui.warmup import start_warm_tour
-
-            start_warm_tour(ws, path.parent)
     return ws
 
 

@@ -11,6 +11,7 @@ made as the page would make them; a build an LLM would have to make is left alon
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -18,10 +19,14 @@ from pathlib import Path
 from memory.methods import get_method_class
 from palset.dataset import Dataset, dataset_key
 from palset.loader import load_dataset
+from palset.names import PROJECT_ROOT
 from studio.workspace import Workspace
 from ui.tour import load_tour
 
 log = logging.getLogger(__name__)
+DEMO_ENV = "PAL_DEMO_WORKSPACE"  # the bundle make run imports on first start; its folder holds the tour
+_STARTED: set[str] = set()  # homes warmed by this process
+_LOCK = threading.Lock()
 
 
 def tour_builds(dataset: Dataset) -> list[tuple[str, str]]:
@@ -75,3 +80,19 @@ def start_warm_tour(ws: Workspace, root: Path) -> threading.Thread:
     thread = threading.Thread(target=warm_tour, args=(ws, root), name="pal-tour-warmup", daemon=True)
     thread.start()
     return thread
+
+
+def start_demo_warmup(ws: Workspace, env: dict[str, str] | None = None) -> threading.Thread | None:
+    """Warm the tour of the demo workspace (``PAL_DEMO_WORKSPACE``, beside its ``tour.json``) once per process and
+    home; None when there is nothing to warm or it was started already."""
+    bundle = (os.environ if env is None else env).get(DEMO_ENV)
+    if not bundle or ws.read_only:
+        return None
+    path = Path(bundle) if Path(bundle).is_absolute() else PROJECT_ROOT / bundle
+    if not (path.parent / "tour.json").is_file():
+        return None
+    with _LOCK:
+        if str(ws.home) in _STARTED:
+            return None
+        _STARTED.add(str(ws.home))
+    return start_warm_tour(ws, path.parent)

@@ -42,3 +42,19 @@ def test_a_stop_the_tour_cannot_show_is_skipped_and_the_rest_warm(tmp_path):
         {"title": "b", "text": "t", "page": "memory", "user": "1001", "method": "vanilla-log"}]), encoding="utf-8")
     ws = make_workspace(tmp_path / "pal", env={"PAL_EMBEDDER": "hash"})
     assert warm_tour(ws, root) == ["vanilla-log of 1001: indexed"]
+
+
+def test_the_demo_warm_up_starts_once_per_home_and_only_for_a_bundle_beside_a_tour(tmp_path):
+    from ui.warmup import start_demo_warmup
+
+    ws = make_workspace(tmp_path / "pal", env={"PAL_EMBEDDER": "hash"})
+    assert start_demo_warmup(ws, {}) is None
+    assert start_demo_warmup(ws, {"PAL_DEMO_WORKSPACE": str(tmp_path / "elsewhere.palbundle")}) is None  # no tour
+    root = tmp_path / "demo"
+    root.mkdir()
+    (root / "tour.json").write_text("[]", encoding="utf-8")
+    env = {"PAL_DEMO_WORKSPACE": str(root / "workspace.palbundle")}
+    first = start_demo_warmup(ws, env)
+    assert first is not None and start_demo_warmup(ws, env) is None  # once per process and home
+    first.join(timeout=30)
+    assert not first.is_alive()
