@@ -89,7 +89,7 @@ def _row(report) -> dict:
     out = report_summary(report)
     out["threshold"], out["embedder"] = report.threshold, report.embedder
     if report.judge is not None:
-        out["judge"] = report.judge.model_dump(exclude={"verdicts"})
+        out["judge"] = report.judge.model_dump(exclude={"verdicts", "support"})
     out["missed"] = [m.model_dump() for m in report.misses if m.layer != "text"]
     return out
 

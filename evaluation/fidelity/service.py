@@ -126,6 +126,6 @@ def judge_report(report: FidelityReport, builder: MemoryBuilder, llm: LLMClient,
     at = min(report.headline.position, len(snapshots) - 1)
     gold = gold_stages(builder.user)[dialogue_stage(at)]
     report.judge = judge_fidelity(llm, gold, snapshots[at], vectors or StatementVectors(builder.embedder),
-                                  evidence_k=evidence_k, limit=limit)
+                                  evidence_k=evidence_k, limit=limit, layered=report.layered)
     results.save(report)
     return report

@@ -122,6 +122,15 @@ class JudgeFidelity(BaseModel):
     invalid: int
     recall: float | None
     verdicts: list[dict] = Field(default_factory=list)  # gold statement, layer, evidence, verdict, reason
+    # the precision side (fidelity v3; None in reports judged before): the memory's distinct topic outlines and
+    # principles, each judged against gold's closest statements
+    precision_prompt_version: str | None = None
+    precision_statements: int = 0
+    supported: int = 0
+    precision_invalid: int = 0
+    precision: float | None = None
+    f1: float | None = None
+    support: list[dict] = Field(default_factory=list)  # memory statement, layer, evidence, verdict, reason
 
 
 class FidelityReport(BaseModel):

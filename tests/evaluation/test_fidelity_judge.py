@@ -51,3 +51,38 @@ def test_judge_counts_verdicts_and_keeps_them(tmp_path, demo_user):
     first = prompt_text(fake.requests[0])
     assert judged.verdicts[0]["statement"] in first and judged.verdicts[0]["evidence"][0] in first
     assert store.get(report.fidelity_key).judge == judged
+
+
+def test_the_judge_as_matcher_judges_each_distinct_statement_for_precision(tmp_path, demo_user):
+    """The precision side: each distinct topic outline and principle of the memory is judged against gold's closest
+    statements; a wrong guess said three times is judged (and counted) once; precision = supported / judged, F1
+    beside recall. A memory without those layers gets no judge precision (n/a, as the embedding figures)."""
+    from evaluation.fidelity.compute import StatementVectors
+    from evaluation.fidelity.judge import judge_fidelity
+    from memory.types import MemoryItem
+
+    gold = gold_stages(demo_user)[-1]
+    truth = {s.text for s in fs.requirement_statements(gold) + fs.preference_statements(gold)}
+    wrong = [MemoryItem(id=f"wrong{k}", layer="topic_outline", text="Zebras cross the Mara river every July.", session_id="x",
+                        session_index=99) for k in range(3)]
+    mine = {**gold, **{i.id: i for i in wrong}}
+
+    def reply(req):
+        text = prompt_text(req)
+        if "# A statement the memory holds" in text:
+            statement = text.split("# A statement the memory holds", 1)[1].split("\n", 2)[1]
+            return json.dumps({"analysis": "checked", "verdict": "supported" if statement in truth else "unsupported"})
+        return json.dumps({"analysis": "checked", "verdict": "stated"})
+
+    fake = ScriptedLLM(reply)
+    llm = make_workspace(tmp_path).llm(session_id="test", providers=dict.fromkeys(ROLES, fake))
+    vectors = StatementVectors(HashEmbedder())
+    judged = judge_fidelity(llm, gold, mine, vectors, evidence_k=2)
+    asked = [prompt_text(r) for r in fake.requests if "# A statement the memory holds" in prompt_text(r)]
+    assert len(asked) == judged.precision_statements and sum("Zebras cross" in a for a in asked) == 1
+    assert judged.supported == judged.precision_statements - 1 and judged.precision_invalid == 0
+    assert judged.precision == (judged.precision_statements - 1) / judged.precision_statements
+    assert judged.recall == 1.0 and judged.f1 == 2 * judged.precision / (1 + judged.precision)
+    assert all(len(v["evidence"]) == 2 for v in judged.support) and judged.precision_prompt_version == "1"
+    flat = judge_fidelity(llm, gold, mine, vectors, evidence_k=2, layered=False)
+    assert flat.precision is None and flat.f1 is None and flat.support == []

@@ -215,16 +215,27 @@ def _render_details(builder: MemoryBuilder, report: FidelityReport, refs: list[F
 
 def _render_judge(builder: MemoryBuilder, report: FidelityReport) -> None:
     st.caption("The judge reads each gold requirement and preference beside the memory's 5 closest statements and "
-               "says stated, contradicted or absent: one LLM call per statement (meaningful with a capable endpoint).")
+               "says stated, contradicted or absent (recall), and each distinct topic outline and principle of the "
+               "memory beside gold's 5 closest statements and says supported or not (precision): one LLM call per "
+               "statement (meaningful with a capable endpoint)."
+               + (" The default reading here: the embedder cannot tell one need from another of the same user and "
+                  "aspect (match precision under 0.9)." if report.default_matcher == "judge" else ""))
     if report.judge is not None:
         j = report.judge
-        c1, c2, c3 = st.columns(3)
+        c1, c2, c3, c4, c5 = st.columns(5)
         c1.metric("Judge recall", _metric_value(j.recall), help="stated / judged (invalid answers left out)")
-        c2.metric("Contradicted", j.contradicted)
-        c3.metric("Invalid", f"{j.invalid} / {j.statements}")
+        c2.metric("Judge precision", _metric_value(j.precision),
+                  help="supported / judged, over the memory's distinct topic outlines and principles (n/a without them)")
+        c3.metric("Judge F1", _metric_value(j.f1))
+        c4.metric("Contradicted", j.contradicted)
+        c5.metric("Invalid", f"{j.invalid} / {j.statements}" + (f" · {j.precision_invalid} / {j.precision_statements}"
+                                                               if j.precision_statements else ""))
         st.caption(f"Judge {md_escape(j.judge_model)} · prompt v{md_escape(j.prompt_version)}")
         st.dataframe([{k: v for k, v in d.items() if k != "evidence"} for d in j.verdicts], hide_index=True,
                      width="stretch", key="mem_fid_verdicts")
+        if j.support:
+            st.dataframe([{k: v for k, v in d.items() if k != "evidence"} for d in j.support], hide_index=True,
+                         width="stretch", key="mem_fid_support")
     if not writes_allowed():
         read_only_note("the judge variant is not run here")
         return
