@@ -183,9 +183,8 @@ def ray_figures(tmp: Path, url: str, dataset: Path, users: list[str], args, thre
     except ImportError:
         print("Ray: not installed (make ray)")
         return
-    from testkit.ray_cluster import local_cluster
-
     from studio.remote import ray_executor
+    from testkit.ray_cluster import local_cluster
 
     for nodes in (1, 2):
         with local_cluster(nodes, cpus=4, timeout=600) as address:  # 16 units at once per node at a quarter CPU each
