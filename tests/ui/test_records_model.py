@@ -58,3 +58,14 @@ def test_the_simulate_page_names_the_recorded_model_and_switches_this_session_to
     assert not at.exception
     assert at.session_state["llm_overrides"]["assistant"]["model"] == SMOLLM2.name
     assert md_escape(SMOLLM2.name) not in "\n".join(i.value for i in at.info)  # this session now matches its records
+
+
+def test_the_evaluate_page_names_the_model_that_made_the_judgments(tmp_path, monkeypatch):
+    monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
+    app_workspace().runs.record_call(CallRecord(run_id="jdg-x", role="judge", provider="local", endpoint="e",
+                                                model=SMOLLM2.name))
+    at = open_page("evaluate")
+    notice = "\n".join(i.value for i in at.info)
+    assert md_escape(SMOLLM2.name) in notice and "judge: 1 calls" in notice
+    offered = [b for b in at.button if b.key == "eval_use_recorded"]
+    assert bool(offered) == model_installed(SMOLLM2.name)[0]

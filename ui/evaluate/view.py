@@ -50,6 +50,7 @@ from ui.evaluate.simfidelity import (
 )
 from ui.platform_state import base_workspace
 from ui.presenting import read_only_note, writes_allowed
+from ui.records_model import render_records_model
 from ui.text import md_escape
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,16 @@ def render_fidelity() -> None:
         st.markdown(FIDELITY.read_text(encoding="utf-8") if FIDELITY.is_file() else "FIDELITY.md is missing.")
 
 
+def render_judge_model_notice() -> None:
+    """Which model made the stored judgments, when it is not this session's judge (offered for this session)."""
+    try:
+        cfg = platform_state.platform_config()
+    except ConfigError as e:  # the sidebar shows the error; the records still open
+        log.info("no judge-model notice: the configuration is broken: %s", e)
+        return
+    render_records_model(base_workspace().runs.models_used(), cfg, ("judge",), "eval", may_change=writes_allowed())
+
+
 def render_evaluate(dataset: Dataset) -> None:
     st.title("Evaluate")
     render_fidelity()
@@ -101,6 +112,7 @@ def render_evaluate(dataset: Dataset) -> None:
     if boards_first:
         render_boards(dataset, dkey)
     st.header("Multi-turn: FairEval pairwise judging")
+    render_judge_model_notice()
     selection = None
     if len(methods) < 2:
         st.info("Judging needs finished simulation runs of at least two methods on the same topics in this dataset. "
