@@ -10,7 +10,7 @@ import pytest
 
 from backends.config import ROLES
 from backends.llm.fake import ScriptedLLM
-from evaluation.faireval import Judgment, JudgeSample, OrderTexts
+from evaluation.faireval import JudgeSample, Judgment, OrderTexts
 from evaluation.traces import build_steps, judgment_steps, load_trace, side_step
 from palset.loader import load_dataset
 from palset.vocab import Act
