@@ -20,7 +20,7 @@ from testkit.browser import browser_page, chromium_available, running_app, wait_
 IMG = ROOT / "docs" / "img"
 BUNDLE = ROOT / "data" / "demo" / "workspace.palbundle"
 TOUR_SHOTS = {1: "users", 7: "memory", 11: "simulate", 12: "evaluate", 14: "review"}  # tour stop → guide picture
-PAGE_SHOTS = {"generate": "generate", "settings": "settings", "audit": "audit"}  # url path → guide picture
+PAGE_SHOTS = {"generate": "generate", "settings": "settings", "audit": "audit", "traces": "traces"}  # url path → guide picture
 WIDTH, HEIGHT = 1400, 1800  # the guide shows a page's first two screens
 
 
