@@ -9,8 +9,9 @@ has not come after a minute means something is wrong. So each call's deadline is
 with both rates those of one request while every slot of the server is busy (:mod:`backends.llm.rates` measures
 and remembers them per endpoint and model). An endpoint nobody measured gets :data:`ASSUMED_RATES` (slow on
 purpose: a deadline too long costs a wait, one too short loses the work). A ``timeout`` the person configured
-wins for the whole answer. A streamed call also ends when no token came for ``idle_timeout`` seconds (a stalled
-server, told apart from a slow one); its first token may take as long as the prompt needs, when that is longer.
+wins for the whole answer. A streamed call is bounded by ``idle_timeout`` seconds without a token instead (a stalled
+server, told apart from a slow one), never by its total time; its first token may take as long as the prompt needs,
+when that is longer.
 
 The :class:`Deadline` says how it was computed, so the error a timeout raises can name the numbers.
 """

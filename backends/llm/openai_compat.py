@@ -10,8 +10,9 @@ per-call parameter transforms and response-model construction, which cost severa
 CPU per call — most of a batch simulation's overhead over the server's latency.
 
 Each request carries its deadline (:mod:`backends.llm.deadline`): a non-streamed answer must come within
-``timeout``; a streamed one ends when no token came for ``first_token_timeout`` (the idle limit, or the time its
-prompt needs when that is longer) or when it runs past ``timeout`` in all. A timeout's message names the limit
+``timeout``; a streamed one ends only when no token came for ``first_token_timeout`` (the idle limit, or the time
+its prompt needs when that is longer): a server that keeps sending is slow, not stalled, however long it takes (a
+machine's speed drifts many-fold with its load, so a total bound from measured rates would end live answers). A timeout's message names the limit
 and how it was computed (``deadline_note``).
 """
 
@@ -180,10 +181,6 @@ class OpenAICompatProvider:
             response = self._post(req, stream=True)
             for chunk in response:
                 chunks += 1
-                if time.perf_counter() - started > req.timeout:
-                    raise LLMTimeout(f"{self.endpoint}: the answer was not finished within {req.timeout:.0f} s "
-                                     f"({req.deadline_note or 'the role timeout'}); {chunks} parts came. "
-                                     f"{_WHAT_TO_CHANGE}")
                 if not isinstance(chunk, dict):
                     raise BadResponse(f"{self.endpoint}: unreadable stream chunk")
                 model = chunk.get("model") or model

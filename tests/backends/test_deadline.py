@@ -137,9 +137,9 @@ def test_a_stalled_stream_fails_on_the_idle_limit_with_the_reason(make_client):
 def test_an_answer_read_as_a_stream_fails_on_a_stall_not_on_its_length():
     """The bundled server's answers are all read this way, structured ones included (LocalProvider.complete)."""
     slow = TrickleServer(tokens=30, rate=10.0)
-    req = ChatRequest(model="m", messages=[Message(role="user", content="hi")], max_tokens=64, timeout=30,
+    req = ChatRequest(model="m", messages=[Message(role="user", content="hi")], max_tokens=64, timeout=1,
                       first_token_timeout=1.5, deadline_note="for the test")
-    with slow.running():  # 3 s of answer, a piece every 0.1 s: longer than the idle limit in all, never idle
+    with slow.running():  # 3 s of answer, a piece every 0.1 s: past its 1 s total and the idle limit, never idle
         result = OpenAICompatProvider(slow.base_url, None).complete_streamed(req)
     assert isinstance(result, ChatResult) and result.text.count("ok") == 30
     stalled = TrickleServer(tokens=30, rate=10.0, stall_after=3, stall_s=10.0)
