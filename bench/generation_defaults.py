@@ -30,6 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from backends.paths import StatePaths  # noqa: E402  (the project root is on the path first)
+
 PAL = ROOT / ".venv" / "bin" / "pal"
 SECRETS = ROOT / ".streamlit" / "secrets.toml"
 
@@ -52,7 +54,7 @@ def run(cmd: list[str], env: dict[str, str], log: Path) -> tuple[int, float]:
 
 def call_figures(home: Path) -> dict[str, object]:
     """What the run store recorded: calls, errors, timeouts, tokens, the longest call, the measured rates."""
-    with sqlite3.connect(home / "runs.sqlite") as db:
+    with sqlite3.connect(StatePaths(home).runs_db) as db:
         calls, errors, tin, tout, longest = db.execute(
             "SELECT COUNT(*), SUM(error IS NOT NULL), COALESCE(SUM(tokens_in), 0), COALESCE(SUM(tokens_out), 0), "
             "COALESCE(MAX(latency_ms), 0) FROM llm_calls").fetchone()
@@ -68,10 +70,10 @@ def call_figures(home: Path) -> dict[str, object]:
 def step_seconds(home: Path) -> dict[str, float]:
     """Seconds and calls of each stored step of the home's generation runs (what the Generate page's ETA is
     proportioned on: ``ui/generate/step_shares.json``)."""
+    from studio.workspace import Workspace
     from synth.registry import NAMES
-    from synth.store import SynthStore
 
-    store, out = SynthStore(home / "synth"), dict[str, float]()
+    store, out = Workspace(home, read_only=True).synth, dict[str, float]()
     for info in store.list():
         for name in NAMES:
             if (rec := store.step(info.run_id, name)) is not None:

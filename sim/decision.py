@@ -1,4 +1,4 @@
-"""A judging turn composed from the user's decision, when no draft of it speaks as the user (issue 24).
+"""A judging turn composed from the user's decision, when no draft of it speaks as the user.
 
 Why: in the two acts where the user *judges* what the assistant said — Requirement Confirmation (was the guess one
 of the hidden needs?) and Solution Feedback (accept or reject the suggestion?) — the 0.5B model, asked for the
@@ -12,7 +12,7 @@ a free draft; the quality bench counts these turns apart.
 The decision call sends the User-LLM's own system message and the same chat as the draft, so a server's prompt
 cache serves all but its last lines. Its JSON is read as it streams (:class:`DecisionStream`): the decision is its
 first field, so the turn's fixed words can be shown a few tokens into the answer, before the model's clause is
-written (issue 24 point 4: a turn decided at once showed nothing until the whole call was done, ≈ 4.4 s).
+written (otherwise a turn decided at once would show nothing until the whole call was done).
 """
 
 from __future__ import annotations

@@ -311,8 +311,8 @@ class UserSimulator:
     def _gone_astray(self, text: str) -> bool:
         """Whether a draft being written already fails the persona rule in a way no later words undo
         (:func:`sim.persona_check.lasting_reasons`: an assistant's offer, narration, prompt talk): the server then
-        stops decoding it and it is asked again, instead of being decoded to its end first (issue 24 point 4; most
-        of the 0.5B's rejected drafts showed one of these). Read up to the last whole word, so a word still being
+        stops decoding it and it is asked again, instead of being decoded to its end first, so a live page
+        shows the next draft sooner (a small model's rejected drafts mostly show one of these). Read up to the last whole word, so a word still being
         written ("user" of "username") does not count, nor the user's name written as a speaker label before its
         colon, nor a first line about the assistant before the next line (:func:`cut_at_speaker` drops it when the
         user's words follow). Not for the last draft, which is kept whatever it is."""

@@ -81,3 +81,13 @@ def wait_idle(page, timeout_ms: int = 90_000) -> None:
     """Wait until the app has no script run in progress (``stApp``'s script state is ``notRunning``): a key
     pressed during a rerun can be lost while its elements are replaced, one pressed when idle is not."""
     page.locator("[data-testid='stApp'][data-test-script-state='notRunning']").wait_for(timeout=timeout_ms)
+
+
+def show_whole_memory_graph(page) -> None:
+    """On the Memory page, turn off the graph's focus on the selected item (on by default for a large memory), so
+    the whole memory is drawn; returns once the page has redrawn."""
+    page.get_by_text("Focus on the selected item").first.wait_for(timeout=60_000)
+    if page.get_by_label("Focus on the selected item").first.is_checked():
+        page.get_by_text("Focus on the selected item").first.click()
+        page.wait_for_timeout(1000)
+        wait_idle(page)

@@ -145,6 +145,8 @@ class RateBook:
         with _lock_for(f"{endpoint}|{model}"):
             if (known := self.remembered(endpoint, model, slots)) is not None:
                 return known  # another call measured while this one waited
+            if (failed := _FAILED.get((endpoint, model))) is not None and self.clock() - failed < RETRY_FAILED_S:
+                return ASSUMED_RATES  # another call's measurement failed while this one waited: not again at once
             try:
                 measured = measure(model)
             except (OSError, ValueError, RateError) as e:

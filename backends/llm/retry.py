@@ -22,9 +22,9 @@ class RetryPolicy:
     base_delay: float = 0.5
     max_delay: float = 20.0
     max_retry_after: float = 60.0
-    # a timeout is retried this often at most: its deadline came from what the call needs, so a second miss means
-    # the server is stalled or much slower than measured (the work around the call then tries once more, longer)
-    max_timeouts: int = 1
+    # a timeout is retried this often at most (None: as often as any retryable error, up to ``max_retries``); the
+    # work around a call that still timed out tries once more with longer deadlines (backends/llm/patience.py)
+    max_timeouts: int | None = None
 
     def delay(self, attempt: int, error: LLMError, rng: random.Random) -> float:
         """Seconds to wait before attempt ``attempt + 1``: the server's Retry-After if given, else jittered backoff."""
@@ -50,7 +50,8 @@ def call_with_retries(
             return fn(), attempt + 1
         except LLMError as e:
             timeouts += isinstance(e, LLMTimeout)
-            if not e.retryable or attempt >= policy.max_retries or timeouts > policy.max_timeouts:
+            if not e.retryable or attempt >= policy.max_retries or (
+                    policy.max_timeouts is not None and timeouts > policy.max_timeouts):
                 raise
             wait = policy.delay(attempt, e, rng)
             log.info("attempt %d failed (%s); retrying in %.1f s", attempt + 1, e, wait)

@@ -106,6 +106,8 @@ def test_calls_in_flight_never_exceed_the_bundled_servers_slots(tmp_path):
     def respond(body):
         if "messages" not in body:  # the tokenizer's /tokenize
             return 200, {"content-type": "application/json"}, b'{"tokens": [1, 2]}'
+        if calibrating(body):  # measuring the server's speed, once, before the calls
+            return answer(body, "fine")
         with lock:
             now[0] += 1
             most[0] = max(most[0], now[0])

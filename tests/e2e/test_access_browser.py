@@ -65,7 +65,7 @@ def test_signed_out_pages_show_only_sign_in_and_annotators_cannot_reach_others(l
             assert page.get_by_test_id("stSidebar").count() == 0 or not page.get_by_test_id("stSidebar").is_visible()
             assert page.get_by_test_id("stTopNavLinkContainer").count() == 0
         sign_in(page, url, "boss")
-        assert nav_links(page) == ["Home", "Users", "Memory", "Simulate", "Evaluate", "Generate", "Review",
+        assert nav_links(page) == ["Home", "Users", "Memory", "Simulate", "Evaluate", "Traces", "Generate", "Review",
                                    "Settings", "Audit"]
         page.get_by_role("button", name="Sign out").click()
         page.get_by_role("button", name="Sign in", exact=True).wait_for(timeout=30_000)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from testkit.browser import browser_page, chromium_available, running_app
+from testkit.browser import browser_page, chromium_available, running_app, show_whole_memory_graph
 
 pytestmark = [
     pytest.mark.browser,
@@ -35,6 +35,7 @@ def test_gold_graph_has_its_layers_and_the_slider_changes_it(pal_env):
         page.goto(f"{url}/memory?user=1000")
         page.get_by_text("18 / 18").first.wait_for(timeout=60_000)  # built on first use, no button pressed
         assert page.get_by_text("Oracle upper bound").count() >= 1
+        show_whole_memory_graph(page)
         latest = _node_ids(page)
         for marker in LAYERS:
             assert any(marker in n for n in latest), marker

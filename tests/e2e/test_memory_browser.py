@@ -7,7 +7,7 @@ from urllib.parse import urlparse
 import pytest
 
 from palset.loader import load_dataset
-from testkit.browser import browser_page, chromium_available, running_app
+from testkit.browser import browser_page, chromium_available, running_app, show_whole_memory_graph
 from tests.conftest import DEMO, read, write
 from tests.pages.apptest import app_workspace
 
@@ -50,6 +50,8 @@ def test_graph_renders_nodes_without_external_requests(pal_env):
         requests: list[str] = []
         page.on("request", lambda r: requests.append(r.url))
         page.goto(f"{url}/memory?user=1001&method=rag-turn&session=1001_sample2")
+        _graph(page)
+        show_whole_memory_graph(page)
         _graph(page)
         assert page.get_by_text("18 / 18").count() >= 1
         frame = next(f for f in page.frames if f.evaluate("typeof network !== 'undefined'"))

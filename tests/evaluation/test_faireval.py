@@ -128,7 +128,7 @@ def test_resume_skips_stored_judgments(demo, env, runs):
     assert len(fake3.requests) == 2  # samples 0-1 of each order come from the response cache, sample 2 is new
 
 
-# ---------------------------------------------------------------- equal weight per order (issue 18, item 1)
+# ---------------------------------------------------------------- equal weight per order
 
 
 def sample(order: int, index: int, a: int | None = None, b: int | None = None) -> JudgeSample:

@@ -1,4 +1,4 @@
-"""One real FairEval of two real simulated runs on the default local model, Qwen2.5-Coder-0.5B (issue 24 point 6:
+"""One real FairEval of two real simulated runs on the default local model, Qwen2.5-Coder-0.5B (
 each role's real path runs once on the model users get; paths that only need *a* model use SmolLM2 elsewhere).
 
 User 1006 of the demo data (``data/demo``, the project's own synthetic users) is Chinese: the User-LLM opens as

@@ -63,7 +63,7 @@ def test_a_context_that_fits_is_left_alone(build_memory, tiny_user):
 
 
 def test_parts_an_earlier_note_shows_are_not_sent_again_but_stay_retrieved(build_memory, demo_user):
-    """A retrieval assistant keeps its notes in the transcript (issue 24 point 4): a later turn's note leaves out
+    """A retrieval assistant keeps its notes in the transcript: a later turn's note leaves out
     the parts already there — its items stay in the trace, since they are still in front of the assistant."""
     builder = built(build_memory, "rag-turn", demo_user)
     trace = builder.retrieve("sleep", "requirement", demo_user.query[0])

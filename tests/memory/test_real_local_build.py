@@ -37,7 +37,7 @@ def test_h2memory_builds_a_demo_session_with_the_local_model(local_servers, tmp_
 
 @pytest.mark.slow(seconds=60)
 def test_the_memory_builder_summarises_a_chinese_session_on_the_default_model(local_servers, tmp_path, monkeypatch):
-    """The memory-builder role on the default model (issue 24 point 6): RecurSum's log and dialogue summaries of
+    """The memory-builder role on the default model: RecurSum's log and dialogue summaries of
     user 1006's first session, in Chinese and within their bound (160 characters: short, so the test is)."""
     monkeypatch.setenv("PAL_HOME", str(tmp_path))
     env = {"PAL_DEFAULT_TIMEOUT": "600", **local_model_env(DEFAULT_MODEL)}

@@ -82,7 +82,7 @@ def test_a_one_month_english_user_in_a_small_window(local_servers, tmp_path, mon
 
 @pytest.mark.slow(seconds=60)
 def test_the_synthesizer_writes_a_chinese_profile_on_the_default_model(local_servers, tmp_path, monkeypatch):
-    """The synthesizer role on the default model (issue 24 point 6): the first step of a Chinese user, its profile,
+    """The synthesizer role on the default model: the first step of a Chinese user, its profile,
     passes the step's schema and rules and is written in Chinese."""
     monkeypatch.setenv("PAL_HOME", str(tmp_path / "pal"))
     ws = make_workspace(tmp_path / "pal", env={"PAL_DEFAULT_TIMEOUT": "600", **local_model_env(DEFAULT_MODEL)},

@@ -328,7 +328,7 @@ def test_records_are_stored_per_method_and_reported_for_the_page(tmp_path):
     assert overall[("rag-turn", "mcq")]["accuracy"] == 0.5 and overall[("vanilla", "mcq")]["accuracy"] == 0.0
 
 
-# ---------------------------------------------------------------- three judges, 0–1 scale, scenarios (issue 18, item 6)
+# ---------------------------------------------------------------- three judges, 0–1 scale, scenarios
 
 
 def judges_reply(scores):
