@@ -23,8 +23,9 @@ def timing_out(times: int, at: int):
 
 
 def test_a_stage_that_timed_out_runs_again_patiently(build_memory, tiny_user):
-    # the client retries a timeout once itself; two in a row reach the stage, which asks again with 2× deadlines
-    builder, fake = build_memory("memorybank", tiny_user, timing_out(times=2, at=2))
+    # the client retries a timeout itself (max_retries, 4 by default); five in a row reach the stage, which asks
+    # again with 2× deadlines
+    builder, fake = build_memory("memorybank", tiny_user, timing_out(times=5, at=2))
     info = builder.run(until_session=1)
     assert info.stages_done == 4
     patient = [r for r in fake.requests if "second try" in (r.deadline_note or "")]
@@ -34,7 +35,7 @@ def test_a_stage_that_timed_out_runs_again_patiently(build_memory, tiny_user):
 
 
 def test_a_stage_that_keeps_timing_out_fails_and_resumes_there(build_memory, tiny_user):
-    builder, _ = build_memory("memorybank", tiny_user, timing_out(times=4, at=2))
+    builder, _ = build_memory("memorybank", tiny_user, timing_out(times=10, at=2))
     with pytest.raises(LLMTimeout) as e:
         builder.run(until_session=1)
     assert e.value.after_patience
