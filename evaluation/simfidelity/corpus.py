@@ -137,13 +137,19 @@ def rule_stance(item: CorpusItem) -> str:
 def measure_stance(items: Sequence[CorpusItem], classify: StanceClassifier = rule_stance, classifier: str = "rule",
                    splits: Sequence[str] = SPLITS) -> list[CorpusScore]:
     """The stance classifier's figures per language and split."""
+    return _per_split(items, classify, "stance", classifier, splits, STANCES)
+
+
+def _per_split(items: Sequence[CorpusItem], classify: Callable[[CorpusItem], str], rule: str, classifier: str,
+               splits: Sequence[str], labels: Sequence[str]) -> list[CorpusScore]:
+    """One instrument's figures for each split and language that has items."""
     out = []
     for split in splits:
         for language in ("en", "zh"):
             chosen = [i for i in items if i.split == split and i.language == language]
             if chosen:
-                out.append(score(chosen, [classify(i) for i in chosen], rule="stance", classifier=classifier,
-                                 language=language, split=split, labels=STANCES))
+                out.append(score(chosen, [classify(i) for i in chosen], rule=rule, classifier=classifier,
+                                 language=language, split=split, labels=labels))
     return out
 
 
@@ -186,14 +192,7 @@ def judge_voice_of(llm: LLMClient) -> Callable[[CorpusItem], str]:
 def measure_persona_judge(items: Sequence[CorpusItem], classify: Callable[[CorpusItem], str], classifier: str,
                           splits: Sequence[str] = SPLITS) -> list[CorpusScore]:
     """A judge's "in persona" figures per language and split, beside the rules' (:func:`measure_persona`)."""
-    out = []
-    for split in splits:
-        for language in ("en", "zh"):
-            chosen = [i for i in items if i.split == split and i.language == language]
-            if chosen:
-                out.append(score(chosen, [classify(i) for i in chosen], rule="in persona", classifier=classifier,
-                                 language=language, split=split, labels=("in", "out")))
-    return out
+    return _per_split(items, classify, "in persona", classifier, splits, ("in", "out"))
 
 
 def persona_rules_fired(item: CorpusItem) -> set[str]:
