@@ -165,3 +165,32 @@ def _add_log_density(fig: go.Figure, user: User) -> None:
         ),
         row=2, col=1,
     )
+
+
+def build_estimates_figure(series: dict[str, dict[str, tuple[float | None, float | None, float | None]]],
+                           categories: dict[str, str], *, percent: bool = True, title: str = "") -> go.Figure:
+    """Grouped bars with 95% error bars: one colour per series (a method), one group per category (a figure or
+    layer, keyed by name with its readable label); ``(value, low, high)`` per cell, a missing value left out
+    (never drawn as 0) and a missing interval drawn without whiskers."""
+    fig = go.Figure()
+    labels = list(categories.values())
+    for name, cells in series.items():
+        xs, ys, plus, minus, texts = [], [], [], [], []
+        for key, label in categories.items():
+            value, low, high = cells.get(key, (None, None, None))
+            if value is None:
+                continue
+            xs.append(label)
+            ys.append(value)
+            plus.append(0.0 if high is None else max(0.0, high - value))
+            minus.append(0.0 if low is None else max(0.0, value - low))
+            texts.append(f"{value:.0%}" if percent else f"{value:.2f}")
+        fig.add_bar(x=xs, y=ys, name=_h(name), text=texts, textposition="outside", cliponaxis=False,
+                    error_y={"type": "data", "symmetric": False, "array": plus, "arrayminus": minus,
+                             "thickness": 1.5, "width": 4},
+                    hovertemplate=f"{_h(name)}<br>%{{x}}: %{{y:{'.0%' if percent else '.2f'}}}<extra></extra>")
+    fig.update_layout(barmode="group", height=380, margin={"l": 10, "r": 10, "t": 40 if title else 20, "b": 10},
+                      legend={"orientation": "h", "y": -0.2}, title={"text": _h(title), "font": {"size": 14}},
+                      yaxis={"tickformat": ".0%" if percent else None, "rangemode": "tozero"},
+                      xaxis={"categoryorder": "array", "categoryarray": labels})
+    return fig

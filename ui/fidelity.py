@@ -16,6 +16,15 @@ from evaluation.fidelity import DEFINITIONS, HEADLINE
 from evaluation.fidelity.board import NA, cell, na_reason, not_measured
 from evaluation.fidelity.references import REFERENCES
 from evaluation.fidelity.types import LOWER_IS_BETTER, FidelityReport
+from evaluation.takeaways import (
+    Language,
+    cell_text,
+    estimate_of,
+    figure_label,
+    measurement_key,
+    method_label,
+    reference_label,
+)
 from memory.methods import ORACLE_LABEL, display_name
 from memory.types import MemoryItem
 
@@ -150,3 +159,53 @@ def export_json(report: FidelityReport, references: list[FidelityReport]) -> str
     reports of the same user measured alike."""
     return json.dumps({"report": report.model_dump(mode="json"), "not_measured": not_measured(report),
                        "references": [r.model_dump(mode="json") for r in references]}, ensure_ascii=False, indent=1)
+
+
+CHART_LAYERS = ("requirement_recall", "preference_recall", "background_coverage", "text_recall")
+BOARD_META = ("users", "embedder", "τ", "τ ROC AUC", "match precision", "default matcher", "definition", "as of",
+              "not measured")
+
+
+def readable_board(rows: list[dict], language: Language = "en", *, references: bool = False,
+                   first: str | None = None) -> pd.DataFrame:
+    """The board as people read it: the method (or the reference, with its meaning), then every figure under its
+    readable name with the 95% interval beside it (``first`` leading), then the measurement's metadata."""
+    figures = [first] if first in HEADLINE else []
+    figures += [n for n in HEADLINE if n not in figures]
+    out = []
+    for r in rows:
+        if (r["kind"] == "reference") != references:
+            continue
+        name = reference_label(r["method"], language) if references else method_label(r["method"])
+        row: dict = {"reference" if references else "method": name}
+        if references:
+            row["meaning"] = r.get("expect", "")
+        row.update({figure_label(n, language): cell_text(n, estimate_of(r[n])) for n in figures})
+        row.update({"users": len(r["users"]), "embedder": r["embedder"], "τ": f"{r['threshold']:g}",
+                    "τ ROC AUC": NA if r.get("threshold_auc") is None else f"{r['threshold_auc']:.3f}",
+                    "match precision": NA if r.get("match_precision") is None else f"{r['match_precision']:.3f}",
+                    "default matcher": r.get("default_matcher") or "embedding",
+                    "definition": f"v{r['metric_version']}" + (" (stale)" if r["stale"] else ""),
+                    "as of": ", ".join(r["as_of"][:2]) + ("…" if len(r["as_of"]) > 2 else ""),
+                    "not measured": "; ".join(f"{figure_label(k, language)}: {v}"
+                                              for k, v in r["not_measured"].items())})
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def layer_series(rows: list[dict], key: tuple[str, float, str] | None,
+                 language: Language = "en") -> tuple[dict[str, dict[str, tuple]], dict[str, str]]:
+    """(method → layer → (value, low, high), layer → readable name) of the methods of one measurement, for the
+    method × layer chart above the board."""
+    series: dict[str, dict[str, tuple]] = {}
+    for r in rows:
+        if r["kind"] != "method" or measurement_key(r) != key:
+            continue
+        cells = {}
+        for n in CHART_LAYERS:
+            e = estimate_of(r[n])
+            if e.value is not None:
+                b = e.bounds() or (None, None)
+                cells[n] = (e.value, b[0], b[1])
+        series[method_label(r["method"])] = cells
+    return series, {n: figure_label(n, language) for n in CHART_LAYERS}

@@ -10,6 +10,7 @@ from backends.config import ROLES, load_config
 from backends.llm.errors import EndpointUnavailable
 from backends.llm.fake import ScriptedLLM
 from evaluation.service import judge_runs, pair_runs
+from evaluation.takeaways import figure_label
 from evaluation.tasks import TaskResult
 from palset.dataset import dataset_key
 from palset.loader import load_dataset
@@ -95,9 +96,10 @@ def test_judge_button_judges_every_paired_topic_and_draws_the_bars(env, runs):
 
     spec = figure(at)
     bars = {t["name"]: t for t in spec["data"] if t["type"] == "bar"}
-    assert set(bars) == {"win", "tie", "lose"}
-    for name in ("win", "tie", "lose"):
-        assert bars[name]["x"] == pytest.approx([1 / 3, 1 / 3]) and bars[name]["text"] == ["1", "1"]
+    assert set(bars) == {figure_label(f"{o}_rate") for o in ("win", "tie", "lose")}
+    for name in (figure_label(f"{o}_rate") for o in ("win", "tie", "lose")):
+        assert bars[name]["x"] == pytest.approx([1 / 3, 1 / 3]) and bars[name]["text"] == ["1 (33%)", "1 (33%)"]
+        assert "array" in bars[name]["error_x"]  # each share with its CI
     ci = next(t for t in spec["data"] if t["type"] == "scatter")
     assert ci["x"] == pytest.approx([0.5, 0.5]) and "array" in ci["error_x"]
     assert len(spec["layout"]["annotations"]) == 2
@@ -190,10 +192,11 @@ def test_leaderboard_from_stored_bench_results(env):
                 bleu={1: 0.5, 2: 0.25, 3: 0.1, 4: 0.0} if task != "selection" else None,
                 g_score=g if task == "restatement" else None, s_score=s if task == "selection" else None))
     at = open_page("evaluate")
-    frame = next(d.value for d in at.dataframe if "G-score" in d.value.columns)
+    g, s_, r1 = (figure_label(n) for n in ("g_score", "s_score", "restatement_bleu1"))
+    frame = next(d.value for d in at.dataframe if g in d.value.columns)
     assert list(frame["method"]) == ["h2memory", "vanilla"]
-    assert frame["G-score"].iloc[0].startswith("100.0") and frame["S-score"].iloc[1].startswith("50.0")
-    assert frame["R-BLEU-1"].iloc[0].startswith("50.0")
+    assert frame[g].iloc[0].startswith("100.0") and frame[s_].iloc[1].startswith("50.0")
+    assert frame[r1].iloc[0].startswith("50.0")
 
 
 def test_judge_human_agreement_section_from_pairwise_review_answers(env, runs):
@@ -231,7 +234,7 @@ def test_personamem_accuracy_by_type_from_stored_records(env):
 
 
 def test_dropped_topics_length_bias_and_fidelity_are_on_the_page(env, runs):
-    """Issue 18: a topic whose baseline run failed is dropped, shown next to win/tie/lose; length bias next to
+    """A topic whose baseline run failed is dropped, shown next to win/tie/lose; length bias next to
     position bias; FIDELITY.md opens from the page."""
     sims = app_workspace().sims
     spec = RunSpec(dataset=dataset_key(DEMO), user_id=USER, sample_id="1000_sample8", topic_key="topic-1", method=B)
@@ -310,7 +313,7 @@ def test_leaderboard_caption_names_the_english_bleu_tokens_and_judge_failures(en
             bleu={1: 0.5, 2: 0.25, 3: 0.1, 4: 0.0}, g_score=2.0 if g_ok else None, g_ok=g_ok))
     at = open_page("evaluate")
     frame = frame_with(at, "G judge failed")
-    assert frame["G judge failed"].iloc[0] == 1 and frame["G-score"].iloc[0].startswith("100.0")
+    assert frame["G judge failed"].iloc[0] == 1 and frame[figure_label("g_score")].iloc[0].startswith("100.0")
     text = all_markdown(at)
     assert "English with lower-cased word tokens" in text and "not comparable" in text
 

@@ -12,22 +12,27 @@ from evaluation.faireval import apply_decision
 from evaluation.human_agreement import AgreementReport, compare_by_aspect, pairwise_votes
 from evaluation.personamem.evaluate import accuracy_by_method
 from evaluation.service import query_topics
+from evaluation.takeaways import estimate_of, figure_label, method_label, single_turn_takeaway
 from evaluation.tasks import TASKS
 from evaluation.versions import METRIC_VERSIONS
 from memory.methods import ORACLE_LABEL, is_oracle
 from palset.dataset import Dataset
 from protocol.units import task_units
 from ui.agreement import render_judge_human
+from ui.charts import build_estimates_figure
 from ui.evaluate.data import leaderboard_frame, stored_results, to_csv, with_versions
+from ui.evaluate.takeaway import board_language, dataset_arg, render_takeaway
 from ui.jobs import failure_text, follow, submit
-from ui.methods import available_methods, method_label
+from ui.methods import available_methods
+from ui.methods import method_label as picker_label
 from ui.platform_state import base_workspace
 from ui.presenting import read_only_note, writes_allowed
 from ui.text import error_text, md_escape
 
 log = logging.getLogger(__name__)
 
-LEADER_CAPTION = ("BLEU ×100 (restatement R-, proposal P-): Chinese segmented with jieba as the paper; English with "
+LEADER_CAPTION = ("Each figure with its 95% bootstrap CI over topics in brackets; two methods whose intervals overlap "
+                  "cannot be told apart. BLEU ×100 (restatement R-, proposal P-): Chinese segmented with jieba as the paper; English with "
                   "lower-cased word tokens — the paper's code runs jieba on every language, so English BLEU is not "
                   "comparable with it. G-score 0–100: failed judge calls are left out of the mean (column 'G judge "
                   "failed'); failed predictions score 0 ('invalid'). S-score −100–100; 95% bootstrap CIs over topics.")
@@ -35,8 +40,13 @@ LEADER_CAPTION = ("BLEU ×100 (restatement R-, proposal P-): Chinese segmented w
 
 def render_leaderboard(dataset: Dataset, dkey: str) -> None:
     results = stored_results(dkey)
-    if results:
-        frame = leaderboard_frame(leaderboard(results))
+    rows = leaderboard(results)
+    takeaway = single_turn_takeaway(rows, board_language(dataset), dataset=dataset_arg(dataset), is_oracle=is_oracle)
+    if render_takeaway(takeaway, "eval_leaderboard"):
+        series = {method_label(r["method"]): {k: _triple(r[k]) for k in ("g_score", "s_score")} for r in rows}
+        st.plotly_chart(build_estimates_figure(series, {k: figure_label(k) for k in ("g_score", "s_score")},
+                                               percent=False), key="eval_leaderboard_chart", width="stretch")
+        frame = leaderboard_frame(rows)
         st.dataframe(frame, hide_index=True, width="stretch", key="eval_leaderboard")
         st.caption(LEADER_CAPTION)
         if any(is_oracle(r.method) for r in results):
@@ -45,13 +55,11 @@ def render_leaderboard(dataset: Dataset, dkey: str) -> None:
         st.download_button("Leaderboard CSV", to_csv(with_versions(frame, "bleu", "g_score", "s_score")),
                            file_name="single_turn_leaderboard.csv", mime="text/csv", icon=":material/download:",
                            key="eval_leader_csv", on_click="ignore")
-    else:
-        st.info("No single-turn results for this dataset yet.")
     if not writes_allowed():
         read_only_note("single-turn tasks are not run here")
         return
     with st.expander("Run single-turn tasks"):
-        methods = st.multiselect("Methods", available_methods(), key="eval_bench_methods", format_func=method_label)
+        methods = st.multiselect("Methods", available_methods(), key="eval_bench_methods", format_func=picker_label)
         users = st.multiselect("Users (empty: all)", list(dataset.users), key="eval_bench_users")
         if st.button("Run single-turn tasks", key="eval_bench_run", icon=":material/play_arrow:",
                      disabled=not methods):
@@ -68,6 +76,13 @@ def render_leaderboard(dataset: Dataset, dkey: str) -> None:
                          "again to continue.")
                 return
             st.rerun()
+
+
+def _triple(cell: dict) -> tuple[float | None, float | None, float | None]:
+    """A board cell as (value, low, high) for the chart (None where not measured)."""
+    e = estimate_of(cell)
+    b = e.bounds() or (None, None)
+    return e.value, b[0], b[1]
 
 
 def agreement_reports(dkey: str, a: str, b: str, aspects: list[str], threshold: float) -> dict[str, AgreementReport]:

@@ -17,6 +17,7 @@ from backends.csvsafe import neutralise
 from evaluation.faireval import ASPECTS, Judgment
 from evaluation.faireval_stats import OUTCOMES, judgment_position
 from evaluation.service import DroppedTopic
+from evaluation.takeaways import figure_label
 from evaluation.tasks import TaskResult
 from evaluation.versions import metric_versions, versions_text
 from memory.methods import display_name
@@ -24,12 +25,9 @@ from sim.store import SimStore
 from ui.platform_state import base_workspace
 
 OUTCOME_COLOURS = {"win": "#2e7d32", "tie": "#9e9e9e", "lose": "#c62828"}
-LEADER_COLUMNS = [("R-BLEU-1", "restatement_bleu1"), ("R-BLEU-2", "restatement_bleu2"),
-                  ("R-BLEU-3", "restatement_bleu3"), ("R-BLEU-4", "restatement_bleu4"), ("G-score", "g_score"),
-                  ("P-BLEU-1", "proposal_bleu1"), ("P-BLEU-2", "proposal_bleu2"), ("P-BLEU-3", "proposal_bleu3"),
-                  ("P-BLEU-4", "proposal_bleu4"), ("S-score", "s_score")]
-
-
+# the single-turn board's figures, metrics first (readable names: :func:`evaluation.takeaways.figure_label`)
+LEADER_FIGURES = ("g_score", "s_score", *(f"{task}_bleu{n}" for task in ("restatement", "proposal") for n in (1, 2, 3, 4)))
+LEADER_COLUMNS = [(figure_label(key), key) for key in LEADER_FIGURES]
 
 
 def finished_methods(sims: SimStore, dkey: str) -> list[str]:
@@ -141,15 +139,31 @@ def to_jsonl(judgments: list[Judgment], aggregates: list[dict], dropped: Sequenc
     return "\n".join(lines) + "\n"
 
 
+def _ci_arms(rows: list[dict], outcome: str) -> tuple[list[float], list[float]]:
+    """(plus, minus) whiskers of each row's ``outcome`` share from its stored 95% CI (0 where none is stored)."""
+    plus, minus = [], []
+    for r in rows:
+        value = r[f"{outcome}_rate"]
+        lo, hi = (list(r.get(f"{outcome}_rate_ci") or [None, None]) + [None, None])[:2]
+        ok = lo is not None and hi is not None and lo == lo and hi == hi
+        plus.append(max(0.0, hi - value) if ok else 0.0)
+        minus.append(max(0.0, value - lo) if ok else 0.0)
+    return plus, minus
+
+
 def outcome_figure(rows: list[dict], method_a: str, method_b: str) -> go.Figure:
-    """Stacked win/tie/lose shares per aspect (A's view), with the adjusted win rate and its 95% cluster-bootstrap
-    CI over users."""
+    """Win/tie/lose shares per aspect (A's view) side by side, each with its 95% cluster-bootstrap CI over users,
+    and the adjusted win rate (ties as half) with its CI as a diamond."""
     fig = go.Figure()
     aspects = [r["aspect"] for r in rows]
     for outcome in ("win", "tie", "lose"):
-        fig.add_bar(y=aspects, x=[r[f"{outcome}_rate"] for r in rows], name=outcome, orientation="h",
-                    marker_color=OUTCOME_COLOURS[outcome], text=[f"{r[outcome]}" for r in rows],
-                    textposition="inside", customdata=[r[outcome] for r in rows],
+        plus, minus = _ci_arms(rows, outcome)
+        fig.add_bar(y=aspects, x=[r[f"{outcome}_rate"] for r in rows], name=figure_label(f"{outcome}_rate"),
+                    orientation="h", marker_color=OUTCOME_COLOURS[outcome],
+                    text=[f"{r[outcome]} ({r[f'{outcome}_rate']:.0%})" for r in rows], textposition="inside",
+                    customdata=[r[outcome] for r in rows],
+                    error_x={"type": "data", "symmetric": False, "array": plus, "arrayminus": minus,
+                             "color": "#374151", "thickness": 1.5, "width": 4},
                     hovertemplate=f"{outcome}: %{{customdata}} (%{{x:.0%}})<extra></extra>")
     adj = [r["adjusted_win_rate"] for r in rows]
     lo = [r["adjusted_win_rate_ci"][0] for r in rows]
@@ -159,10 +173,11 @@ def outcome_figure(rows: list[dict], method_a: str, method_b: str) -> go.Figure:
                     error_x={"type": "data", "symmetric": False, "array": [h - a for h, a in zip(hi, adj)],
                              "arrayminus": [a - low for a, low in zip(adj, lo)], "color": "black", "thickness": 2},
                     hovertemplate="adjusted win rate %{x:.3f}<extra></extra>")
+    fig.add_vline(x=0.5, line={"dash": "dot", "color": "#6b7280", "width": 1})  # even: the two cannot be told apart
     for aspect, a, low, high in zip(aspects, adj, lo, hi):
         fig.add_annotation(y=aspect, x=1.0, xanchor="left", showarrow=False, xshift=6,
                            text=f"{a:.2f} [{low:.2f}, {high:.2f}]")
-    fig.update_layout(barmode="stack", height=120 + 70 * len(rows), margin={"l": 10, "r": 130, "t": 30, "b": 30},
+    fig.update_layout(barmode="group", height=140 + 110 * len(rows), margin={"l": 10, "r": 130, "t": 30, "b": 30},
                       xaxis={"range": [0, 1], "tickformat": ".0%", "title": f"share of topics ({method_a} vs {method_b})"},
                       legend={"orientation": "h", "y": 1.15})
     return fig

@@ -16,10 +16,13 @@ from evaluation.fidelity.compute import StatementVectors
 from evaluation.fidelity.references import is_reference
 from evaluation.fidelity.service import measure_build, reference_reports
 from evaluation.fidelity.types import FidelityConfig, FidelityReport
+from evaluation.takeaways import fidelity_takeaway, figure_label, primary_measurement
 from memory.methods import ORACLE_LABEL, get_method_class
 from palset.dataset import Dataset
+from ui.charts import build_estimates_figure
 from ui.evaluate.data import to_csv
-from ui.fidelity import REFERENCE_NOTE, board_frame
+from ui.evaluate.takeaway import board_language, dataset_arg, render_references, render_takeaway
+from ui.fidelity import REFERENCE_NOTE, board_frame, layer_series, readable_board
 from ui.methods import available_methods, method_label, open_user_builder
 from ui.platform_state import base_workspace
 from ui.presenting import read_only_note, writes_allowed
@@ -47,7 +50,9 @@ def stale_measurements(reports: list[FidelityReport]) -> list[tuple[str, str]]:
 def render_fidelity_board(dataset: Dataset, dkey: str) -> None:
     reports = base_workspace().fidelity.latest(dkey)
     rows = leaderboard(reports)
-    if rows:
+    language = board_language(dataset)
+    takeaway = fidelity_takeaway(rows, language, dataset=dataset_arg(dataset))
+    if render_takeaway(takeaway, "eval_fidelity"):
         stale = [r for r in rows if r["stale"]]
         if stale:
             where = ("below, on the Memory page's Fidelity tab or with `pal memory fidelity`" if writes_allowed() else
@@ -55,17 +60,25 @@ def render_fidelity_board(dataset: Dataset, dkey: str) -> None:
                      "`pal memory fidelity`): this presentation shows its reports as recorded")
             st.warning(f"{len(stale)} row(s) were measured under an older definition of fidelity (marked stale, their "
                        f"figures as that version defined them): measure them again {where}.")
-        frame = board_frame(rows)
-        st.dataframe(frame, hide_index=True, width="stretch", key="eval_fidelity_board")
+        key = primary_measurement(rows)
+        figure = takeaway.headlines[0].figure if takeaway.headlines else None
+        series, layers = layer_series(rows, key, language)
+        if series:
+            st.plotly_chart(build_estimates_figure(series, layers, title=f"{key[0]} · τ {key[1]:g}" if key else ""),
+                            key="eval_fidelity_chart", width="stretch")
+        st.dataframe(readable_board(rows, language, first=figure), hide_index=True, width="stretch",
+                     key="eval_fidelity_board")
+        render_references(takeaway, readable_board(rows, language, references=True, first=figure),
+                          "eval_fidelity_refs", f"Reference rows ({len(takeaway.references)}): what a method must "
+                          "beat, measured by the same code")
         st.caption(f"{REFERENCE_NOTE} Each user's last history session (gold holds no query dialogue); mean over users "
-                   "with the 95% bootstrap CI over users; matches at cosine ≥ τ (its ROC AUC on held-out pairs beside "
-                   "it). n/a: not measurable, left out of every mean (reasons under 'not measured'); stale: measured "
-                   "under an older definition. Figures: " + md_escape(" ".join(f"{k}: {v}" for k, v in DEFINITIONS.items())))
-        st.download_button("Fidelity leaderboard CSV", to_csv(frame), file_name="fidelity_leaderboard.csv",
+                   "with the 95% bootstrap CI over users in brackets; two methods whose intervals overlap cannot be "
+                   "told apart. Matches at cosine ≥ τ (its ROC AUC on held-out pairs beside it). n/a: not measurable, "
+                   "left out of every mean (reasons under 'not measured'); stale: measured under an older "
+                   "definition. Figures: " + md_escape(" ".join(f"{figure_label(k)}: {v}"
+                                                               for k, v in DEFINITIONS.items())))
+        st.download_button("Fidelity leaderboard CSV", to_csv(board_frame(rows)), file_name="fidelity_leaderboard.csv",
                            mime="text/csv", icon=":material/download:", key="eval_fidelity_csv", on_click="ignore")
-    else:
-        st.info("No fidelity measured for this dataset yet: measure methods below, on the Memory page's Fidelity tab, "
-                "or with `pal memory fidelity`.")
     if not writes_allowed():
         read_only_note("fidelity is not measured here; the table shows the bundle's reports")
         return

@@ -11,8 +11,10 @@ import streamlit as st
 
 from evaluation.faireval import Judgment
 from evaluation.service import DroppedTopic
+from evaluation.takeaways import Language, faireval_takeaway
 from memory.methods import ORACLE_LABEL, display_name, is_oracle
 from ui.evaluate.data import aggregates_frame, dropped_frame, judgments_frame, outcome_figure, to_csv, to_jsonl
+from ui.evaluate.takeaway import render_takeaway
 from ui.text import md_escape
 
 
@@ -24,10 +26,12 @@ def _tokens(value: float | None) -> str:
     return "–" if value is None else f"{value:+.0f}"
 
 
-def render_results(rows: list[dict], judgments: list[Judgment], a: str, b: str, dropped: list[DroppedTopic]) -> None:
+def render_results(rows: list[dict], judgments: list[Judgment], a: str, b: str, dropped: list[DroppedTopic],
+                   language: Language = "en") -> None:
     st.subheader("Outcomes")
-    st.caption(f"From {md_escape(display_name(a))}'s side against {md_escape(display_name(b))}: win/tie/lose per topic; "
-               "diamond = win rate with ties as half (FastChat's win_rate_adjusted) with its 95% CI by a cluster "
+    render_takeaway(faireval_takeaway(rows, a, b, language), "eval_outcomes")
+    st.caption(f"From {md_escape(display_name(a))}'s side against {md_escape(display_name(b))}: win/tie/lose per topic with "
+               "each share's 95% CI; diamond = win rate with ties as half (FastChat's win_rate_adjusted) with its 95% CI by a cluster "
                "bootstrap over users (one judgment — both orders — is one observation). Invalid: no valid judge "
                "sample in one of the two orders; dropped: no finished run of both methods.")
     if is_oracle(a) or is_oracle(b):

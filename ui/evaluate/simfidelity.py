@@ -14,16 +14,29 @@ import streamlit as st
 from evaluation.faireval import Judgment
 from evaluation.faireval_interventions import SHARES, pooled, under_share, with_interventions
 from evaluation.simfidelity import CHECK_DEFINITIONS, FIGURE_DEFINITIONS
-from evaluation.simfidelity.aggregate import VIEWS, leaderboard
+from evaluation.simfidelity.aggregate import RATES, VIEWS, leaderboard
 from evaluation.simfidelity.export import board_csv, figures_on
 from evaluation.simfidelity.instruments import Advice, advice
 from evaluation.simfidelity.probes import PROBE_SIMULATORS, build_cases, llm_side, measure_probes, reference_side
 from evaluation.simfidelity.service import OWN_DIALOGUE_SIMULATORS, matchers, measure_runs, own_dialogue_runs
 from evaluation.simfidelity.types import SimFidelityConfig
+from evaluation.takeaways import (
+    REFERENCE_SIMULATORS,
+    Estimate,
+    Language,
+    cell_text,
+    figure_label,
+    simulator_subject,
+    simulator_takeaway,
+    verdict_estimate,
+    wilson,
+)
 from palset.dataset import Dataset
 from sim.rulebook import rulebook_version
 from sim.store import SimStore
 from ui import platform_state
+from ui.charts import build_estimates_figure
+from ui.evaluate.takeaway import board_language, dataset_arg, render_references, render_takeaway
 from ui.platform_state import base_workspace
 from ui.presenting import read_only_note, writes_allowed
 from ui.text import error_text, md_escape
@@ -35,35 +48,65 @@ def _rate(value: float | None, signed: bool = False) -> str:
     return "–" if value is None else (f"{value:+.3f}" if signed else f"{value:.3f}")
 
 
-def board_frame(rows: list[dict], on: str = "kept") -> pd.DataFrame:
-    """One row per simulator: the figures ``on`` what was kept or the model's first drafts (n/a as –), the share of
-    its turns intervened in and composed, and each distance with its p-value."""
+SIM_COLUMNS = ("verdict_consistency", "truthful_rate", "persona_rate", "schedule_adherence", "acceptance_rate",
+               "implied_acceptance", "over_cooperation", "disliked_acceptance", "vagueness_gap", "decision_agreement")
+CHART_FIGURES = ("verdict_consistency", "truthful_rate", "persona_rate", "acceptance_rate", "implied_acceptance")
+
+
+def board_frame(rows: list[dict], on: str = "kept", language: Language = "en") -> pd.DataFrame:
+    """One row per simulator: the figures ``on`` what was kept or the model's first drafts under their readable
+    names (n/a as –; on kept turns the share of verdicts matching the preferences with its Wilson 95% interval),
+    then the share of its turns intervened in and composed, the counts, and each distance with its p-value."""
     out = []
     for r in rows:
         f = figures_on(r, on)
         i = r["interventions"]
-        row = {"simulator": r["simulator"], "model": r["simulator_model"], "runs": r["runs"],
-               "passed": r["passed"], "no gold": r["no_gold"], "turns": f["turns"],
-               "intervened": _rate(i["intervention_share"]), "composed": _rate(i["composed_share"]),
-               "acceptance": _rate(f["acceptance_rate"]), "implied": _rate(f["implied_acceptance"]),
-               "over-cooperation": _rate(f["over_cooperation"], True),
-               "disliked accepted": _rate(f.get("disliked_acceptance")),
-               "verdict consistency": _rate(f["verdict_consistency"]), "truthful": _rate(f["truthful_rate"]),
-               "vagueness gap": _rate(f["vagueness_gap"], True), "persona": _rate(f["persona_rate"]),
-               "schedule": _rate(f["schedule_adherence"]), "text vs decision": _rate(f.get("decision_agreement"))}
+        row: dict = {"simulator": r["simulator"], "model": r["simulator_model"]}
+        for name in SIM_COLUMNS:
+            row[figure_label(name, language)] = (
+                cell_text(name, verdict_estimate(r)) if name == "verdict_consistency" and on == "kept"
+                else _rate(f.get(name), signed=name in ("over_cooperation", "vagueness_gap")))
+        row.update({"intervened": _rate(i["intervention_share"]), "composed": _rate(i["composed_share"]),
+                    "runs": r["runs"], "passed": r["passed"], "no gold": r["no_gold"], "turns": f["turns"]})
         for name, d in r["distances"].items():
             row[f"{name} distance (p)"] = "–" if d["distance"] is None else f"{d['distance']:+.3f} ({d['p']:.3g})"
         out.append(row)
     return pd.DataFrame(out)
 
 
+def _count_estimate(counts: dict, name: str) -> Estimate:
+    if name in ("acceptance_rate", "implied_acceptance"):
+        hit = "accepted" if name == "acceptance_rate" else "implied"
+        return wilson(counts.get(hit, 0), counts.get("verdict_matched", 0))
+    check = RATES[name]
+    return wilson(counts.get(f"{check}_pass", 0), counts.get(f"{check}_n", 0))
+
+
+def chart_series(rows: list[dict]) -> dict[str, dict[str, tuple]]:
+    """simulator → figure → (share, Wilson low, high) over the kept turns' counts, for the chart above the board."""
+    series: dict[str, dict[str, tuple]] = {}
+    for r in rows:
+        estimates = {n: _count_estimate(r.get("counts") or {}, n) for n in CHART_FIGURES}
+        series[simulator_subject(r)] = {n: (e.value, e.low, e.high) for n, e in estimates.items() if e.value is not None}
+    return series
+
+
 def render_simulator_board(dataset: Dataset, dkey: str) -> None:
     results = base_workspace().simfidelity.results(dkey)
     rows = leaderboard(results)
-    if rows:
+    language = board_language(dataset)
+    takeaway = simulator_takeaway(rows, language, dataset=dataset_arg(dataset))
+    if render_takeaway(takeaway, "eval_simfid"):
+        st.plotly_chart(build_estimates_figure(chart_series(rows), {n: figure_label(n, language)
+                                                                    for n in CHART_FIGURES}),
+                        key="eval_simfid_chart", width="stretch")
         on = st.segmented_control("Figures on", list(VIEWS), default="kept", required=True, key="eval_simfid_on",
                                   help=FIGURE_DEFINITIONS["on"])
-        st.dataframe(board_frame(rows, on), hide_index=True, width="stretch", key="eval_simfid_board")
+        simulators = [r for r in rows if r["simulator"] not in REFERENCE_SIMULATORS]
+        references = [r for r in rows if r["simulator"] in REFERENCE_SIMULATORS]
+        st.dataframe(board_frame(simulators, on, language), hide_index=True, width="stretch", key="eval_simfid_board")
+        render_references(takeaway, board_frame(references, on, language), "eval_simfid_refs",
+                          f"Reference simulators ({len(references)}): the ceiling and the floors")
         notes = [f"{r['simulator']} · {r['simulator_model']}: {r['interventions']['note']}" for r in rows
                  if r["interventions"]["note"]]
         if on != "kept":
@@ -82,10 +125,6 @@ def render_simulator_board(dataset: Dataset, dkey: str) -> None:
                                    for k, v in {**CHECK_DEFINITIONS, **FIGURE_DEFINITIONS}.items()))
         st.download_button("Simulator fidelity CSV", board_csv(rows), file_name="simulator_fidelity.csv",
                            mime="text/csv", icon=":material/download:", key="eval_simfid_csv", on_click="ignore")
-    else:
-        st.info("No simulated user checked in this dataset yet: check runs below, on a run of the Simulate page, or "
-                "with `pal simulate fidelity --dataset …`. Reference simulators (replay, always-accept, "
-                "random-verdict) are chosen on the Simulate page or with `pal simulate --simulator`.")
     if not writes_allowed():
         read_only_note("runs are not checked here; the table shows the bundle's results")
         return

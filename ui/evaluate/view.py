@@ -29,6 +29,7 @@ from evaluation.aggregate import aggregate_judgments
 from evaluation.faireval import ASPECTS, Judgment, apply_decision
 from evaluation.faireval_stats import one_per_topic
 from evaluation.service import dropped_topics, pair_runs
+from evaluation.takeaways import faireval_takeaway
 from memory.methods import display_name
 from palset.dataset import Dataset, dataset_key
 from sim.store import SimStore
@@ -48,6 +49,7 @@ from ui.evaluate.simfidelity import (
     render_simulator_board,
     with_arm_interventions,
 )
+from ui.evaluate.takeaway import board_language, dataset_arg, with_commands
 from ui.platform_state import base_workspace
 from ui.presenting import read_only_note, writes_allowed
 from ui.records_model import render_records_model
@@ -220,12 +222,13 @@ def render_pairwise(dataset: Dataset, dkey: str, sims: SimStore,
     judgments = filter_by_interventions(with_arm_interventions(judgments, sims))
     dropped = dropped_topics(sims, dkey, a, b)
     if not judgments:
-        st.info(f"No judgments of {md_escape(a)} vs {md_escape(b)} yet" + (": press Judge." if writes_allowed() else ".")
-                + (f" {len(dropped)} topic(s) are dropped: no finished run of both methods." if dropped else ""))
+        empty = faireval_takeaway([], a, b, board_language(dataset), dataset=dataset_arg(dataset)).empty or ""
+        st.info(with_commands(empty) + (f" {len(dropped)} topic(s) are dropped: no finished run of both methods."
+                                        if dropped else ""))
         return a, b, aspects, threshold
     st.caption(f"Judged by **{md_escape(judge)}** · {len(judgments)} judgment(s) shown.")
     rows = aggregate_judgments(judgments, threshold, dropped=dropped)
-    render_results(rows, judgments, a, b, dropped)
+    render_results(rows, judgments, a, b, dropped, board_language(dataset))
     render_arm_interventions(judgments, a, b)
     render_calibration(dkey, judgments, a, b, aspects)
     render_drilldown(dataset, sims, judgments, a, b)

@@ -6,6 +6,7 @@ import json
 
 from evaluation.aggregate import aggregate_judgments, leaderboard
 from evaluation.service import DroppedTopic
+from evaluation.takeaways import figure_label
 from evaluation.tasks import TaskResult
 from evaluation.versions import METRIC_VERSIONS
 from tests.evaluation.test_aggregate import LOSE, WIN, judgment
@@ -48,6 +49,7 @@ def test_leaderboard_frame_counts_judge_failures_and_its_export_carries_versions
                         res("restatement", "t2", bleu={1: 0.5, 2: 0.2, 3: 0.1, 4: 0.1}, g_ok=False)], n_boot=50)
     frame = leaderboard_frame(rows)
     assert frame.loc[0, "G judge failed"] == 1 and frame.loc[0, "topics"] == 2
-    assert frame.loc[0, "G-score"].startswith("100.0")
+    assert frame.loc[0, figure_label("g_score")].startswith("100.0")
+    assert list(frame.columns)[:3] == ["method", figure_label("g_score"), figure_label("s_score")]  # metrics first
     exported = with_versions(frame, "bleu", "g_score", "s_score")
     assert exported.loc[0, "metric_versions"] == "bleu=1;g_score=2;s_score=2"

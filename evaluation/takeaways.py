@@ -1,0 +1,446 @@
+"""Plain-language takeaways of the Evaluate page's leaderboards: one headline per method, computed from the stored
+report rows (the fidelity board, a FairEval pair's aggregates, the single-turn board, the simulator-fidelity board).
+
+A leaderboard of twenty rows and thirty columns does not say which method is better, by how much, or how sure the
+figures are. Each function here reads the rows a board already computes and returns a typed :class:`Takeaway`:
+a headline per method naming its main figure with the 95% interval, where it stands against the reference rows
+(the weakest reference it is clearly below, else the strongest it is clearly above), the methods and references
+whose intervals overlap (they *cannot be told apart*), the reference rows with a one-line meaning each, and, for an
+empty board, why it is empty and the command that fills it. "Clearly" means the two 95% intervals do not overlap —
+a conservative reading, stated beside the headlines.
+
+The words (readable figure names, units, sentences; English and Chinese) live in ``evaluation/takeaways.toml``,
+the one place tables take their column names from (:func:`figure_label`). Pure functions: rows in, records out.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import tomllib
+from collections.abc import Callable, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from evaluation.fidelity.references import REFERENCES
+from memory.methods import get_method_class
+
+log = logging.getLogger(__name__)
+
+WORDS = Path(__file__).with_name("takeaways.toml")
+Language = Literal["en", "zh"]
+Board = Literal["fidelity", "faireval", "single_turn", "simulator"]
+LANGUAGES: tuple[Language, ...] = ("en", "zh")
+FIDELITY_FIGURES = ("requirement_recall", "text_recall")  # the headline figure, the first one measured
+REFERENCE_SIMULATORS = ("replay", "always-accept", "random-verdict")
+Z95 = 1.959963984540054
+
+
+class Estimate(BaseModel):
+    """A figure with its 95% interval (``low``/``high`` None: no interval) over ``n`` observations."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    n: int = 0
+
+    def bounds(self) -> tuple[float, float] | None:
+        """The interval, or the value itself where there is none (None: not measured)."""
+        if self.value is None:
+            return None
+        if self.low is None or self.high is None or math.isnan(self.low) or math.isnan(self.high):
+            return self.value, self.value
+        return self.low, self.high
+
+    def overlaps(self, other: Estimate) -> bool:
+        """Whether the two intervals share a point: the two figures cannot be told apart."""
+        a, b = self.bounds(), other.bounds()
+        return a is not None and b is not None and a[0] <= b[1] and b[0] <= a[1]
+
+    def clearly_below(self, other: Estimate) -> bool:
+        a, b = self.bounds(), other.bounds()
+        return a is not None and b is not None and a[1] < b[0]
+
+
+class Headline(BaseModel):
+    """One method's takeaway: its main figure with the interval, and where it stands."""
+
+    model_config = ConfigDict(extra="forbid")
+    board: Board
+    subject: str  # the method, simulator or pair as stored
+    label: str  # as people read it
+    figure: str
+    estimate: Estimate
+    text: str
+    below: str | None = None  # the weakest reference clearly above it
+    above: str | None = None  # the strongest reference clearly below it
+    apart_from: list[str] = []  # references (or the other side) it cannot be told apart from
+    peers: list[str] = []  # other methods it cannot be told apart from
+
+
+class ReferenceNote(BaseModel):
+    """A reference row, collapsed under the methods: its name and what it means, in one line."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    label: str
+    meaning: str
+
+
+class Takeaway(BaseModel):
+    """What a board says, in words: the headlines, which methods cannot be told apart, the reference rows' meaning,
+    or (``empty``) why there is nothing to rank and what to run."""
+
+    model_config = ConfigDict(extra="forbid")
+    board: Board
+    language: Language = "en"
+    headlines: list[Headline] = []
+    ties: list[str] = []
+    note: str = ""
+    references: list[ReferenceNote] = []
+    empty: str | None = None
+    version: int
+
+
+# ---------------------------------------------------------------- words
+
+
+@cache
+def words() -> dict[str, Any]:
+    """The data file of figure names, units and sentences (read once per process)."""
+    return tomllib.loads(WORDS.read_text(encoding="utf-8"))
+
+
+def words_version() -> int:
+    return int(words()["version"])
+
+
+def language_of(code: str | None) -> Language:
+    """A dataset's language as the takeaways speak it (anything but Chinese reads English)."""
+    return "zh" if (code or "").lower().startswith("zh") else "en"
+
+
+def say(key: str, language: Language, **values: Any) -> str:
+    """One sentence of the data file, filled in."""
+    return str(words()["sentences"][language][key]).format(**values)
+
+
+def figure_label(name: str, language: Language = "en") -> str:
+    """A figure's readable name (the one place table headers come from); the name itself when none is written."""
+    entry = words()["figures"].get(name)
+    return str(entry[language]) if entry else name
+
+
+def figure_unit(name: str) -> str:
+    entry = words()["figures"].get(name)
+    return str(entry["unit"]) if entry else "score"
+
+
+def format_value(name: str, value: float | None) -> str:
+    """A figure as its unit reads: a share as a percentage, κ with two decimals, a score with one."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    unit = figure_unit(name)
+    if unit == "share":
+        return f"{value:.0%}"
+    if unit == "signed":
+        return f"{value:+.0%}"
+    if unit == "kappa":
+        return f"{value:.2f}"
+    return f"{value:.1f}"
+
+
+def format_ci(name: str, estimate: Estimate, language: Language) -> str:
+    """The 95% interval in words, or that there is none (one observation)."""
+    if estimate.value is None:
+        return "n/a"
+    if estimate.low is None or estimate.high is None or estimate.n < 2 or estimate.low == estimate.high == estimate.value:
+        return say("no_ci", language).strip(" ()（）")
+    return say("ci", language, low=format_value(name, estimate.low), high=format_value(name, estimate.high))
+
+
+def cell_text(name: str, estimate: Estimate) -> str:
+    """A table cell: the figure with its interval beside it ("28% [12%–44%]"), or "n/a"."""
+    if estimate.value is None:
+        return "n/a"
+    b = estimate.bounds()
+    shown = format_value(name, estimate.value)
+    if b is None or b[0] == b[1] or estimate.n < 2:
+        return shown
+    return f"{shown} [{format_value(name, b[0])}–{format_value(name, b[1])}]"
+
+
+def join_names(names: Sequence[str], language: Language) -> str:
+    return say("and", language).join(names)
+
+
+def method_label(method: str) -> str:
+    """A method as people read it (its registered label), or the stored name for one this code does not know."""
+    try:
+        return str(get_method_class(method).label)
+    except ValueError:
+        log.info("no registered label for method %r: shown by its stored name", method)
+        return method
+
+
+def reference_label(name: str, language: Language) -> str:
+    zh = words().get("references", {}).get(name, {}).get("zh")
+    return str(zh) if language == "zh" and zh else REFERENCES[name].label if name in REFERENCES else name
+
+
+def estimate_of(cell: dict | None) -> Estimate:
+    """A board cell ``{"value", "ci": [low, high], "n"}`` as an :class:`Estimate`."""
+    if not cell or cell.get("value") is None:
+        return Estimate(value=None)
+    low, high = (list(cell.get("ci") or [None, None]) + [None, None])[:2]
+    return Estimate(value=float(cell["value"]), low=_num(low), high=_num(high), n=int(cell.get("n") or 0))
+
+
+def _num(x: Any) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def wilson(passed: int, n: int) -> Estimate:
+    """A share with its Wilson 95% interval (the simulator board pools turns into counts, not a bootstrap)."""
+    if n <= 0:
+        return Estimate(value=None)
+    p = passed / n
+    centre = (p + Z95 ** 2 / (2 * n)) / (1 + Z95 ** 2 / n)
+    half = Z95 * math.sqrt(p * (1 - p) / n + Z95 ** 2 / (4 * n * n)) / (1 + Z95 ** 2 / n)
+    return Estimate(value=p, low=max(0.0, centre - half), high=min(1.0, centre + half), n=n)
+
+
+# ---------------------------------------------------------------- standing against references and peers
+
+
+def standing(est: Estimate, refs: dict[str, Estimate]) -> tuple[str | None, str | None, list[str]]:
+    """(weakest reference clearly above, strongest reference clearly below, references that overlap)."""
+    above_me = [(e.value, n) for n, e in refs.items() if est.clearly_below(e) and e.value is not None]
+    below_me = [(e.value, n) for n, e in refs.items() if e.clearly_below(est) and e.value is not None]
+    apart = [n for n, e in refs.items() if est.overlaps(e)]
+    return (min(above_me)[1] if above_me else None, max(below_me)[1] if below_me else None, apart)
+
+
+def tie_groups(estimates: dict[str, Estimate]) -> list[list[str]]:
+    """Subjects that cannot be told apart: groups in which every pair's intervals overlap, built greedily in the
+    given order, then each overlapping pair no group holds (a chain A~B~C where A and C are apart: [A, B], [B, C])."""
+    names = [n for n, e in estimates.items() if e.value is not None]
+    groups: list[list[str]] = []
+    for n in names:
+        home = next((g for g in groups if all(estimates[n].overlaps(estimates[x]) for x in g)), None)
+        if home is None:
+            groups.append([n])
+        else:
+            home.append(n)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            if estimates[a].overlaps(estimates[b]) and not any(a in g and b in g for g in groups):
+                groups.append([a, b])
+    return [g for g in groups if len(g) > 1]
+
+
+def _peers(name: str, estimates: dict[str, Estimate]) -> list[str]:
+    return [n for n, e in estimates.items() if n != name and estimates[name].overlaps(e)]
+
+
+def _tie_sentences(estimates: dict[str, Estimate], labels: dict[str, str], figure: str,
+                   language: Language) -> list[str]:
+    return [say("tied_methods", language, names=join_names([labels[n] for n in g], language),
+                figure=figure_label(figure, language)) for g in tie_groups(estimates)]
+
+
+# ---------------------------------------------------------------- memory fidelity
+
+
+def measurement_key(row: dict) -> tuple[str, float, str]:
+    return row["embedder"], row["threshold"], row["metric_version"]
+
+
+def primary_measurement(rows: Sequence[dict]) -> tuple[str, float, str] | None:
+    """The measurement (embedder, τ, definition) the headlines read: current before stale, then the one with the
+    most methods, then the higher match precision (the embedder that tells needs apart best)."""
+    keys: dict[tuple[str, float, str], list[dict]] = {}
+    for r in rows:
+        keys.setdefault(measurement_key(r), []).append(r)
+    if not keys:
+        return None
+
+    def rank(k: tuple[str, float, str]) -> tuple:
+        rs = keys[k]
+        return (any(r["stale"] for r in rs), -sum(r["kind"] != "reference" for r in rs),
+                -max((r.get("match_precision") or -1.0) for r in rs), k[0], k[1])
+    return min(keys, key=rank)
+
+
+def headline_figure(methods: Sequence[dict]) -> str:
+    for name in FIDELITY_FIGURES:
+        if any(r[name]["value"] is not None for r in methods):
+            return name
+    return FIDELITY_FIGURES[0]
+
+
+def fidelity_takeaway(rows: Sequence[dict], language: Language = "en", dataset: str = "DATASET") -> Takeaway:
+    """Headlines of the memory-fidelity board (rows of :func:`evaluation.fidelity.board.leaderboard`)."""
+    version = words_version()
+    key = primary_measurement(rows)
+    if key is None:
+        return Takeaway(board="fidelity", language=language, version=version,
+                        empty=say("empty_fidelity", language, dataset=dataset))
+    group = [r for r in rows if measurement_key(r) == key]
+    refs = [r for r in group if r["kind"] == "reference"]
+    methods = [r for r in group if r["kind"] == "method"]
+    figure = headline_figure(methods)
+    ref_est = {r["method"]: estimate_of(r[figure]) for r in refs if r["method"] != "ref:gold"}
+    ref_names = {n: reference_label(n, language) for n in ref_est}
+    est = {r["method"]: estimate_of(r[figure]) for r in methods}
+    labels = {m: method_label(m) for m in est}
+    headlines = []
+    for m, e in est.items():
+        if e.value is None:
+            continue
+        below, above, apart = standing(e, ref_est)
+        text = say("fidelity", language, method=labels[m], value=format_value(figure, e.value),
+                   what=say(f"what_{figure}", language), ci=format_ci(figure, e, language))
+        if below:
+            text += say("below", language, reference=ref_names[below])
+        elif apart:
+            if above:
+                text += say("above", language, reference=ref_names[above])
+            text += say("apart_from", language, names=join_names([ref_names[n] for n in apart], language))
+        elif above:
+            text += say("above", language, reference=ref_names[above])
+        headlines.append(Headline(board="fidelity", subject=m, label=labels[m], figure=figure, estimate=e, text=text,
+                                  below=below, above=above, apart_from=apart, peers=_peers(m, est)))
+    stale = any(r["stale"] for r in group)
+    note = say("read_at", language, embedder=key[0], tau=f"{key[1]:g}", stale=say("stale", language) if stale else "")
+    notes = [ReferenceNote(name=r["method"], label=reference_label(r["method"], language), meaning=r.get("expect", ""))
+             for r in refs]
+    return Takeaway(board="fidelity", language=language, version=version, headlines=headlines, note=note,
+                    ties=_tie_sentences({m: e for m, e in est.items() if e.value is not None}, labels, figure,
+                                        language),
+                    references=notes)
+
+
+# ---------------------------------------------------------------- FairEval (one pair, per aspect)
+
+
+def faireval_takeaway(rows: Sequence[dict], a: str, b: str, language: Language = "en",
+                      dataset: str = "DATASET") -> Takeaway:
+    """Headlines of a FairEval pair (rows of :func:`evaluation.aggregate.aggregate_judgments`, A's side): how often
+    A wins, ties and loses, and whether the win rate with ties as half is clearly off 50%."""
+    version = words_version()
+    la, lb = method_label(a), method_label(b)
+    if not rows:
+        return Takeaway(board="faireval", language=language, version=version,
+                        empty=say("empty_faireval", language, dataset=dataset, a=a, b=b))
+    headlines = []
+    for r in rows:
+        aspect = say(f"aspect_{r['aspect']}", language) if f"aspect_{r['aspect']}" in words()["sentences"][language] \
+            else r["aspect"]
+        if not r.get("n"):
+            headlines.append(Headline(board="faireval", subject=f"{a}|{b}|{r['aspect']}", label=la,
+                                      figure="win_rate_adjusted", estimate=Estimate(value=None),
+                                      text=say("faireval_none", language, a=la, b=lb, aspect=aspect)))
+            continue
+        low, high = (list(r.get("adjusted_win_rate_ci") or [None, None]) + [None, None])[:2]
+        e = Estimate(value=float(r["win_rate_adjusted"] if "win_rate_adjusted" in r else r["adjusted_win_rate"]),
+                     low=_num(low), high=_num(high), n=int(r["n"]))
+        even = Estimate(value=0.5)
+        text = say("faireval", language, a=la, b=lb, aspect=aspect, win=format_value("win_rate", r["win_rate"]),
+                   tie=format_value("tie_rate", r["tie_rate"]), lose=format_value("lose_rate", r["lose_rate"]),
+                   adjusted=format_value("win_rate_adjusted", e.value), ci=format_ci("win_rate_adjusted", e, language))
+        verdict = "faireval_better" if even.clearly_below(e) else "faireval_worse" if e.clearly_below(even) else \
+            "faireval_apart"
+        text += say(verdict, language, a=la, b=lb)
+        headlines.append(Headline(board="faireval", subject=f"{a}|{b}|{r['aspect']}", label=la,
+                                  figure="win_rate_adjusted", estimate=e, text=text,
+                                  apart_from=[b] if verdict == "faireval_apart" else []))
+    return Takeaway(board="faireval", language=language, version=version, headlines=headlines)
+
+
+# ---------------------------------------------------------------- single-turn tasks
+
+
+def single_turn_takeaway(rows: Sequence[dict], language: Language = "en", dataset: str = "DATASET",
+                         is_oracle: Callable[[str], bool] | None = None) -> Takeaway:
+    """Headlines of the single-turn board (rows of :func:`evaluation.aggregate.leaderboard`): each method's G- and
+    S-score with intervals, below the oracle where its G-score interval lies under the oracle's."""
+    version = words_version()
+    if not rows:
+        return Takeaway(board="single_turn", language=language, version=version,
+                        empty=say("empty_single_turn", language, dataset=dataset))
+    oracle_of = is_oracle or (lambda m: m == "gold")
+    oracles = {r["method"]: estimate_of(r["g_score"]) for r in rows if oracle_of(r["method"])}
+    est = {r["method"]: estimate_of(r["g_score"]) for r in rows if not oracle_of(r["method"])}
+    labels = {m: method_label(m) for m in [*est, *oracles]}
+    headlines = []
+    for r in rows:
+        m = r["method"]
+        if m not in est:
+            continue
+        g, s = est[m], estimate_of(r["s_score"])
+        text = say("single_turn", language, method=labels[m], g=format_value("g_score", g.value),
+                   gci=format_ci("g_score", g, language), s=format_value("s_score", s.value),
+                   sci=format_ci("s_score", s, language))
+        below, _, apart = standing(g, oracles)
+        if below:
+            text += say("single_turn_below", language, oracle=labels[below])
+        headlines.append(Headline(board="single_turn", subject=m, label=labels[m], figure="g_score", estimate=g,
+                                  text=text, below=below, apart_from=apart, peers=_peers(m, est)))
+    return Takeaway(board="single_turn", language=language, version=version, headlines=headlines,
+                    ties=_tie_sentences(est, labels, "g_score", language))
+
+
+# ---------------------------------------------------------------- simulator fidelity
+
+
+def simulator_subject(row: dict) -> str:
+    return f"{row['simulator']} · {row['simulator_model']}"
+
+
+def verdict_estimate(row: dict) -> Estimate:
+    counts = row.get("counts") or {}
+    return wilson(int(counts.get("verdict_pass", 0)), int(counts.get("verdict_n", 0)))
+
+
+def simulator_takeaway(rows: Sequence[dict], language: Language = "en", dataset: str = "DATASET") -> Takeaway:
+    """Headlines of the simulator-fidelity board (rows of :func:`evaluation.simfidelity.aggregate.leaderboard`):
+    how often each simulator's verdicts match the hidden preferences (Wilson interval over its checked verdicts),
+    its acceptance beside the acceptance gold implies, and the reference simulators it cannot be told apart from."""
+    version = words_version()
+    if not rows:
+        return Takeaway(board="simulator", language=language, version=version,
+                        empty=say("empty_simulator", language, dataset=dataset))
+    sims = words().get("simulators", {})
+    refs = {simulator_subject(r): verdict_estimate(r) for r in rows if r["simulator"] in REFERENCE_SIMULATORS}
+    ref_names = {simulator_subject(r): r["simulator"] for r in rows if r["simulator"] in REFERENCE_SIMULATORS}
+    est = {simulator_subject(r): verdict_estimate(r) for r in rows if r["simulator"] not in REFERENCE_SIMULATORS}
+    headlines = []
+    for r in rows:
+        subject = simulator_subject(r)
+        if subject not in est:
+            continue
+        e = est[subject]
+        if e.value is None:
+            text = say("simulator_unchecked", language, simulator=r["simulator"], model=r["simulator_model"])
+            headlines.append(Headline(board="simulator", subject=subject, label=subject, figure="verdict_consistency",
+                                      estimate=e, text=text))
+            continue
+        text = say("simulator", language, simulator=r["simulator"], model=r["simulator_model"],
+                   verdict=format_value("verdict_consistency", e.value), ci=format_ci("verdict_consistency", e, language),
+                   accepted=format_value("acceptance_rate", r.get("acceptance_rate")),
+                   implied=format_value("implied_acceptance", r.get("implied_acceptance")))
+        _, _, apart = standing(e, refs)
+        if apart:
+            text += say("simulator_apart", language, names=join_names([ref_names[n] for n in apart], language))
+        headlines.append(Headline(board="simulator", subject=subject, label=subject, figure="verdict_consistency",
+                                  estimate=e, text=text, apart_from=apart, peers=_peers(subject, est)))
+    notes = [ReferenceNote(name=simulator_subject(r), label=r["simulator"],
+                           meaning=str(sims.get(r["simulator"], {}).get(language, "")))
+             for r in rows if r["simulator"] in REFERENCE_SIMULATORS]
+    return Takeaway(board="simulator", language=language, version=version, headlines=headlines, references=notes,
+                    ties=_tie_sentences(est, {n: n for n in est}, "verdict_consistency", language))
