@@ -1,6 +1,8 @@
 """The stance and persona rules on text the project did not write (``tests/sim/corpus/``, frozen held-out split):
-accuracy, Cohen's κ, precision and recall per label, rejections read as acceptance — and the stance judge of each
-installed local model on the same items, so the page can say which instrument agrees best.
+accuracy, Cohen's κ, precision and recall per label, rejections read as acceptance — beside the learned stance
+instrument and the cascade of rules and learned model (fitted on the dev split only, over the workspace's
+mixed-language embedder; their dev figures are in-sample), and the stance judge of each installed local model on the
+same items, so the page can say which instrument agrees best.
 
 Targets (issue 50): stance accuracy ≥ 90 % on the held-out split in each language; rejections read as acceptance
 ≤ 2 % of the rejections. Printed as met or not, never asserted.
@@ -73,6 +75,26 @@ def judge_scores(model_name: str, items, splits, limit: int | None, timeout: flo
     return scores
 
 
+def learned_scores(items, splits) -> list:
+    """The learned instrument and the cascade, fitted on the dev split over the workspace's mixed-language embedder."""
+    from evaluation.simfidelity.corpus import measure_stance
+    from evaluation.simfidelity.learned import cascade_stance_of, learned_stance_of, load_spec, train
+    from testkit.workspace import make_workspace
+
+    spec = load_spec()
+    ws = make_workspace(Path(tempfile.mkdtemp(prefix="pal-bench-corpus-learned-")))
+    started = time.perf_counter()
+    model = train(items, ws.embedder(None, spec.embedder_language), spec)
+    fitted = time.perf_counter() - started
+    trained = set(model.trained_on)
+    if any(i.split != spec.train_split for i in items if i.id in trained):
+        raise SystemExit("a held-out item was trained on")
+    print(f"  learned {model.fingerprint}: fitted on {len(model.trained_on)} {spec.train_split} items in "
+          f"{fitted:.1f} s (embedding included); chosen by {spec.selected_by}")
+    return (measure_stance(items, learned_stance_of(model), "learned", splits)
+            + measure_stance(items, cascade_stance_of(model), "cascade", splits))
+
+
 def main() -> None:
     from evaluation.simfidelity.corpus import SPLITS, load_corpus, measure_persona, measure_stance, render_scores
 
@@ -80,12 +102,15 @@ def main() -> None:
     parser.add_argument("--split", choices=["test", "dev", "all"], default="test")
     parser.add_argument("--judge-models", default="", help="comma-separated catalog models to measure as the judge")
     parser.add_argument("--limit", type=int, help="at most N items of each language and corpus for each judge")
+    parser.add_argument("--no-learned", action="store_true", help="leave out the learned instrument and the cascade")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds a judge answer may take")
     args = parser.parse_args()
     splits = SPLITS if args.split == "all" else (args.split,)
     stance = load_corpus("stance")
     print(f"load: {os.getloadavg()}")
     scores = measure_stance(stance, splits=splits)
+    if not args.no_learned:
+        scores += learned_scores(stance, splits)
     for name in filter(None, args.judge_models.split(",")):
         scores += judge_scores(name.strip(), stance, splits, args.limit, args.timeout)
     print(render_scores(scores))

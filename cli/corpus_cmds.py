@@ -14,8 +14,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--corpus", choices=["stance", "persona", "all"], default="all")
     c.add_argument("--split", choices=["test", "dev", "all"], default="test",
                    help="test: the frozen held-out split (default); dev: the split rules may be tuned on")
-    c.add_argument("--classifier", choices=["rule", "judge"], default="rule",
-                   help="stance: the rules (default) or the judge role of the configuration (an LLM call per item)")
+    from evaluation.simfidelity.stance_instruments import INSTRUMENT_NAMES, STANCE_INSTRUMENTS
+
+    c.add_argument("--classifier", choices=INSTRUMENT_NAMES, default="rule",
+                   help="the stance instrument: " + "; ".join(f"{i.name}: {i.description}" for i in STANCE_INSTRUMENTS)
+                        + " (judge: also the persona judge)")
     c.add_argument("--errors", action="store_true",
                    help="list the dev split's misread items (the test split's are never listed: nobody tunes on them)")
     c.add_argument("--save", action="store_true",
@@ -52,6 +55,8 @@ def cmd_corpus(args: argparse.Namespace) -> int:
         if llm is not None:
             classify, model = judge_stance_of(llm), llm.config.role("judge").model
             name, version = f"judge {model}", load_prompt(STANCE_PROMPT).version
+        elif args.classifier in ("learned", "cascade"):
+            classify, name, model, version = _learned(args.classifier)
         stance = measure_stance(load_corpus("stance"), classify, name, splits)
         scores += stance
         if args.save:
@@ -73,6 +78,21 @@ def cmd_corpus(args: argparse.Namespace) -> int:
                 for e in s.errors:
                     print(f"  {e['gold']:>7} read as {e['predicted']:<7} {e['text']}")
     return 0
+
+
+def _learned(name: str):
+    """(classifier, its name, the embedder, the fitted model's fingerprint) of the learned instrument or the cascade,
+    fitted on the stance corpus's dev split over the workspace's mixed-language embedder."""
+    from cli.context import open_workspace
+    from evaluation.simfidelity.corpus import load_corpus
+    from evaluation.simfidelity.learned import cascade_stance_of, learned_stance_of, load_spec, train
+
+    spec = load_spec()
+    model = train(load_corpus(spec.corpus), open_workspace().embedder(None, spec.embedder_language), spec)
+    print(f"{name}: fitted on {len(model.trained_on)} {spec.train_split} items ({model.fingerprint}); its dev "
+          "figures are in-sample", file=sys.stderr)
+    classify = learned_stance_of(model) if name == "learned" else cascade_stance_of(model)
+    return classify, name, model.embedder.name, model.fingerprint
 
 
 def _judge_llm():

@@ -22,8 +22,11 @@ def register(parent: argparse.ArgumentParser) -> None:
     f.add_argument("--users", help="comma-separated user ids (default: every user)")
     f.add_argument("--simulators", help="comma-separated simulators to keep (llm, llm+style, replay, always-accept, "
                                         "random-verdict)")
-    f.add_argument("--classifier", choices=["rule", "judge"], default="rule",
-                   help="stance of confirmations and verdicts: the validated rules (default) or the judge role")
+    from evaluation.simfidelity.stance_instruments import INSTRUMENT_NAMES, STANCE_INSTRUMENTS
+
+    f.add_argument("--classifier", choices=INSTRUMENT_NAMES, default="rule",
+                   help="what reads the stance of confirmations and verdicts nobody structured: "
+                        + "; ".join(f"{i.name}: {i.description}" for i in STANCE_INSTRUMENTS))
     f.add_argument("--persona-judge", action="store_true",
                    help="ask the judge role whether turns stating facts about the user contradict the profile")
     f.add_argument("--threshold", type=float, help="cosine for a match (default: the embedder's τ)")

@@ -26,7 +26,7 @@ from backends.llm.client import LLMClient
 from evaluation.simfidelity.aggregate import run_figures
 from evaluation.simfidelity.checks import CheckContext, check_first_draft, check_turn
 from evaluation.simfidelity.gold import TopicGold, topic_gold, unavailable
-from evaluation.simfidelity.service import MatcherFor, Progress, stance_fn
+from evaluation.simfidelity.service import MatcherFor, Progress, learned_model, stance_fn
 from evaluation.simfidelity.store import SimFidelityStore
 from evaluation.simfidelity.types import CHECKS_VERSION, RunFidelity, SimFidelityConfig
 from palset.dataset import Dataset, Session, SessionTopic, User, dataset_key
@@ -122,7 +122,7 @@ def check_probe(record: RunRecord, dataset: Dataset, matcher_for: MatcherFor, va
     exact = [(text, label) for text, label in gold.candidates if text == proposal]
     gold = replace(gold, candidates=exact or gold.candidates)  # the probed candidate is known: no embedding match
     matcher = matcher_for(gold.language)
-    ctx = CheckContext(gold=gold, matcher=matcher, stance=stance_fn(config, gold.language, llm),
+    ctx = CheckContext(gold=gold, matcher=matcher, stance=stance_fn(config, gold.language, llm, learned_model(config, matcher_for)),
                        schedule=record.schedule, unavailable=unavailable(record.spec, gold), salt=record.run_id)
     utts, reply = record.utterances, record.utterances[-1]
     kept = check_turn(reply, utts[:-1], ctx)

@@ -18,8 +18,10 @@ from backends.embeddings import Embedder
 from backends.llm.client import LLMClient
 from evaluation.simfidelity.aggregate import run_figures
 from evaluation.simfidelity.checks import CheckContext, check_first_draft, check_turn
+from evaluation.simfidelity.corpus import load_corpus
 from evaluation.simfidelity.gold import TopicGold, topic_gold, unavailable
 from evaluation.simfidelity.judges import judge_persona, judge_stance
+from evaluation.simfidelity.learned import LearnedStance, answering_of, cascade_label, load_spec, train
 from evaluation.simfidelity.match import Matcher
 from evaluation.simfidelity.store import SimFidelityStore
 from evaluation.simfidelity.types import CHECKS_VERSION, NO_GOLD, RunFidelity, SimFidelityConfig
@@ -54,10 +56,13 @@ def simulator_model(record: RunRecord) -> str:
 
 
 def result_key(record: RunRecord, embedder: str, threshold: float, config: SimFidelityConfig,
-               judge_model: str | None) -> str:
-    raw = json.dumps({"n": len(record.utterances), "s": record.status, "e": embedder, "t": threshold,
-                      "c": config.model_dump(), "v": CHECKS_VERSION, "j": judge_model,
-                      "r": rulebook_version()}, sort_keys=True)
+               judge_model: str | None, learned: str | None = None) -> str:
+    """What a stored result depends on (``learned``: the learned instrument's fingerprint where it reads stance)."""
+    fields = {"n": len(record.utterances), "s": record.status, "e": embedder, "t": threshold,
+              "c": config.model_dump(), "v": CHECKS_VERSION, "j": judge_model, "r": rulebook_version()}
+    if learned:
+        fields["l"] = learned
+    raw = json.dumps(fields, sort_keys=True)
     return f"simfid-{record.run_id}-{hashlib.sha1(raw.encode()).hexdigest()[:12]}"
 
 
@@ -65,15 +70,47 @@ def _digest(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:10]
 
 
-def stance_fn(config: SimFidelityConfig, language: str, llm: LLMClient | None):
-    """The stance classifier a configuration names: the rules of :mod:`sim.stance`, or the judge role."""
+def stance_fn(config: SimFidelityConfig, language: str, llm: LLMClient | None, learned: LearnedStance | None = None):
+    """The stance classifier a configuration names (:mod:`.stance_instruments`): the rules of :mod:`sim.stance`, the
+    learned instrument (``learned``: fitted, :func:`learned_model`), the cascade of both, or the judge role."""
     if config.classifier == "judge":
         if llm is None:
             raise ValueError("classifier 'judge' needs the judge role (an LLM client)")
         return lambda assistant, user, salt, _answering: {"classifier": "judge",
                                                           **judge_stance(llm, assistant, user, salt)}
+    if config.classifier in ("learned", "cascade"):
+        if learned is None:
+            raise ValueError(f"classifier {config.classifier!r} needs the fitted learned instrument (an embedder)")
+        return _learned_fn(config.classifier, language, learned)
     return lambda _assistant, user, _salt, answering: {"classifier": "rule",
                                                        **classify_stance(user, language, answering).evidence()}
+
+
+def _learned_fn(name: str, language: str, model: LearnedStance):
+    def read(assistant: str, user: str, _salt: str, answering: str | None) -> dict:
+        answers = answering_of(assistant, answering)
+        if name == "cascade":
+            label, by = cascade_label(model, user, language, answers)
+            return {"classifier": "cascade", "label": label, "by": by, "model": model.fingerprint}
+        return {"classifier": "learned", "label": model.classify(user, answers), "model": model.fingerprint}
+
+    return read
+
+
+_FITTED: dict[tuple[str, int], LearnedStance] = {}
+
+
+def learned_model(config: SimFidelityConfig, matcher_for: MatcherFor) -> LearnedStance | None:
+    """The fitted learned instrument where the configuration reads with it (None otherwise): fitted once per process
+    and embedder on the stance corpus's dev split, over the embedder ``matcher_for`` gives mixed-language data."""
+    if config.classifier not in ("learned", "cascade"):
+        return None
+    spec = load_spec()
+    embedder = matcher_for(spec.embedder_language).embedder
+    key = (embedder.name, spec.version)
+    if key not in _FITTED:
+        _FITTED[key] = train(load_corpus(spec.corpus), embedder, spec)
+    return _FITTED[key]
 
 
 def check_run(record: RunRecord, dataset: Dataset, matcher_for: MatcherFor, *,
@@ -96,7 +133,9 @@ def check_run(record: RunRecord, dataset: Dataset, matcher_for: MatcherFor, *,
                          status=record.status, utterances=len(record.utterances), embedder=matcher.name,
                          threshold=matcher.threshold, config=config, judge_model=judge_model,
                          rulebook=rulebook_version())
-    result.key = result_key(record, matcher.name, matcher.threshold, config, judge_model)
+    learned = learned_model(config, matcher_for)
+    result.key = result_key(record, matcher.name, matcher.threshold, config, judge_model,
+                            learned.fingerprint if learned else None)
     if not isinstance(gold, TopicGold):
         result.no_gold = f"{NO_GOLD}: {gold}"
     else:
@@ -104,7 +143,8 @@ def check_run(record: RunRecord, dataset: Dataset, matcher_for: MatcherFor, *,
             raise ValueError("persona_judge needs the judge role (an LLM client)")
         persona = ((lambda profile, turn: judge_persona(llm, profile, turn, f"{record.run_id}/{_digest(turn)}"))
                    if config.persona_judge and llm is not None else None)
-        ctx = CheckContext(gold=gold, matcher=matcher, stance=stance_fn(config, language, llm), persona_judge=persona,
+        ctx = CheckContext(gold=gold, matcher=matcher, stance=stance_fn(config, language, llm, learned),
+                           persona_judge=persona,
                            schedule=record.schedule if spec.mode == "fixed" else None,
                            unavailable=unavailable(spec, gold), salt=record.run_id,
                            guards=guard_rules() if spec.simulator == "llm" else frozenset())
@@ -144,7 +184,9 @@ def measure_run(record: RunRecord, dataset: Dataset, matcher_for: MatcherFor, st
         matcher = matcher_for(gold.language if isinstance(gold, TopicGold) else "en")  # as check_run picks it
         uses_judge = config.classifier == "judge" or config.persona_judge
         judge_model = llm.config.role("judge").model if uses_judge and llm is not None else None
-        stored = store.get(result_key(record, matcher.name, matcher.threshold, config, judge_model))
+        learned = learned_model(config, matcher_for)
+        stored = store.get(result_key(record, matcher.name, matcher.threshold, config, judge_model,
+                                      learned.fingerprint if learned else None))
         if stored is not None:
             return stored
     result = check_run(record, dataset, matcher_for, config=config, llm=llm)

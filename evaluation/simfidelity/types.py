@@ -24,8 +24,10 @@ class SimFidelityConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     threshold: float | None = Field(None, ge=-1.0, le=1.0, description="cosine for a match; None: the embedder's τ")
-    classifier: Literal["rule", "judge"] = Field("rule", description="stance of confirmations and verdicts: the "
-                                                 "validated rule classifier (sim.stance) or the judge role")
+    classifier: Literal["rule", "learned", "cascade", "judge"] = Field(
+        "rule", description="what reads the stance of confirmations and verdicts nobody structured: an instrument of "
+                            "evaluation.simfidelity.stance_instruments (the rules, the learned model, the cascade of "
+                            "both, or the judge role)")
     persona_judge: bool = Field(False, description="ask the judge role whether a turn contradicts the profile "
                                                    "where it states facts about the user (rules cannot decide that)")
 

@@ -19,6 +19,7 @@ from evaluation.simfidelity.export import board_csv, figures_on
 from evaluation.simfidelity.instruments import Advice, advice
 from evaluation.simfidelity.probes import PROBE_SIMULATORS, build_cases, llm_side, measure_probes, reference_side
 from evaluation.simfidelity.service import OWN_DIALOGUE_SIMULATORS, matchers, measure_runs, own_dialogue_runs
+from evaluation.simfidelity.stance_instruments import INSTRUMENT_NAMES, STANCE_INSTRUMENTS
 from evaluation.simfidelity.types import SimFidelityConfig
 from evaluation.takeaways import (
     REFERENCE_SIMULATORS,
@@ -147,11 +148,12 @@ def render_check_form(dataset: Dataset, dkey: str, checked: set[str]) -> None:
         note = stance_advice()
         if note is not None:
             st.caption(md_escape(note.text))
-        classifier = c1.segmented_control("Stance classifier", ["rule", "judge"], required=True,
+        classifier = c1.segmented_control("Stance classifier", list(INSTRUMENT_NAMES), required=True,
                                           default="judge" if note is not None and note.judge_better else "rule",
                                           key="eval_simfid_classifier",
-                                          help="rule: measured on the held-out stance corpus (FIDELITY.md, `pal "
-                                               "simulate corpus`); judge: the judge role with a bounded schema")
+                                          help="; ".join(f"{i.name}: {i.description}" for i in STANCE_INSTRUMENTS)
+                                               + " — each measured on the held-out stance corpus (FIDELITY.md, "
+                                                 "`pal simulate corpus`)")
         persona_judge = c2.checkbox("Judge profile contradictions", key="eval_simfid_persona",
                                     help="the judge role reads turns that state facts about the user")
         again = c3.checkbox("Check checked runs again", key="eval_simfid_again")
