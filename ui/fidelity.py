@@ -23,6 +23,7 @@ from evaluation.takeaways import (
     figure_label,
     measurement_key,
     method_label,
+    primary_measurement,
     reference_label,
 )
 from memory.methods import ORACLE_LABEL, display_name
@@ -161,6 +162,7 @@ def export_json(report: FidelityReport, references: list[FidelityReport]) -> str
                        "references": [r.model_dump(mode="json") for r in references]}, ensure_ascii=False, indent=1)
 
 
+FIDELITY_BASELINE = "rag-turn"  # the method the Fidelity tab of the gold memory measures first (and the tour warms)
 CHART_LAYERS = ("requirement_recall", "preference_recall", "background_coverage", "text_recall")
 BOARD_META = ("users", "embedder", "τ", "τ ROC AUC", "match precision", "default matcher", "definition", "as of",
               "not measured")
@@ -172,11 +174,15 @@ def readable_board(rows: list[dict], language: Language = "en", *, references: b
     readable name with the 95% interval beside it (``first`` leading), then the measurement's metadata."""
     figures = [first] if first in HEADLINE else []
     figures += [n for n in HEADLINE if n not in figures]
+    primary = primary_measurement(rows)
+    several = len({measurement_key(r) for r in rows}) > 1
     out = []
-    for r in rows:
+    for r in sorted(rows, key=lambda r: measurement_key(r) != primary):  # the headlines' measurement first
         if (r["kind"] == "reference") != references:
             continue
         name = reference_label(r["method"], language) if references else method_label(r["method"])
+        if several:  # the same method measured twice: say which measurement each row is
+            name += f" · {r['embedder']} τ {r['threshold']:g}"
         row: dict = {"reference" if references else "method": name}
         if references:
             row["meaning"] = r.get("expect", "")

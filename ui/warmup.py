@@ -3,9 +3,13 @@
 A tour stop on the Memory page reads a build's vector index and the embedder: an imported build comes without
 vectors (a bundle carries records, not embeddings), so its first retrieval embeds every stored version, and the
 first query loads the embedding model — half a minute and more on a busy two-core machine, in front of a person.
-:func:`warm_tour` does that work once, right after the app opens its workspace: the embedder, and the index of every
-build a memory stop shows (its method, and the method it is compared with). Builds of methods that need no LLM are
-made as the page would make them; a build an LLM would have to make is left alone (the stop says what to run).
+A Fidelity stop measures a method against the gold memory and the reference memories when no report of the current
+definition is stored (a bundle recorded under an older one holds only stale reports): a minute and more of embedding.
+:func:`warm_tour` does that work once, right after the app opens its workspace: the embedder first (the page's own
+first view then waits on the load already under way instead of starting it), the index of every build a memory stop
+shows (its method, and the method it is compared with), and the fidelity reports a Fidelity stop shows, stored so
+every later process reads them. Builds of methods that need no LLM are made as the page would make them; a build an
+LLM would have to make is left alone (the stop says what to run).
 """
 
 from __future__ import annotations
@@ -14,34 +18,87 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
-from memory.methods import get_method_class
+from evaluation.fidelity.compute import StatementVectors
+from evaluation.fidelity.service import measure_build, reference_reports
+from memory.methods import get_method_class, is_oracle
 from palset.dataset import Dataset, dataset_key
 from palset.loader import load_dataset
 from palset.names import PROJECT_ROOT
 from studio.workspace import Workspace
-from ui.tour import load_tour
+from ui.fidelity import FIDELITY_BASELINE
+from ui.tour import TourStop, load_tour
 
 log = logging.getLogger(__name__)
 DEMO_ENV = "PAL_DEMO_WORKSPACE"  # the bundle make run imports on first start; its folder holds the tour
+FINISHED = "tour warm-up finished"  # the log line a bench waits for
 _STARTED: set[str] = set()  # homes warmed by this process
 _LOCK = threading.Lock()
 
 
-def tour_builds(dataset: Dataset) -> list[tuple[str, str]]:
-    """(user, method) of every memory a tour stop shows, in tour order, each once."""
+def _stops(dataset: Dataset) -> list[TourStop]:
     stops, problem = load_tour(dataset)
     if problem:
         log.warning("tour of %s not warmed: %s", dataset.root, problem)
+    return [s for s in stops if s.page == "memory" and s.user]
+
+
+def tour_builds(dataset: Dataset) -> list[tuple[str, str]]:
+    """(user, method) of every memory a tour stop shows, in tour order, each once."""
     wanted: list[tuple[str, str]] = []
-    for stop in stops:
-        if stop.page != "memory" or not stop.user:
-            continue
+    for stop in _stops(dataset):
         for method in (stop.method, stop.compare if stop.tab == "Retrieval" else None):
-            if method and (stop.user, method) not in wanted:
+            if method and stop.user and (stop.user, method) not in wanted:
                 wanted.append((stop.user, method))
     return wanted
+
+
+def fidelity_method(stop: TourStop) -> str | None:
+    """The method a Fidelity stop measures against gold: its own, or on the gold memory's page the method compared
+    (else the one the Fidelity tab offers first)."""
+    if not stop.method:
+        return None
+    return (stop.compare or FIDELITY_BASELINE) if is_oracle(stop.method) else stop.method
+
+
+def tour_fidelity(dataset: Dataset) -> list[tuple[str, str]]:
+    """(user, method) of every fidelity a Fidelity stop shows, in tour order, each once."""
+    wanted: list[tuple[str, str]] = []
+    for stop in _stops(dataset):
+        method = fidelity_method(stop) if stop.tab == "Fidelity" else None
+        if method and stop.user and (stop.user, method) not in wanted:
+            wanted.append((stop.user, method))
+    return wanted
+
+
+def warm_embedders(ws: Workspace, dataset: Dataset) -> list[str]:
+    """Load the embedder of each language the tour's memory stops show (the workspace keeps each loaded)."""
+    names = []
+    for language in dict.fromkeys(dataset.users[s.user].language for s in _stops(dataset) if s.user in dataset.users):
+        embedder = ws.embedder(None, language)
+        embedder.embed_queries(["warm-up"])
+        names.append(embedder.name)
+    return names
+
+
+def warm_fidelity(ws: Workspace, dataset: Dataset, uid: str, method: str) -> str:
+    """Measure one method's fidelity against gold, and the user's reference memories, as the Fidelity tab would
+    (stored reports are reused; a memory an LLM would have to build is left alone); what was done, in words."""
+    dkey, user = dataset_key(dataset.root), dataset.users[uid]
+    if ws.memory.find_build(dkey, uid, method) is None and get_method_class(method).uses_llm:
+        return f"fidelity of {method} for {uid}: not built (an LLM build; left to the page)"
+    builder = ws.open_user_builder(dkey, user, method)
+    if len(builder.store.done_stages(builder.build_id)) < builder.total_stages:
+        if get_method_class(method).uses_llm:
+            return f"fidelity of {method} for {uid}: not fully built (an LLM build; left to the page)"
+        builder.run()
+    vectors = StatementVectors(builder.embedder)
+    measure_build(builder, ws.fidelity, vectors=vectors)
+    reference_reports(dataset, dkey, user, builder.embedder, ws.fidelity, vectors=vectors)
+    return f"fidelity of {method} for {uid}: measured"
 
 
 def warm_build(ws: Workspace, dataset: Dataset, uid: str, method: str) -> str:
@@ -59,19 +116,26 @@ def warm_build(ws: Workspace, dataset: Dataset, uid: str, method: str) -> str:
 
 
 def warm_tour(ws: Workspace, root: Path) -> list[str]:
-    """Warm every build the tour of the dataset at ``root`` shows; each failure is logged and the rest go on."""
+    """Warm what the tour of the dataset at ``root`` shows: the embedders, every build a memory stop shows, every
+    fidelity a Fidelity stop shows; each failure is logged and the rest go on."""
     done: list[str] = []
     dataset = load_dataset(root)
-    for uid, method in tour_builds(dataset):
-        if uid not in dataset.users:
-            continue
+    steps: list[tuple[str, Callable[[], str]]] = [("embedders", lambda: "embedders loaded: " + ", ".join(
+        warm_embedders(ws, dataset)))]
+    steps += [(f"{method} memory of {uid}", partial(warm_build, ws, dataset, uid, method))
+              for uid, method in tour_builds(dataset) if uid in dataset.users]
+    steps += [(f"{method} fidelity of {uid}", partial(warm_fidelity, ws, dataset, uid, method))
+              for uid, method in tour_fidelity(dataset) if uid in dataset.users]
+    began = time.perf_counter()
+    for what, step in steps:
         start = time.perf_counter()
         try:
-            done.append(warm_build(ws, dataset, uid, method))
-        except Exception:  # a build that cannot be warmed is the page's to report; the others still warm
-            log.exception("warming the tour's %s memory of %s failed", method, uid)
+            done.append(step())
+        except Exception:  # what cannot be warmed is the page's to report; the rest still warms
+            log.exception("warming the tour's %s failed", what)
             continue
         log.info("tour warm-up: %s in %.1f s", done[-1], time.perf_counter() - start)
+    log.info("%s: %d of %d step(s) in %.1f s", FINISHED, len(done), len(steps), time.perf_counter() - began)
     return done
 
 

@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from memory.methods import get_method_class
 from palset.loader import load_dataset
 from testkit.workspace import make_workspace
 from tests.conftest import DEMO
-from ui.warmup import tour_builds, warm_build, warm_tour
+from ui.fidelity import FIDELITY_BASELINE
+from ui.warmup import fidelity_method, tour_builds, tour_fidelity, warm_build, warm_fidelity, warm_tour
 
 
 def test_the_tours_memory_stops_name_their_builds_once_each():
@@ -21,6 +24,33 @@ def test_the_tours_memory_stops_name_their_builds_once_each():
         assert (s["user"], s["method"]) in wanted
         if s.get("tab") == "Retrieval" and s.get("compare"):
             assert (s["user"], s["compare"]) in wanted
+
+
+def test_the_tours_fidelity_stops_name_the_method_their_tab_measures():
+    stops = [s for s in json.loads((DEMO / "tour.json").read_text(encoding="utf-8"))
+             if s.get("page") == "memory" and s.get("tab") == "Fidelity"]
+    wanted = tour_fidelity(load_dataset(DEMO))
+    assert stops and len(wanted) == len({(s["user"], s.get("compare") or s["method"]) for s in stops})
+    from ui.tour import TourStop
+
+    assert fidelity_method(TourStop(title="t", text="t", page="memory", user="1", method="gold")) == FIDELITY_BASELINE
+    assert fidelity_method(TourStop(title="t", text="t", page="memory", user="1", method="gold",
+                                    compare="vanilla-log")) == "vanilla-log"
+    assert fidelity_method(TourStop(title="t", text="t", page="memory", user="1", method="rag-session")) == "rag-session"
+
+
+@pytest.mark.slow(seconds=20)
+def test_a_fidelity_stop_is_measured_and_stored_with_its_references_once(tmp_path):
+    ws = make_workspace(tmp_path / "pal", env={"PAL_EMBEDDER": "hash"})
+    dataset = load_dataset(DEMO)
+    assert warm_fidelity(ws, dataset, "1001", "vanilla-log").endswith("measured")
+    dkey = str(DEMO.resolve())
+    stored = ws.fidelity.latest(dkey)
+    methods = {r.method for r in stored}
+    assert "vanilla-log" in methods and "ref:empty" in methods and not any(r.stale for r in stored)
+    assert warm_fidelity(ws, dataset, "1001", "vanilla-log").endswith("measured")  # reused: nothing new stored
+    assert len(ws.fidelity.latest(dkey)) == len(stored)
+    assert "not built" in warm_fidelity(ws, dataset, "1001", "h2memory")
 
 
 def test_a_build_without_llm_is_made_and_indexed_and_an_llm_build_is_left_alone(tmp_path):
@@ -41,7 +71,8 @@ def test_a_stop_the_tour_cannot_show_is_skipped_and_the_rest_warm(tmp_path):
         {"title": "a", "text": "t", "page": "memory", "user": "1001", "method": "no-such-method"},
         {"title": "b", "text": "t", "page": "memory", "user": "1001", "method": "vanilla-log"}]), encoding="utf-8")
     ws = make_workspace(tmp_path / "pal", env={"PAL_EMBEDDER": "hash"})
-    assert warm_tour(ws, root) == ["vanilla-log of 1001: indexed"]
+    done = warm_tour(ws, root)
+    assert done[0].startswith("embedders loaded: hash") and done[1:] == ["vanilla-log of 1001: indexed"]
 
 
 def test_the_demo_warm_up_starts_once_per_home_and_only_for_a_bundle_beside_a_tour(tmp_path):

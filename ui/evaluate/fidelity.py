@@ -75,8 +75,9 @@ def render_fidelity_board(dataset: Dataset, dkey: str) -> None:
                    "with the 95% bootstrap CI over users in brackets; two methods whose intervals overlap cannot be "
                    "told apart. Matches at cosine ≥ τ (its ROC AUC on held-out pairs beside it). n/a: not measurable, "
                    "left out of every mean (reasons under 'not measured'); stale: measured under an older "
-                   "definition. Figures: " + md_escape(" ".join(f"{figure_label(k)}: {v}"
-                                                               for k, v in DEFINITIONS.items())))
+                   "definition.")
+        with st.expander("What each figure means"):
+            st.markdown("\n".join(f"- **{md_escape(figure_label(k))}**: {md_escape(v)}" for k, v in DEFINITIONS.items()))
         st.download_button("Fidelity leaderboard CSV", to_csv(board_frame(rows)), file_name="fidelity_leaderboard.csv",
                            mime="text/csv", icon=":material/download:", key="eval_fidelity_csv", on_click="ignore")
     if not writes_allowed():

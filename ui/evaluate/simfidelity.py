@@ -27,9 +27,9 @@ from evaluation.takeaways import (
     Language,
     cell_text,
     figure_label,
+    format_value,
     simulator_subject,
     simulator_takeaway,
-    verdict_estimate,
     wilson,
 )
 from palset.dataset import Dataset
@@ -64,15 +64,23 @@ def board_frame(rows: list[dict], on: str = "kept", language: Language = "en") -
         i = r["interventions"]
         row: dict = {"simulator": r["simulator"], "model": r["simulator_model"]}
         for name in SIM_COLUMNS:
-            row[figure_label(name, language)] = (
-                cell_text(name, verdict_estimate(r)) if name == "verdict_consistency" and on == "kept"
-                else _rate(f.get(name), signed=name in ("over_cooperation", "vagueness_gap")))
+            row[figure_label(name, language)] = _figure_cell(r, f, name, on)
         row.update({"intervened": _rate(i["intervention_share"]), "composed": _rate(i["composed_share"]),
                     "runs": r["runs"], "passed": r["passed"], "no gold": r["no_gold"], "turns": f["turns"]})
         for name, d in r["distances"].items():
             row[f"{name} distance (p)"] = "–" if d["distance"] is None else f"{d['distance']:+.3f} ({d['p']:.3g})"
         out.append(row)
     return pd.DataFrame(out)
+
+
+def _figure_cell(row: dict, figures: dict, name: str, on: str) -> str:
+    """A figure as its unit reads; on kept turns a pooled share with its Wilson 95% interval beside it."""
+    if name == "vagueness_gap":
+        return _rate(figures.get(name), signed=True)
+    if on == "kept" and (name in RATES or name in ("acceptance_rate", "implied_acceptance")):
+        return cell_text(name, _count_estimate(row.get("counts") or {}, name))
+    value = figures.get(name)
+    return "–" if value is None else format_value(name, value)
 
 
 def _count_estimate(counts: dict, name: str) -> Estimate:

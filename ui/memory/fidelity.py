@@ -32,7 +32,7 @@ from ui.presenting import read_only_note, writes_allowed
 from ui.text import error_text, md_escape
 
 log = logging.getLogger(__name__)
-BASELINE = "rag-turn"
+BASELINE = fc.FIDELITY_BASELINE
 METRICS = (("situation_within", "Situation κ"), ("requirement_f1", "Requirement F1"),
            ("preference_f1", "Preference F1"), ("polarity_errors", "Polarity errors"),
            ("background_f1", "Background F1"), ("text_precision", "Text precision"), ("text_noise", "Noise"))

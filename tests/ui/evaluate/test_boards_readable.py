@@ -45,7 +45,8 @@ def test_the_simulator_board_shows_the_verdict_share_with_its_interval_and_reada
            "interventions": {"intervention_share": 0.1, "composed_share": 0.0, "note": ""}}
     frame = simulator_frame([row])
     assert frame.iloc[0][figure_label("verdict_consistency")].startswith("60% [")
-    assert frame.iloc[0][figure_label("over_cooperation")] == "+0.500"
+    assert frame.iloc[0][figure_label("over_cooperation")] == "+50%"
+    assert frame.iloc[0][figure_label("acceptance_rate")].startswith("80% [")
     assert list(frame.columns)[2] == figure_label("verdict_consistency")
     series = chart_series([row])["llm · m"]
     assert series["acceptance_rate"][0] == 0.8 and series["verdict_consistency"][1] < 0.6 < series["verdict_consistency"][2]
