@@ -75,32 +75,25 @@ TASKS: dict[str, TaskType] = {
         "- **Correct**: the sources support it. **Incorrect**: the sources contradict it. "
         "**Unsupported**: nothing in the sources says it.\n\n"
         "Keys: **1 2 3** verdict, **n / p** next / previous, **u** undo."),
-    "simturn": TaskType(
+}
+
+
+def simturn_task(checks: tuple[Question, ...], guidelines: list[str]) -> TaskType:
+    """The simulated-turn task ("check the checker"): one question per simulator-fidelity check and a comment. The
+    checks and their guideline lines come from the checks' registry (``evaluation.simfidelity.registry``, which sits
+    above review and registers the task with :func:`register_task`), so the batch asks exactly what is checked."""
+    return TaskType(
         "simturn", "Simulated user turns (check the checker)",
-        (Question("vague", "Vague enough? (the opening turn keeps the hidden needs back)", YES_NO_NA),
-         Question("truthful", "Truthful? (a confirmation confirms a right guess and corrects a wrong one)", YES_NO_NA),
-         Question("verdict", "Consistent with the preference? (accepts what the user likes, rejects what they "
-                             "dislike)", YES_NO_NA),
-         Question("persona", "In persona? (speaks as this user: first person, their language, not like an assistant)",
-                  (("yes", "Yes"), ("no", "No"))),
-         Question("act", "Does the turn do what its scheduled act asks?", YES_NO_NA),
-         Question("comment", "Comment", required=False)),
+        (*checks, Question("comment", "Comment", required=False)),
         "One turn a **simulated user** wrote in a dialogue with an assistant. You see who the user is, what the dataset "
         "says they need and like, the dialogue up to the turn, and the act the turn was scheduled to perform.\n\n"
-        "- **Vague enough**: only for the opening turn — yes when it asks about the topic without giving the hidden "
-        "needs away; otherwise *Does not apply*.\n"
-        "- **Truthful**: only for a Requirement Confirmation — yes when the user confirms a guess that is right and "
-        "corrects one that is wrong.\n"
-        "- **Consistent with the preference**: only for a Solution Feedback on a proposal that is (close to) one of "
-        "the listed candidate solutions — yes when the user accepts a liked one or rejects a disliked one; *Does not "
-        "apply* for a neutral candidate or a proposal that is none of them.\n"
-        "- **In persona**: yes when the turn speaks as this user (first person, their language, not offering help "
-        "like an assistant, nothing against their profile).\n"
-        "- **Scheduled act**: yes when the text does what the act asks (a confirmation reacts to the guess, a feedback "
-        "gives a clear verdict, a discussion asks or objects without a verdict).\n\n"
-        "Keys: **1 2 3** answer the highlighted question, **n / p** next / previous, **u** undo."),
-}
-SIMTURN_QUESTIONS = ("vague", "truthful", "verdict", "persona", "act")  # the automatic checks they answer
+        + "".join(f"- {line}\n" for line in guidelines)
+        + "\nKeys: **1 2 3** answer the highlighted question, **n / p** next / previous, **u** undo.")
+
+
+def register_task(task: TaskType) -> None:
+    """Add (or replace) a task type whose questions a higher layer defines (the ``simturn`` task)."""
+    TASKS[task.key] = task
 
 
 @dataclass
@@ -291,4 +284,4 @@ class SimturnPayload(_Record):
 
 PAYLOADS: dict[str, type[BaseModel]] = {"quality": QualityPayload, "pairwise": PairwisePayload,
                                         "memory": MemoryPayload, "simturn": SimturnPayload}
-assert set(PAYLOADS) == set(TASKS)
+assert set(TASKS) <= set(PAYLOADS)  # simturn's task is registered from above (simturn_task)

@@ -22,13 +22,14 @@ from backends.llm.types import ChatRequest
 from evaluation.fidelity.service import measure_build, reference_reports
 from evaluation.personamem.evaluate import PMRecord
 from evaluation.service import judge_runs, pair_runs
+from evaluation.simfidelity.registry import REVIEWED
 from evaluation.simfidelity.service import matchers, measure_runs
 from evaluation.tasks import TaskResult, result_key_of
 from jobs.types import JobSummary
 from palset.dataset import Dataset, dataset_key
 from protocol.config import ExperimentConfig
 from protocol.plan import build_job
-from review.batches import SIMTURN_QUESTIONS, pairwise_candidates, plan_batch, simturn_candidates
+from review.batches import pairwise_candidates, plan_batch, simturn_candidates
 from sim.batch import plan_runs
 from studio.workspace import Workspace
 from testkit.protocol_fake import protocol_reply
@@ -169,7 +170,7 @@ def _simturn_review(ws: Workspace, dkey: str, records) -> None:
     batch_id = ws.reviews.create_batch(plan, created_by="carol.researcher")
     for who in ANNOTATORS:
         for no in ws.reviews.assigned(batch_id, who):
-            for question in SIMTURN_QUESTIONS:
+            for question in REVIEWED:
                 ws.reviews.answer(batch_id, no, who, question, "yes" if question == "persona" else "na")
 
 

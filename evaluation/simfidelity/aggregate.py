@@ -22,12 +22,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from evaluation.simfidelity.registry import RATES
+from evaluation.simfidelity.registry import CHECK_SPECS, RATES
 from evaluation.simfidelity.types import RunFidelity, TurnChecks
 from sim.interventions import Interventions
 
-HEADLINE = ("acceptance_rate", "implied_acceptance", "over_cooperation", "disliked_acceptance", "verdict_consistency", "truthful_rate",
-            "vagueness_gap", "vague_rate", "persona_rate", "schedule_adherence", "decision_agreement")
+VERDICT_FIGURES = ("acceptance_rate", "implied_acceptance", "over_cooperation", "disliked_acceptance")
+# the verdict figures, then each registered check's pass rate in registry order, then the vagueness gap
+HEADLINE = (*VERDICT_FIGURES, *(s.figure for s in CHECK_SPECS), "vagueness_gap")
 VIEWS = ("kept", "first drafts")  # the figures on what was sent, and on the model's first drafts (where known)
 DISTANCES = ("length", "questions", "first_person")
 

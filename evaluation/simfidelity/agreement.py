@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
+from evaluation.simfidelity.registry import REVIEWED
 from evaluation.simfidelity.store import SimFidelityStore
 from evaluation.simfidelity.types import RunFidelity
 from review.agreement import cohen, fleiss
-from review.batches import SIMTURN_QUESTIONS
 from review.store import ReviewStore
 
 AUTO = {"pass": "yes", "fail": "no", "n/a": "na"}
@@ -35,7 +35,7 @@ def automatic_answers(store: ReviewStore, batch_id: str, results: SimFidelitySto
         if turn is None:
             continue
         out[item["item_no"]] = {q: AUTO[c.outcome] if (c := turn.get(q)) is not None else "na"
-                                for q in SIMTURN_QUESTIONS}
+                                for q in REVIEWED}
     return out
 
 
@@ -52,11 +52,11 @@ def checker_agreement(store: ReviewStore, batch_id: str, results: SimFidelitySto
     auto = automatic_answers(store, batch_id, results)
     human: dict[tuple[int, str], dict[str, str]] = defaultdict(dict)
     for a in store.answers(batch_id):
-        if a["question"] in SIMTURN_QUESTIONS:
+        if a["question"] in REVIEWED:
             human[(a["item_no"], a["question"])][a["annotator"]] = a["value"]
     items = {i["item_no"]: i for i in store.items(batch_id)}
     rows, questions = [], []
-    for q in SIMTURN_QUESTIONS:
+    for q in REVIEWED:
         pairs, raters, na = [], [], 0
         for no in sorted(items):
             given = human.get((no, q), {})

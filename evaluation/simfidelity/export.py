@@ -4,12 +4,14 @@ pages' downloads and ``pal simulate fidelity --format csv``)."""
 from __future__ import annotations
 
 from backends.csvsafe import rows_to_csv
-from evaluation.simfidelity.aggregate import VIEWS
+from evaluation.simfidelity.aggregate import HEADLINE, VIEWS
+from evaluation.simfidelity.registry import RATES
 from evaluation.simfidelity.types import CHECKS_VERSION
 
-BOARD_COLUMNS = ("acceptance_rate", "implied_acceptance", "over_cooperation", "disliked_acceptance",
-                 "verdict_consistency", "truthful_rate",
-                 "vagueness_gap", "vague_rate", "persona_rate", "schedule_adherence", "decision_agreement")
+BOARD_COLUMNS = HEADLINE  # the verdict figures, every registered check's rate (registry order), the vagueness gap
+# the plain-text table's short heads: the verdict figures' here, each check's its name
+SHORT_HEADS = {"acceptance_rate": "accept", "implied_acceptance": "implied", "over_cooperation": "overcoop",
+               "disliked_acceptance": "dislikeA", "vagueness_gap": "vaguegap", **RATES}
 INTERVENTION_COLUMNS = ("intervention_share", "composed_share", "user_turns", "intervened", "composed", "drafts_kept")
 
 
@@ -58,8 +60,7 @@ def _fmt(value: float | int | None) -> str:
 def board_text(board: list[dict]) -> str:
     """The leaderboard as a plain-text table (``pal simulate fidelity``, the bench): per simulator its figures on
     what was kept and on the first drafts, with the share of turns intervened in and composed."""
-    heads = ("accept", "implied", "overcoop", "dislikeA", "verdict", "truthful", "vaguegap", "vague", "persona", "schedule",
-             "decision")
+    heads = [SHORT_HEADS[k][:8] for k in BOARD_COLUMNS]
     lines = [f"{'simulator':<18} {'model':<28} {'on':<6} {'runs':>4} {'turns':>5} "
              + " ".join(f"{h:>8}" for h in heads) + f" {'interv':>7} {'composed':>8}  length D (p)"]
     for r in board:

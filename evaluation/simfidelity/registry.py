@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from review.batches import YES_NO_NA, Question, TaskType, register_task, simturn_task
 from sim.rulebook import PERSONA_RULES, rule_of_reason
 from sim.types import Utterance
 
@@ -38,27 +39,48 @@ class CheckSpec:
     rules: tuple[str, ...] = ()  # the turn rules it reads
     shaped_by: tuple[str, ...] = ()  # guard rules that shape what it measures without being read by it
     on_guarded: Outcome = "n/a"  # a kept turn whose first draft a guard rule of ``rules`` sent back
+    question: str = ""  # what a ``simturn`` review batch asks people about the turn ("": not asked)
+    answers: Literal["yes_no_na", "yes_no"] = "yes_no_na"  # the options people answer it with
+    guideline: str = ""  # the batch guidelines' line on this question (markdown)
 
 
 CHECK_SPECS: tuple[CheckSpec, ...] = (
     CheckSpec("vague", "vague", 1, "the first turn (Topic Inquiry)",
               "First turn: closer (cosine) to the dataset's user query than to the hidden requirement and every "
-              "implicit need.", "vague_rate", shaped_by=("turn.gives_away",)),
+              "implicit need.", "vague_rate", shaped_by=("turn.gives_away",),
+              question="Vague enough? (the opening turn keeps the hidden needs back)",
+              guideline="**Vague enough**: only for the opening turn — yes when it asks about the topic without "
+                        "giving the hidden needs away; otherwise *Does not apply*."),
     CheckSpec("truthful", "truthful", 1, "Requirement Confirmation after a Requirement Prediction",
               "Requirement Confirmation: confirms a guess that matches the gold requirement or a need (cosine ≥ τ), "
-              "corrects one that does not.", "truthful_rate", rules=("stance",)),
+              "corrects one that does not.", "truthful_rate", rules=("stance",),
+              question="Truthful? (a confirmation confirms a right guess and corrects a wrong one)",
+              guideline="**Truthful**: only for a Requirement Confirmation — yes when the user confirms a guess "
+                        "that is right and corrects one that is wrong."),
     CheckSpec("verdict", "verdict", 1, "Solution Feedback",
               "Solution Feedback: accepts a proposal matching a pos candidate, rejects one matching a neg candidate "
-              "(matching no candidate, or a neutral one: n/a).", "verdict_consistency", rules=("stance",)),
+              "(matching no candidate, or a neutral one: n/a).", "verdict_consistency", rules=("stance",),
+              question="Consistent with the preference? (accepts what the user likes, rejects what they dislike)",
+              guideline="**Consistent with the preference**: only for a Solution Feedback on a proposal that is "
+                        "(close to) one of the listed candidate solutions — yes when the user accepts a liked one or "
+                        "rejects a disliked one; *Does not apply* for a neutral candidate or a proposal that is "
+                        "none of them."),
     CheckSpec("persona", "in persona", 2, "every turn",
               "Every turn: in persona as sim.persona_check defines it (no assistant-style offer, no narration of the "
               "user or the assistant, first person, the user's language, no salutation alone, no prompt talk, no "
               "copy of the assistant's message; with the judge, nothing contradicting the profile). A kept turn "
               "that was asked again passes by construction: it counts as its first draft did, or n/a where that is "
-              "not on record.", "persona_rate", rules=PERSONA_RULES, on_guarded="fail"),
+              "not on record.", "persona_rate", rules=PERSONA_RULES, on_guarded="fail",
+              question="In persona? (speaks as this user: first person, their language, not like an assistant)",
+              answers="yes_no",
+              guideline="**In persona**: yes when the turn speaks as this user (first person, their language, not "
+                        "offering help like an assistant, nothing against their profile)."),
     CheckSpec("act", "as scheduled", 1, "every turn of a fixed-mode run",
               "Fixed mode: the act the text performs (from its stance and what it answers) is the scheduled act.",
-              "schedule_adherence", rules=("stance", "act.asks")),
+              "schedule_adherence", rules=("stance", "act.asks"),
+              question="Does the turn do what its scheduled act asks?",
+              guideline="**Scheduled act**: yes when the text does what the act asks (a confirmation reacts to the "
+                        "guess, a feedback gives a clear verdict, a discussion asks or objects without a verdict)."),
     CheckSpec("decision", "as decided", 1, "a judging turn the simulator decided in a structured call",
               "A judging turn the simulator decided in a structured call: the text-reading stance classifier agrees "
               "with the decision (the decision, not the words, is the stance the other checks use).",
@@ -69,6 +91,18 @@ CHECKS: tuple[str, ...] = tuple(REGISTRY)
 CHECK_DEFINITIONS: dict[str, str] = {s.name: s.definition for s in CHECK_SPECS}
 CHECK_LABELS: dict[str, str] = {s.name: s.label for s in CHECK_SPECS}
 RATES: dict[str, str] = {s.figure: s.name for s in CHECK_SPECS}  # figure → the check whose pass rate it is
+REVIEWED: tuple[str, ...] = tuple(s.name for s in CHECK_SPECS if s.question)  # the checks people answer too
+ANSWERS = {"yes_no_na": YES_NO_NA, "yes_no": (("yes", "Yes"), ("no", "No"))}
+
+
+def review_task() -> TaskType:
+    """The ``simturn`` review task: one question per reviewed check, in registry order, with its guideline line."""
+    specs = [s for s in CHECK_SPECS if s.question]
+    return simturn_task(tuple(Question(s.name, s.question, ANSWERS[s.answers]) for s in specs),
+                        [s.guideline for s in specs])
+
+
+register_task(review_task())  # review sits below evaluation: the checks tell it what to ask
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ import pytest
 from backends.config import ROLES, load_config
 from backends.llm.fake import ScriptedLLM
 from evaluation.service import judge_runs, pair_runs
+from evaluation.simfidelity.registry import REVIEWED
 from evaluation.simfidelity.service import matchers, measure_runs
 from palset.dataset import dataset_key
 from palset.loader import load_dataset
-from review.batches import SIMTURN_QUESTIONS
 from sim.service import make_spec
 from sim.store import run_id_for
 from tests.conftest import DEMO
@@ -144,12 +144,12 @@ def test_review_batch_of_simulated_turns_is_blinded_and_compared_with_the_checks
     assert "The turn to check" in text and "scheduled:" in text
     assert "always-accept" not in text and "badge[✓" not in text  # blinded: no simulator, no automatic outcome
     for item in store.items(batch["batch_id"]):
-        for q in SIMTURN_QUESTIONS:
+        for q in REVIEWED:
             store.answer(batch["batch_id"], item["item_no"], "local", q, "yes")
     at = open_page("review", batch=batch["batch_id"])
     assert "Automatic checks vs people" in all_markdown(at)
     table = next(d.value for d in at.dataframe if "cohen_kappa" in d.value.columns)
-    assert set(table["question"]) == set(SIMTURN_QUESTIONS)
+    assert set(table["question"]) == set(REVIEWED)
     assert {d.label for d in at.get("download_button")} >= {"Checks vs people CSV"}
 
 

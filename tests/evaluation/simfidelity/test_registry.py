@@ -7,7 +7,7 @@ import pytest
 
 from evaluation.simfidelity import CHECK_DEFINITIONS, FIGURE_DEFINITIONS
 from evaluation.simfidelity.checks import check_turn
-from evaluation.simfidelity.registry import CHECK_LABELS, CHECKS, RATES, REGISTRY, guarded
+from evaluation.simfidelity.registry import CHECK_LABELS, CHECKS, RATES, REGISTRY, REVIEWED, guarded
 from evaluation.simfidelity.types import CheckName
 from palset.vocab import Act
 from sim.persona_check import GIVES_AWAY, REPEATS_EARLIER
@@ -32,10 +32,15 @@ def test_every_check_is_registered_once_and_shown_from_the_registry():
         assert set(spec.rules) | set(spec.shaped_by) <= set(RULES), spec.name
 
 
-def test_the_review_batch_asks_about_registered_checks_only():
-    from review.batches import SIMTURN_QUESTIONS
+def test_the_review_batch_asks_what_the_registry_says():
+    from review.batches import TASKS
 
-    assert set(SIMTURN_QUESTIONS) <= set(CHECKS)
+    task = TASKS["simturn"]
+    asked = [q.key for q in task.questions if not q.free_text]
+    assert asked == list(REVIEWED) and set(REVIEWED) <= set(CHECKS)
+    for q in task.questions:
+        if not q.free_text:
+            assert q.label == REGISTRY[q.key].question and REGISTRY[q.key].guideline in task.guidelines
 
 
 def test_a_turn_kept_at_once_or_without_guards_is_checked_on_its_text():
@@ -88,3 +93,10 @@ def test_a_new_rulebook_makes_new_results_and_old_ones_stay_readable(monkeypatch
                       threshold=0.5, config=SimFidelityConfig(), checks_version="5").model_dump(mode="json")
     old.pop("rulebook")  # a result stored before checks v7 has no rulebook
     assert RunFidelity.model_validate(old).checks_version == "5"
+
+
+def test_the_exports_take_their_columns_from_the_registry():
+    from evaluation.simfidelity.export import BOARD_COLUMNS, SHORT_HEADS
+
+    assert {s.figure for s in REGISTRY.values()} <= set(BOARD_COLUMNS)
+    assert all(k in SHORT_HEADS for k in BOARD_COLUMNS)
