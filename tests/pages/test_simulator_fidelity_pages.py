@@ -10,7 +10,7 @@ import pytest
 from backends.config import ROLES, load_config
 from backends.llm.fake import ScriptedLLM
 from evaluation.service import judge_runs, pair_runs
-from evaluation.simfidelity.registry import REVIEWED
+from evaluation.simfidelity.registry import REGISTRY, REVIEWED
 from evaluation.simfidelity.service import matchers, measure_runs
 from palset.dataset import dataset_key
 from palset.loader import load_dataset
@@ -74,7 +74,7 @@ def test_simulate_offers_the_simulators_and_shows_a_badge_per_check_with_its_evi
     assert not at.exception, [e.value for e in at.exception]
     text = all_markdown(at)
     assert "-badge[✓ in persona]" in text and "-badge[✓ vague]" in text
-    assert "Simulated user :" in text and "verdict consistent" in text
+    assert "Simulated user :" in text and f"{REGISTRY['verdict'].label} " in text
     assert any(e.label.startswith("Why (simulator checks") for e in at.expander)
     stored = app_workspace().simfidelity.of_run(run_id)
     assert stored is not None and len(stored.turns) == sum(u.side == "user" for u in record.utterances)

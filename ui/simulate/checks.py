@@ -13,6 +13,7 @@ import logging
 import streamlit as st
 
 from evaluation.simfidelity import CHECK_DEFINITIONS, CHECK_LABELS
+from evaluation.simfidelity.registry import CHECK_SPECS
 from evaluation.simfidelity.service import matchers, measure_run
 from evaluation.simfidelity.types import RunFidelity, TurnChecks
 from palset.dataset import Dataset
@@ -25,9 +26,9 @@ log = logging.getLogger(__name__)
 COLOURS = {"pass": "green", "fail": "red", "n/a": "gray"}
 MARKS = {"pass": "✓", "fail": "✗", "n/a": "–"}
 LABELS = CHECK_LABELS
-FIGURES = [("verdict_consistency", "verdict consistent"), ("over_cooperation", "over-cooperation"),
-           ("truthful_rate", "truthful"), ("vagueness_gap", "vagueness gap"), ("persona_rate", "in persona"),
-           ("schedule_adherence", "as scheduled")]
+# each registered check's pass rate under its label, then the two figures that are no check's rate
+FIGURES = [*((s.figure, s.label) for s in CHECK_SPECS), ("over_cooperation", "over-cooperation"),
+           ("vagueness_gap", "vagueness gap")]
 
 
 def stored_checks(run_id: str) -> RunFidelity | None:
