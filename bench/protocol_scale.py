@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ["PAL_EMBEDDER"] = "hash"  # rag-turn embeds with the hash embedder: no model to load
 
+from backends.llm import fanout  # noqa: E402
 from palset.loader import load_dataset  # noqa: E402
 from protocol.config import ExperimentConfig  # noqa: E402
 from protocol.plan import Calibration, make_plan  # noqa: E402
@@ -91,18 +92,22 @@ def run_protocol(home: Path, url: str, dataset: Path, users: list[str], args, ex
 
 
 def profiled(fn):
-    """``fn()`` with every thread it starts profiled; (its result, the merged statistics)."""
+    """``fn()`` with every thread it starts profiled on that thread's own CPU clock (a wall clock would count a
+    thread's waits for locks, sockets and sleeps as the time of whatever function waited); (its result, the merged
+    statistics, in CPU seconds)."""
     profiles: list[cProfile.Profile] = []
     lock = threading.Lock()
 
     def start(*_):
         sys.setprofile(None)
-        p = cProfile.Profile()
+        p = cProfile.Profile(time.thread_time_ns, 1e-9)
         with lock:
             profiles.append(p)
         p.enable()
 
-    main = cProfile.Profile()
+    # the fan-out helpers are kept for the process: started before the profile, they would go unprofiled
+    fanout._POOL = fanout._Pool(fanout.POOL_THREADS)
+    main = cProfile.Profile(time.thread_time_ns, 1e-9)
     threading.setprofile(start)
     main.enable()
     try:
@@ -125,7 +130,8 @@ GROUPS = (("openai/httpx SDK", ("openai/", "httpx", "httpcore", "h11", "anyio", 
           ("evaluation", ("evaluation/",)), ("llm client", ("backends/llm",)), ("jobs", ("jobs/",)))
 
 
-WAITS = ("acquire", "sleep", "select", "poll", "wait", "recv", "recv_into", "accept", "join", "_wait_for_tstate_lock")
+WAITS = ("acquire", "sleep", "select", "poll", "wait", "recv", "recv_into", "accept", "join", "_wait_for_tstate_lock",
+         "of '_queue.SimpleQueue'")
 
 
 def print_profile(stats: pstats.Stats, calls: int, top: int = 15) -> None:

@@ -41,6 +41,7 @@ class UnitContext:
     cancel: threading.Event
     report: Callable[[float, str], None]
     detail: str = ""  # in-process only: e.g. the text an assistant is streaming now
+    watched: bool = True  # a page of this process may show the unit's detail as it is written
 
     @property
     def payload(self) -> dict[str, Any]:
@@ -125,7 +126,10 @@ class JobEngine:
         _LIVE_TOKENS.add(self.token)
         self._live: dict[str, UnitContext] = {}
         self._lock = threading.Lock()
-        self._wake = threading.Condition()
+        self._wake = threading.Condition()  # whoever follows a job (run, wait): woken whenever a unit ends
+        self._idle = threading.Lock()  # idle workers wait on one condition per (pool, job) they claim from
+        self._groups: dict[tuple[str | None, str | None], threading.Condition] = {}
+        self._signals = 0  # events so far: a worker that missed one while it claimed does not wait
         self._stop = threading.Event()
         self._workers: list[threading.Thread] = []
         self._heart: threading.Thread | None = None
@@ -159,9 +163,22 @@ class JobEngine:
         self.notify()
         return n
 
-    def notify(self) -> None:
+    def notify(self, everyone: bool = False) -> None:
+        """Something changed (a unit ended, a job came): wake whoever follows a job, and one idle worker — not all
+        of them: dozens of workers claiming at once for the one unit that became ready each took the write lock
+        for nothing. A worker that claims a unit wakes the next, so units that became ready together are taken up
+        one after another. One worker of each group (the workers claiming from one pool or one job), as one group's
+        workers cannot take another's units. ``everyone``: every worker too (they are to stop)."""
         with self._wake:
             self._wake.notify_all()
+        with self._idle:
+            self._signals += 1
+            for group in self._groups.values():
+                group.notify_all() if everyone else group.notify()
+
+    def _group(self, pool: str | None, job_id: str | None) -> threading.Condition:
+        with self._idle:
+            return self._groups.setdefault((pool, job_id), threading.Condition(self._idle))
 
     def live(self, unit_id: str) -> UnitContext | None:
         """The context of a unit running in this process (for in-memory details such as streamed text)."""
@@ -204,7 +221,7 @@ class JobEngine:
         with self._lock:
             for ctx in self._live.values():
                 ctx.cancel.set()
-        self.notify()
+        self.notify(everyone=True)
         for t in self._workers:
             t.join(timeout)
         self._workers = []
@@ -228,37 +245,46 @@ class JobEngine:
                     if uid in self._live:
                         self._live[uid].cancel.set()
 
-    def _loop(self, pool: str | None = None, job_id: str | None = None, stop: threading.Event | None = None) -> None:
-        idle = self.poll_s
+    def _loop(self, pool: str | None = None, job_id: str | None = None, stop: threading.Event | None = None,
+              watched: bool = True) -> None:
+        idle, group = self.poll_s, self._group(pool, job_id)
         while not self._stop.is_set() and not (stop is not None and stop.is_set()):
+            seen = self._signals
             try:
                 unit = self.store.claim(self.owner, self.lease_s, job_id=job_id, pool=pool, kinds=self.registry.names())
             except Exception:  # e.g. the database is busy beyond its timeout: try again shortly
                 log.exception("claiming a unit failed")
                 unit = None
-            if unit is None:  # woken at once when a unit of this process ends or a job comes; else look less often
-                with self._wake:
-                    self._wake.wait(idle)
+            if unit is None:  # woken when a unit of this process ends or a job comes; else look less often
+                with group:
+                    if self._signals == seen:
+                        group.wait(idle)
                 idle = min(2 * idle, max(self.poll_s, IDLE_POLL_S))
                 continue
             idle = self.poll_s
-            self.execute(unit)
+            with group:  # another unit may be ready too: the next idle worker looks
+                group.notify()
+            self.execute(unit, watched=watched)
 
     def env(self, job_id: str) -> Any:
         if job_id not in self._envs:
             self._envs[job_id] = self.env_for(job_id, self.store.config(job_id))
         return self._envs[job_id]
 
-    def execute(self, unit: Unit, call: Callable[[UnitContext], dict | None] | None = None) -> str:
-        """Run one claimed unit here and record how it ended; returns the unit's new status."""
+    def execute(self, unit: Unit, call: Callable[[UnitContext], dict | None] | None = None,
+                watched: bool = True) -> str:
+        """Run one claimed unit here and record how it ended; returns the unit's new status. A unit nobody
+        ``watched`` runs in its environment's unwatched form (``env.unwatched()``: LLM answers are not streamed)."""
         cancel = threading.Event()
         progress = _Progress(lambda f, text: self._report(unit.unit_id, f, text), self.progress_s)
-        ctx = UnitContext(unit, None, cancel, progress.report)
+        ctx = UnitContext(unit, None, cancel, progress.report, watched=watched)
         with self._lock:
             self._live[unit.unit_id] = ctx
         started = time.perf_counter()
         try:
             ctx.env = self.env(unit.job_id)
+            if not watched and callable(unwatched := getattr(ctx.env, "unwatched", None)):
+                ctx.env = unwatched()
             result = run_patiently(call or self.registry.get(unit.kind).run, ctx)
         except BaseException as e:  # every failure of a unit is recorded on it; the worker goes on
             log.debug("unit %s ended by %s", unit.unit_id, type(e).__name__, exc_info=True)
@@ -299,6 +325,7 @@ class JobEngine:
     def run(self, job_id: str, concurrency: int = 4, *, executor: Executor | None = None,
             on_progress: Callable[[JobSummary], None] | None = None, every: float = 1.0) -> JobSummary:
         """Run ``job_id``'s units until none can run (done, failed, blocked or cancelled) and return its summary.
+        No page of this process watches them, so they run unwatched (see :meth:`execute`).
 
         A ``KeyboardInterrupt`` stops the workers, gives their units back to the queue and re-raises: the same
         command continues later without redoing a finished unit."""
@@ -312,7 +339,7 @@ class JobEngine:
                                       name="job-executor", daemon=True)
             threads = [runner]
         else:
-            threads = [threading.Thread(target=self._loop, kwargs={"job_id": job_id, "stop": stop},
+            threads = [threading.Thread(target=self._loop, kwargs={"job_id": job_id, "stop": stop, "watched": False},
                                         name=f"job-{job_id[:12]}-{i}", daemon=True) for i in range(max(1, concurrency))]
         for t in threads:
             t.start()
@@ -329,9 +356,11 @@ class JobEngine:
             self._interrupt(stop, threads)
             raise
         stop.set()
-        self.notify()
+        self.notify(everyone=True)
         for t in threads:
             t.join()
+        with self._idle:
+            self._groups.pop((None, job_id), None)
         final = self.store.summary(job_id)
         self._record_run(job_id, started, time.perf_counter() - wall0, time.process_time() - cpu0,
                          final.counts.get("done", 0) - done0, type(executor).__name__ if executor else "threads")
@@ -352,7 +381,7 @@ class JobEngine:
         with self._lock:
             for ctx in self._live.values():
                 ctx.cancel.set()
-        self.notify()
+        self.notify(everyone=True)
         for t in threads:
             t.join(30)
         self._stop.clear()

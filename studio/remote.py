@@ -160,7 +160,8 @@ def run_remote(kind: str, payload: dict, unit_id: str, job_id: str, config: Plat
         before, files_before = all_rows(ws.db), file_digests(home)
         unit = Unit(unit_id=unit_id, job_id=job_id, seq=0, kind=kind, label=unit_id, payload=payload,
                     status="running", attempts=1, max_attempts=1)
-        ctx = UnitContext(unit, UnitEnv(ws, ws.llm(session_id=job_id)), threading.Event(), lambda f, t: None)
+        ctx = UnitContext(unit, UnitEnv(ws, ws.llm(session_id=job_id)).unwatched(), threading.Event(),
+                          lambda f, t: None, watched=False)
         try:
             result = build_registry().get(kind).run(ctx)
         except BaseException:

@@ -95,6 +95,11 @@ class UnitEnv:
         whose call timed out (:func:`jobs.engine.run_patiently`)."""
         return replace(self, llm=self.llm.patient())
 
+    def unwatched(self) -> UnitEnv:
+        """This environment for a unit no page watches (a command's foreground run, a Ray worker): the job's
+        client makes non-streamed calls (:meth:`backends.llm.client.LLMClient.unwatched`)."""
+        return replace(self, llm=self.llm.unwatched())
+
     def say(self, text: str) -> None:
         if self.line is not None:
             self.line(text)

@@ -96,6 +96,7 @@ class LLMClient:
         self.rates = RateBook(self.store.capabilities)
         self.patience = 1.0  # deadlines × this (a patient view: the one retry of work whose call timed out)
         self.meter: CallMeter | None = None
+        self.streaming = True  # False in an unwatched view: :meth:`stream` makes one non-streamed call
 
     @property
     def session_id(self) -> str | None:
@@ -124,6 +125,14 @@ class LLMClient:
         build stage whose call timed out asks again once through it before it fails."""
         view = copy.copy(self)
         view.patience = factor
+        return view
+
+    def unwatched(self) -> LLMClient:
+        """A view for work nobody watches as it is written (a job run by a command or on a Ray worker): its
+        :meth:`stream` makes one non-streamed call and yields the whole answer as one delta, then the result. Parsing
+        a stream's chunks costs the app several times the CPU of one answer, and no one would see the deltas."""
+        view = copy.copy(self)
+        view.streaming = False
         return view
 
     def metered(self, meter: CallMeter) -> LLMClient:
@@ -335,7 +344,13 @@ class LLMClient:
         """Yield answer deltas then the final :class:`ChatResult` (thinking never among the deltas; see
         :class:`ReasoningSplitter`). Connection failures before the first token are retried; a cached
         answer is replayed at once. Window fitting as in :meth:`chat`; ``structured_mode`` is recorded with the
-        call, as there (a structured call whose JSON is read while it is written)."""
+        call, as there (a structured call whose JSON is read while it is written). In an :meth:`unwatched` view the
+        call is not streamed: the whole answer comes as one delta."""
+        if not self.streaming:
+            yield from self._stream_at_once(role, messages, prompt=prompt, use_cache=use_cache, cache_salt=cache_salt,
+                                            cancel=cancel, shrink_answer=shrink_answer, cuts=cuts,
+                                            structured_mode=structured_mode, **overrides)
+            return
         provider = self.provider(role)
         req = self._request(role, messages, overrides)
         key = cache_key(provider.endpoint, req, cache_salt) if self.cache is not None and use_cache else None
@@ -390,6 +405,20 @@ class LLMClient:
         self._record(role, provider, sent, prompt, result, None, structured_mode=structured_mode, **fitted)
         yield result
 
+    def _stream_at_once(self, role: str, messages: MessagesIn, *, cancel: threading.Event | None,
+                        **kwargs: Any) -> Iterator[str | ChatResult]:
+        """:meth:`stream` of an unwatched view: :meth:`chat` (same cache, fitting, deadline and record), its answer
+        as one delta, then the result — unless ``cancel`` was set while the delta was read (a caller that stops a
+        stream on what it read), as a stream stopped there yields no result."""
+        if cancel is not None and cancel.is_set():
+            return
+        result = self.chat(role, messages, cancel=cancel, **kwargs)
+        if result.text:
+            yield result.text
+        if cancel is not None and cancel.is_set():
+            return
+        yield result
+
     def structured(self, role: str, messages: MessagesIn, model: type[M], *, prompt: Prompt | None = None,
                    retries: int = 2, use_cache: bool = True, cache_salt: str = "",
                    cancel: threading.Event | None = None, check: Callable[[M], str | None] | None = None,
@@ -425,6 +454,7 @@ class _RoleOverride(LLMClient):
         super().__init__(config, store=parent.store, cache=parent.cache, servers=parent.servers,
                          session_id=parent.session_id, run_id=parent.run_id, limiters=parent.limiters)
         self.cache, self.meter, self.patience = parent.cache, parent.meter, parent.patience
+        self.streaming = parent.streaming
 
     def provider(self, role: str) -> ChatProvider:
         return self._override if role == self._role else self._parent.provider(role)

@@ -77,7 +77,7 @@ class EndpointLimiter:
             self._tokens.popleft()
         waits = [self._paused_until - now]
         if self._allowed and self._in_flight >= self._allowed:
-            waits.append(0.05)  # woken by a release
+            waits.append(0.5)  # woken by a release (see release); the cap only bounds how late a cancel is seen
         rpm = self.limits.requests_per_minute
         if rpm and len(self._requests) >= rpm:
             waits.append(self._requests[0] + self.window - now)
@@ -102,6 +102,8 @@ class EndpointLimiter:
             self.admitted.append(now)
             entry = [now, float(tokens)]
             self._tokens.append(entry)
+            if not self._allowed or self._in_flight < self._allowed:
+                self._cond.notify()  # room for one more: the next waiter looks (see release)
             return entry
 
     def release(self, entry: list[float], used_tokens: int | None, rate_limited: bool, retry_after: float | None) -> None:
@@ -126,7 +128,10 @@ class EndpointLimiter:
                     self._allowed += 1
                     if not ceiling and self._allowed > 4096:
                         self._allowed = 0
-            self._cond.notify_all()
+            # one request ended: one waiter is woken, and each one admitted wakes the next while there is room —
+            # waking every waiter on every release (dozens of threads at once) cost more CPU than the requests
+            # themselves; a 429 changes every waiter's wait, so all of them look again
+            self._cond.notify_all() if rate_limited else self._cond.notify()
 
     @property
     def allowed(self) -> int:
@@ -165,8 +170,10 @@ class Limiters:
                     continue  # unchanged (every page run configures): keep the adaptive state
                 self._limits[key] = lim
                 if key in self._by_endpoint:
-                    self._by_endpoint[key].limits = lim
-                    self._by_endpoint[key]._allowed = lim.concurrency
+                    limiter = self._by_endpoint[key]
+                    with limiter._cond:
+                        limiter.limits, limiter._allowed = lim, lim.concurrency
+                        limiter._cond.notify_all()  # more may be admitted now: every waiter looks again
 
     def limiter(self, endpoint: str, slots: int | None = None) -> EndpointLimiter | None:
         """The endpoint's limiter: its configured limits, else ``slots`` at once when its server says, else

@@ -1,13 +1,11 @@
 """Provider for any OpenAI-compatible chat endpoint (OpenAI, vLLM, SGLang, Ollama, llama.cpp, DeepSeek, DashScope…).
 
-The SDK is imported lazily and its own retries are off: :mod:`backends.llm.retry` decides when to
-retry, so the policy is the same for every provider. SDK exceptions become the typed errors of
-:mod:`backends.llm.errors` with messages that carry the host only, never a key.
-
-Requests go through the SDK's low-level ``post`` with plain-JSON bodies and responses (``cast_to=object``):
-same connection pool, headers, auth and error types as ``chat.completions.create``, without its
-per-call parameter transforms and response-model construction, which cost several milliseconds of
-CPU per call — most of a batch simulation's overhead over the server's latency.
+Requests go out through the process's one keep-alive pool per endpoint (:mod:`backends.llm.http`: plain JSON
+bodies and answers, server-sent events parsed line by line), which costs a fraction of the CPU the OpenAI SDK's
+stack spent per call. An endpoint behind a proxy (``HTTPS_PROXY``…) goes through the SDK's low-level ``post``
+instead, which honours the proxy settings; the SDK is imported only then, with its own retries off. Either way
+:mod:`backends.llm.retry` decides when to retry, so the policy is the same for every provider, and failures become
+the typed errors of :mod:`backends.llm.errors` with messages that carry the host only, never a key.
 
 Each request carries its deadline (:mod:`backends.llm.deadline`): a non-streamed answer must come within
 ``timeout``; a streamed one ends only when no token came for ``first_token_timeout`` (the idle limit, or the time
@@ -27,6 +25,7 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlparse
 
+from backends.llm import http
 from backends.llm.counters import server_root
 from backends.llm.deadline import Rates
 from backends.llm.errors import (
@@ -86,6 +85,8 @@ class OpenAICompatProvider:
         self._api_key = api_key or "not-needed"
         self._timeout = timeout
         self._client: Any = None
+        self._pool: http.Pool | None = None
+        self._direct = http.direct(self.base_url)
 
     @property
     def endpoint(self) -> str:
@@ -105,6 +106,12 @@ class OpenAICompatProvider:
         """Requests the server serves at once when it says (llama.cpp's ``/props``; asked once per process)."""
         return _slots(self.base_url, self._api_key if self._api_key != "not-needed" else None,
                       min(self._timeout, 5.0))
+
+    def _http(self) -> http.Pool:
+        """The process's pool of connections to this endpoint with this key."""
+        if self._pool is None:
+            self._pool = http.pool_for(self.base_url, self._api_key)
+        return self._pool
 
     def _sdk(self) -> Any:
         if self._client is None:
@@ -130,9 +137,15 @@ class OpenAICompatProvider:
         return kwargs
 
     def _post(self, req: ChatRequest, stream: bool) -> Any:
+        """The answer's JSON, or an iterator over a stream's chunks."""
         body = self._kwargs(req)
         timeout = body.pop("timeout")
         body.update(body.pop("extra_body", {}))
+        if self._direct:
+            if not stream:
+                return self._http().post_json("/chat/completions", body, timeout)
+            body.update(stream=True, stream_options={"include_usage": True})
+            return self._http().post_events("/chat/completions", body, req.first_token_timeout or timeout)
         sdk = self._sdk()
         if not stream:
             return sdk.post("/chat/completions", body=body, cast_to=object, options={"timeout": _limits(timeout)})
@@ -145,8 +158,8 @@ class OpenAICompatProvider:
         started = time.perf_counter()
         try:
             resp = self._post(req, stream=False)
-        except Exception as e:  # every SDK error is mapped to a typed one (key-free message)
-            log.debug("%s: SDK error", self.endpoint, exc_info=True)
+        except Exception as e:  # every transport or SDK error is mapped to a typed one (key-free message)
+            log.debug("%s: request failed", self.endpoint, exc_info=True)
             raise self._translate(e, req) from None
         try:
             choice = resp["choices"][0]
@@ -195,12 +208,12 @@ class OpenAICompatProvider:
                     finish = choice.get("finish_reason") or finish
         except LLMError:
             raise
-        except Exception as e:  # every SDK error is mapped to a typed one (key-free message)
-            log.debug("%s: SDK error", self.endpoint, exc_info=True)
+        except Exception as e:  # every transport or SDK error is mapped to a typed one (key-free message)
+            log.debug("%s: request failed", self.endpoint, exc_info=True)
             raise self._translate(e, req, streamed=chunks) from None
         finally:  # also when the caller stops reading (a cancelled turn): the server sees the connection close and
             if response is not None:  # stops decoding, instead of writing on until the response is collected
-                response.close()
+                response.close()  # a generator's or the SDK stream's close
         yield ChatResult(
             text="".join(parts), model=model, reasoning="".join(thoughts), **_reasoning_usage(usage),
             **prompt_usage(usage, timings),
@@ -232,6 +245,8 @@ class OpenAICompatProvider:
         return measure_llamacpp(server_root(self.base_url), model, slots)
 
     def _translate(self, e: Exception, req: ChatRequest | None = None, streamed: int | None = None) -> LLMError:
+        if isinstance(e, http.TransportError):
+            return self._translate_http(e, req, streamed)
         import openai
 
         where = self.endpoint
@@ -240,17 +255,34 @@ class OpenAICompatProvider:
         if isinstance(e, openai.APIConnectionError):
             return EndpointUnavailable(f"{where}: cannot connect ({type(e.__cause__ or e).__name__})")
         if isinstance(e, openai.APIStatusError):
-            status = e.status_code
-            retry_after = parse_retry_after(e.response.headers.get("retry-after") if e.response is not None else None)
-            detail = _short_detail(e)
-            if status == 429:
-                return RateLimited(f"{where}: rate limited (429){detail}", status=status, retry_after=retry_after)
-            if status >= 500:
-                return ServerError(f"{where}: server error {status}{detail}", status=status, retry_after=retry_after)
-            if status in (401, 403):
-                return BadRequest(f"{where}: authentication failed ({status}); check the API key setting", status=status)
-            return BadRequest(f"{where}: request rejected ({status}){detail}", status=status)
+            return status_error(where, e.status_code,
+                                e.response.headers.get("retry-after") if e.response is not None else None,
+                                _detail_of(getattr(e, "body", None)))
         return BadResponse(f"{where}: unreadable response ({type(e).__name__})")
+
+
+    def _translate_http(self, e: http.TransportError, req: ChatRequest | None, streamed: int | None) -> LLMError:
+        """A failure of the direct path as the typed error the SDK's would have become."""
+        where = self.endpoint
+        if isinstance(e, http.Timeout):
+            return LLMTimeout(timeout_message(where, req, streamed, self._timeout))
+        if isinstance(e, http.ConnectFailed | http.Dropped):
+            return EndpointUnavailable(f"{where}: cannot connect ({e})")
+        if isinstance(e, http.StatusError):
+            return status_error(where, e.status, e.headers.get("retry-after"), _detail_of(e.json()))
+        return BadResponse(f"{where}: unreadable response ({e})")
+
+
+def status_error(where: str, status: int, retry_after_header: str | None, detail: str) -> LLMError:
+    """The typed error of an HTTP error status (429: rate limited, 5xx: server error, else a rejected request)."""
+    retry_after = parse_retry_after(retry_after_header)
+    if status == 429:
+        return RateLimited(f"{where}: rate limited (429){detail}", status=status, retry_after=retry_after)
+    if status >= 500:
+        return ServerError(f"{where}: server error {status}{detail}", status=status, retry_after=retry_after)
+    if status in (401, 403):
+        return BadRequest(f"{where}: authentication failed ({status}); check the API key setting", status=status)
+    return BadRequest(f"{where}: request rejected ({status}){detail}", status=status)
 
 
 _WHAT_TO_CHANGE = ("Set the role's timeout (whole answer) or idle_timeout (between tokens), e.g. "
@@ -350,8 +382,8 @@ def prompt_usage(usage: dict, timings: object = None) -> dict[str, Any]:
     return out
 
 
-def _short_detail(e: Exception) -> str:
-    body = getattr(e, "body", None)
+def _detail_of(body: object) -> str:
+    """The error message an endpoint put in its body (``{"error": {"message": …}}`` or ``{"message": …}``)."""
     msg = body.get("message") if isinstance(body, dict) else None
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         msg = body["error"].get("message")

@@ -36,6 +36,7 @@ DECODE_TOKENS = 24  # answer tokens each slot decodes while measuring
 MEASURE_TIMEOUT_S = 300.0  # one calibration request on a very slow machine
 MAX_AGE_S = 24 * 3600.0  # rates older than this are measured again
 RETRY_FAILED_S = 600.0  # a measurement that failed is tried again after this long (the assumed rates meanwhile)
+ROW_TTL_S = 5.0  # a capabilities row read for rates is reused this long (another process's measurement shows after it)
 _WORDS = "time sleep work family walk dinner train music garden doctor report friend weekend coffee".split()
 
 
@@ -92,6 +93,9 @@ _FAILED: dict[tuple[str, str], float] = {}  # (endpoint, model) → when measuri
 # (endpoint, model) → (rates, when) measured by this process: another home served by the same server (a test
 # worker's shared servers, a second workspace) takes them instead of measuring again
 _MEASURED: dict[tuple[str, str], tuple[Rates, float]] = {}
+# (store, endpoint, model) → (its capabilities row or None, when read): every call asks for its endpoint's rates, and
+# reading the row each time was a transaction and a validation per call; dropped when this process measures again
+_ROWS: dict[tuple[str, str, str], tuple[Any, float]] = {}
 _GUARD = threading.Lock()
 
 
@@ -112,7 +116,7 @@ class RateBook:
         """The stored rates when they are fresh (younger than :data:`MAX_AGE_S`) and, when ``slots`` is given,
         measured with that many slots busy (a server started with another ``parallel`` has other rates); else
         those this process measured of the same endpoint, then remembered here too."""
-        row = self.capabilities.get(endpoint, model)
+        row = self._row(endpoint, model)
         if row is None or not (row.prompt_rate and row.decode_rate and row.rates_at) or \
                 (slots is not None and row.rate_slots != slots):
             return self._measured_here(endpoint, model, slots)
@@ -123,12 +127,29 @@ class RateBook:
         return Rates(prompt=row.prompt_rate, decode=row.decode_rate, slots=slots,
                      source=f"measured {when} with {slots} slot{'s' if slots > 1 else ''} busy")
 
+    def _key(self, endpoint: str, model: str) -> tuple[str, str, str]:
+        db = getattr(self.capabilities, "db", None)
+        return (str(db.path) if db is not None else str(id(self.capabilities)), endpoint, model)
+
+    def _row(self, endpoint: str, model: str) -> Any:
+        """The endpoint's capabilities row, read at most once per :data:`ROW_TTL_S` (see :data:`_ROWS`)."""
+        key, now = self._key(endpoint, model), time.monotonic()
+        if (known := _ROWS.get(key)) is not None and now - known[1] < ROW_TTL_S:
+            return known[0]
+        row = self.capabilities.get(endpoint, model)
+        _ROWS[key] = (row, now)
+        return row
+
+    def _forget_row(self, endpoint: str, model: str) -> None:
+        _ROWS.pop(self._key(endpoint, model), None)
+
     def _measured_here(self, endpoint: str, model: str, slots: int | None) -> Rates | None:
         known = _MEASURED.get((endpoint, model))
         if known is None or self.clock() - known[1] > MAX_AGE_S or (slots is not None and known[0].slots != slots):
             return None
         self.capabilities.update(endpoint, model, prompt_rate=known[0].prompt, decode_rate=known[0].decode,
                                  rate_slots=known[0].slots, rates_at=known[1])
+        self._forget_row(endpoint, model)
         return known[0]
 
     def rates(self, provider: Any, model: str) -> Rates:
@@ -173,10 +194,12 @@ class RateBook:
         _MEASURED[(endpoint, model)] = (rates, self.clock())
         self.capabilities.update(endpoint, model, prompt_rate=rates.prompt, decode_rate=rates.decode,
                                  rate_slots=rates.slots, rates_at=self.clock())
+        self._forget_row(endpoint, model)
 
     def outdated(self, endpoint: str, model: str) -> None:
         """A call ran past the deadline these rates gave: measure again on the next call."""
         _MEASURED.pop((endpoint, model), None)
         if self.capabilities.get(endpoint, model) is not None:
             self.capabilities.update(endpoint, model, rates_at=None)
+        self._forget_row(endpoint, model)
 

@@ -147,6 +147,55 @@ def test_stream_hands_on_each_delta_as_it_arrives(make_client):
     assert seen == [1, 2, 3, 4]
 
 
+class NoteHow(ScriptedLLM):
+    """A provider that notes whether each call was streamed."""
+
+    def __init__(self, replies):
+        super().__init__(replies)
+        self.how: list[str] = []
+
+    def complete(self, req):
+        self.how.append("complete")
+        return super().complete(req)
+
+    def stream(self, req):
+        self.how.append("stream")
+        result = super().complete(req)
+        for word in result.text.split(" "):
+            yield word + " "
+        yield result
+
+
+def test_an_unwatched_view_streams_nothing_yet_answers_and_records_as_a_stream_does(make_client):
+    """Work nobody watches (a command's job, a Ray worker) asks without streaming: the whole answer comes as one
+    delta, then the result, recorded once; the watched client still streams."""
+    fake = NoteHow(["one two three", "four five"])
+    client = make_client(every_role(fake))
+    quiet = client.unwatched()
+    chunks = list(quiet.stream("assistant", MSG, use_cache=False))
+    assert fake.how == ["complete"]
+    assert chunks[:-1] == ["one two three"] and chunks[-1].text == "one two three"
+    assert len(client.store.calls("s1")) == 1
+    assert quiet.patient().streaming is False and client.streaming is True  # views of it keep it
+    watched = [c for c in client.stream("assistant", MSG, use_cache=False) if isinstance(c, str)]
+    assert fake.how == ["complete", "stream"] and len(watched) == 2
+
+
+def test_an_unwatched_stream_stopped_on_what_it_read_yields_no_result(make_client):
+    """A caller that stops a stream on its text (a draft given away mid-sentence) gets no result from an unwatched
+    view either, as from a stream stopped there."""
+    import threading
+
+    client = make_client(every_role(NoteHow(["the hidden need"]))).unwatched()
+    cancel = threading.Event()
+    seen = []
+    for chunk in client.stream("assistant", MSG, use_cache=False, cancel=cancel):
+        seen.append(chunk)
+        if isinstance(chunk, str) and "hidden" in chunk:
+            cancel.set()
+    assert seen == ["the hidden need"]
+
+
 def test_structured_streams_its_first_answer_to_on_text_and_records_the_mode(make_client):
     """A caller that reads the JSON while it is written (a user's decision shown as soon as its value is out) gets
     the first attempt's deltas; a correction is asked but not streamed, so the caller reads one JSON text."""

@@ -1,5 +1,5 @@
-"""Providers of one endpoint share one HTTP client: every workspace, view and job unit that makes its own provider
-reuses the process's connection pool (and its one SSL context) instead of opening connections of its own."""
+"""Providers of one endpoint share one connection pool: every workspace, view and job unit that makes its own
+provider reuses the process's kept-alive connections (and its one TLS context) instead of opening its own."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ def test_providers_of_one_endpoint_share_one_client_and_its_connections():
         request = ChatRequest(model="m", messages=[Message(role="user", content="hi")], max_tokens=5, timeout=10.0)
         for provider in providers:
             provider.complete(request)
-        assert len({id(p._sdk()) for p in providers}) == 1
+        assert len({id(p._http()) for p in providers}) == 1
         assert len(server.peers) == 1  # one after another: one kept-alive connection for all five
         other_key = OpenAICompatProvider(server.base_url, "another-key")
-        assert other_key._sdk() is not providers[0]._sdk()  # a key of its own gets a client of its own
+        assert other_key._http() is not providers[0]._http()  # a key of its own gets a pool of its own
     finally:
         server.httpd.shutdown()
         server.httpd.server_close()

@@ -101,6 +101,49 @@ def test_app_workers_run_submitted_jobs_in_the_background(ws):
     assert summary.status == "done" and summary.progress == 1.0 and summary.eta(2) is None
 
 
+class Env:
+    """A job environment that says whether the engine asked for its unwatched form."""
+
+    def __init__(self, quiet: bool = False):
+        self.quiet = quiet
+
+    def unwatched(self) -> Env:
+        return Env(quiet=True)
+
+
+def test_a_foreground_run_is_unwatched_and_app_workers_are_watched(ws):
+    """A command's run has no page to show a unit's streamed text, so its units run in the environment's unwatched
+    form (non-streamed LLM calls); the app's workers keep the environment as it is."""
+    seen: dict[str, tuple[bool, bool]] = {}
+    ws.jobs.registry.register("test.step", lambda ctx: seen.update({ctx.unit.unit_id: (ctx.watched, ctx.env.quiet)}))
+    ws.jobs.run(ws.jobs.submit(chain_job(users=1, sessions=2), env=Env()))
+    assert set(seen.values()) == {(False, True)} and len(seen) == 2
+    seen.clear()
+    ws.jobs.start(workers=2)
+    job = ws.jobs.submit(chain_job(users=1, sessions=2).model_copy(update={"job_id": "job-app", "pool": "app"}),
+                         env=Env())
+    assert ws.jobs.wait(job, timeout=20).status == "done"
+    assert set(seen.values()) == {(True, False)} and len(seen) == 2
+
+
+def test_a_unit_that_ends_wakes_one_idle_worker_not_all(ws):
+    """Many workers on a chain (one unit ready at a time): each end wakes one idle worker to claim the next unit,
+    instead of every idle worker claiming at once for the one that became ready."""
+    claims = []
+    claim = ws.jobs.store.claim
+
+    def counted(*args, **kwargs):
+        unit = claim(*args, **kwargs)
+        claims.append(unit is not None)
+        return unit
+
+    ws.jobs.store.claim = counted  # type: ignore[method-assign]  # counts the claims the workers make
+    ws.jobs.registry.register("test.step", lambda ctx: time.sleep(0.01))
+    summary = ws.jobs.run(ws.jobs.submit(chain_job(users=1, sessions=20)), concurrency=16)
+    assert summary.counts["done"] == 20 and sum(claims) == 20
+    assert len(claims) < 8 * 20  # 16 workers woken by each of 20 ends would claim over 300 times
+
+
 BLOCKING_WORKER = """
 import sys, time, pathlib
 from jobs.types import JobSpec, UnitSpec

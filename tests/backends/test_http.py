@@ -1,0 +1,75 @@
+"""The direct transport (:mod:`backends.llm.http`): kept-alive connections, one closed by the server while idle
+replaced without a failed call, proxied endpoints left to the SDK."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+
+import pytest
+
+from backends.llm import http
+
+
+def _answer(conn: socket.socket, payload: dict) -> None:
+    """Read one request (headers and a Content-Length body) and answer ``payload`` as a kept-alive HTTP/1.1 reply."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += conn.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+    while len(body) < length:
+        body += conn.recv(65536)
+    out = json.dumps(payload).encode()
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                 + str(len(out)).encode() + b"\r\n\r\n" + out)
+
+
+def test_a_connection_the_server_closed_while_idle_is_replaced_without_failing_the_call():
+    """The server answers, keeps nothing and closes the connection without saying so (as servers do with idle
+    ones): the next request goes out once more on a new connection and gets its answer."""
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    accepted = []
+
+    def serve() -> None:
+        for n in range(2):
+            conn, _ = server.accept()
+            accepted.append(conn)
+            _answer(conn, {"n": n})
+            if n == 0:
+                conn.close()  # closed while the client keeps it for the next request
+        for conn in accepted[1:]:
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        pool = http.Pool(f"http://127.0.0.1:{port}/v1", {})
+        assert pool.post_json("/chat/completions", {"q": 1}, timeout=10) == {"n": 0}
+        assert pool.idle == 1  # kept for the next request
+        assert pool.post_json("/chat/completions", {"q": 2}, timeout=10) == {"n": 1}
+        assert len(accepted) == 2
+    finally:
+        thread.join(10)
+        server.close()
+
+
+def test_a_refused_connection_and_an_error_status_are_told_apart():
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        port = s.getsockname()[1]
+    with pytest.raises(http.ConnectFailed):
+        http.Pool(f"http://127.0.0.1:{port}/v1", {}).post_json("/chat/completions", {}, timeout=5)
+
+
+def test_an_endpoint_behind_a_proxy_is_not_reached_directly(monkeypatch):
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
+                 "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    assert http.direct("https://api.example.com/v1")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.lab:3128")
+    assert not http.direct("https://api.example.com/v1")
+    assert http.direct("http://vllm.lab:8000/v1")  # the proxy is for https only
+    monkeypatch.setenv("NO_PROXY", "api.example.com")
+    assert http.direct("https://api.example.com/v1")
