@@ -16,6 +16,7 @@ How to add a rule: ARCHITECTURE.md, "How to add a turn rule".
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import tomllib
 from functools import cache
@@ -160,10 +161,15 @@ def guard_rules() -> frozenset[str]:
 
 
 def rulebook_version() -> str:
-    """A short fingerprint of every rule's id and version and of its data files' contents: stored findings name it."""
+    """A short fingerprint of every rule's id and version and of what its data files make it read (parameters, and
+    each entry's label and pattern): stored findings name it. Examples, sources and comments document a rule without
+    changing what it finds, so they leave the fingerprint as it is."""
     digest = hashlib.sha1()
     for rule in sorted(RULES.values(), key=lambda r: r.id):
         digest.update(f"{rule.id}@{rule.version};".encode())
         for lang in rule.languages if rule.reads_data else ():
-            digest.update(rule.data_path(lang).read_bytes())
+            with rule.data_path(lang).open("rb") as f:  # as the file is now (load_rule_data caches)
+                data = RuleData.model_validate(tomllib.load(f))
+            read = {"params": data.params, "entries": [(e.label, e.pattern, e.regex) for e in data.entry]}
+            digest.update(json.dumps(read, sort_keys=True, ensure_ascii=False).encode())
     return digest.hexdigest()[:10]

@@ -50,13 +50,26 @@ def test_a_file_that_does_not_match_its_registration_is_named(tmp_path, monkeypa
         load_rule_data.cache_clear()
 
 
-def test_the_fingerprint_follows_the_data(tmp_path, monkeypatch):
+def test_the_fingerprint_follows_what_the_rules_read_not_their_documentation(tmp_path, monkeypatch):
     before = rulebook.rulebook_version()
     shutil.copytree(rulebook.RULES_DIR, tmp_path / "rules")
     path = tmp_path / "rules" / "persona.offer.en.toml"
-    path.write_text(path.read_text(encoding="utf-8") + "\n# one more line\n", encoding="utf-8")
+    original = path.read_text(encoding="utf-8")
     monkeypatch.setattr(rulebook, "RULES_DIR", tmp_path / "rules")
-    assert rulebook.rulebook_version() != before
+    documented = re.sub(r"(?m)^example = .*$", "example = 'How may I help?'", original, count=1)
+    path.write_text(documented + "\n# one more line\n", encoding="utf-8")
+    assert rulebook.rulebook_version() == before  # an example, a source or a comment finds nothing
+    path.write_text(original.replace("[[entry]]", "[[entry]]\nlabel = 'offer'\npattern = 'at your service'\n"
+                                     "example = 'At your service.'\nsource = 'written for this test'\n\n[[entry]]",
+                                     1), encoding="utf-8")
+    assert rulebook.rulebook_version() != before  # one more pattern finds more
+
+
+@pytest.mark.parametrize("rule_id, language", DATA_RULES)
+def test_every_entry_has_an_example_and_says_where_it_came_from(rule_id, language):
+    missing = [e.pattern for e in load_rule_data(rule_id, language).entry if not e.example.strip()]
+    assert missing == [], f"{rule_id}.{language}: entries without an example"
+    assert all("no example found" not in e.source for e in load_rule_data(rule_id, language).entry)
 
 
 @pytest.mark.parametrize("text, language, rule_id", [
