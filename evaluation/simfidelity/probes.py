@@ -89,11 +89,14 @@ def probe_history(dataset: Dataset, case: ProbeCase) -> tuple[list[Utterance], l
 
 
 def probe_key(case: ProbeCase, variant: str, model: str, embedder: str, threshold: float,
-              config: SimFidelityConfig) -> str:
+              config: SimFidelityConfig, learned: str | None = None) -> str:
     """The stored result's key: the probe, the simulator and model, and how it was measured (known before the
-    simulator is asked, so a stored probe is never asked again)."""
-    raw = json.dumps({"m": model, "e": embedder, "t": threshold, "c": config.model_dump(), "v": CHECKS_VERSION},
-                     sort_keys=True)
+    simulator is asked, so a stored probe is never asked again; ``learned``: the learned stance instrument's
+    fingerprint where it reads the stance)."""
+    fields = {"m": model, "e": embedder, "t": threshold, "c": config.model_dump(), "v": CHECKS_VERSION}
+    if learned:
+        fields["l"] = learned
+    raw = json.dumps(fields, sort_keys=True)
     return f"simfid-{case.run_id(variant)}-{hashlib.sha1(raw.encode()).hexdigest()[:12]}"
 
 
@@ -153,7 +156,9 @@ def measure_probes(dataset: Dataset, cases: Sequence[ProbeCase], variant: str, s
         try:
             language = dataset.users[case.user_id].language
             matcher = matcher_for(language)
-            key = probe_key(case, variant, model, matcher.name, matcher.threshold, config)
+            learned = learned_model(config, matcher_for)
+            key = probe_key(case, variant, model, matcher.name, matcher.threshold, config,
+                            learned.fingerprint if learned else None)
             stored = store.get(key)
             if stored is None:
                 user = dataset.users[case.user_id]

@@ -132,3 +132,21 @@ def test_pal_simulate_corpus_measures_the_learned_instrument(tmp_path, monkeypat
     assert all(s["classifier"] == "learned" for s in scores)
     assert all(not s["errors"] for s in scores if s["split"] == "test")  # held-out misreadings are never listed
     assert np.isclose(sum(s["n"] for s in scores), len(load_corpus("stance")))
+
+
+def test_a_run_checked_with_the_learned_instrument_says_so_and_is_stored_apart(monkeypatch):
+    from evaluation.simfidelity import service
+    from palset.loader import load_dataset
+    from tests.conftest import DEMO
+    from tests.evaluation.simfidelity.test_service import record, turns
+
+    demo = load_dataset(DEMO)
+    emb = HashEmbedder(dim=128)
+    monkeypatch.setattr(service, "_FITTED", {})  # this test's embedder fits its own model
+    mf = service.matchers(lambda _language: emb)
+    run = record(demo, turns(demo))
+    learned = service.check_run(run, demo, mf, config=SimFidelityConfig(classifier="learned"))
+    rules = service.check_run(run, demo, mf)
+    verdict = next(c for t in learned.turns for c in t.checks if c.check == "verdict" and "stance" in c.evidence)
+    assert verdict.evidence["stance"]["classifier"] == "learned"
+    assert verdict.evidence["stance"]["model"].startswith("learned-v") and learned.key != rules.key
