@@ -398,6 +398,11 @@ def single_turn_takeaway(rows: Sequence[dict], language: Language = "en", datase
 # ---------------------------------------------------------------- simulator fidelity
 
 
+def is_reference_simulator(name: str) -> bool:
+    """A reference simulator's row: replay, the floors, and their counterfactual probes ("always-accept probe")."""
+    return name.split(" ", 1)[0] in REFERENCE_SIMULATORS
+
+
 def simulator_subject(row: dict) -> str:
     return f"{row['simulator']} · {row['simulator_model']}"
 
@@ -416,9 +421,9 @@ def simulator_takeaway(rows: Sequence[dict], language: Language = "en", dataset:
         return Takeaway(board="simulator", language=language, version=version,
                         empty=say("empty_simulator", language, dataset=dataset))
     sims = words().get("simulators", {})
-    refs = {simulator_subject(r): verdict_estimate(r) for r in rows if r["simulator"] in REFERENCE_SIMULATORS}
-    ref_names = {simulator_subject(r): r["simulator"] for r in rows if r["simulator"] in REFERENCE_SIMULATORS}
-    est = {simulator_subject(r): verdict_estimate(r) for r in rows if r["simulator"] not in REFERENCE_SIMULATORS}
+    refs = {simulator_subject(r): verdict_estimate(r) for r in rows if is_reference_simulator(r["simulator"])}
+    ref_names = {simulator_subject(r): r["simulator"] for r in rows if is_reference_simulator(r["simulator"])}
+    est = {simulator_subject(r): verdict_estimate(r) for r in rows if not is_reference_simulator(r["simulator"])}
     headlines = []
     for r in rows:
         subject = simulator_subject(r)
@@ -440,7 +445,7 @@ def simulator_takeaway(rows: Sequence[dict], language: Language = "en", dataset:
         headlines.append(Headline(board="simulator", subject=subject, label=subject, figure="verdict_consistency",
                                   estimate=e, text=text, apart_from=apart, peers=_peers(subject, est)))
     notes = [ReferenceNote(name=simulator_subject(r), label=r["simulator"],
-                           meaning=str(sims.get(r["simulator"], {}).get(language, "")))
-             for r in rows if r["simulator"] in REFERENCE_SIMULATORS]
+                           meaning=str(sims.get(r["simulator"].split(" ", 1)[0], {}).get(language, "")))
+             for r in rows if is_reference_simulator(r["simulator"])]
     return Takeaway(board="simulator", language=language, version=version, headlines=headlines, references=notes,
                     ties=_tie_sentences(est, {n: n for n in est}, "verdict_consistency", language))

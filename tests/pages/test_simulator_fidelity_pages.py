@@ -5,6 +5,7 @@ page (a blinded batch of simulated user turns, the automatic checks against peop
 
 import json
 
+import pandas as pd
 import pytest
 
 from backends.config import ROLES, load_config
@@ -12,6 +13,7 @@ from backends.llm.fake import ScriptedLLM
 from evaluation.service import judge_runs, pair_runs
 from evaluation.simfidelity.registry import REGISTRY, REVIEWED
 from evaluation.simfidelity.service import matchers, measure_runs
+from evaluation.takeaways import figure_label
 from palset.dataset import dataset_key
 from palset.loader import load_dataset
 from sim.service import make_spec
@@ -89,6 +91,12 @@ def test_replay_in_free_mode_is_a_message_not_a_start(llm):
     assert "sim_start" not in [b.key for b in at.button]
 
 
+def simulator_board(at) -> pd.DataFrame:
+    """The simulator board's rows as shown: the simulators' table, then the reference simulators' (folded)."""
+    frames = [d.value for d in at.dataframe if figure_label("over_cooperation") in d.value.columns]
+    return pd.concat(frames, ignore_index=True)
+
+
 def test_evaluate_board_checks_runs_exports_csv_and_filters_faireval(llm):
     ids = {s: simulate(llm, s) for s in ("always-accept", "random-verdict")}
     ids["llm"] = simulate(llm, "llm", method="vanilla-log")
@@ -96,8 +104,8 @@ def test_evaluate_board_checks_runs_exports_csv_and_filters_faireval(llm):
     assert "No simulated user checked" in "".join(i.value for i in at.info)
     at.button(key="eval_simfid_run").click().run()
     assert not at.exception, [e.value for e in at.exception]
-    board = next(d.value for d in at.dataframe if "over-cooperation" in d.value.columns)
-    assert list(board["simulator"])[:2] == ["always-accept", "random-verdict"] and "llm" in list(board["simulator"])
+    board = simulator_board(at)
+    assert list(board["simulator"]) == ["llm", "always-accept", "random-verdict"]  # the references folded after it
     assert {d.label for d in at.get("download_button")} >= {"Simulator fidelity CSV"}
     dataset = load_dataset(DEMO)
     judge_runs(llm, dataset, app_workspace().sims, app_workspace().evals,
@@ -118,12 +126,13 @@ def test_evaluate_board_gets_its_scale_from_the_datasets_own_dialogues(llm):
     at.checkbox(key="eval_simfid_own").check().run()
     at.button(key="eval_simfid_run").click().run()
     assert not at.exception, [e.value for e in at.exception]
-    board = next(d.value for d in at.dataframe if "over-cooperation" in d.value.columns)
+    board = simulator_board(at)
     rows = list(zip(board["simulator"], board["model"]))
     assert rows == [("replay", "dataset dialogue"), ("always-accept", "on dataset dialogue"),
                     ("random-verdict", "on dataset dialogue")]
     floor = board.set_index("simulator").loc["always-accept"]
-    assert floor["acceptance"] == "1.000" and floor["verdict consistency"] != "–"  # the proposals match candidates
+    assert floor[figure_label("acceptance_rate")].startswith("100%")  # the proposals match candidates
+    assert floor[figure_label("verdict_consistency")] != "–"
 
 
 def test_review_batch_of_simulated_turns_is_blinded_and_compared_with_the_checks(llm):
@@ -162,9 +171,9 @@ def test_evaluate_board_probes_over_cooperation_and_shows_each_arms_intervention
     at.multiselect(key="eval_simfid_probes").set_value(["always-accept"]).run()
     at.button(key="eval_simfid_run").click().run()
     assert not at.exception, [e.value for e in at.exception]
-    board = next(d.value for d in at.dataframe if "over-cooperation" in d.value.columns).set_index("simulator")
-    assert board.loc["always-accept probe", "disliked accepted"] == "1.000"
-    assert {"intervened", "composed", "text vs decision"} <= set(board.columns)
+    board = simulator_board(at).set_index("simulator")
+    assert board.loc["always-accept probe", figure_label("disliked_acceptance")] == "100%"
+    assert {"intervened", "composed", figure_label("decision_agreement")} <= set(board.columns)
     at.segmented_control(key="eval_simfid_on").set_value("first drafts").run()
     assert not at.exception, [e.value for e in at.exception]
     dataset = load_dataset(DEMO)

@@ -17,7 +17,7 @@ from backends.csvsafe import neutralise
 from evaluation.faireval import ASPECTS, Judgment
 from evaluation.faireval_stats import OUTCOMES, judgment_position
 from evaluation.service import DroppedTopic
-from evaluation.takeaways import figure_label
+from evaluation.takeaways import Language, cell_text, estimate_of, figure_label
 from evaluation.tasks import TaskResult
 from evaluation.versions import metric_versions, versions_text
 from memory.methods import display_name
@@ -113,6 +113,24 @@ def aggregates_frame(rows: list[dict]) -> pd.DataFrame:
                     **{f"length_diff_{v}": lb["length_diff"][v] for v in ("win", "tie", "lose")},
                     "invalid_samples": r["invalid_samples"], "samples": r["samples"], "threshold": r["threshold"],
                     "metric_versions": r.get("metric_versions", "")})
+    return pd.DataFrame(out)
+
+
+def outcomes_frame(rows: list[dict], language: Language = "en") -> pd.DataFrame:
+    """The FairEval outcomes as people read them: per aspect each outcome's count and share with its 95% CI, the
+    win rate with ties as half with its CI, then the counts behind them (the full aggregates stay in the export)."""
+    out = []
+    for r in rows:
+        row: dict = {"aspect": r["aspect"]}
+        for outcome in ("win", "tie", "lose"):
+            name = f"{outcome}_rate"
+            share = estimate_of({"value": r[name], "ci": r.get(f"{name}_ci") or [None, None], "n": r["n"]})
+            row[figure_label(name, language)] = f"{r[outcome]} · {cell_text(name, share)}"
+        adjusted = estimate_of({"value": r["adjusted_win_rate"], "ci": r["adjusted_win_rate_ci"], "n": r["n"]})
+        row[figure_label("win_rate_adjusted", language)] = cell_text("win_rate_adjusted", adjusted)
+        row.update({"decided topics": r["n"], "invalid": r["invalid"], "dropped": r.get("dropped", 0),
+                    "users": r.get("users")})
+        out.append(row)
     return pd.DataFrame(out)
 
 

@@ -13,7 +13,15 @@ from evaluation.faireval import Judgment
 from evaluation.service import DroppedTopic
 from evaluation.takeaways import Language, faireval_takeaway
 from memory.methods import ORACLE_LABEL, display_name, is_oracle
-from ui.evaluate.data import aggregates_frame, dropped_frame, judgments_frame, outcome_figure, to_csv, to_jsonl
+from ui.evaluate.data import (
+    aggregates_frame,
+    dropped_frame,
+    judgments_frame,
+    outcome_figure,
+    outcomes_frame,
+    to_csv,
+    to_jsonl,
+)
 from ui.evaluate.takeaway import render_takeaway
 from ui.text import md_escape
 
@@ -48,7 +56,9 @@ def render_results(rows: list[dict], judgments: list[Judgment], a: str, b: str, 
         render_position(r)
     render_dropped(dropped)
     render_bias(rows)
-    st.dataframe(aggregates_frame(rows), hide_index=True, width="stretch", key="eval_aggregates")
+    st.dataframe(outcomes_frame(rows, language), hide_index=True, width="stretch", key="eval_outcomes_table")
+    with st.expander("Every aggregate figure (as exported)"):
+        st.dataframe(aggregates_frame(rows), hide_index=True, width="stretch", key="eval_aggregates")
     per_user = [{"aspect": r["aspect"], "user": u, **{x: c[x] for x in ("win", "tie", "lose", "invalid")},
                  "adjusted_win_rate": c["adjusted_win_rate"]} for r in rows for u, c in r["per_user"].items()]
     if per_user:

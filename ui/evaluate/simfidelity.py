@@ -22,12 +22,12 @@ from evaluation.simfidelity.service import OWN_DIALOGUE_SIMULATORS, matchers, me
 from evaluation.simfidelity.stance_instruments import INSTRUMENT_NAMES, STANCE_INSTRUMENTS
 from evaluation.simfidelity.types import SimFidelityConfig
 from evaluation.takeaways import (
-    REFERENCE_SIMULATORS,
     Estimate,
     Language,
     cell_text,
     figure_label,
     format_value,
+    is_reference_simulator,
     simulator_subject,
     simulator_takeaway,
     wilson,
@@ -111,9 +111,14 @@ def render_simulator_board(dataset: Dataset, dkey: str) -> None:
                         key="eval_simfid_chart", width="stretch")
         on = st.segmented_control("Figures on", list(VIEWS), default="kept", required=True, key="eval_simfid_on",
                                   help=FIGURE_DEFINITIONS["on"])
-        simulators = [r for r in rows if r["simulator"] not in REFERENCE_SIMULATORS]
-        references = [r for r in rows if r["simulator"] in REFERENCE_SIMULATORS]
-        st.dataframe(board_frame(simulators, on, language), hide_index=True, width="stretch", key="eval_simfid_board")
+        simulators = [r for r in rows if not is_reference_simulator(r["simulator"])]
+        references = [r for r in rows if is_reference_simulator(r["simulator"])]
+        if simulators:
+            st.dataframe(board_frame(simulators, on, language), hide_index=True, width="stretch",
+                         key="eval_simfid_board")
+        else:
+            st.caption("Only the reference simulators are checked here yet (folded below): check runs of a simulator "
+                       "to rank it against them.")
         render_references(takeaway, board_frame(references, on, language), "eval_simfid_refs",
                           f"Reference simulators ({len(references)}): the ceiling and the floors")
         notes = [f"{r['simulator']} · {r['simulator_model']}: {r['interventions']['note']}" for r in rows

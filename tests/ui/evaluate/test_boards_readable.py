@@ -55,3 +55,17 @@ def test_the_simulator_board_shows_the_verdict_share_with_its_interval_and_reada
 def test_an_empty_board_message_keeps_its_command_as_code_and_escapes_the_rest():
     text = with_commands("Nothing *yet*: run `pal judge --dataset d`.")
     assert "`pal judge --dataset d`" in text and "\\*yet\\*" in text
+
+
+def test_faireval_outcomes_read_as_counts_and_shares_with_their_intervals():
+    from evaluation.aggregate import aggregate_judgments
+    from tests.evaluation.test_aggregate import LOSE, WIN, judgment
+    from ui.evaluate.data import outcomes_frame
+
+    rows = aggregate_judgments([judgment("u1", "t1", WIN), judgment("u2", "t2", LOSE), judgment("u3", "t3", WIN)],
+                               n_boot=50)
+    frame = outcomes_frame(rows)
+    assert list(frame.columns)[:5] == ["aspect", *(figure_label(f"{o}_rate") for o in ("win", "tie", "lose")),
+                                       figure_label("win_rate_adjusted")]
+    assert frame.iloc[0][figure_label("win_rate")].startswith("2 · 67%")
+    assert not any("_" in c for c in frame.columns)
