@@ -23,6 +23,7 @@ language, with the same sections and placeholders; :func:`load_prompt` with ``la
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import string
@@ -30,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backends.paths import PROJECT_ROOT
+
+log = logging.getLogger(__name__)
 
 PROMPTS_DIR = PROJECT_ROOT / "prompts"
 MESSAGE_ROLES = ("system", "user", "assistant")
@@ -146,9 +149,29 @@ def wording() -> str:
     return "english" if os.environ.get(WORDING_ENV, "").strip().lower() == "english" else "native"
 
 
+_LOADED: dict[tuple[str, str, str | None, str], tuple[Path, int, Prompt]] = {}  # see load_prompt
+
+
 def load_prompt(name: str, directory: Path = PROMPTS_DIR, language: str | None = None) -> Prompt:
     """Load ``<directory>/<name>.md`` (names may contain ``/`` for grouped prompts); with ``language`` (``zh``…)
-    its variant ``<name>.<language>.md`` when there is one and the wording is native (:func:`wording`)."""
+    its variant ``<name>.<language>.md`` when there is one and the wording is native (:func:`wording`).
+
+    A prompt is read and parsed once while its file stays unchanged (every LLM call loads its prompt; resolving,
+    reading and parsing the file each time cost more than the rest of the call's preparation)."""
+    key = (str(directory), name, language, wording())
+    if (known := _LOADED.get(key)) is not None:
+        try:
+            if known[0].stat().st_mtime_ns == known[1]:
+                return known[2]
+        except OSError:
+            log.info("prompt file %s is gone; loading %s again", known[0], name)
+    prompt = _load_prompt(name, directory, language)
+    if prompt.path is not None:
+        _LOADED[key] = (prompt.path, prompt.path.stat().st_mtime_ns, prompt)
+    return prompt
+
+
+def _load_prompt(name: str, directory: Path, language: str | None) -> Prompt:
     if language and language != "en" and wording() == "native":
         variant = directory / f"{name}.{language}.md"
         if variant.is_file():

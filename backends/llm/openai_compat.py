@@ -16,6 +16,7 @@ and how it was computed (``deadline_note``).
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -88,9 +89,10 @@ class OpenAICompatProvider:
         self._pool: http.Pool | None = None
         self._direct = http.direct(self.base_url)
 
-    @property
+    @functools.cached_property
     def endpoint(self) -> str:
-        """``scheme://host:port/path`` without credentials: safe to show and to key caches on."""
+        """``scheme://host:port/path`` without credentials: safe to show and to key caches on (worked out once:
+        every call asks for it several times)."""
         u = urlparse(self.base_url)
         host = u.hostname or ""
         return f"{u.scheme}://{host}{f':{u.port}' if u.port else ''}{u.path}"
@@ -106,6 +108,10 @@ class OpenAICompatProvider:
         """Requests the server serves at once when it says (llama.cpp's ``/props``; asked once per process)."""
         return _slots(self.base_url, self._api_key if self._api_key != "not-needed" else None,
                       min(self._timeout, 5.0))
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (sent to a Ray worker) without the process's connections: the worker opens its own."""
+        return {**self.__dict__, "_client": None, "_pool": None}
 
     def _http(self) -> http.Pool:
         """The process's pool of connections to this endpoint with this key."""

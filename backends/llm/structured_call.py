@@ -9,6 +9,7 @@ each cut is recorded with the call. A refusal of the structured mode itself step
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -131,6 +132,13 @@ def answer(client: ChatClient, role: str, msgs: list[Message], on_text: Callable
     return final
 
 
+@functools.lru_cache(maxsize=1024)
+def result_type(model: type[BaseModel]) -> type[StructuredResult]:
+    """``StructuredResult[model]``, made once per model class: pydantic's parametrisation takes over a millisecond
+    of CPU each time it is looked up, and every structured call returns one."""
+    return StructuredResult[model]  # type: ignore[valid-type]  # the result type is parametrised by the run-time model
+
+
 def ask_structured(client: ChatClient, role: str, messages: Sequence[Message], model: type[M], *,
                    prompt: Prompt | None = None, retries: int = 2, use_cache: bool = True, cache_salt: str = "",
                    cancel: threading.Event | None = None, check: Callable[[M], str | None] | None = None,
@@ -185,6 +193,6 @@ def ask_structured(client: ChatClient, role: str, messages: Sequence[Message], m
                 client.evict(role, msgs, cache_salt, **call)
             rejected.append((result.text, str(e)))
             continue
-        return StructuredResult[model](value=value, raw=result.text, attempts=len(raws), repaired=repaired,  # type: ignore[valid-type]  # the result type is parametrised by the run-time model
+        return result_type(model)(value=value, raw=result.text, attempts=len(raws), repaired=repaired,
                                        reasoning=result.reasoning, mode=current)
     return StructuredFailure(raw=raws, errors=errors, attempts=len(raws), reasoning=thoughts, mode=current)

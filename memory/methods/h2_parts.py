@@ -3,6 +3,7 @@ clustering helpers (windows, edge cleaning, connected components, constrained k-
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from collections.abc import Sequence
@@ -90,11 +91,18 @@ class PrincipleAdjustOut(BaseModel):
 
 
 def log_graph_model(targets: list[str], allowed: list[str]) -> type[BaseModel]:
-    """A schema whose ids are enums of this window's logs, so even a tiny model can only name real logs."""
-    earlier_id = one_of(allowed) if allowed else str
+    """A schema whose ids are enums of this window's logs, so even a tiny model can only name real logs. Made once
+    per (targets, allowed): windows repeat across sessions and users, and building a model and its JSON schema
+    takes pydantic milliseconds."""
+    return _log_graph_model(tuple(targets), tuple(allowed))
+
+
+@functools.lru_cache(maxsize=512)
+def _log_graph_model(targets: tuple[str, ...], allowed: tuple[str, ...]) -> type[BaseModel]:
+    earlier_id = one_of(list(allowed)) if allowed else str
     relation = create_model(
         "LogRelation",
-        log=field(one_of(targets)),
+        log=field(one_of(list(targets))),
         caused_by=field(list_of(earlier_id), Field(default_factory=list, max_length=5)),
         follows=field(list_of(earlier_id), Field(default_factory=list, max_length=5)),
     )

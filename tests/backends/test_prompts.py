@@ -75,3 +75,17 @@ def test_every_shipped_language_variant_has_its_base_prompts_sections_and_placeh
         names = {n for n, _ in base.sections} - {"example_user_en", "example_reply_en"}
         assert {n for n, _ in variant.sections} == names, variant.name
         assert variant.placeholders == base.placeholders, variant.name
+
+
+def test_a_prompt_is_parsed_once_while_its_file_is_unchanged_and_again_when_it_changes(tmp_path):
+    import os
+
+    path = tmp_path / "p.md"
+    path.write_text("---\nversion: 1\n---\nfirst $x\n", encoding="utf-8")
+    first = load_prompt("p", tmp_path)
+    assert load_prompt("p", tmp_path) is first
+    path.write_text("---\nversion: 2\n---\nsecond $x\n", encoding="utf-8")
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))  # a new mtime even on a coarse clock
+    again = load_prompt("p", tmp_path)
+    assert (again.version, again.render(x="a").strip()) == ("2", "second a")
