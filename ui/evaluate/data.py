@@ -6,14 +6,17 @@ Pure functions over records (no widgets), so the page stays layout and these are
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 from collections.abc import Iterable, Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
+import streamlit as st
 
 from backends.csvsafe import neutralise
+from evaluation.aggregate import aggregate_judgments
 from evaluation.faireval import ASPECTS, Judgment
 from evaluation.faireval_stats import OUTCOMES, judgment_position
 from evaluation.service import DroppedTopic
@@ -28,6 +31,24 @@ OUTCOME_COLOURS = {"win": "#2e7d32", "tie": "#9e9e9e", "lose": "#c62828"}
 # the single-turn board's figures, metrics first (readable names: :func:`evaluation.takeaways.figure_label`)
 LEADER_FIGURES = ("g_score", "s_score", *(f"{task}_bleu{n}" for task in ("restatement", "proposal") for n in (1, 2, 3, 4)))
 LEADER_COLUMNS = [(figure_label(key), key) for key in LEADER_FIGURES]
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def pair_aggregates(fingerprint: str, threshold: float, _judgments: list[Judgment],
+                    _dropped: list[DroppedTopic]) -> list[dict]:
+    """:func:`evaluation.aggregate.aggregate_judgments` (cluster-bootstrap CIs of every rate), kept per record
+    fingerprint (:func:`judgments_fingerprint`) so a rerun that changes no judgment draws no bootstrap again."""
+    return aggregate_judgments(_judgments, threshold, dropped=_dropped)
+
+
+def judgments_fingerprint(judgments: Sequence[Judgment], dropped: Sequence[DroppedTopic]) -> str:
+    """A digest of the shown judgments (in full, decisions as recomputed) and the dropped topics."""
+    digest = hashlib.sha1()
+    for j in judgments:
+        digest.update(j.model_dump_json().encode())
+    for d in dropped:
+        digest.update(json.dumps(vars(d), sort_keys=True, default=str).encode())
+    return digest.hexdigest()
 
 
 def finished_methods(sims: SimStore, dkey: str) -> list[str]:

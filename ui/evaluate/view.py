@@ -25,7 +25,6 @@ import streamlit as st
 
 from backends.config import ConfigError
 from backends.paths import PROJECT_ROOT
-from evaluation.aggregate import aggregate_judgments
 from evaluation.faireval import ASPECTS, Judgment, apply_decision
 from evaluation.faireval_stats import one_per_topic
 from evaluation.service import dropped_topics, pair_runs
@@ -36,7 +35,7 @@ from sim.store import SimStore
 from ui import platform_state
 from ui.evaluate.boards import render_agreement, render_leaderboard, render_personamem
 from ui.evaluate.calibration import render_calibration
-from ui.evaluate.data import finished_methods, latest_judgments
+from ui.evaluate.data import finished_methods, judgments_fingerprint, latest_judgments, pair_aggregates
 from ui.evaluate.drilldown import render_drilldown
 from ui.evaluate.experiments import render_experiments
 from ui.evaluate.fidelity import render_fidelity_board
@@ -227,7 +226,7 @@ def render_pairwise(dataset: Dataset, dkey: str, sims: SimStore,
                                         if dropped else ""))
         return a, b, aspects, threshold
     st.caption(f"Judged by **{md_escape(judge)}** · {len(judgments)} judgment(s) shown.")
-    rows = aggregate_judgments(judgments, threshold, dropped=dropped)
+    rows = pair_aggregates(judgments_fingerprint(judgments, dropped), threshold, judgments, dropped)
     render_results(rows, judgments, a, b, dropped, board_language(dataset))
     render_arm_interventions(judgments, a, b)
     render_calibration(dkey, judgments, a, b, aspects)
