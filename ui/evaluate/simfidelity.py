@@ -14,7 +14,7 @@ import streamlit as st
 from evaluation.faireval import Judgment
 from evaluation.faireval_interventions import SHARES, pooled, under_share, with_interventions
 from evaluation.simfidelity import CHECK_DEFINITIONS, FIGURE_DEFINITIONS
-from evaluation.simfidelity.aggregate import RATES, VIEWS, leaderboard
+from evaluation.simfidelity.aggregate import HEADLINE, RATES, VIEWS, leaderboard
 from evaluation.simfidelity.export import board_csv, figures_on
 from evaluation.simfidelity.instruments import Advice, advice
 from evaluation.simfidelity.probes import PROBE_SIMULATORS, build_cases, llm_side, measure_probes, reference_side
@@ -49,8 +49,9 @@ def _rate(value: float | None, signed: bool = False) -> str:
     return "–" if value is None else (f"{value:+.3f}" if signed else f"{value:.3f}")
 
 
-SIM_COLUMNS = ("verdict_consistency", "truthful_rate", "persona_rate", "schedule_adherence", "acceptance_rate",
-               "implied_acceptance", "over_cooperation", "disliked_acceptance", "vagueness_gap", "decision_agreement")
+HEADLINE_FIGURE = "verdict_consistency"  # the board's first figure (the takeaway's headline)
+# then every other registered check's rate (registry order), the verdict figures and the vagueness gap
+SIM_COLUMNS = (HEADLINE_FIGURE, *(f for f in HEADLINE if f != HEADLINE_FIGURE))
 CHART_FIGURES = ("verdict_consistency", "truthful_rate", "persona_rate", "acceptance_rate", "implied_acceptance")
 
 
