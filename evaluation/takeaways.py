@@ -151,6 +151,8 @@ def format_value(name: str, value: float | None) -> str:
         return f"{value:+.0%}"
     if unit == "kappa":
         return f"{value:.2f}"
+    if unit == "signed_score":
+        return f"{value:+.3f}"
     return f"{value:.1f}"
 
 

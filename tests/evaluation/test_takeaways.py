@@ -151,9 +151,12 @@ def test_the_same_takeaways_in_chinese():
 def test_every_sentence_and_figure_has_both_languages_and_readable_names():
     sentences = words()["sentences"]
     assert set(sentences["en"]) == set(sentences["zh"])
-    for name in HEADLINE:
+    from evaluation.simfidelity.aggregate import HEADLINE as SIMULATOR_FIGURES
+
+    for name in (*HEADLINE, *SIMULATOR_FIGURES):  # a figure a registry adds needs its words here too
         for lang in LANGUAGES:
             label = figure_label(name, lang)
             assert label != name and "_" not in label  # no snake_case header
     assert format_value("requirement_recall", 0.284) == "28%" and format_value("situation_within", 0.3) == "0.30"
     assert format_value("over_cooperation", 0.25) == "+25%" and format_value("g_score", None) == "n/a"
+    assert format_value("vagueness_gap", -0.05) == "-0.050"
