@@ -5,7 +5,7 @@ Findings the page tests cover through the running app (AppTest) are named with t
 re-enacted here: 6, 14, 15, 16, 17, 23 (see ``tests/pages/test_review_page.py``, ``test_presentation_security.py``,
 ``test_generate.py``).
 
-The second audit (issue 52, rows ``52.<n>``) is tried the same way, each attack first reproduced on what it relied on
+The second audit (the lab-server audit, rows ``52.<n>``) is tried the same way, each attack first reproduced on what it relied on
 (Streamlit's own checks, a session not bound to its page, a check-then-record throttle, a 0644 file, the markdown a
 guideline would have rendered to), then against this code; the last line counts the attacks and how many got through.
 """
@@ -41,7 +41,7 @@ DEMO = ROOT / "data" / "demo"
 ROWS: list[tuple[str, str, str]] = []
 
 
-REFUSED: list[bool] = []  # issue 52's rows: whether this code refused the attack
+REFUSED: list[bool] = []  # the second audit's rows: whether this code refused the attack
 
 
 def row(finding: str, attack: str, outcome: str, refused: bool | None = None) -> None:
@@ -310,7 +310,7 @@ def other_attacks(tmp: Path) -> None:
         row(finding, what, f"see {test}")
 
 
-# ------------------------------------------------------------------------------------------------ issue 52
+# ------------------------------------------------------------------------------------------- the second audit
 
 
 def front_door_attacks(tmp: Path) -> None:
@@ -574,7 +574,7 @@ def main() -> None:
         cli_and_bundle_attacks(tmp_path)
         if "--no-server" not in sys.argv:
             served_attacks(tmp_path)
-    print(f"{len(ROWS)} attacks tried; of issue 52's {len(REFUSED)}, {sum(REFUSED)} refused and "
+    print(f"{len(ROWS)} attacks tried; of the second audit's {len(REFUSED)}, {sum(REFUSED)} refused and "
           f"{len(REFUSED) - sum(REFUSED)} got through")
 
 

@@ -1,5 +1,5 @@
 """Live chat latency: time to the first streamed token and to the whole turn, per side, for a 12-utterance simulation
-driven exactly as the Simulate page drives it (``Simulation.step(on_token=…)``, issue 24 point 4).
+driven exactly as the Simulate page drives it (``Simulation.step(on_token=…)``).
 
 For each utterance: seconds until the turn shows something (a retrieval method's assistant streams its memory-search
 query first, as the Simulate page shows it), seconds to the reply's first token (the User-LLM in fixed mode streams

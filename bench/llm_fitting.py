@@ -1,4 +1,4 @@
-"""Figures for structured-output negotiation and context fitting (issue 17).
+"""Figures for structured-output negotiation and context fitting.
 
 * negotiation overhead: the first structured call to a json_object-only endpoint (one refused json_schema
   request, then json_object) against later calls (straight to json_object), and against the first call to an

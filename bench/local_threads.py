@@ -1,4 +1,4 @@
-"""Figures for local model servers: threads, speed, start time and memory per model (issues 13 and 24).
+"""Figures for local model servers: threads, speed, start time and memory per model.
 
 For each model (default: SmolLM2-135M and the default Qwen2.5-Coder-0.5B) and 1 and 2 llama.cpp threads, on the
 machine as it is and beside one more busy process (what another test worker is): server start (file check and

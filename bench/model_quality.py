@@ -1,4 +1,4 @@
-"""Quality of each installed local model in every role, on the demo users (issue 24): one table, models side by side.
+"""Quality of each installed local model in every role, on the demo users: one table, models side by side.
 
 Figures per model (the bundled SmolLM2-135M, Qwen2.5-Coder-0.5B — the default — and the 1.5B where installed):
 

@@ -16,7 +16,7 @@ a fixed latency per call (:mod:`testkit.slot_server`): an H²Memory build of one
 
 The figures are the server's own (llama.cpp ``timings`` / OpenAI-style ``usage.prompt_tokens_details``, read by a
 recording proxy in front of the server: :mod:`testkit.tap`), so they do not depend on what the client records.
-Targets (issue 28; bundled default model, quiet 2-core machine): wall ÷ limit ≤ 1.25 for the build and the month;
+Targets (bundled default model, quiet 2-core machine): wall ÷ limit ≤ 1.25 for the build and the month;
 ≥ 60 % of prompt tokens from the cache in the simulation, ≥ 40 % in the build; fake 8 slots × 200 ms: the judgment
 ≤ 2 × 200 ms.
 

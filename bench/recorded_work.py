@@ -3,8 +3,8 @@
 Why: the bench pieces (``bench/model_throughput.py``, ``bench/live_chat.py``) measure short, fresh pieces of work;
 a recording such as the demo workspace's (``make demo-workspace``, hours on 2 cores) is the long real work a lab
 runs. Its call records keep, per call, the prompt tokens the server processed and served from its prompt cache
-(where the endpoint says), output tokens, latency and attempts — so the figures of issue 24 (seconds per call per
-step kind) and issue 28 (share of prompt tokens from the cache per kind of work) can be read from it without
+(where the endpoint says), output tokens, latency and attempts — so the seconds per call per step kind
+and the share of prompt tokens served from the cache per kind of work can be read from it without
 running a model again. (Whether a structured answer was valid is not on the call record — the call is recorded
 before its answer is parsed; ``bench/model_quality.py`` counts JSON validity itself.)
 
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from backends.paths import StatePaths  # noqa: E402  (the project root is on the path first)
 
-WORK = {  # prompt name prefix → kind of work (the pieces of issue 28)
+WORK = {  # prompt name prefix → kind of work
     "memory/h2_": "H²Memory build",
     "sim/": "simulation",
     "eval/faireval_": "FairEval judgment",

@@ -1,4 +1,4 @@
-"""The messages of the two dialogue roles, assembled so a server's prompt cache serves them (issues 24 and 28).
+"""The messages of the two dialogue roles, assembled so a server's prompt cache serves them.
 
 Both roles put what stays the same first (system message, persona or role, a memory that does not change) and
 the turn's own part last; the dialogue so far sits in between and only grows at its end. Turn n+1's messages

@@ -114,7 +114,7 @@ def test_endpoint_counter_uses_tokenize_and_falls_back_when_it_fails(pal_home):
 
 
 def test_unset_answer_budgets_are_each_roles_own_fitted_to_the_window(pal_home, tmp_path):
-    """Issue 26, item 11: 512 tokens for every role cut FairEval's three analyses; an unset max_tokens is now the
+    """512 tokens for every role cut FairEval's three analyses; an unset max_tokens is now the
     role's need (the reference judge's 8,192 …) at most its share of the window; a set one, or a call's, wins."""
     assert output_tokens("judge", 4096) == 2048 and output_tokens("judge", 65536) == 8192
     assert output_tokens("judge", None) == 4096 and output_tokens("memory_builder", 4096) == 2048

@@ -76,7 +76,7 @@ def test_leaderboard_scales_and_cis():
 
 
 def test_g_score_judge_failures_leave_the_mean_and_have_their_own_column():
-    """Issue 18, item 2: scores 2, 1 and a failed judge call → 75 (not 50); a failed prediction still scores 0."""
+    """Scores 2, 1 and a failed judge call → 75 (not 50); a failed prediction still scores 0."""
     def res(key, **kw):
         return TaskResult(result_key=key, dataset="d", user_id="u", sample_id="s", topic_key=key, method="A",
                           task="restatement", model="m", prompt_name="p", prompt_version="1", **kw)

@@ -40,7 +40,7 @@ def test_topics_rank_most_uncertain_first_with_invalid_on_top():
 
 
 def test_equally_uncertain_topics_are_ordered_by_a_seeded_draw_not_by_user():
-    """Issue 26, item 7: at temperature 0 most topics tie (BPDE 0); sorting ties by user sent the lowest user ids to
+    """At temperature 0 most topics tie (BPDE 0); sorting ties by user sent the lowest user ids to
     review. Now a seed decides, the same in every process, and different seeds give different orders."""
     js = [judgment(u, f"t{k}", UNANIMOUS) for u in ("1000", "1001", "1002", "1003") for k in range(5)]
     orders = {tuple(t.key for t in rank_topics(js, seed=s)) for s in range(6)}

@@ -75,7 +75,7 @@ def test_pal_bench_tasks_prints_a_leaderboard(env, cli_llm, capsys):
 
 
 def test_pal_judge_shows_dropped_topics_and_sends_the_uncertain_ones_to_review(env, cli_llm, capsys):
-    """Issue 18, items 5 and the calibration: a failed simulation's topic is listed as dropped, not lost."""
+    """A failed simulation's topic is listed as dropped, not lost."""
 
     _, sims, ws = env
     use, _ = cli_llm
@@ -120,7 +120,7 @@ def test_pal_bench_tasks_table_names_the_bleu_tokens_and_judge_failures(env, cli
 
 
 def test_review_uncertain_judges_at_fairevals_temperature_and_redecides_stored_judgments(env, cli_llm, capsys):
-    """Issue 26, items 7 and 13: --review-uncertain samples the judge at T = 1 unless told otherwise (a new
+    """--review-uncertain samples the judge at T = 1 unless told otherwise (a new
     judgment, the T = 0 one kept), and ranks stored judgments re-decided under the current rules — a judgment
     stored with a v1 decision ("win" from pooled samples, one order without a valid sample) is invalid now and
     ranks first, as on the Evaluate page."""

@@ -142,15 +142,15 @@ def sample(order: int, index: int, a: int | None = None, b: int | None = None) -
 ORDER1_8_VS_6 = [sample(1, i, 8, 6) for i in range(3)]
 
 
-def test_issue_example_one_valid_sample_in_order_two_weighs_as_much_as_order_one():
-    """Issue 18 verbatim: order 1 gives 8 vs 6 three times, order 2 has one valid 5 vs 7 → today "win";
-    with equal weight per order → tie."""
+def test_one_valid_sample_in_order_two_weighs_as_much_as_order_one():
+    """Order 1 gives 8 vs 6 three times, order 2 one valid 5 vs 7: averaged per sample that would be a "win";
+    with equal weight per order it is a tie."""
     samples = ORDER1_8_VS_6 + [sample(2, 0, 5, 7), sample(2, 1), sample(2, 2)]
     assert decide(samples) == ("tie", 6.5, 6.5)
 
 
-def test_issue_example_order_two_all_invalid_makes_the_judgment_invalid():
-    """Issue 18 verbatim: with order 2 all invalid → today still "win"; now invalid (no position balance)."""
+def test_order_two_all_invalid_makes_the_judgment_invalid():
+    """Order 2 all invalid: averaged per sample that would still be a "win"; it is invalid (no position balance)."""
     samples = ORDER1_8_VS_6 + [sample(2, i) for i in range(3)]
     assert decide(samples) == ("invalid", None, None)
     assert decide([sample(1, i) for i in range(3)] + [sample(2, i, 8, 6) for i in range(3)])[0] == "invalid"

@@ -46,7 +46,7 @@ def test_reasoning_judges_keep_their_thinking_apart(env, demo):
 
 
 def test_the_judges_own_budget_takes_what_the_window_leaves(env, demo):
-    """Issue 26, item 11: an unset judge budget (8,192, at most half the window) would refuse a prompt that the old
+    """An unset judge budget (8,192, at most half the window) would refuse a prompt that the old
     512 let through; it takes what the window leaves after the prompt instead, never less than 512 tokens."""
     from evaluation.faireval import MIN_JUDGE_ANSWER
 

@@ -95,7 +95,7 @@ def test_votes_from_the_review_store_use_the_recorded_order(tmp_path):
 
 
 def test_fleiss_kappa_on_non_tie_items_in_mem_pal_table_12_form():
-    """Issue 18, item 8, by hand: judge + 2 annotators on 4 non-tie items (w w w / l l l / w w l / w l l):
+    """By hand: judge + 2 annotators on 4 non-tie items (w w w / l l l / w w l / w l l):
     P̄ = 2/3, Pe = 1/2 → κ = 1/3. The annotators alone on 5 non-tie items (ww ll wl ll ww): P̄ = 4/5 → κ = 0.6."""
     votes = [vote("t1", X, X), vote("t2", Y, Y), vote("t3", X, Y), vote("t4", Y, Y), vote("t5", X, X),
              vote("t6", "tie", X)]

@@ -32,7 +32,7 @@ def test_selection_schema_wants_two_distinct_known_ids():
 
 
 def test_selection_schema_asks_for_the_analysis_before_the_choices():
-    """Issue 18, item 3: the reference's {analysis, selected_solutions} — the reasoning comes first."""
+    """The reference's {analysis, selected_solutions} — the reasoning comes first."""
     schema = selection_model(8).model_json_schema()
     assert list(schema["properties"]) == ["analysis", "choices"] and set(schema["required"]) == {"analysis", "choices"}
     with pytest.raises(ValidationError):
@@ -99,7 +99,7 @@ def test_restatement_and_proposal_bleu_against_gold(demo, env):
 
 
 def test_a_failed_g_score_judge_has_no_score(demo, env):
-    """Issue 18, item 2: a failed judge call is not a zero — it leaves the mean (see test_aggregate)."""
+    """A failed judge call is not a zero — it leaves the mean (see test_aggregate)."""
     (res, _, _), _, _ = run_topic(demo, env, scripted(g=0.7))
     assert res.g_ok is False and res.g_score is None and len(res.g_raw) == 3
     assert res.ok and res.prediction  # the prediction itself was fine

@@ -164,7 +164,7 @@ LONG_EN = "\n".join(f"- The user mentioned detail number {i} about their week. I
 
 
 def test_a_rewrite_over_the_token_cap_is_compressed_by_the_model(build_memory, tiny_user):
-    """Issue 18, item 4: the cap is in tokens; an overflowing rewrite is sent back to be compressed."""
+    """The cap is in tokens; an overflowing rewrite is sent back to be compressed."""
     short = "- The user keeps a busy week. It matters to them."
     builder, fake = build_memory("agentic", tiny_user, overflowing(LONG_EN, [short]), config={"memory_tokens": 100})
     builder.run(until_session=0)

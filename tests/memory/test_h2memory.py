@@ -192,7 +192,7 @@ def test_bad_model_output_never_breaks_the_build(build_memory, tiny_user):
 
 
 def test_principles_update_once_per_touched_cluster_with_the_references_inputs(build_memory, tiny_user):
-    """Issue 18, item 7: the query dialogue's two topics join one cluster → one requirement update (fed only the
+    """The query dialogue's two topics join one cluster → one requirement update (fed only the
     new requirements) and one principle update (fed the general requirement, the principle and the new
     preferences), not two calls per topic."""
     import json
@@ -231,7 +231,7 @@ def test_principles_update_once_per_touched_cluster_with_the_references_inputs(b
 
 
 def _loose_graph(req):
-    """h2_reply, except the log graph links only logs 0-1-2-3 and 6-7-8-9 of each session (4 and 5 left alone)."""
+    """H2_reply, except the log graph links only logs 0-1-2-3 and 6-7-8-9 of each session (4 and 5 left alone)."""
     from testkit.requests import schema_name
 
     if schema_name(req) != "LogGraphOut":
@@ -322,7 +322,7 @@ def _h2_builder(home, user, fake):
 
 
 def _h2_reply_with_slips(req):
-    """h2_reply, except the situations starting at an odd log never get a valid answer (notes and fallbacks)."""
+    """H2_reply, except the situations starting at an odd log never get a valid answer (notes and fallbacks)."""
     from testkit.requests import schema_name
 
     prompt = next(m.content for m in req.messages if m.role == "user")

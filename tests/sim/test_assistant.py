@@ -22,7 +22,7 @@ def test_the_query_is_the_first_line_without_label_quotes_or_json():
 
 
 def test_a_retrieval_assistant_streams_its_query_before_its_reply(demo, sim_env):
-    """Issue 24 point 4: the memory search is the first thing a retrieval assistant's turn shows; the reply's tokens
+    """The memory search is the first thing a retrieval assistant's turn shows; the reply's tokens
     come after every token of the query, and the utterance keeps the query it retrieved with."""
     make_llm, store = sim_env
     sim, fake = sim_for(demo, make_llm, store, method="rag-turn")

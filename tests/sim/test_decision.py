@@ -116,7 +116,7 @@ def test_a_decision_that_cannot_fit_keeps_the_last_draft():
 
 
 def test_a_decision_shows_its_fixed_words_as_soon_as_its_value_is_written_then_the_rest():
-    """Issue 24 point 4: the turn's first words are out a few tokens into the JSON, not when the call is done."""
+    """The turn's first words are out a few tokens into the JSON, not when the call is done."""
     from palset.vocab import Act
     from sim.decision import DecisionStream
 

@@ -110,7 +110,7 @@ def test_assistant_messages_grow_at_their_end_with_the_note_last(demo):
 
 
 def test_a_retrieval_note_stays_in_the_transcript_without_its_act_line(demo):
-    """Issue 24 point 4: an earlier turn's retrieved memory stays where it was sent, after the words it answered, so
+    """An earlier turn's retrieved memory stays where it was sent, after the words it answered, so
     the next turn's messages repeat the last ones up to the end of that memory (a prompt cache serves them); the
     line asking for that turn's act is not kept."""
     for uid, language in (("1000", "en"), ("1006", "zh")):

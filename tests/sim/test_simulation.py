@@ -72,7 +72,7 @@ def test_assistant_turns_keep_retrieval_trace_and_prompt(demo, sim_env):
 
 
 def test_a_retrieval_assistant_reads_each_retrieved_item_once(demo, sim_env):
-    """Issue 24 point 4: each assistant turn's prompt repeats the previous one's messages as they were sent, up to
+    """Each assistant turn's prompt repeats the previous one's messages as they were sent, up to
     the end of its retrieved memory (so llama.cpp's prompt cache serves them), and a turn's note holds only what no
     earlier note shows; the utterance keeps every retrieved item and which ones were not sent again."""
     make_llm, store = sim_env
@@ -440,7 +440,7 @@ def test_a_judging_turn_whose_drafts_never_speak_as_the_user_is_composed_from_th
 
 
 def test_once_a_judging_turn_had_to_be_composed_later_ones_ask_for_the_decision_at_once(sim_env):
-    """Issue 24 point 4: a model that could not word one judging turn as the user is not asked for three drafts of
+    """A model that could not word one judging turn as the user is not asked for three drafts of
     the next: the later judging turns are one decision call each (streamed to the page whole), and say why."""
     def decision(req):
         if "just guessed" in req.messages[-1].content:

@@ -15,7 +15,7 @@ def test_a_label_the_model_wrote_before_the_words_is_stripped_and_a_bare_label_i
 
 
 def test_a_draft_that_has_gone_astray_for_good_is_stopped_while_it_streams(sim_env):
-    """Issue 24 point 4: a User-LLM draft that narrates "the user" or offers help like an assistant cannot become
+    """A User-LLM draft that narrates "the user" or offers help like an assistant cannot become
     the user's words however it goes on, so its stream is stopped there (the server stops decoding) and the draft
     is asked again; the last draft, which is kept whatever it is, is read to its end."""
     from backends.config import ROLES
