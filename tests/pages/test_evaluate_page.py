@@ -251,7 +251,9 @@ def test_dropped_topics_length_bias_and_fidelity_are_on_the_page(env, runs):
     assert dropped[B].iloc[0] == "failed" and dropped[A].iloc[0] == "finished"
     assert "Longer dialogue wins" in metrics and "Length A − B when win" in metrics
     text = all_markdown(at)
-    assert "FIDELITY — what each number reproduces" in text and "metric versions faireval\\_decision=2" in text
+    assert "metric versions faireval\\_decision=2" in text
+    at.toggle(key="eval_fidelity_doc").set_value(True).run()  # the document is sent only when asked
+    assert "FIDELITY — what each number reproduces" in all_markdown(at)
     aggregates = frame_with(at, "adjusted_win_rate")
     assert aggregates["dropped"].iloc[0] == 1 and aggregates["metric_versions"].iloc[0].startswith("faireval_decision")
 

@@ -88,9 +88,18 @@ def _pair_from_url() -> tuple[str | None, str | None]:
 
 
 def render_fidelity() -> None:
-    """FIDELITY.md — what every metric and method reproduces, from which source, and each departure."""
+    """FIDELITY.md — what every metric and method reproduces, from which source, and each departure. The document
+    (some 80 kB) is sent to the browser only when asked: a folded expander still carries its whole content, which
+    every view of the page would otherwise render."""
     with st.expander("How these numbers are computed: FIDELITY.md (sources, sanity checks, departures)"):
-        st.markdown(FIDELITY.read_text(encoding="utf-8") if FIDELITY.is_file() else "FIDELITY.md is missing.")
+        if not FIDELITY.is_file():
+            st.markdown("FIDELITY.md is missing.")
+            return
+        text = FIDELITY.read_text(encoding="utf-8")
+        heads = [line.lstrip("#").strip() for line in text.splitlines() if line.startswith("## ")]
+        st.caption("Sections: " + md_escape(" · ".join(heads)))
+        if st.toggle("Show the whole document", key="eval_fidelity_doc"):
+            st.markdown(text)
 
 
 def render_judge_model_notice() -> None:
