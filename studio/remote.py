@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _WORKER_SHARED: dict = {}  # embedders, Chroma client, datasets: opened once per worker process, shared by its units
+_WORKER_LOCK = threading.Lock()  # an actor runs several units at once on threads
 
 
 def _worker_shared() -> dict:
@@ -51,18 +52,22 @@ def _worker_shared() -> dict:
     ``indexed``: the item versions that folder holds. After :func:`_forget_vectors`, a fresh folder."""
     from backends.vectorstore import open_chroma
 
-    if _WORKER_SHARED.get("chroma") is None:
-        folder = Path(tempfile.mkdtemp(prefix="pal-worker-chroma-"))
-        _WORKER_SHARED.update({"vectors": {}, "chroma": open_chroma(folder), "indexed": set()})
-        for key in ("embedders", "datasets", "build_locks"):
-            _WORKER_SHARED.setdefault(key, {})
-    return _WORKER_SHARED
+    global _WORKER_SHARED
+    with _WORKER_LOCK:
+        if _WORKER_SHARED.get("chroma") is None:
+            folder = Path(tempfile.mkdtemp(prefix="pal-worker-chroma-"))
+            _WORKER_SHARED = {**{k: _WORKER_SHARED.get(k) or {} for k in ("embedders", "datasets", "build_locks")},
+                              "vectors": {}, "chroma": open_chroma(folder), "indexed": set()}
+        return _WORKER_SHARED
 
 
 def _forget_vectors() -> None:
     """After a failed unit: vectors of a half-done stage may be in the shared index, so the next unit starts with a
-    fresh one (re-indexed from its rows); the loaded embedders and datasets stay."""
-    _WORKER_SHARED.update({"vectors": {}, "chroma": None, "indexed": set()})
+    fresh one (re-indexed from its rows); the loaded embedders and datasets stay. Units running meanwhile on other
+    threads keep the index they started with (the shared things are replaced, never changed under them)."""
+    global _WORKER_SHARED
+    with _WORKER_LOCK:
+        _WORKER_SHARED = {**_WORKER_SHARED, "vectors": {}, "chroma": None, "indexed": set()}
 
 
 def unit_records(ws: Workspace, unit: Unit) -> Bundle:

@@ -58,3 +58,35 @@ def test_a_units_own_error_fails_it_and_a_result_is_applied_with_its_node(claime
     executor._collect(FakeRay(("node-1", ({"ok": 1}, types.SimpleNamespace(rows={})))), ws.jobs, "ref", unit, 1.0)
     assert ws.jobs.store.unit(unit.unit_id).status == "done" and executor.placements == {unit.unit_id: "node-1"}
     assert len(applied) == 1
+
+
+class FakeActor:
+    """An actor handle: ``run.remote`` notes the unit it was sent."""
+
+    def __init__(self, options):
+        self.options, self.sent = options, []
+        self.run = types.SimpleNamespace(remote=lambda fn, *args: self.sent.append(args) or f"ref-{len(self.sent)}")
+
+
+class FakeActorClass:
+    def __init__(self):
+        self.made: list[FakeActor] = []
+
+    def options(self, **options):
+        return types.SimpleNamespace(remote=lambda: self.made.append(FakeActor(options)) or self.made[-1])
+
+
+def test_units_share_a_pool_of_threaded_actors_each_one_cpu_of_units(claimed):
+    """At a quarter CPU a unit, an actor runs four units at once and asks one CPU; the pool has the actors the
+    job's concurrency needs, as many as the cluster's CPUs can place, and each unit goes to the least busy one."""
+    ws, unit, _, _ = claimed
+    executor = RayExecutor(lambda u: (), lambda *a: (None, None), lambda u, r: None, cpus_per_unit=0.25)
+    executor._actor_class = actors = FakeActorClass()
+    fake_ray = types.SimpleNamespace(cluster_resources=lambda: {"CPU": 3.0})
+    executor._pool(fake_ray, concurrency=32)
+    assert executor.units_per_actor == 4 and len(actors.made) == 3  # 8 wanted, 3 CPUs to place them on
+    assert all(a.options == {"num_cpus": 1.0, "max_concurrency": 4, "scheduling_strategy": "SPREAD"}
+               for a in actors.made)
+    for i in range(6):
+        executor._submit(fake_ray, unit, (i,), gpu=0)
+    assert [len(a.sent) for a in actors.made] == [2, 2, 2]
