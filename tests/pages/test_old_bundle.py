@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from evaluation.takeaways import figure_label
 from tests.pages.apptest import open_page
 
 OLD_BUNDLE = Path(__file__).parent / "bundles" / "demo-fidelity-v1.palbundle"
@@ -24,10 +25,11 @@ def present(tmp_path, monkeypatch):
 def test_the_v1_reports_of_the_shipped_bundle_open_marked_stale():
     at = open_page("evaluate", section="leaderboards", timeout=300)
     assert any("older definition of fidelity" in w.value for w in at.warning)
-    board = next(d.value for d in at.dataframe if "stale" in d.value.columns)
-    rows = board[board["row"].str.contains("rag-turn|gold", regex=True)]
-    assert len(rows) and all("measure again" in s for s in rows["stale"])
-    assert all(v == "n/a" for v in rows["situation_within"])  # a v2 figure v1 did not have: n/a, never 0
+    board = next(d.value for d in at.dataframe if "definition" in d.value.columns and "method" in d.value.columns)
+    rows = board[board["method"].str.contains("Turn-level RAG|Ground truth", regex=True)]
+    assert len(rows) and all(s.endswith("(stale)") for s in rows["definition"])
+    situation = figure_label("situation_within")
+    assert all(v == "n/a" for v in rows[situation])  # a v2 figure v1 did not have: n/a, never 0
     at = open_page("memory", user="1000", method="rag-turn", tab="Fidelity", timeout=300)
     assert any("stale" in w.value and "measure again" in w.value for w in at.warning)
     assert any(m.label == "Text precision" for m in at.metric)
