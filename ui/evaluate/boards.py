@@ -32,10 +32,10 @@ from ui.text import error_text, md_escape
 log = logging.getLogger(__name__)
 
 LEADER_CAPTION = ("Each figure with its 95% bootstrap CI over topics in brackets; two methods whose intervals overlap "
-                  "cannot be told apart. BLEU ×100 (restatement R-, proposal P-): Chinese segmented with jieba as the paper; English with "
-                  "lower-cased word tokens — the paper's code runs jieba on every language, so English BLEU is not "
-                  "comparable with it. G-score 0–100: failed judge calls are left out of the mean (column 'G judge "
-                  "failed'); failed predictions score 0 ('invalid'). S-score −100–100; 95% bootstrap CIs over topics.")
+                  "cannot be told apart. BLEU ×100 (restatement R-, proposal P-): Chinese segmented with jieba as the "
+                  "paper; English with lower-cased word tokens — the paper's code runs jieba on every language, so "
+                  "English BLEU is not comparable with it. G-score 0–100: failed judge calls are left out of the mean "
+                  "(column 'G judge failed'); failed predictions score 0 ('invalid'). S-score −100–100.")
 
 
 def render_leaderboard(dataset: Dataset, dkey: str) -> None:
