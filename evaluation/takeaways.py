@@ -355,12 +355,12 @@ def faireval_takeaway(rows: Sequence[dict], a: str, b: str, language: Language =
         text = say("faireval", language, a=la, b=lb, aspect=aspect, win=format_value("win_rate", r["win_rate"]),
                    tie=format_value("tie_rate", r["tie_rate"]), lose=format_value("lose_rate", r["lose_rate"]),
                    adjusted=format_value("win_rate_adjusted", e.value), ci=format_ci("win_rate_adjusted", e, language))
-        verdict = "faireval_better" if even.clearly_below(e) else "faireval_worse" if e.clearly_below(even) else \
-            "faireval_apart"
+        verdict = "faireval_no_ci" if e.low is None or e.high is None else "faireval_better" \
+            if even.clearly_below(e) else "faireval_worse" if e.clearly_below(even) else "faireval_apart"
         text += say(verdict, language, a=la, b=lb)
         headlines.append(Headline(board="faireval", subject=f"{a}|{b}|{r['aspect']}", label=la,
                                   figure="win_rate_adjusted", estimate=e, text=text,
-                                  apart_from=[b] if verdict == "faireval_apart" else []))
+                                  apart_from=[b] if verdict in ("faireval_apart", "faireval_no_ci") else []))
     return Takeaway(board="faireval", language=language, version=version, headlines=headlines)
 
 

@@ -112,6 +112,8 @@ def test_faireval_names_the_better_side_only_when_the_interval_leaves_50_percent
     assert t["requirement"].text.endswith("Turn-level RAG is better") and not t["requirement"].apart_from
     assert "cannot be told apart" in t["preference"].text and t["preference"].apart_from == ["vanilla-log"]
     assert t["both"].text.endswith("Vanilla (with log) is better")
+    nan = faireval_takeaway([faireval_row("requirement", 3, 0, 0, (float("nan"), float("nan")))], "a", "b")
+    assert "no winner is named" in nan.headlines[0].text  # no interval: no winner, however lopsided
 
 
 def test_single_turn_method_below_the_oracle_and_ties_between_methods():
