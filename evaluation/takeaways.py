@@ -80,6 +80,8 @@ class Headline(BaseModel):
     above: str | None = None  # the strongest reference clearly below it
     apart_from: list[str] = []  # references (or the other side) it cannot be told apart from
     peers: list[str] = []  # other methods it cannot be told apart from
+    users: list[str] = []  # the users its figure is over
+    paired: bool = False  # compared with the references on its own users (the board's are over others too)
 
 
 class ReferenceNote(BaseModel):
@@ -160,7 +162,7 @@ def format_ci(name: str, estimate: Estimate, language: Language) -> str:
     """The 95% interval in words, or that there is none (one observation)."""
     if estimate.value is None:
         return "n/a"
-    if estimate.low is None or estimate.high is None or estimate.n < 2 or estimate.low == estimate.high == estimate.value:
+    if estimate.low is None or estimate.high is None or estimate.n < 2:
         return say("no_ci", language).strip(" ()（）")
     return say("ci", language, low=format_value(name, estimate.low), high=format_value(name, estimate.high))
 
@@ -285,8 +287,23 @@ def headline_figure(methods: Sequence[dict]) -> str:
     return FIDELITY_FIGURES[0]
 
 
-def fidelity_takeaway(rows: Sequence[dict], language: Language = "en", dataset: str = "DATASET") -> Takeaway:
-    """Headlines of the memory-fidelity board (rows of :func:`evaluation.fidelity.board.leaderboard`)."""
+def same_user_references(reports: Sequence[Any], key: tuple[str, float, str], users: Sequence[str],
+                         figure: str) -> dict[str, Estimate]:
+    """The reference rows' ``figure`` measured on exactly ``users`` (the same measurement), from the stored reports:
+    a method measured on fewer users than the references is compared with them on its own users only."""
+    from evaluation.fidelity.board import leaderboard
+
+    wanted = set(users)
+    subset = [r for r in reports if r.method in REFERENCES and r.method != "ref:gold" and r.user_id in wanted
+              and (r.embedder, r.threshold, r.metric_version) == key]
+    return {row["method"]: estimate_of(row[figure]) for row in leaderboard(subset)}
+
+
+def fidelity_takeaway(rows: Sequence[dict], language: Language = "en", dataset: str = "DATASET",
+                      reports: Sequence[Any] = ()) -> Takeaway:
+    """Headlines of the memory-fidelity board (rows of :func:`evaluation.fidelity.board.leaderboard`). With the
+    stored ``reports`` the rows came from, a method measured on other users than the reference rows is compared with
+    the references on its own users (a mean over other users is no comparison)."""
     version = words_version()
     key = primary_measurement(rows)
     if key is None:
@@ -297,14 +314,18 @@ def fidelity_takeaway(rows: Sequence[dict], language: Language = "en", dataset: 
     methods = [r for r in group if r["kind"] == "method"]
     figure = headline_figure(methods)
     ref_est = {r["method"]: estimate_of(r[figure]) for r in refs if r["method"] != "ref:gold"}
+    ref_users = {r["method"]: sorted(r["users"]) for r in refs}
     ref_names = {n: reference_label(n, language) for n in ref_est}
     est = {r["method"]: estimate_of(r[figure]) for r in methods}
+    users = {r["method"]: sorted(r["users"]) for r in methods}
     labels = {m: method_label(m) for m in est}
     headlines = []
     for m, e in est.items():
         if e.value is None:
             continue
-        below, above, apart = standing(e, ref_est)
+        paired = bool(reports) and any(u != users[m] for u in ref_users.values())
+        against = same_user_references(reports, key, users[m], figure) if paired else ref_est
+        below, above, apart = standing(e, against)
         text = say("fidelity", language, method=labels[m], value=format_value(figure, e.value),
                    what=say(f"what_{figure}", language), ci=format_ci(figure, e, language))
         if below:
@@ -315,8 +336,11 @@ def fidelity_takeaway(rows: Sequence[dict], language: Language = "en", dataset: 
             text += say("apart_from", language, names=join_names([ref_names[n] for n in apart], language))
         elif above:
             text += say("above", language, reference=ref_names[above])
+        if paired and (below or above or apart):
+            text += say("paired", language, n=len(users[m]))
         headlines.append(Headline(board="fidelity", subject=m, label=labels[m], figure=figure, estimate=e, text=text,
-                                  below=below, above=above, apart_from=apart, peers=_peers(m, est)))
+                                  below=below, above=above, apart_from=apart, peers=_peers(m, est),
+                                  users=users[m], paired=paired))
     stale = any(r["stale"] for r in group)
     note = say("read_at", language, embedder=key[0], tau=f"{key[1]:g}", stale=say("stale", language) if stale else "")
     notes = [ReferenceNote(name=r["method"], label=reference_label(r["method"], language), meaning=r.get("expect", ""))

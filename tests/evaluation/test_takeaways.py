@@ -162,3 +162,30 @@ def test_every_sentence_and_figure_has_both_languages_and_readable_names():
     assert format_value("requirement_recall", 0.284) == "28%" and format_value("situation_within", 0.3) == "0.30"
     assert format_value("over_cooperation", 0.25) == "+25%" and format_value("g_score", None) == "n/a"
     assert format_value("vagueness_gap", -0.05) == "-0.050"
+
+
+@pytest.mark.slow(seconds=8)
+def test_a_method_on_fewer_users_is_compared_with_the_references_on_its_own_users(demo_dataset):
+    """References measured on two users, the method on one: its headline compares it with the references on that
+    user only (a mean over another user is no comparison), and says so."""
+    from backends.embeddings import HashEmbedder
+    from evaluation.fidelity.board import leaderboard
+    from evaluation.fidelity.compute import compute_fidelity
+    from evaluation.fidelity.service import reference_reports
+    from evaluation.fidelity.types import FidelityConfig
+    from memory.methods.gold import gold_stages
+    from memory.store import dialogue_stage
+
+    config = FidelityConfig(threshold=0.9)
+    refs = [r for uid in ("1000", "1001") for r in reference_reports(
+        demo_dataset, "demo", demo_dataset.users[uid], HashEmbedder(), None, config=config,
+        names=("ref:empty", "ref:gold"))]
+    user = demo_dataset.users["1000"]
+    stages = [gold_stages(user)[dialogue_stage(p)] for p in range(len(user.sessions))]
+    method = compute_fidelity(user, "rag-turn", stages, HashEmbedder(), config=config, dataset="demo")
+    reports = [*refs, method]
+    rows = leaderboard(reports, n_boot=50)
+    h = fidelity_takeaway(rows, reports=reports).headlines[0]
+    assert h.subject == "rag-turn" and h.users == ["1000"] and h.paired
+    assert h.above == "ref:empty" and "same 1 user" in h.text
+    assert not fidelity_takeaway(rows).headlines[0].paired  # without the reports: the board's rows as they are

@@ -16,7 +16,7 @@ from evaluation.fidelity.compute import StatementVectors
 from evaluation.fidelity.references import is_reference
 from evaluation.fidelity.service import measure_build, reference_reports
 from evaluation.fidelity.types import FidelityConfig, FidelityReport
-from evaluation.takeaways import fidelity_takeaway, figure_label, primary_measurement
+from evaluation.takeaways import Language, Takeaway, fidelity_takeaway, figure_label, primary_measurement
 from memory.methods import ORACLE_LABEL, get_method_class
 from palset.dataset import Dataset
 from ui.charts import build_estimates_figure
@@ -55,6 +55,14 @@ def board_rows(dkey: str, versions: tuple[tuple[str, str, float], ...], _reports
     return leaderboard(_reports)
 
 
+@st.cache_data(max_entries=16, show_spinner=False)
+def board_takeaway(dkey: str, versions: tuple[tuple[str, str, float], ...], language: Language, dataset: str,
+                   _rows: list[dict], _reports: list[FidelityReport]) -> Takeaway:
+    """The board's takeaway (a method on other users than the references is compared on its own users: a bootstrap
+    each), kept per record versions as :func:`board_rows` is."""
+    return fidelity_takeaway(_rows, language, dataset=dataset, reports=_reports)
+
+
 def record_versions(reports: list[FidelityReport]) -> tuple[tuple[str, str, float], ...]:
     return tuple(sorted((r.method, r.fidelity_key, r.created_at) for r in reports))
 
@@ -63,7 +71,7 @@ def render_fidelity_board(dataset: Dataset, dkey: str) -> None:
     reports = base_workspace().fidelity.latest(dkey)
     rows = board_rows(dkey, record_versions(reports), reports)
     language = board_language(dataset)
-    takeaway = fidelity_takeaway(rows, language, dataset=dataset_arg(dataset))
+    takeaway = board_takeaway(dkey, record_versions(reports), language, dataset_arg(dataset), rows, reports)
     if render_takeaway(takeaway, "eval_fidelity"):
         stale = [r for r in rows if r["stale"]]
         if stale:
