@@ -74,6 +74,15 @@ def run_bench(script: Path, timeout: float) -> str:
             f"{before} before, {load_average()} after\n\n```text\n{printed.rstrip()}\n```\n\n")
 
 
+def recorded_section(name: str, log: Path) -> str:
+    """A bench's section from the printout of a run made outside ``make bench`` (a bench of an hour or more on the
+    bundled model, run on its own): the printout as it was, dated by the file, the load as the bench printed it."""
+    stamp = dt.datetime.fromtimestamp(log.stat().st_mtime, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    printed = log.read_text(encoding="utf-8", errors="replace")
+    return (f"## `bench/{name}.py`\n\n{stamp} · commit {commit()} · run on its own, its printout recorded from "
+            f"`{log.name}` · exit 0 · load average as the bench printed it\n\n```text\n{printed.rstrip()}\n```\n\n")
+
+
 def previous_sections() -> dict[str, str]:
     if not OUT.exists():
         return {}
@@ -107,10 +116,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="comma-separated bench names (without .py); the rest keep their last "
                                                "printout")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds one bench may run")
+    ap.add_argument("--recorded", action="append", default=[], metavar="NAME=FILE",
+                    help="keep the printout in FILE of bench NAME run on its own (an hours-long bench); runs no bench "
+                         "unless --only names some")
     args = ap.parse_args(argv)
     only = {n.strip() for n in args.only.split(",") if n.strip()}
     sections = previous_sections()
     failed = False
+    known = {p.stem for p in bench_scripts()}
+    for item in args.recorded:
+        name, _, path = item.partition("=")
+        if name not in known or not Path(path).is_file():
+            print(f"error: --recorded {item}: expected NAME=FILE with NAME one of bench/*.py and FILE a printout",
+                  file=sys.stderr)
+            return 2
+        sections[name] = recorded_section(name, Path(path))
+    if args.recorded and not only:
+        OUT.write_text(render(sections), encoding="utf-8")
+        print(f"wrote {OUT}")
+        return 0
     for script in bench_scripts():
         if only and script.stem not in only:
             continue
@@ -118,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         failed = failed or "· exit 0 ·" not in sections[script.stem]
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text(render(sections), encoding="utf-8")
-    print(f"wrote {OUT.relative_to(ROOT)}")
+    print(f"wrote {OUT}")
     return 1 if failed else 0
 
 
