@@ -14,6 +14,7 @@ LLM would have to make is left alone (the stop says what to run).
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import threading
@@ -74,6 +75,20 @@ def tour_fidelity(dataset: Dataset) -> list[tuple[str, str]]:
     return wanted
 
 
+EVALUATE_MODULES = ("scipy.stats",)  # imported by the Evaluate boards' statistics on first use: seconds per process
+
+
+def warm_modules(dataset: Dataset) -> list[str]:
+    """Import what the tour's Evaluate stops compute with, when the tour has one (a first import of scipy.stats is
+    seconds on a busy machine, paid by the first view of the page otherwise)."""
+    stops, _ = load_tour(dataset)
+    if not any(s.page == "evaluate" for s in stops):
+        return []
+    for name in EVALUATE_MODULES:
+        importlib.import_module(name)
+    return list(EVALUATE_MODULES)
+
+
 def warm_embedders(ws: Workspace, dataset: Dataset) -> list[str]:
     """Load the embedder of each language the tour's memory stops show (the workspace keeps each loaded)."""
     names = []
@@ -116,12 +131,13 @@ def warm_build(ws: Workspace, dataset: Dataset, uid: str, method: str) -> str:
 
 
 def warm_tour(ws: Workspace, root: Path) -> list[str]:
-    """Warm what the tour of the dataset at ``root`` shows: the embedders, every build a memory stop shows, every
-    fidelity a Fidelity stop shows; each failure is logged and the rest go on."""
+    """Warm what the tour of the dataset at ``root`` shows: the embedders, the Evaluate stops' libraries, every build
+    a memory stop shows, every fidelity a Fidelity stop shows; each failure is logged and the rest go on."""
     done: list[str] = []
     dataset = load_dataset(root)
     steps: list[tuple[str, Callable[[], str]]] = [("embedders", lambda: "embedders loaded: " + ", ".join(
         warm_embedders(ws, dataset)))]
+    steps.append(("modules", lambda: "modules imported: " + (", ".join(warm_modules(dataset)) or "none")))
     steps += [(f"{method} memory of {uid}", partial(warm_build, ws, dataset, uid, method))
               for uid, method in tour_builds(dataset) if uid in dataset.users]
     steps += [(f"{method} fidelity of {uid}", partial(warm_fidelity, ws, dataset, uid, method))

@@ -72,7 +72,14 @@ def test_a_stop_the_tour_cannot_show_is_skipped_and_the_rest_warm(tmp_path):
         {"title": "b", "text": "t", "page": "memory", "user": "1001", "method": "vanilla-log"}]), encoding="utf-8")
     ws = make_workspace(tmp_path / "pal", env={"PAL_EMBEDDER": "hash"})
     done = warm_tour(ws, root)
-    assert done[0].startswith("embedders loaded: hash") and done[1:] == ["vanilla-log of 1001: indexed"]
+    assert done[0].startswith("embedders loaded: hash") and done[1] == "modules imported: none"  # no Evaluate stop
+    assert done[2:] == ["vanilla-log of 1001: indexed"]
+
+
+def test_a_tour_with_an_evaluate_stop_imports_its_statistics_libraries():
+    from ui.warmup import EVALUATE_MODULES, warm_modules
+
+    assert warm_modules(load_dataset(DEMO)) == list(EVALUATE_MODULES)  # the demo tour has Evaluate stops
 
 
 def test_the_demo_warm_up_starts_once_per_home_and_only_for_a_bundle_beside_a_tour(tmp_path):
