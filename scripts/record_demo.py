@@ -22,6 +22,11 @@ it, ``touch HOME/STOP`` (HOME: ``--home``, ``.pal-demo`` by default; the stage u
 press Ctrl-C (the command under way stops, keeping what it saved; the export follows and the stage resumes next time).
 ``--redo RUN,RUN`` (``make demo-workspace REDO=…``) records runs anew — ones recorded before a rule of the simulator
 changed — by discarding them with their judgments and setting the stages that made them to run again.
+``--refresh-derived`` records nothing: it makes the derived records again under
+today's definitions — every stored build's memory fidelity with its users' reference rows, every stored run's
+simulator-fidelity checks (no LLM call: nothing is built, simulated or judged) — and exports; the records they
+replace stay in the recording's home and are left out of the bundle, and its manifest names the definitions and the
+day. Run again under the same definitions it only exports; each command resumes (stored results are reused).
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ TOUR_PAIRS = [("rag-turn", "vanilla-log"), ("gold", "vanilla-log"), ("gold", "ra
 TAKES: dict[str, str] = {"1002_sample7_topic-1/gold": "1", "1002_sample7_topic-1/rag-turn": "1",
                          "1002_sample7_topic-1/vanilla-log": "2", "1006_sample7_topic-1/gold": "1"}
 REDONE = "recorded anew after a rule changed (discarded with their judgments): "  # a manifest line's start
+REFRESHED = "derived records made again under "  # a manifest line's start (--refresh-derived)
 USERS = ["1000", "1001", "1002", "1003", "1004", "1005", "1006", "1007"]
 BUILDER_MODEL = "qwen2.5-coder-0.5b"  # the default local model: memory builder (its JSON is valid; FIDELITY.md)
 DIALOGUE_MODEL = "qwen2.5-coder-1.5b"  # User-LLM, assistant and judge: what a visitor reads. The 0.5B as assistant
@@ -188,6 +194,8 @@ def seed_from_bundle(bundle: Path, env: dict[str, str], ledger: dict, save) -> b
         ledger["stages"][name] = {"seconds": seconds, "status": "done", "how": next(
             s.how for s in build_plan() if s.name == name)}
     ledger["redone"] = [r for line in how if line.startswith(REDONE) for r in line[len(REDONE):].split(", ")]
+    if refreshed := next((line for line in how if line.startswith(REFRESHED)), None):  # kept in the next export;
+        ledger["refreshed"] = {"definitions": None, "status": "done", "how": refreshed}  # --refresh-derived resumes
     ledger["continued_from"] = bundle.name
     save()
     print(f"== recorded before: {', '.join(ledger['stages']) or 'nothing'}", flush=True)
@@ -200,6 +208,12 @@ def run_stage(stage: Stage, env: dict[str, str], ledger: dict, save) -> bool:
     if entry["status"] == "done":
         print(f"== {stage.name}: done before ({entry['seconds'] / 60:.1f} min)", flush=True)
         return True
+    return run_commands(stage, entry, env, save)
+
+
+def run_commands(stage: Stage, entry: dict, env: dict[str, str], save) -> bool:
+    """Run ``stage``'s commands in order, adding their seconds and status to its ledger ``entry``; False when one
+    failed (the rest not run)."""
     for command in stage.commands:
         print(f"== {stage.name}: pal {' '.join(command)}", flush=True)
         start = time.monotonic()
@@ -218,6 +232,59 @@ def run_stage(stage: Stage, env: dict[str, str], ledger: dict, save) -> bool:
     entry["status"] = "done"
     save()
     return True
+
+
+def definitions() -> dict[str, str]:
+    """The definitions the derived records are made under now: memory fidelity's metric and gold versions, the
+    simulator-fidelity checks' version and the rulebook fingerprint (what a stored result is keyed by)."""
+    from evaluation.fidelity.types import GOLD_VERSION, METRIC_VERSION
+    from evaluation.simfidelity.registry import CHECKS_VERSION
+    from sim.rulebook import rulebook_version
+
+    return {"memory_fidelity": METRIC_VERSION, "gold": GOLD_VERSION, "checks": CHECKS_VERSION,
+            "rulebook": rulebook_version()}
+
+
+def definitions_text(defs: dict[str, str]) -> str:
+    return (f"memory fidelity v{defs['memory_fidelity']} (gold v{defs['gold']}) and simulator-fidelity checks "
+            f"v{defs['checks']} (rulebook {defs['rulebook']})")
+
+
+def refresh_stage(ledger: dict) -> Stage:
+    """The commands that make the derived records again from what is recorded: the memory fidelity of every no-LLM
+    method's builds and of the H²Memory builds whose stage is done (with each user's reference rows), then the
+    simulator fidelity of every stored run. None calls an LLM: no ``--build`` (an H²Memory build is measured as
+    stored), the checks read stance with the rules."""
+    built = [u for u in H2_USERS if ledger["stages"].get(f"h2memory-{u}", {}).get("status") == "done"]
+    commands = [["memory", "fidelity", "--dataset", DATASET, "--users", "all", "--method", m] for m in NO_LLM_MEMORIES]
+    if built:
+        commands.append(["memory", "fidelity", "--dataset", DATASET, "--users", ",".join(built), "--method",
+                         "h2memory"])
+    commands.append(["simulate", "fidelity", "--dataset", DATASET, "--format", "csv"])
+    return Stage("refresh-derived", "pal memory fidelity of every stored build with its users' reference rows and "
+                 "pal simulate fidelity of every stored run (no LLM; the records they replace left out)", commands)
+
+
+def refresh(env: dict[str, str], ledger: dict, save) -> bool:
+    """Make the derived records again under today's :func:`definitions` (``--refresh-derived``), noting the
+    definitions, the day and the minutes in the ledger's ``refreshed`` entry; a refresh done under the same
+    definitions is not run again, one cut short resumes (each command reuses the results it stored). False when a
+    command failed."""
+    defs = definitions()
+    entry = ledger.get("refreshed") or {}
+    if entry.get("definitions") == defs and entry.get("status") == "done":
+        print(f"== refresh-derived: done before under {definitions_text(defs)}", flush=True)
+        return True
+    if entry.get("definitions") != defs:
+        entry = {"definitions": defs, "seconds": 0.0, "status": "pending"}
+    ledger["refreshed"] = entry
+    stage = refresh_stage(ledger)
+    ok = run_commands(stage, entry, env, save)
+    entry["day"] = time.strftime("%Y-%m-%d", time.gmtime())
+    entry["how"] = (f"{REFRESHED}{definitions_text(defs)} on {entry['day']}: {stage.how} — "
+                    f"{entry['seconds'] / 60:.0f} min")
+    save()
+    return ok
 
 
 def runs_of(home: Path, run_ids: list[str]) -> dict[str, tuple[str, str, str]]:
@@ -318,24 +385,29 @@ def export(env: dict[str, str], ledger: dict, out: Path) -> int:
         how.append("not yet recorded: " + ", ".join(missing))
     if ledger.get("redone"):
         how.append(REDONE + ", ".join(ledger["redone"]))
+    if (refreshed := ledger.get("refreshed") or {}).get("status") == "done":
+        how.append(refreshed["how"])
     methods = [*NO_LLM_MEMORIES, *(["h2memory"] if any(n.startswith("h2memory-") for n, _ in done) else [])]
     command = [sys.executable, "-m", "cli", "workspace", "export", "--dataset", DATASET, "--pseudonymise",
                "--methods", ",".join(methods), "--out", str(out)]  # a build cut short stays out of the bundle
     for line in how:
         command += ["--how", line]
-    unfinished = [u for u in H2_USERS if f"h2memory-{u}" not in dict(done)]
-    if "h2memory" not in methods or not unfinished:
+    unfinished = [u for u in H2_USERS if f"h2memory-{u}" not in dict(done)] if "h2memory" in methods else []
+    home = Path(env["PAL_HOME"])
+    defs = definitions()
+    if not unfinished and not superseded(home, defs):
         return subprocess.call(command, cwd=ROOT, env=env)
     with tempfile.TemporaryDirectory(prefix="pal-demo-export-") as tmp:  # the recording itself keeps them, to resume
-        home = without_builds(Path(env["PAL_HOME"]), Path(tmp) / "home", "h2memory", unfinished)
-        return subprocess.call(command, cwd=ROOT, env={**env, "PAL_HOME": str(home)})
+        copy = without_builds(home, Path(tmp) / "home", "h2memory", unfinished)
+        drop_superseded(copy, defs)
+        return subprocess.call(command, cwd=ROOT, env={**env, "PAL_HOME": str(copy)})
 
 
 def without_builds(home: Path, copy: Path, method: str, users: list[str]) -> Path:
-    """A copy of the recording's home without ``method``'s builds of ``users`` (builds cut short)."""
+    """A copy of the recording's home without ``method``'s builds of ``users`` (builds cut short; none: a copy)."""
     shutil.copytree(home, copy)
     db = StatePaths(copy).runs_db
-    if db.exists():
+    if db.exists() and users:
         con = sqlite3.connect(db)
         con.execute("PRAGMA foreign_keys = ON")
         con.execute(f"DELETE FROM memory_builds WHERE method = ? AND user_id IN ({','.join('?' * len(users))})",
@@ -343,6 +415,57 @@ def without_builds(home: Path, copy: Path, method: str, users: list[str]) -> Pat
         con.commit()
         con.close()
     return copy
+
+
+# Derived records made again under newer definitions: a memory-fidelity report of an older metric or gold version
+# beside a current one of the same user, method, embedder and τ, and a run's simulator-fidelity result of older
+# checks or another rulebook beside a current one of that run (parameters: :func:`definitions`).
+SUPERSEDED = {
+    "memory_fidelity": """FROM memory_fidelity AS old WHERE (json_extract(old.data, '$.metric_version') IS NOT :metric
+        OR json_extract(old.data, '$.gold_version') IS NOT :gold) AND EXISTS (SELECT 1 FROM memory_fidelity AS new
+        WHERE new.dataset = old.dataset AND new.user_id = old.user_id AND new.method = old.method
+        AND new.embedder = old.embedder AND new.threshold = old.threshold
+        AND json_extract(new.data, '$.metric_version') = :metric AND json_extract(new.data, '$.gold_version') = :gold)""",
+    "sim_fidelity": """FROM sim_fidelity AS old WHERE (json_extract(old.data, '$.checks_version') IS NOT :checks
+        OR json_extract(old.data, '$.rulebook') IS NOT :rulebook) AND EXISTS (SELECT 1 FROM sim_fidelity AS new
+        WHERE new.run_id = old.run_id AND json_extract(new.data, '$.checks_version') = :checks
+        AND json_extract(new.data, '$.rulebook') = :rulebook)""",
+}
+
+
+def _superseded_args(defs: dict[str, str]) -> dict[str, str]:
+    return {"metric": defs["memory_fidelity"], "gold": defs["gold"], "checks": defs["checks"],
+            "rulebook": defs["rulebook"]}
+
+
+def superseded(home: Path, defs: dict[str, str]) -> dict[str, int]:
+    """How many rows of each derived table of the recording's home a current record replaces (tables absent: none)."""
+    db = StatePaths(home).runs_db
+    if not db.exists():
+        return {}
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        counts = {t: con.execute(f"SELECT count(*) {sql}", _superseded_args(defs)).fetchone()[0]
+                  for t, sql in SUPERSEDED.items() if t in tables}
+    finally:
+        con.close()
+    return {t: n for t, n in counts.items() if n}
+
+
+def drop_superseded(copy: Path, defs: dict[str, str]) -> dict[str, int]:
+    """Delete the superseded derived records (:data:`SUPERSEDED`) from a copy of the recording's home, so a bundle
+    carries each measurement once, under today's definitions; how many of each table went."""
+    found = superseded(copy, defs)
+    if found:
+        con = sqlite3.connect(StatePaths(copy).runs_db)
+        with con:
+            for table in found:
+                con.execute(f"DELETE {SUPERSEDED[table]}", _superseded_args(defs))
+        con.close()
+        print("== export leaves out the records made again: " + ", ".join(f"{n} {t}" for t, n in found.items()),
+              flush=True)
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -356,6 +479,9 @@ def main(argv: list[str] | None = None) -> int:
                         "judgments and simulator fidelity; the stages that made them run again)")
     parser.add_argument("--fresh", action="store_true",
                         help="record from the start, not from what the bundle at --out already holds")
+    parser.add_argument("--refresh-derived", action="store_true",
+                        help="record nothing: make every stored build's memory fidelity and every stored run's "
+                             "simulator fidelity again under today's definitions (no LLM), then export")
     args = parser.parse_args(argv)
     args.home.mkdir(parents=True, exist_ok=True)
     path = args.home / "recording.json"
@@ -379,7 +505,13 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     ok, interrupted = True, False
     stop_file = args.home / "STOP"
-    for stage in [] if args.only_export else plan:
+    if args.refresh_derived and not args.only_export:
+        try:
+            ok = refresh(env, ledger, save)
+        except KeyboardInterrupt:
+            print("== interrupted during refresh-derived; exporting; run again to continue", flush=True)
+            interrupted = True
+    for stage in [] if args.only_export or args.refresh_derived else plan:
         if args.minutes is not None and time.monotonic() - start > args.minutes * 60:
             print(f"== stopping after {args.minutes:g} minutes; run again to continue", flush=True)
             break

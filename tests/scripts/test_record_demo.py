@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -296,3 +298,128 @@ def test_a_take_is_simulated_at_its_own_seed_and_no_seed_0_run_of_it_is_made(mon
     assert "--seed" not in plan["dialogues-1006"].commands[0]
     assert record_demo.stages_making(record_demo.build_plan(), "1002", "1002_sample7_topic-1", "gold")[:2] == [
         "tour-dialogues", "tour-verdicts"]
+
+
+def _hows(export: list[str]) -> list[str]:
+    return [export[i + 1] for i, word in enumerate(export) if word == "--how"]
+
+
+def test_refresh_derived_makes_the_derived_records_again_without_an_llm_then_exports(tmp_path, calls):
+    made, _ = calls
+    _recorded_home(tmp_path, [])
+    out = ["--home", str(tmp_path), "--out", str(tmp_path / "w.palbundle"), "--refresh-derived"]
+    assert record_demo.main(out) == 0
+    pal = [c[3:] for c in made]
+    assert pal[-1][:2] == ["workspace", "export"]
+    measured = {_flag(c, "--method"): _flag(c, "--users") for c in pal[:-1] if c[:2] == ["memory", "fidelity"]}
+    assert measured == {**{m: "all" for m in record_demo.NO_LLM_MEMORIES}, "h2memory": ",".join(record_demo.H2_USERS)}
+    assert pal[-2][:2] == ["simulate", "fidelity"]  # every stored run checked once the memories are measured
+    assert len(pal) == len(measured) + 2  # nothing recorded: no simulation, no judgment, no build
+    assert not any("--build" in c or "--judge" in c or "--classifier" in c for c in pal)
+    defs = record_demo.definitions()
+    line = next(h for h in _hows(made[-1]) if h.startswith(record_demo.REFRESHED))
+    assert record_demo.definitions_text(defs) in line and time.strftime("%Y-%m-%d", time.gmtime()) in line
+    ledger = json.loads((tmp_path / "recording.json").read_text())
+    assert ledger["refreshed"]["definitions"] == defs and ledger["refreshed"]["status"] == "done"
+    made.clear()  # under the same definitions it only exports, still saying what was refreshed and when
+    assert record_demo.main(out) == 0
+    assert [c[3:5] for c in made] == [["workspace", "export"]] and line in _hows(made[-1])
+
+
+def test_a_refresh_cut_short_resumes_and_new_definitions_refresh_again(tmp_path, calls, monkeypatch):
+    made, codes = calls
+    _recorded_home(tmp_path, [])
+    out = ["--home", str(tmp_path), "--out", str(tmp_path / "w.palbundle"), "--refresh-derived"]
+    codes["simulate"] = 1  # the checks fail this time
+    assert record_demo.main(out) == 1
+    assert not any(h.startswith(record_demo.REFRESHED) for h in _hows(made[-1]))  # not refreshed: not said so
+    made.clear()
+    codes.clear()
+    assert record_demo.main(out) == 0
+    assert sum(c[3:5] == ["memory", "fidelity"] for c in made) == len(record_demo.NO_LLM_MEMORIES) + 1  # resumed
+    made.clear()
+    monkeypatch.setattr(record_demo, "definitions", lambda: {"memory_fidelity": "9", "gold": "9", "checks": "9",
+                                                             "rulebook": "r"})
+    assert record_demo.main(out) == 0
+    assert any(c[3:5] == ["simulate", "fidelity"] for c in made)
+    assert "memory fidelity v9 (gold v9) and simulator-fidelity checks v9 (rulebook r)" in _hows(made[-1])[-1]
+
+
+def test_an_unfinished_h2memory_build_is_not_measured_by_a_refresh():
+    stages = {s.name: {"status": "done"} for s in record_demo.build_plan()}
+    stages["h2memory-1006"] = {"status": "failed (exit 1): …"}
+    commands = record_demo.refresh_stage({"stages": stages}).commands
+    assert [_flag(c, "--users") for c in commands if "h2memory" in c] == ["1002,1007"]
+
+
+DEFS = {"memory_fidelity": "3", "gold": "2", "checks": "7", "rulebook": "rb"}
+
+
+def _derived_home(home):
+    """A home holding fidelity reports and simulator-fidelity results under current and older definitions."""
+    import sqlite3
+
+    home.mkdir(exist_ok=True)
+    con = sqlite3.connect(home / "runs.sqlite")
+    con.execute("CREATE TABLE memory_fidelity (fidelity_key TEXT, dataset TEXT, user_id TEXT, method TEXT, "
+                "build_id TEXT, embedder TEXT, threshold REAL, data TEXT, created_at REAL)")
+    report = [("old-1000", "1000", "gold", "2"), ("new-1000", "1000", "gold", "3"),  # replaced
+              ("old-1001", "1001", "gold", "2"),  # no current report of it: kept (stale, readable)
+              ("old-1000-ref", "1000", "ref:empty", "2"), ("new-1000-ref", "1000", "ref:empty", "3")]
+    con.executemany("INSERT INTO memory_fidelity VALUES (?, 'd', ?, ?, 'b', 'minilm', 0.5, ?, 0)",
+                    [(k, u, m, json.dumps({"metric_version": v, "gold_version": "2"})) for k, u, m, v in report])
+    con.execute("CREATE TABLE sim_fidelity (key TEXT, run_id TEXT, dataset TEXT, user_id TEXT, method TEXT, "
+                "simulator TEXT, embedder TEXT, data TEXT, created_at REAL)")
+    results = [("old-a", "run-a", {"checks_version": "5"}), ("new-a", "run-a", {"checks_version": "7", "rulebook": "rb"}),
+               ("other-rulebook-a", "run-a", {"checks_version": "7", "rulebook": "xx"}),
+               ("old-b", "run-b", {"checks_version": "5"})]
+    con.executemany("INSERT INTO sim_fidelity VALUES (?, ?, 'd', '1000', 'gold', 'llm', 'minilm', ?, 0)",
+                    [(k, r, json.dumps(d)) for k, r, d in results])
+    con.commit()
+    con.close()
+
+
+def test_the_export_leaves_out_records_made_again_and_the_recording_keeps_them(tmp_path):
+    import sqlite3
+
+    home = tmp_path / "rec"
+    _derived_home(home)
+    assert record_demo.superseded(home, DEFS) == {"memory_fidelity": 2, "sim_fidelity": 2}
+    copy = tmp_path / "copy"
+    import shutil
+
+    shutil.copytree(home, copy)
+    assert record_demo.drop_superseded(copy, DEFS) == {"memory_fidelity": 2, "sim_fidelity": 2}
+    con = sqlite3.connect(copy / "runs.sqlite")
+    assert [r[0] for r in con.execute("SELECT fidelity_key FROM memory_fidelity ORDER BY 1")] == [
+        "new-1000", "new-1000-ref", "old-1001"]
+    assert [r[0] for r in con.execute("SELECT key FROM sim_fidelity ORDER BY 1")] == ["new-a", "old-b"]
+    assert record_demo.superseded(copy, DEFS) == {}
+    assert record_demo.superseded(home, DEFS) == {"memory_fidelity": 2, "sim_fidelity": 2}  # untouched
+
+
+def test_an_export_after_a_refresh_reads_a_copy_without_the_replaced_records(tmp_path, monkeypatch):
+    import sqlite3
+
+    home = tmp_path / "rec"
+    _derived_home(home)
+    _recorded_home(home, [])
+    monkeypatch.setattr(record_demo, "definitions", lambda: DEFS)
+    seen: list[tuple[str, int]] = []
+
+    def call(command, cwd, env):
+        db = sqlite3.connect(Path(env["PAL_HOME"]) / "runs.sqlite")
+        seen.append((env["PAL_HOME"], db.execute("SELECT count(*) FROM memory_fidelity").fetchone()[0]))
+        return 0
+
+    monkeypatch.setattr(record_demo.subprocess, "call", call)
+    assert record_demo.main(["--home", str(home), "--out", str(tmp_path / "w.palbundle"), "--only-export"]) == 0
+    assert len(seen) == 1 and seen[0][0] != str(home) and seen[0][1] == 3
+
+
+def test_a_fresh_home_keeps_saying_what_the_bundle_was_refreshed_under(tmp_path, calls):
+    made, _ = calls
+    line = record_demo.REFRESHED + "memory fidelity v3 (gold v2) and … on 2026-12-06: … — 4 min"
+    bundle = _bundle(tmp_path / "w.palbundle", [line])
+    assert record_demo.main(["--home", str(tmp_path / "h"), "--out", str(bundle), "--minutes", "0"]) == 0
+    assert line in _hows(made[-1])
