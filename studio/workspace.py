@@ -35,7 +35,7 @@ from backends.config import (
     endpoint_changed,
     load_config,
 )
-from backends.embeddings import Embedder, LazyEmbedder, load_embedder, resolve_name
+from backends.embeddings import CachedEmbedder, Embedder, LazyEmbedder, fingerprint, load_embedder, resolve_name
 from backends.llm.client import LLMClient
 from backends.llm.limits import Limiters
 from backends.llm.local_server import LocalServers
@@ -47,6 +47,7 @@ from backends.store.audit import AuditStore
 from backends.store.cache import ResponseCache
 from backends.store.capabilities import CapabilityStore
 from backends.store.db import Database, ReadOnlyError
+from backends.store.embed_cache import EmbeddingCache
 from backends.store.leases import LeaseStore
 from backends.store.runstore import RunStore
 from backends.store.schema import Migration, migrate_database
@@ -204,8 +205,21 @@ class Workspace:
                     log.info("loading embedder %s", name)
                     return load_embedder(name, language, self.config.embedder.batch_size)
 
-                embedders[resolved] = LazyEmbedder(resolved, load)
+                cache = self.embed_cache()
+                embedders[resolved] = (LazyEmbedder(resolved, load) if cache is None
+                                       else CachedEmbedder(resolved, fingerprint(resolved), load, cache))
             return embedders[resolved]
+
+    def embed_cache(self) -> EmbeddingCache | None:
+        """The home's persistent embedding cache (opened on first use, shared by every view of this workspace); a
+        read-only workspace (a presentation) writes nothing, so it has none and embeds with the model."""
+        if self.read_only:
+            return None
+        with self._lock:
+            if self._shared.get("embed_cache") is None:
+                self._shared["embed_cache"] = EmbeddingCache(self.paths.embed_cache, Database)
+            cache: EmbeddingCache = self._shared["embed_cache"]
+            return cache
 
     def vectors(self, embedder: Embedder) -> VectorStore:
         """The Chroma collections of this embedder (one Chroma client per workspace); a read-only workspace keeps

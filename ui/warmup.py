@@ -1,5 +1,9 @@
 """Precompute what the demo's tour shows, in the background of the app's first start, so its stops open warm.
 
+Every vector embedded here is kept in the home's embedding cache (:mod:`backends.store.embed_cache`): the indexed
+items, every query the tour's Retrieval stops (and their other topics) ask, the fidelity statements. A later start of
+the app, whose first view is a stop, then finds each vector there and loads no embedding model (torch) at all.
+
 A tour stop on the Memory page reads a build's vector index and the embedder: an imported build comes without
 vectors (a bundle carries records, not embeddings), so its first retrieval embeds every stored version, and the
 first query loads the embedding model — half a minute and more on a busy two-core machine, in front of a person.
@@ -26,7 +30,7 @@ from pathlib import Path
 from evaluation.fidelity.compute import StatementVectors
 from evaluation.fidelity.service import measure_build, reference_reports
 from memory.methods import get_method_class, is_oracle
-from palset.dataset import Dataset, dataset_key
+from palset.dataset import Dataset, User, dataset_key
 from palset.loader import load_dataset
 from palset.names import PROJECT_ROOT
 from studio.workspace import Workspace
@@ -90,7 +94,9 @@ def warm_modules(dataset: Dataset) -> list[str]:
 
 
 def warm_embedders(ws: Workspace, dataset: Dataset) -> list[str]:
-    """Load the embedder of each language the tour's memory stops show (the workspace keeps each loaded)."""
+    """Load the embedder of each language the tour's memory stops show (the workspace keeps each loaded) — unless the
+    home's embedding cache already answers (a start after the first): then no model is loaded, and the stops, whose
+    texts were embedded on that first start, load none either."""
     names = []
     for language in dict.fromkeys(dataset.users[s.user].language for s in _stops(dataset) if s.user in dataset.users):
         embedder = ws.embedder(None, language)
@@ -126,8 +132,17 @@ def warm_build(ws: Workspace, dataset: Dataset, uid: str, method: str) -> str:
     if stored is None or len(builder.store.done_stages(builder.build_id)) < builder.total_stages:
         builder.run()
     builder.ensure_index()
-    builder.retrieve(dataset.users[uid].name, "requirement")  # loads the embedder the stop's query needs
-    return f"{method} of {uid}: indexed"
+    queries = topic_queries(dataset.users[uid])
+    builder.embedder.embed_queries(queries)  # kept in the home's embedding cache: later processes load no model
+    builder.retrieve(dataset.users[uid].name, "requirement")
+    return f"{method} of {uid}: indexed, {len(queries)} topic queries embedded"
+
+
+def topic_queries(user: User) -> list[str]:
+    """Every query the Retrieval tab offers for this user's query-session topics: each topic's user query (purpose
+    ``requirement``) and its requirement (purpose ``solution``), each once."""
+    return list(dict.fromkeys(text for s in user.query for t in s.topics
+                              for text in (t.topic.user_query, t.topic.requirement) if text.strip()))
 
 
 def warm_tour(ws: Workspace, root: Path) -> list[str]:
