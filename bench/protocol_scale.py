@@ -6,7 +6,8 @@ fixed latency (:mod:`testkit.slot_server`, its own process, so its CPU is not th
 Printed per user count: the calls the endpoint served (and the plan's estimate of them), wall time, the app's CPU per
 call (this process's CPU seconds ÷ calls), wall ÷ ideal (ideal = calls × latency ÷ slots: the endpoint busy all
 the time; targets ≤ 1.2 at 0.2 s, ≤ 1.1 at 1 s), the process's resident memory per user, and the plan's wall
-estimate beside the run. Then the top lines of a profile of the smallest size (``--profile``), and the median time
+estimate beside the run. Then the top lines of a profile of the smallest size (``--profile``: each thread's own CPU
+time, so a thread waiting for a lock, a socket or a slot costs nothing there), and the median time
 of a claim on a planned 100-user Table 11 job (``--claims``; target ≤ 2 ms at 44,300 queued units). With ``--ray``
 the smallest size also runs on a local Ray cluster of one node and of two (units per second of each beside
 threads). The machine's load average is printed before and after: other processes share these cores, so compare
@@ -135,8 +136,9 @@ WAITS = ("acquire", "sleep", "select", "poll", "wait", "recv", "recv_into", "acc
 
 
 def print_profile(stats: pstats.Stats, calls: int, top: int = 15) -> None:
-    """Own time by part of the stack (share of the profiled CPU, time spent waiting — locks, sleeps, sockets — left
-    out), then the functions with the most own time."""
+    """Own CPU time by part of the stack (waits — locks, sleeps, sockets, queues — left out: on the threads' CPU
+    clocks they cost next to nothing, but their calls still carry the profiler's own clock reads), then the
+    functions with the most own time."""
     table = stats.stats  # type: ignore[attr-defined]  # pstats keeps its table there
     for key in [k for k in table if k[0] == "~" and any(w in k[2] for w in WAITS)]:
         del table[key]
