@@ -11,7 +11,10 @@ starts the app before the tour; its background warm-up, :mod:`ui.warmup`, then h
 starts the app's warm-up (:func:`ui.warmup.start_demo_warmup`, once per process); the stop is opened once the
 warm-up's last line is in the app's log (its embedder loaded, in the same process as the page), so the cold figure
 is the stop's own first view, not the process's first import of the embedding model. Without it, the stop is the
-app's very first view. Run: ``.venv/bin/python bench/cold_pages.py [--after-home] [stop numbers…]``.
+app's very first view: every vector it shows was embedded by the warm-up before and kept in the home's embedding cache
+(:mod:`backends.store.embed_cache`), so the app should load no embedding model; each line says whether it did (the
+app's "loading embedder" log lines while the stop was open). Run:
+``.venv/bin/python bench/cold_pages.py [--after-home] [stop numbers…]``.
 """
 
 from __future__ import annotations
@@ -65,6 +68,14 @@ def _after_home(page, url: str, home: Path, timeout_s: float = 600.0) -> float:
     return time.perf_counter() - start
 
 
+LOADING = "loading embedder"  # the workspace's log line when a model loads (studio.workspace.Workspace.embedder)
+
+
+def _log_count(home: Path, line: str) -> int:
+    log = home / "logs" / "pal.log"
+    return log.read_text(encoding="utf-8", errors="replace").count(line) if log.is_file() else 0
+
+
 def main(wanted: list[int], after_home: bool = False) -> None:
     if not (chromium_available() and BUNDLE.is_file()):
         print("needs Debian chromium and data/demo/workspace.palbundle")
@@ -85,16 +96,18 @@ def main(wanted: list[int], after_home: bool = False) -> None:
             continue
         r = resolve(stop, dataset, ws)
         path = r.page
+        loads = _log_count(home, LOADING)
         with running_app(env=env, timeout=180) as url, browser_page(width=1400, height=1600) as page:
             link = f"{url}/{path}?{urlencode(r.params)}"
             time.sleep(SETTLE_S)
             waited = _after_home(page, url, home) if after_home else None
             cold = _open(page, link)
             warm = _open(page, link)
+            loaded = _log_count(home, LOADING) - loads
         flag = "ok" if cold <= TARGET_S else "OVER"
         before = "" if waited is None else f"  (home + warm-up {waited:5.1f} s before)"
         print(f"stop {n:2d} {stop.title[:44]:44s} cold {cold:6.1f} s  warm {warm:5.1f} s  {flag}  "
-              f"load {os.getloadavg()[0]:.1f}{before}")
+              f"load {os.getloadavg()[0]:.1f}  models loaded {loaded}{before}")
 
 
 if __name__ == "__main__":

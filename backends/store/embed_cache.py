@@ -85,9 +85,21 @@ class EmbeddingCache:
                 part.replace(Path(str(aside) + suffix))
         log.warning("embedding cache %s moved aside to %s", self.path, aside)
 
-    def _rebuild(self) -> None:
-        """Close the broken file, move it aside and open an empty one (another thread may have done so already)."""
+    def _failed(self, db: Database, error: sqlite3.DatabaseError, what: str) -> None:
+        """Log a failed statement; a file that is no longer a database is rebuilt, while an operational error (locked
+        past the busy timeout, a full disk) leaves the file alone: that read is a miss, that write is not kept."""
+        if isinstance(error, sqlite3.OperationalError):
+            log.exception("embedding cache %s: %s failed; going on without it", self.path, what)
+            return
+        log.exception("embedding cache %s: %s failed, the file is broken; rebuilding it", self.path, what)
+        self._rebuild(db)
+
+    def _rebuild(self, broken: Database) -> None:
+        """Close the broken file, move it aside and open an empty one — unless another thread did so since ``broken``
+        (the database the failed statement ran on) was current."""
         with self._lock:
+            if self.db is not broken:
+                return
             try:
                 self.db.close()
             except sqlite3.Error:
@@ -99,19 +111,18 @@ class EmbeddingCache:
 
     def get(self, embedder: str, kind: str, texts: Sequence[str]) -> dict[str, np.ndarray]:
         """The cached vector of each of ``texts`` found (text → float32 vector); a broken file reads as empty."""
-        keys = {text_key(t): t for t in texts}
+        keys, db = {text_key(t): t for t in texts}, self.db
         try:
-            return self._get(embedder, kind, keys)
-        except sqlite3.DatabaseError:
-            log.exception("reading the embedding cache %s failed; rebuilding it", self.path)
-            self._rebuild()
+            return self._get(db, embedder, kind, keys)
+        except sqlite3.DatabaseError as e:
+            self._failed(db, e, f"reading {len(keys)} vector(s)")
             return {}
 
-    def _get(self, embedder: str, kind: str, keys: dict[str, str]) -> dict[str, np.ndarray]:
+    def _get(self, db: Database, embedder: str, kind: str, keys: dict[str, str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
         stale: list[str] = []
         now, shas = time.time(), list(keys)
-        with self.db.read() as conn:
+        with db.read() as conn:
             for i in range(0, len(shas), _CHUNK):
                 chunk = shas[i:i + _CHUNK]
                 marks = ",".join("?" * len(chunk))
@@ -125,7 +136,7 @@ class EmbeddingCache:
                     if now - used > TOUCH_S:
                         stale.append(sha)
         if stale:
-            with self.db.write() as conn:
+            with db.write() as conn:
                 conn.executemany("UPDATE embeddings SET used = ? WHERE embedder = ? AND kind = ? AND text_sha = ?",
                                  [(now, embedder, kind, sha) for sha in stale])
         return found
@@ -138,27 +149,26 @@ class EmbeddingCache:
         vectors = np.asarray(vectors, dtype=np.float32)
         now = time.time()
         rows = [(embedder, kind, text_key(t), int(v.size), v.tobytes(), now) for t, v in zip(texts, vectors)]
+        db = self.db
         try:
-            with self.db.write() as conn:
+            with db.write() as conn:
                 conn.executemany("INSERT OR REPLACE INTO embeddings (embedder, kind, text_sha, dim, vector, used) "
                                  "VALUES (?, ?, ?, ?, ?, ?)", rows)
             self._written += len(rows)
             if self._written >= CHECK_EVERY or len(rows) > self.max_rows // 10:
                 self._written = 0
                 self.evict()
-        except sqlite3.DatabaseError:
-            log.exception("writing %d vector(s) to the embedding cache %s failed; rebuilding it", len(rows),
-                          self.path)
-            self._rebuild()
+        except sqlite3.DatabaseError as e:
+            self._failed(db, e, f"writing {len(rows)} vector(s)")
 
     def dim(self, embedder: str) -> int | None:
         """The dimension of this embedder's vectors when any is cached (so ``dim`` needs no model either)."""
+        db = self.db
         try:
-            with self.db.read() as conn:
+            with db.read() as conn:
                 row = conn.execute("SELECT dim FROM embeddings WHERE embedder = ? LIMIT 1", (embedder,)).fetchone()
-        except sqlite3.DatabaseError:
-            log.exception("reading the embedding cache %s failed; rebuilding it", self.path)
-            self._rebuild()
+        except sqlite3.DatabaseError as e:
+            self._failed(db, e, "reading the dimension")
             return None
         return None if row is None else int(row[0])
 

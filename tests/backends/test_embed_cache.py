@@ -119,7 +119,7 @@ def test_a_file_broken_while_open_reads_as_a_miss_and_is_rebuilt(tmp_path, caplo
         p.unlink()
     with caplog.at_level(logging.ERROR, logger="backends.store.embed_cache"):
         assert cache.get("x", DOCUMENT, ["a"]) == {}
-    assert "rebuilding" in caplog.text
+    assert "broken; rebuilding" in caplog.text
     cache.put("x", DOCUMENT, ["a"], np.ones((1, 3)))
     assert cache.get("x", DOCUMENT, ["a"]).keys() == {"a"}
 
@@ -162,3 +162,21 @@ def test_the_workspace_puts_the_cache_in_front_of_its_embedders(tmp_path):
     assert isinstance(again, CachedEmbedder)
     again.embed_documents(["a b"])
     assert not again.loaded_model
+
+
+def test_a_locked_file_is_a_miss_and_is_left_in_place(tmp_path, monkeypatch, caplog):
+    import sqlite3
+
+    cache = EmbeddingCache(tmp_path / "e.sqlite", Database)
+    cache.put("x", DOCUMENT, ["a"], np.ones((1, 3)))
+
+    def locked():
+        raise sqlite3.OperationalError("database is locked")
+
+    db = cache.db
+    monkeypatch.setattr(db, "write", locked)
+    with caplog.at_level(logging.ERROR, logger="backends.store.embed_cache"):
+        cache.put("x", DOCUMENT, ["b"], np.ones((1, 3)))  # not kept, not fatal
+    assert "going on without it" in caplog.text and cache.db is db and not list(tmp_path.glob("*.corrupt-*"))
+    monkeypatch.undo()
+    assert cache.get("x", DOCUMENT, ["a", "b"]).keys() == {"a"}
