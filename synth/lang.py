@@ -7,14 +7,31 @@ English names of the paper's Appendix. Both spellings are read by :mod:`palset.v
 from __future__ import annotations
 
 import json
+import math
+
+from pydantic import BaseModel
 
 from palset.vocab import ASPECTS, Act, LogType
 
 LANGUAGE_NAMES = {"en": "English", "zh": "Simplified Chinese (简体中文)"}
+# Characters of prose per token of the bundled models' tokenizer (Qwen2.5), measured on the demo users' timelines
+# (data/demo/timeline): English 4.3–4.8, Chinese 1.31–1.43; the lower end of each, so a budget sized from them holds
+# the longest answer a schema allows (tests/synth/test_real_local_generation.py checks them on the served model).
+CHARS_PER_TOKEN = {"en": 4.2, "zh": 1.3}
+JSON_OVERHEAD_TOKENS = 40  # braces, keys and quotes of a one-field reply
 
 
 def language_name(lang: str) -> str:
     return LANGUAGE_NAMES[lang]
+
+
+def answer_budget(reply: type[BaseModel], lang: str, floor: int) -> int:
+    """Tokens a reply may need in ``lang``: its string fields at their ``max_length`` (characters) at the language's
+    characters per token, plus the JSON around them — at least ``floor``. A Chinese answer of the same length in
+    characters costs about three times the tokens of an English one, so a budget sized for English cut it."""
+    chars = sum(next((m.max_length for m in f.metadata if getattr(m, "max_length", None)), 0)
+                for f in reply.model_fields.values() if f.annotation is str)
+    return max(floor, math.ceil(chars / CHARS_PER_TOKEN[lang]) + JSON_OVERHEAD_TOKENS)
 
 
 def log_type_labels(lang: str) -> list[str]:

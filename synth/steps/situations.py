@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from backends.llm.dynamic import field, list_of, one_of
 from palset.assemble import BundleSituation
 from synth.config import LAST_MONTH, SynthConfig
-from synth.lang import all_requirement_types, dumps, language_name, profile_text
+from synth.lang import all_requirement_types, answer_budget, dumps, language_name, profile_text
 from synth.steps.base import Step, StepContext
 
 
@@ -196,7 +196,8 @@ class ExperienceStep(Step):
             reply = ctx.ask(s.end_date, self.prompt, {
                 "language": language_name(ctx.config.lang), "profile": profile,
                 "previous": f"{span_text(prev)}: {prev.situation}" if prev else "(none)",
-                "span": span_text(s), "situation": s.situation}, ExperienceReply, max_tokens=400)
+                "span": span_text(s), "situation": s.situation}, ExperienceReply,
+                max_tokens=answer_budget(ExperienceReply, ctx.config.lang, floor=400))
             return reply.experience.strip()
 
         texts = ctx.fan_out(experience, range(len(sits)))  # each situation's account is independent of the others'

@@ -14,16 +14,18 @@ from __future__ import annotations
 import json
 import re
 import time
+import urllib.request
 
 import pytest
 
 from cli.main import main
 from palset.loader import load_dataset
 from synth.config import SynthConfig
+from synth.lang import CHARS_PER_TOKEN
 from synth.pipeline import Pipeline
 from synth.registry import get_step
 from testkit.workspace import make_workspace
-from tests.conftest import DEFAULT_MODEL, local_model_env
+from tests.conftest import DEFAULT_MODEL, DEMO, local_model_env
 from tests.pages.apptest import open_page
 
 pytestmark = [pytest.mark.slow(seconds=180), pytest.mark.local_model]
@@ -97,3 +99,17 @@ def test_the_synthesizer_writes_a_chinese_profile_on_the_default_model(local_ser
     assert not get_step("profile").check(profile, {}, config)
     assert re.search(r"[\u4e00-\u9fff]", json.dumps(profile, ensure_ascii=False)), profile
     assert {c["model"] for c in llm.store.calls("default-synth", limit=100)} == {DEFAULT_MODEL}
+    # the characters per token that budgets are sized from hold on the served model's tokenizer (demo users' timelines)
+    server = next(s for s in local_servers.running() if "qwen2.5-coder-0.5b" in s.model_path.name.lower())
+    timelines = json.loads((DEMO / "timeline" / "timeline.json").read_text(encoding="utf-8"))
+    for uid, lang in (("1000", "en"), ("1006", "zh")):
+        text = " ".join(v for v in timelines[uid].values() if isinstance(v, str))
+        assert len(text) / served_tokens(server.base_url.removesuffix("/v1"), text) >= CHARS_PER_TOKEN[lang], lang
+
+
+def served_tokens(root: str, text: str) -> int:
+    """Tokens of ``text`` by the llama.cpp server's own tokenizer."""
+    req = urllib.request.Request(f"{root}/tokenize", data=json.dumps({"content": text}).encode(),
+                                 headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return len(json.load(r)["tokens"])

@@ -374,3 +374,14 @@ def test_config_rejects_inconsistent_ranges():
         small_config(situations_min=5, situations_max=4)
     with pytest.raises(ValueError):
         small_config(months=13)
+
+
+def test_a_chinese_answer_gets_the_tokens_its_longest_allowed_text_needs():
+    """The experience reply allows 800 characters: in English that fits the step's 400 tokens; in Chinese (about
+    1.3 characters a token) it needs more, so a Chinese account was cut at the budget and never parsed."""
+    from synth.lang import CHARS_PER_TOKEN, answer_budget
+    from synth.steps.situations import ExperienceReply
+
+    assert answer_budget(ExperienceReply, "en", floor=400) == 400
+    zh = answer_budget(ExperienceReply, "zh", floor=400)
+    assert zh > 400 and zh * CHARS_PER_TOKEN["zh"] >= 800
