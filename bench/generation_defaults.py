@@ -67,6 +67,16 @@ def call_figures(home: Path) -> dict[str, object]:
             "longest_s": longest / 1000, "rates": rates, "last_error": last_error[0] if last_error else None}
 
 
+def print_calls(figures: dict[str, object]) -> None:
+    """The calls a run recorded and the measured speed its deadlines came from, as the bench prints them."""
+    print(f"   calls: {figures['calls']} ({figures['errors']} with an error, {figures['timeouts']} timed out); "
+          f"tokens {figures['tokens_in']:,} in / {figures['tokens_out']:,} out; longest call "
+          f"{figures['longest_s']:.0f} s")
+    for endpoint, model, prompt, decode, slots in figures["rates"]:  # type: ignore[attr-defined]  # rows of the query
+        print(f"   measured speed of {endpoint} ({model}): prompt {prompt:.0f} tok/s, decode {decode:.1f} tok/s "
+              f"per request with {slots} slot(s) busy")
+
+
 def step_seconds(home: Path) -> dict[str, float]:
     """Seconds and calls of each stored step of the home's generation runs (what the Generate page's ETA is
     proportioned on: ``ui/generate/step_shares.json``)."""
@@ -97,12 +107,7 @@ def one_language(lang: str, months: int, base: Path, resume: bool) -> None:
     valid, _ = run([str(PAL), "validate", str(out), "--quiet"], env, log) if code == 0 else (None, 0.0)
     figures = call_figures(home)
     print(f"   generate: exit {code} in {seconds / 60:.1f} min ({tries} run{'s' if tries > 1 else ''})")
-    print(f"   calls: {figures['calls']} ({figures['errors']} with an error, {figures['timeouts']} timed out); "
-          f"tokens {figures['tokens_in']:,} in / {figures['tokens_out']:,} out; longest call "
-          f"{figures['longest_s']:.0f} s")
-    for endpoint, model, prompt, decode, slots in figures["rates"]:  # type: ignore[attr-defined]  # rows of the query
-        print(f"   measured speed of {endpoint} ({model}): prompt {prompt:.0f} tok/s, decode {decode:.1f} tok/s "
-              f"per request with {slots} slot(s) busy")
+    print_calls(figures)
     print(f"   validate: {'not run' if valid is None else 'ok' if valid == 0 else f'exit {valid}'}")
     steps = step_seconds(home)
     if steps:

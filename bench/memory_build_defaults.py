@@ -25,7 +25,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.generation_defaults import PAL, SECRETS, call_figures, clean_env, run  # noqa: E402
+from bench.generation_defaults import PAL, SECRETS, call_figures, clean_env, print_calls, run  # noqa: E402
 
 DEMO = ROOT / "data" / "demo"
 
@@ -70,12 +70,7 @@ def one_build(method: str, user: str, until: int | None, base: Path) -> None:
         per_session = float(summary["seconds"]) / max(int(summary["sessions_done"]), 1)
         print(f"   {summary['sessions_done']} sessions, {summary['stages_done']} stages; "
               f"{per_session:.0f} s per session of build time")
-    print(f"   calls: {figures['calls']} ({figures['errors']} with an error, {figures['timeouts']} timed out); "
-          f"tokens {figures['tokens_in']:,} in / {figures['tokens_out']:,} out; longest call "
-          f"{figures['longest_s']:.0f} s")
-    for endpoint, model, prompt, decode, slots in figures["rates"]:  # type: ignore[attr-defined]  # rows of the query
-        print(f"   measured speed of {endpoint} ({model}): prompt {prompt:.0f} tok/s, decode {decode:.1f} tok/s "
-              f"per request with {slots} slot(s) busy")
+    print_calls(figures)
     if figures["last_error"]:
         print(f"   last call error: {str(figures['last_error'])[:300]}")
     print(f"   output and logs: {log}", flush=True)
