@@ -11,6 +11,7 @@ import streamlit as st
 from starlette.middleware import Middleware
 
 from ui.access import connection_signed_in
+from ui.warmup import preload_demo_pages
 from ui.web_auth import routes, without_uvicorn_proxy_headers
 from ui.web_guard import OriginGuard, OriginPolicy
 
@@ -21,3 +22,9 @@ without_uvicorn_proxy_headers()
 policy = OriginPolicy.from_env()  # a malformed PAL_PUBLIC_URL or PAL_AUTH stops the server here, named
 app = st.App("app.py", routes=routes(), middleware=[Middleware(OriginGuard, policy=policy,
                                                                        signed_in=connection_signed_in)])
+
+
+# The demo tour's pages imported before the server answers (make run sets PAL_DEMO_WORKSPACE): a stop opened as the
+# server's first view then does not import pandas, chromadb and its page's modules in front of the viewer. Done here,
+# before any session exists, because two threads importing one package graph can fail with a deadlock error.
+preload_demo_pages()

@@ -13,7 +13,8 @@ warm-up's last line is in the app's log (its embedder loaded, in the same proces
 is the stop's own first view, not the process's first import of the embedding model. Without it, the stop is the
 app's very first view: every vector it shows was embedded by the warm-up before and kept in the home's embedding cache
 (:mod:`backends.store.embed_cache`), so the app should load no embedding model; each line says whether it did (the
-app's "loading embedder" log lines while the stop was open). Run:
+app's "loading embedder" log lines while the stop was open). The server imports the tour's pages before it answers
+(``serve.py``, :func:`ui.warmup.preload_demo_pages`): that time is in "app+browser start", not in the cold figure. Run:
 ``.venv/bin/python bench/cold_pages.py [--after-home] [stop numbers…]``.
 """
 
@@ -97,7 +98,9 @@ def main(wanted: list[int], after_home: bool = False) -> None:
         r = resolve(stop, dataset, ws)
         path = r.page
         loads = _log_count(home, LOADING)
+        began = time.perf_counter()
         with running_app(env=env, timeout=180) as url, browser_page(width=1400, height=1600) as page:
+            started = time.perf_counter() - began  # the server's start (it preloads the tour's pages) and the browser's
             link = f"{url}/{path}?{urlencode(r.params)}"
             time.sleep(SETTLE_S)
             waited = _after_home(page, url, home) if after_home else None
@@ -107,7 +110,7 @@ def main(wanted: list[int], after_home: bool = False) -> None:
         flag = "ok" if cold <= TARGET_S else "OVER"
         before = "" if waited is None else f"  (home + warm-up {waited:5.1f} s before)"
         print(f"stop {n:2d} {stop.title[:44]:44s} cold {cold:6.1f} s  warm {warm:5.1f} s  {flag}  "
-              f"load {os.getloadavg()[0]:.1f}  models loaded {loaded}{before}")
+              f"load {os.getloadavg()[0]:.1f}  models loaded {loaded}  app+browser start {started:5.1f} s{before}")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 
@@ -177,17 +177,63 @@ def start_warm_tour(ws: Workspace, root: Path) -> threading.Thread:
     return thread
 
 
+def demo_root(env: Mapping[str, str] | None = None) -> Path | None:
+    """The folder of the demo workspace's bundle (``PAL_DEMO_WORKSPACE``) when it holds a ``tour.json``."""
+    bundle = (os.environ if env is None else env).get(DEMO_ENV)
+    if not bundle:
+        return None
+    path = Path(bundle) if Path(bundle).is_absolute() else PROJECT_ROOT / bundle
+    return path.parent if (path.parent / "tour.json").is_file() else None
+
+
 def start_demo_warmup(ws: Workspace, env: dict[str, str] | None = None) -> threading.Thread | None:
     """Warm the tour of the demo workspace (``PAL_DEMO_WORKSPACE``, beside its ``tour.json``) once per process and
     home; None when there is nothing to warm or it was started already."""
-    bundle = (os.environ if env is None else env).get(DEMO_ENV)
-    if not bundle or ws.read_only:
-        return None
-    path = Path(bundle) if Path(bundle).is_absolute() else PROJECT_ROOT / bundle
-    if not (path.parent / "tour.json").is_file():
+    root = demo_root(env)
+    if root is None or ws.read_only:
         return None
     with _LOCK:
         if str(ws.home) in _STARTED:
             return None
         _STARTED.add(str(ws.home))
-    return start_warm_tour(ws, path.parent)
+    return start_warm_tour(ws, root)
+
+
+CACHE_LOGGER = "streamlit.runtime.caching.cache_data_api"  # warns at each st.cache_data decorated without a runtime
+PAGE_LIBRARIES = {"memory": ("chromadb",), "evaluate": EVALUATE_MODULES}  # imported on a page's first use, not by it
+
+
+def tour_page_modules(root: Path) -> list[str]:
+    """The modules the tour's pages render with: the home page's (where the tour starts) and each visited page's
+    package (``ui.<page>.view``), and the libraries a page's first view imports on first use."""
+    stops, _ = load_tour(load_dataset(root, lazy=True))
+    pages = dict.fromkeys(["home", *(s.page for s in stops)])
+    return list(dict.fromkeys(m for page in pages for m in (f"ui.{page}.view", *PAGE_LIBRARIES.get(page, ()))))
+
+
+def preload_tour_pages(root: Path) -> list[str]:
+    """Import :func:`tour_page_modules` (``serve.py`` does this as the server starts, before any session: Streamlit's
+    caches look their storage up when called, so a decorator run before the runtime exists loses nothing); a module
+    that fails is logged and the rest go on. A tour stop opened as the server's first view then finds them imported
+    (seconds of a busy machine otherwise: pandas, plotly, chromadb, the page's own modules)."""
+    began, done = time.perf_counter(), []
+    quiet = logging.getLogger(CACHE_LOGGER)
+    level, quiet.level = quiet.level, logging.ERROR  # no runtime yet: each st.cache_data would warn (harmlessly)
+    try:
+        for name in tour_page_modules(root):
+            try:
+                importlib.import_module(name)
+            except Exception:  # the page reports its own import error when opened; the rest still load
+                log.exception("preloading %s for the tour failed", name)
+                continue
+            done.append(name)
+    finally:
+        quiet.level = level
+    log.info("tour pages preloaded in %.1f s: %s", time.perf_counter() - began, ", ".join(done))
+    return done
+
+
+def preload_demo_pages(env: Mapping[str, str] | None = None) -> list[str]:
+    """:func:`preload_tour_pages` of the demo workspace's tour (``PAL_DEMO_WORKSPACE``); nothing without one."""
+    root = demo_root(env)
+    return [] if root is None else preload_tour_pages(root)

@@ -96,3 +96,19 @@ def test_the_demo_warm_up_starts_once_per_home_and_only_for_a_bundle_beside_a_to
     assert first is not None and start_demo_warmup(ws, env) is None  # once per process and home
     first.join(timeout=30)
     assert not first.is_alive()
+
+
+def test_the_tours_pages_are_preloaded_with_the_libraries_their_first_view_imports(caplog):
+    import logging
+    import sys
+
+    from ui.warmup import demo_root, preload_demo_pages, tour_page_modules
+
+    modules = tour_page_modules(DEMO)
+    assert modules[0] == "ui.home.view" and {"ui.memory.view", "ui.evaluate.view", "chromadb"} <= set(modules)
+    assert len(modules) == len(set(modules))
+    assert demo_root({"PAL_DEMO_WORKSPACE": str(DEMO / "workspace.palbundle")}) == DEMO
+    assert demo_root({}) is None and preload_demo_pages({}) == []
+    with caplog.at_level(logging.INFO, logger="ui.warmup"):
+        done = preload_demo_pages({"PAL_DEMO_WORKSPACE": str(DEMO / "workspace.palbundle")})
+    assert done == modules and all(m in sys.modules for m in modules) and "tour pages preloaded" in caplog.text
