@@ -201,6 +201,7 @@ def start_demo_warmup(ws: Workspace, env: dict[str, str] | None = None) -> threa
 
 CACHE_LOGGER = "streamlit.runtime.caching.cache_data_api"  # warns at each st.cache_data decorated without a runtime
 PAGE_LIBRARIES = {"memory": ("chromadb",), "evaluate": EVALUATE_MODULES}  # imported on a page's first use, not by it
+EVERY_PAGE = ("streamlit.emojis",)  # imported by the first st.info/st.warning of a process (its icon lookup)
 
 
 def tour_page_modules(root: Path) -> list[str]:
@@ -208,7 +209,8 @@ def tour_page_modules(root: Path) -> list[str]:
     package (``ui.<page>.view``), and the libraries a page's first view imports on first use."""
     stops, _ = load_tour(load_dataset(root, lazy=True))
     pages = dict.fromkeys(["home", *(s.page for s in stops)])
-    return list(dict.fromkeys(m for page in pages for m in (f"ui.{page}.view", *PAGE_LIBRARIES.get(page, ()))))
+    return list(dict.fromkeys([*(m for page in pages for m in (f"ui.{page}.view", *PAGE_LIBRARIES.get(page, ()))),
+                               *EVERY_PAGE]))
 
 
 def preload_tour_pages(root: Path) -> list[str]:

@@ -105,7 +105,8 @@ def test_the_tours_pages_are_preloaded_with_the_libraries_their_first_view_impor
     from ui.warmup import demo_root, preload_demo_pages, tour_page_modules
 
     modules = tour_page_modules(DEMO)
-    assert modules[0] == "ui.home.view" and {"ui.memory.view", "ui.evaluate.view", "chromadb"} <= set(modules)
+    assert modules[0] == "ui.home.view" and {"ui.memory.view", "ui.evaluate.view", "chromadb", "streamlit.emojis"} <= set(
+        modules)
     assert len(modules) == len(set(modules))
     assert demo_root({"PAL_DEMO_WORKSPACE": str(DEMO / "workspace.palbundle")}) == DEMO
     assert demo_root({}) is None and preload_demo_pages({}) == []
