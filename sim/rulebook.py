@@ -163,7 +163,25 @@ def guard_rules() -> frozenset[str]:
 def rulebook_version() -> str:
     """A short fingerprint of every rule's id and version and of what its data files make it read (parameters, and
     each entry's label and pattern): stored findings name it. Examples, sources and comments document a rule without
-    changing what it finds, so they leave the fingerprint as it is."""
+    changing what it finds, so they leave the fingerprint as it is. Worked out again only when a data file changed
+    (pages ask for it on every view)."""
+    files = tuple((rule.id, rule.version, tuple(_stamp(rule.data_path(lang)) for lang in rule.languages)
+                   if rule.reads_data else ()) for rule in sorted(RULES.values(), key=lambda r: r.id))
+    known = _VERSIONS.get(files)
+    if known is None:
+        known = _VERSIONS[files] = _fingerprint()
+    return known
+
+
+_VERSIONS: dict[tuple, str] = {}
+
+
+def _stamp(path: Path) -> tuple[str, int, int]:
+    stat = path.stat()
+    return str(path), stat.st_mtime_ns, stat.st_size
+
+
+def _fingerprint() -> str:
     digest = hashlib.sha1()
     for rule in sorted(RULES.values(), key=lambda r: r.id):
         digest.update(f"{rule.id}@{rule.version};".encode())
