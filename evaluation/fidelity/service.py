@@ -52,11 +52,13 @@ def rekey_fidelity(key: str, build_id: str) -> str:
     return f"fidelity-{build_id}-{key.rsplit('-', 1)[1]}"
 
 
-def reference_key(dataset: str, user_id: str, reference: str, embedder: str, config: FidelityConfig) -> str:
+def reference_key(dataset: str, user_id: str, reference: str, embedder: str, config: FidelityConfig, *,
+                  gold_version: str = GOLD_VERSION, metric_version: str = METRIC_VERSION) -> str:
     """A reference report's key: the dataset's key (a bundle re-keys it from the imported row), user, reference,
-    embedder, settings and versions."""
+    embedder, settings and versions (today's, or those an imported report was measured under: an older report
+    must not land under the key a current one is looked up by)."""
     h = hashlib.sha1(json.dumps({"d": dataset, "u": user_id, "r": reference, "e": embedder,
-                                 "c": config.model_dump(), "g": GOLD_VERSION, "v": METRIC_VERSION},
+                                 "c": config.model_dump(), "g": gold_version, "v": metric_version},
                                 sort_keys=True).encode())
     return f"fidelity-{reference.replace(':', '-')}-{h.hexdigest()[:16]}"
 

@@ -156,9 +156,11 @@ def _result_key(row: Row) -> str:
 
 def _fidelity_key(row: Row) -> str:
     if str(row["method"]) in REFERENCES:  # a reference memory's report: keyed by the dataset, not a build
-        config = FidelityConfig.model_validate(json.loads(str(row["data"]))["config"])
+        data = json.loads(str(row["data"]))
+        config = FidelityConfig.model_validate(data["config"])
         return reference_key(str(row["dataset"]), str(row["user_id"]), str(row["method"]), str(row["embedder"]),
-                             config)
+                             config, gold_version=str(data.get("gold_version", "1")),
+                             metric_version=str(data.get("metric_version", "1")))  # a report's defaults (types.py)
     return rekey_fidelity(str(row["fidelity_key"]), str(row["build_id"]))
 
 

@@ -391,3 +391,28 @@ def test_a_bundle_made_before_the_cached_token_columns_imports_with_them_empty(s
     foreign = _rewrite(out, tmp_path / "foreign.palbundle", lambda m: _without_columns(m, drop=(), add="mystery"))
     with pytest.raises(BundleError, match="columns .* differ from this install's"):
         import_bundle(make_workspace(tmp_path / "t2", env={"PAL_EMBEDDER": "hash"}), foreign, known={"demo": DEMO})
+
+
+def test_an_older_reference_report_keeps_its_own_versions_key(tmp_path):
+    """A reference report measured under an older fidelity definition is imported under the key of the versions it
+    was measured with, so the lookup of today's report misses it (and measures again) instead of reading it as
+    current."""
+    from backends.embeddings import load_embedder
+    from evaluation.fidelity.service import reference_key, reference_reports
+    from evaluation.fidelity.types import FidelityConfig
+
+    ws = make_workspace(tmp_path / "source", env={"PAL_EMBEDDER": "hash"})
+    dataset = load_dataset(DEMO)
+    report = reference_reports(dataset, dataset_key(DEMO), dataset.users[USERS[0]], load_embedder("hash"), None,
+                               names=("ref:empty",))[0]
+    report.metric_version = "2"  # as measured under the previous definition
+    old_key = reference_key(report.dataset, report.user_id, report.method, report.embedder, report.config,
+                            metric_version="2")
+    ws.fidelity.save(report.model_copy(update={"fidelity_key": old_key}))
+    out = tmp_path / "old.palbundle"
+    export_bundle(ws, dataset, out, how=["made by a test"])
+    target = make_workspace(tmp_path / "target", env={"PAL_EMBEDDER": "hash"})
+    import_bundle(target, out, known={"demo": DEMO})
+    current = reference_key(report.dataset, report.user_id, report.method, report.embedder, FidelityConfig())
+    assert target.fidelity.get(current) is None  # today's lookup misses the older report: it is measured again
+    assert target.fidelity.get(old_key) is not None  # kept, under its own versions
