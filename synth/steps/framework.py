@@ -134,6 +134,9 @@ class CandidateSolutions(BaseModel):
     situations: dict[str, list[list[str]]]
 
 
+CHOSEN = 4  # candidates a topic's solution preference picks: 2 liked and 2 disliked, all different
+
+
 class CandidateTopicReply(BaseModel):
     solutions: list[Annotated[str, Field(min_length=10, max_length=150)]] = Field(min_length=8, max_length=8)
 
@@ -143,6 +146,10 @@ def check_candidates(solutions: list[str], where: str) -> str | None:
         return f"{where}: exactly 8 candidate solutions, found {len(solutions)}"
     if any(not s.strip() for s in solutions):
         return f"{where}: a candidate solution is empty"
+    distinct = len({s.strip().lower() for s in solutions})
+    if distinct < CHOSEN:  # a repeat is tolerable only while the liked and disliked can still differ
+        return (f"{where}: only {distinct} different candidate solutions; the 2 liked and 2 disliked ones must be "
+                f"{CHOSEN} different candidates, so write 8 different solutions")
     return _repeated(solutions, f"{where}: solution")
 
 

@@ -243,7 +243,7 @@ def test_candidates_must_be_eight_distinct(make_pipeline):
     pipe = make_pipeline(llm_fake=fake)
     pipe.run(until="requirement_framework")
     n = len(next(iter(pipe.output("requirement_framework").situations.values())))
-    dup = {"topics": [{"solutions": ["the very same idea"] * 8}] * n}
+    dup = {"topics": [{"solutions": ["the very same idea"] * 5 + ["a second idea", "a third idea", "a fourth idea"]}] * n}
     fake.overrides["CandidatesReply"] = [json.dumps(dup)]
     pipe.run(until="candidate_solutions")
     assert "repeats an earlier one" in feedback(fake, "CandidatesReply")[0]
@@ -258,7 +258,7 @@ def test_repeated_candidates_are_asked_again_then_tolerated_and_counted(make_pip
     pipe = make_pipeline(llm_fake=fake)  # tolerable_retries=1
     pipe.run(until="requirement_framework")
     n = len(next(iter(pipe.output("requirement_framework").situations.values())))
-    dup = {"topics": [{"solutions": ["the very same idea"] * 7 + ["another idea"]}] * n}
+    dup = {"topics": [{"solutions": ["the very same idea"] * 5 + ["another idea", "a third idea", "a fourth idea"]}] * n}
     fake.overrides["CandidatesReply"] = [json.dumps(dup)] * 50
     pipe.run(until="candidate_solutions")
     assert len(feedback(fake, "CandidatesReply")) == pipe.info.config.tolerable_retries * len(
@@ -266,8 +266,13 @@ def test_repeated_candidates_are_asked_again_then_tolerated_and_counted(make_pip
     assert pipe.record("candidate_solutions").fixes == {
         "accepted after 1 re-ask(s): repeated solution": len(pipe.output("candidate_solutions").situations)}
     assert "exactly 8" in check_candidates(["only one"], "t")  # a wrong count is never tolerated
-    assert first_problem([check_candidates(["x"] * 8, "t1"), check_candidates([""] + ["y"] * 7, "t2")]) == \
+    repeats = ["x"] * 5 + ["a", "b", "c"]
+    assert first_problem([check_candidates(repeats, "t1"), check_candidates([""] + ["y"] * 7, "t2")]) == \
         "t2: a candidate solution is empty"
+    # fewer than 4 different candidates is never tolerated: 2 liked and 2 disliked could not differ (the 0.5B
+    # wrote 6 copies of one candidate in a Chinese generation that then failed only when the user was assembled)
+    few = check_candidates(["x"] * 6 + ["a", "b"], "t3")
+    assert few is not None and "only 3 different" in few and first_problem([few]) == few
     assert edit_errors_ignore_tolerable(pipe)
 
 
