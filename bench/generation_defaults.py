@@ -119,6 +119,16 @@ def one_language(lang: str, months: int, base: Path, resume: bool) -> None:
     print(f"   output and logs: {log}", flush=True)
 
 
+def work_folder(keep: Path | None, prefix: str, what: str) -> Path:
+    """The folder a defaults bench works in (``--keep``, else a new temporary one), announced with whether the
+    person's own ``secrets.toml`` applies."""
+    base = keep or Path(tempfile.mkdtemp(prefix=prefix))
+    base.mkdir(parents=True, exist_ok=True)
+    print(f"{what} on the defaults; secrets.toml {'present: it applies' if SECRETS.exists() else 'absent'}; "
+          f"work in {base}")
+    return base
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--langs", default="en,zh")
@@ -126,10 +136,7 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="folder for the homes, datasets and logs (default: a temporary one)")
     parser.add_argument("--resume", action="store_true", help="resume a failed generation once")
     args = parser.parse_args()
-    base = args.keep or Path(tempfile.mkdtemp(prefix="gen-defaults-"))
-    base.mkdir(parents=True, exist_ok=True)
-    print(f"generation on the defaults; secrets.toml {'present: it applies' if SECRETS.exists() else 'absent'}; "
-          f"work in {base}")
+    base = work_folder(args.keep, "gen-defaults-", "generation")
     for lang in args.langs.split(","):
         one_language(lang.strip(), args.months, base, args.resume)
 

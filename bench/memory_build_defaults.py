@@ -19,13 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.generation_defaults import PAL, SECRETS, call_figures, clean_env, print_calls, run  # noqa: E402
+from bench.generation_defaults import PAL, call_figures, clean_env, print_calls, run, work_folder  # noqa: E402
 
 DEMO = ROOT / "data" / "demo"
 
@@ -36,6 +35,10 @@ def _session_ids(user: str, until: int | None) -> list[str]:
 
     sessions = [s.sample_id for s in load_dataset(DEMO).users[user].sessions]
     return sessions[:until] if until else sessions
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "?"
 
 
 def _summary(log: Path) -> dict[str, Any] | None:
@@ -50,8 +53,7 @@ def one_build(method: str, user: str, until: int | None, base: Path) -> None:
     home, log = base / f"home-{method}-{user}", base / f"{method}-{user}.log"
     env = clean_env(home)
     sessions = _session_ids(user, until)
-    load = " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "?"
-    print(f"\n== {method} of demo user {user}, {len(sessions)} sessions (load average before: {load})", flush=True)
+    print(f"\n== {method} of demo user {user}, {len(sessions)} sessions (load average before: {load_average()})", flush=True)
     cmd = [str(PAL), "memory", "build", "--dataset", str(DEMO), "--user", user, "--method", method]
     if until:
         cmd += ["--until", sessions[-1]]
@@ -63,9 +65,8 @@ def one_build(method: str, user: str, until: int | None, base: Path) -> None:
         code, more = run(cmd, env, log)
         seconds, tries = seconds + more, 2
     figures, summary = call_figures(home), _summary(log)
-    load = " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "?"
     print(f"   build: exit {code} in {seconds / 60:.1f} min ({tries} run{'s' if tries > 1 else ''}; "
-          f"load average after: {load})")
+          f"load average after: {load_average()})")
     if summary:
         per_session = float(summary["seconds"]) / max(int(summary["sessions_done"]), 1)
         print(f"   {summary['sessions_done']} sessions, {summary['stages_done']} stages; "
@@ -82,10 +83,7 @@ def main() -> None:
     parser.add_argument("--until", type=int, help="build only the first N sessions of each user")
     parser.add_argument("--keep", type=Path, help="folder for the homes and logs (default: a temporary one)")
     args = parser.parse_args()
-    base = args.keep or Path(tempfile.mkdtemp(prefix="build-defaults-"))
-    base.mkdir(parents=True, exist_ok=True)
-    print(f"memory builds on the defaults; secrets.toml {'present: it applies' if SECRETS.exists() else 'absent'}; "
-          f"work in {base}")
+    base = work_folder(args.keep, "build-defaults-", "memory builds")
     for item in args.builds.split(","):
         method, _, user = item.strip().partition(":")
         one_build(method, user or "1006", args.until, base)
