@@ -31,10 +31,14 @@ def default_home() -> Path:
 
 
 def _tighten(path: Path, mode: int) -> bool:
-    current = stat.S_IMODE(path.lstat().st_mode)
-    if current & ~mode == 0:
+    try:
+        current = stat.S_IMODE(path.lstat().st_mode)
+        if current & ~mode == 0:
+            return False
+        path.chmod(current & mode)  # never a link: the caller skips them
+    except FileNotFoundError:  # gone since the walk listed it: a SQLite -wal or -journal another process closed
+        log.debug("PAL_HOME entry %s vanished before it could be tightened", path)
         return False
-    path.chmod(current & mode)  # never a link: the caller skips them
     return True
 
 

@@ -165,3 +165,26 @@ def test_a_home_is_made_private_and_an_existing_one_tightened_with_a_log_line(tm
     assert stat.S_IMODE((home / "old" / "leak.json").stat().st_mode) == 0o600
     assert stat.S_IMODE((tmp_path / "outside.txt").stat().st_mode) == 0o644  # a link is never followed
     assert make_private(home) == 0
+
+
+def test_a_file_that_vanishes_while_the_home_is_tightened_is_skipped(tmp_path, monkeypatch):
+    """Another process (a Ray node, a second app) may close a SQLite database while the walk runs: its -wal file is
+    listed and then gone. The start must go on, tightening the rest."""
+    import os
+    import stat
+
+    from backends.paths import make_private
+
+    home = tmp_path / "pal"
+    home.mkdir()
+    (home / "runs.sqlite").write_text("x")
+    (home / "runs.sqlite").chmod(0o644)
+    real_walk = os.walk
+
+    def walk_listing_a_gone_file(top, *args, **kwargs):
+        for root, dirs, files in real_walk(top, *args, **kwargs):
+            yield root, dirs, [*files, "embeddings.sqlite-wal"]
+
+    monkeypatch.setattr(os, "walk", walk_listing_a_gone_file)
+    assert make_private(home) == 2  # the home and runs.sqlite; the vanished -wal is skipped
+    assert stat.S_IMODE((home / "runs.sqlite").stat().st_mode) == 0o600
