@@ -11,7 +11,7 @@ import streamlit as st
 from starlette.middleware import Middleware
 
 from ui.access import connection_signed_in
-from ui.warmup import preload_demo_pages
+from ui.warmup import warm_demo_at_start
 from ui.web_auth import routes, without_uvicorn_proxy_headers
 from ui.web_guard import OriginGuard, OriginPolicy
 
@@ -24,7 +24,9 @@ app = st.App("app.py", routes=routes(), middleware=[Middleware(OriginGuard, poli
                                                                        signed_in=connection_signed_in)])
 
 
-# The demo tour's pages imported before the server answers (make run sets PAL_DEMO_WORKSPACE): a stop opened as the
-# server's first view then does not import pandas, chromadb and its page's modules in front of the viewer. Done here,
-# before any session exists, because two threads importing one package graph can fail with a deadlock error.
-preload_demo_pages()
+# The demo tour made ready before the server answers (make run sets PAL_DEMO_WORKSPACE): its pages imported, the
+# workspace opened, what its stops show computed from the stored records, its warm-up started in the background; a
+# stop opened as the server's first view then neither imports pandas, chromadb and its page's modules nor computes
+# its figures in front of the viewer. Done here, before any session exists, because two threads importing one
+# package graph can fail with a deadlock error.
+warm_demo_at_start()

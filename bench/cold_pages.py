@@ -13,14 +13,18 @@ warm-up's last line is in the app's log (its embedder loaded, in the same proces
 is the stop's own first view, not the process's first import of the embedding model. Without it, the stop is the
 app's very first view: every vector it shows was embedded by the warm-up before and kept in the home's embedding cache
 (:mod:`backends.store.embed_cache`), so the app should load no embedding model; each line says whether it did (the
-app's "loading embedder" log lines while the stop was open). The server imports the tour's pages before it answers
-(``serve.py``, :func:`ui.warmup.preload_demo_pages`): that time is in "app+browser start", not in the cold figure. Run:
-``.venv/bin/python bench/cold_pages.py [--after-home] [stop numbers…]``.
+app's "loading embedder" log lines while the stop was open). Before it answers, the server imports the tour's pages,
+opens the workspace, computes what the stops show from the stored records and starts the warm-up in the background
+(``serve.py``, :func:`ui.warmup.warm_demo_at_start`): that time is in "app+browser start", not in the cold figure.
+``--repeat N`` opens each stop in N fresh apps and adds a line with the median and the minimum of the cold figures
+(the machine is shared: one figure says little). Run:
+``.venv/bin/python bench/cold_pages.py [--after-home] [--repeat N] [stop numbers…]``.
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -56,11 +60,11 @@ def _open(page, url: str) -> float:
 SETTLE_S = float(os.environ.get("PAL_BENCH_SETTLE_S", "0"))  # seconds between the app's start and the first view
 
 
-def _after_home(page, url: str, home: Path, timeout_s: float = 600.0) -> float:
-    """Open the home page (which starts the app's warm-up) and wait for the warm-up's last log line; seconds waited."""
+def _after_home(page, url: str, home: Path, seen: int, timeout_s: float = 600.0) -> float:
+    """Open the home page and wait for the app's warm-up to log its last line (``seen``: how many such lines the log
+    held before the app started; the server starts its warm-up before it answers); seconds waited."""
     start = time.perf_counter()
     log = home / "logs" / "pal.log"
-    seen = log.read_text(encoding="utf-8", errors="replace").count(FINISHED) if log.is_file() else 0
     _open(page, url)
     while time.perf_counter() - start < timeout_s:
         if log.is_file() and log.read_text(encoding="utf-8", errors="replace").count(FINISHED) > seen:
@@ -77,7 +81,7 @@ def _log_count(home: Path, line: str) -> int:
     return log.read_text(encoding="utf-8", errors="replace").count(line) if log.is_file() else 0
 
 
-def main(wanted: list[int], after_home: bool = False) -> None:
+def main(wanted: list[int], after_home: bool = False, repeat: int = 1) -> None:
     if not (chromium_available() and BUNDLE.is_file()):
         print("needs Debian chromium and data/demo/workspace.palbundle")
         return
@@ -96,22 +100,43 @@ def main(wanted: list[int], after_home: bool = False) -> None:
         if wanted and n not in wanted:
             continue
         r = resolve(stop, dataset, ws)
-        path = r.page
-        loads = _log_count(home, LOADING)
-        began = time.perf_counter()
-        with running_app(env=env, timeout=180) as url, browser_page(width=1400, height=1600) as page:
-            started = time.perf_counter() - began  # the server's start (it preloads the tour's pages) and the browser's
-            link = f"{url}/{path}?{urlencode(r.params)}"
-            time.sleep(SETTLE_S)
-            waited = _after_home(page, url, home) if after_home else None
-            cold = _open(page, link)
-            warm = _open(page, link)
-            loaded = _log_count(home, LOADING) - loads
-        flag = "ok" if cold <= TARGET_S else "OVER"
-        before = "" if waited is None else f"  (home + warm-up {waited:5.1f} s before)"
-        print(f"stop {n:2d} {stop.title[:44]:44s} cold {cold:6.1f} s  warm {warm:5.1f} s  {flag}  "
-              f"load {os.getloadavg()[0]:.1f}  models loaded {loaded}  app+browser start {started:5.1f} s{before}")
+        link_path = f"{r.page}?{urlencode(r.params)}"
+        colds = [_time_stop(n, stop.title, link_path, home, env, after_home) for _ in range(repeat)]
+        if repeat > 1:
+            print(f"stop {n:2d} {stop.title[:44]:44s} cold median {statistics.median(colds):5.1f} s  "
+                  f"min {min(colds):5.1f} s  over {repeat} fresh apps  "
+                  f"{'ok' if statistics.median(colds) <= TARGET_S else 'OVER'}  load {_loadavg()}")
+
+
+def _loadavg() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def _time_stop(n: int, title: str, link_path: str, home: Path, env: dict[str, str], after_home: bool) -> float:
+    """One fresh app: the stop's cold and warm figures printed on one line; the cold figure."""
+    loads, finished = _log_count(home, LOADING), _log_count(home, FINISHED)
+    began = time.perf_counter()
+    with running_app(env=env, timeout=180) as url, browser_page(width=1400, height=1600) as page:
+        started = time.perf_counter() - began  # the server's start (it readies the tour first) and the browser's
+        time.sleep(SETTLE_S)
+        waited = _after_home(page, url, home, finished) if after_home else None
+        cold = _open(page, f"{url}/{link_path}")
+        warm = _open(page, f"{url}/{link_path}")
+        loaded = _log_count(home, LOADING) - loads
+    flag = "ok" if cold <= TARGET_S else "OVER"
+    before = "" if waited is None else f"  (home + warm-up {waited:5.1f} s before)"
+    print(f"stop {n:2d} {title[:44]:44s} cold {cold:6.1f} s  warm {warm:5.1f} s  {flag}  "
+          f"load {_loadavg()}  models loaded {loaded}  app+browser start {started:5.1f} s{before}", flush=True)
+    return cold
+
+
+def _repeat(argv: list[str]) -> int:
+    """``--repeat N`` (default 1)."""
+    return int(argv[argv.index("--repeat") + 1]) if "--repeat" in argv else 1
 
 
 if __name__ == "__main__":
-    main([int(a) for a in sys.argv[1:] if a.isdigit()], after_home="--after-home" in sys.argv[1:])
+    args = sys.argv[1:]
+    times = _repeat(args)
+    main([int(a) for i, a in enumerate(args) if a.isdigit() and (i == 0 or args[i - 1] != "--repeat")],
+         after_home="--after-home" in args, repeat=times)

@@ -15,18 +15,22 @@ the one place tables take their column names from (:func:`figure_label`). Pure f
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
+import threading
 import tomllib
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
 from evaluation.fidelity.references import REFERENCES
 from memory.methods import get_method_class
+from palset.names import PROJECT_ROOT
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +123,17 @@ def words() -> dict[str, Any]:
 
 def words_version() -> int:
     return int(words()["version"])
+
+
+def dataset_argument(root: Path) -> str:
+    """A dataset folder as the boards' commands name it (``--dataset``): relative to the project where it lies
+    inside it."""
+    resolved = root.resolve()
+    try:
+        shown = str(resolved.relative_to(PROJECT_ROOT))
+    except ValueError:
+        shown = str(resolved)
+    return shown.replace("`", "")
 
 
 def language_of(code: str | None) -> Language:
@@ -349,6 +364,50 @@ def fidelity_takeaway(rows: Sequence[dict], language: Language = "en", dataset: 
                     ties=_tie_sentences({m: e for m, e in est.items() if e.value is not None}, labels, figure,
                                         language),
                     references=notes)
+
+
+class FidelityBoard(NamedTuple):
+    """The memory-fidelity leaderboard as the Evaluate page shows it: its rows and its takeaway."""
+
+    rows: list[dict]
+    takeaway: Takeaway
+
+
+BOARD_MEMO = 16  # fidelity boards kept per process (datasets × languages × revisions)
+_BOARDS: OrderedDict[tuple[str, str, str, int], FidelityBoard] = OrderedDict()
+_BOARDS_LOCK = threading.Lock()
+
+
+def fidelity_board(reports: Sequence[Any], revision: str, language: Language = "en",
+                   dataset: str = "DATASET") -> FidelityBoard:
+    """The leaderboard of the stored fidelity ``reports`` (:func:`evaluation.fidelity.board.leaderboard`, bootstrap
+    CIs over users) and its takeaway (a bootstrap per method measured on other users than the references), computed
+    once per process for each ``revision`` of the rows they were read from
+    (:meth:`evaluation.fidelity.store.FidelityStore.latest_with_revision`: any report stored, replaced or judged
+    changes it), language, dataset argument and version of the words. Pure, and seconds of a busy machine: the
+    server computes the demo tour's board before its first view (:mod:`ui.warmup`). Each call gets its own copy
+    of the rows."""
+    from evaluation.fidelity.board import leaderboard
+
+    key = (revision, language, dataset, words_version())
+    with _BOARDS_LOCK:
+        board = _BOARDS.get(key)
+        if board is not None:
+            _BOARDS.move_to_end(key)
+    if board is None:
+        rows = leaderboard(reports)
+        board = FidelityBoard(rows, fidelity_takeaway(rows, language, dataset=dataset, reports=reports))
+        with _BOARDS_LOCK:
+            _BOARDS[key] = board
+            while len(_BOARDS) > BOARD_MEMO:
+                _BOARDS.popitem(last=False)
+    return FidelityBoard(copy.deepcopy(board.rows), board.takeaway.model_copy(deep=True))
+
+
+def fidelity_board_known(revision: str, language: Language = "en", dataset: str = "DATASET") -> bool:
+    """Whether :func:`fidelity_board` of this revision, language and dataset is computed in this process."""
+    with _BOARDS_LOCK:
+        return (revision, language, dataset, words_version()) in _BOARDS
 
 
 # ---------------------------------------------------------------- FairEval (one pair, per aspect)

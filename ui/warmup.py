@@ -14,11 +14,20 @@ first view then waits on the load already under way instead of starting it), the
 shows (its method, and the method it is compared with), and the fidelity reports a Fidelity stop shows, stored so
 every later process reads them. Builds of methods that need no LLM are made as the page would make them; a build an
 LLM would have to make is left alone (the stop says what to run).
+
+Under ``make run`` the server does this before it answers (``serve.py``, :func:`warm_demo_at_start`): it imports
+the tour's pages, opens the process workspace (importing the demo bundle on the first start), computes what the
+tour's stops show from stored records — the fidelity reports parsed, the fidelity leaderboard with its bootstrap
+CIs and takeaway, their charts drawn once — each memoised by the revision of the records it came from
+(:class:`evaluation.fidelity.store.ParsedReports`, :func:`evaluation.takeaways.fidelity_board`), and starts
+:func:`warm_tour` in the background: a stop opened as the server's first view then recomputes nothing of it,
+and shares no CPU with the warm-up that a first view would otherwise start beside it.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
 import os
 import threading
@@ -29,12 +38,15 @@ from pathlib import Path
 
 from evaluation.fidelity.compute import StatementVectors
 from evaluation.fidelity.service import measure_build, reference_reports
-from memory.methods import get_method_class, is_oracle
+from evaluation.takeaways import dataset_argument, fidelity_board, language_of, primary_measurement
+from memory.methods import get_method_class, is_oracle, method_availability
 from palset.dataset import Dataset, User, dataset_key
 from palset.loader import load_dataset
 from palset.names import PROJECT_ROOT
 from studio.workspace import Workspace
-from ui.fidelity import FIDELITY_BASELINE
+from ui.charts import build_estimates_figure
+from ui.fidelity import FIDELITY_BASELINE, fidelity_figure, layer_series
+from ui.platform_state import home_workspace
 from ui.tour import TourStop, load_tour
 
 log = logging.getLogger(__name__)
@@ -186,7 +198,7 @@ def demo_root(env: Mapping[str, str] | None = None) -> Path | None:
     return path.parent if (path.parent / "tour.json").is_file() else None
 
 
-def start_demo_warmup(ws: Workspace, env: dict[str, str] | None = None) -> threading.Thread | None:
+def start_demo_warmup(ws: Workspace, env: Mapping[str, str] | None = None) -> threading.Thread | None:
     """Warm the tour of the demo workspace (``PAL_DEMO_WORKSPACE``, beside its ``tour.json``) once per process and
     home; None when there is nothing to warm or it was started already."""
     root = demo_root(env)
@@ -216,8 +228,9 @@ def tour_page_modules(root: Path) -> list[str]:
 def preload_tour_pages(root: Path) -> list[str]:
     """Import :func:`tour_page_modules` (``serve.py`` does this as the server starts, before any session: Streamlit's
     caches look their storage up when called, so a decorator run before the runtime exists loses nothing); a module
-    that fails is logged and the rest go on. A tour stop opened as the server's first view then finds them imported
-    (seconds of a busy machine otherwise: pandas, plotly, chromadb, the page's own modules)."""
+    that fails is logged and the rest go on; then :func:`prime_first_run`. A tour stop opened as the server's first
+    view then finds them imported (seconds of a busy machine otherwise: pandas, plotly, chromadb, the page's own
+    modules). The modules imported."""
     began, done = time.perf_counter(), []
     quiet = logging.getLogger(CACHE_LOGGER)
     level, quiet.level = quiet.level, logging.ERROR  # no runtime yet: each st.cache_data would warn (harmlessly)
@@ -231,11 +244,96 @@ def preload_tour_pages(root: Path) -> list[str]:
             done.append(name)
     finally:
         quiet.level = level
-    log.info("tour pages preloaded in %.1f s: %s", time.perf_counter() - began, ", ".join(done))
+    primed = prime_first_run()
+    log.info("tour pages preloaded in %.1f s: %s (and %s)", time.perf_counter() - began, ", ".join(done),
+             ", ".join(primed))
     return done
+
+
+def prime_first_run() -> list[str]:
+    """Do once, before any session, what the first script run of a process otherwise does in front of its viewer:
+    find which memory methods import in this install (every page's method pickers ask; the first ask imports each
+    method's module), and map every loaded module to its source file — Streamlit's first element of a process
+    walks the calling stack with :mod:`inspect` (its check for an interactive interpreter), which resolves the
+    file of each of the ~2,600 loaded modules once and keeps them; a fraction of a second to seconds of a busy
+    machine."""
+    method_availability()
+    inspect.getmodule(inspect.currentframe())  # fills inspect's module ↔ file map for every module loaded so far
+    return ["memory methods", "module files"]
+
+
+def _shows_fidelity(stops: list[TourStop]) -> tuple[bool, bool]:
+    """(a stop shows a Fidelity tab, a stop shows the leaderboards)."""
+    return (any(s.page == "memory" and s.tab == "Fidelity" for s in stops),
+            any(s.page == "evaluate" and s.section == "leaderboards" for s in stops))
+
+
+def precompute_tour(ws: Workspace, root: Path) -> list[str]:
+    """Compute in this process what the tour's stops show from stored records, as their pages read it: every
+    fidelity report of the tour's dataset parsed (a Fidelity stop reads its method's and the references'), the
+    fidelity leaderboard with its CIs and takeaway (the leaderboards stop), and their charts drawn once (the
+    plotting library builds its classes on first use). Each result is memoised by the revision of the records it
+    came from, so a report stored later is read and computed anew, never shown stale. What was done, in words; a
+    failure is logged and the rest goes on."""
+    dataset = load_dataset(root)
+    stops, problem = load_tour(dataset)
+    if problem:
+        log.warning("tour of %s not precomputed: %s", root, problem)
+    fidelity_tab, boards = _shows_fidelity(stops)
+    if not (fidelity_tab or boards):
+        return []
+    start = time.perf_counter()
+    try:
+        done = _precompute_fidelity(ws, dataset, boards)
+    except Exception:  # the page computes what could not be computed here, and reports its own errors
+        log.exception("precomputing the tour's fidelity figures failed")
+        return []
+    log.info("tour precomputed: %s in %.1f s", done, time.perf_counter() - start)
+    return [done]
+
+
+def _precompute_fidelity(ws: Workspace, dataset: Dataset, boards: bool) -> str:
+    """The dataset's fidelity reports parsed; with ``boards``, the leaderboard and its chart as the Evaluate page
+    computes them (:func:`ui.evaluate.fidelity.render_fidelity_board`); a Fidelity tab's curves drawn once."""
+    reports, revision = ws.fidelity.latest_with_revision(dataset_key(dataset.root))
+    said = f"{len(reports)} fidelity report(s) parsed"
+    if reports:
+        fidelity_figure(reports[0])  # the Fidelity tab's curves: the plotting classes it uses, built once
+    if boards:
+        language = language_of(dataset.language)
+        rows, takeaway = fidelity_board(reports, revision, language, dataset_argument(dataset.root))
+        series, layers = layer_series(rows, primary_measurement(rows), language)
+        if series:
+            build_estimates_figure(series, layers)
+        said += f", the leaderboard of {len(rows)} row(s) with {len(takeaway.headlines)} headline(s)"
+    return said
 
 
 def preload_demo_pages(env: Mapping[str, str] | None = None) -> list[str]:
     """:func:`preload_tour_pages` of the demo workspace's tour (``PAL_DEMO_WORKSPACE``); nothing without one."""
     root = demo_root(env)
     return [] if root is None else preload_tour_pages(root)
+
+
+def warm_demo_at_start(env: Mapping[str, str] | None = None) -> list[str]:
+    """What ``serve.py`` runs before the server answers, when it serves the demo workspace (``make run``): the
+    tour's pages imported (:func:`preload_tour_pages`), the process workspace opened (the demo bundle imported on
+    the home's first start), the tour's figures computed from its records (:func:`precompute_tour`) and the
+    tour's warm-up started in the background (:func:`start_demo_warmup`: the embedders, the memory stops'
+    indexes). Nothing without a demo workspace; what was done, in words."""
+    root = demo_root(env)
+    if root is None:
+        return []
+    done = preload_tour_pages(root)
+    began = time.perf_counter()
+    try:
+        ws = home_workspace()  # the app's own (one per process and home), as app.py opens it
+    except Exception:  # the first view opens it again and shows why it cannot
+        log.exception("the workspace could not be opened before the server's first view")
+        return done
+    done += precompute_tour(ws, root)
+    if start_demo_warmup(ws, env) is not None:
+        done.append("warm-up started")
+    log.info("demo workspace opened and its tour precomputed in %.1f s, before the first view",
+             time.perf_counter() - began)
+    return done

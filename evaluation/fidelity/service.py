@@ -117,8 +117,9 @@ def measure_build(builder: MemoryBuilder, results: FidelityStore, *, config: Fid
 
 def judge_report(report: FidelityReport, builder: MemoryBuilder, llm: LLMClient, results: FidelityStore, *,
                  evidence_k: int = 5, limit: int | None = None, vectors: StatementVectors | None = None) -> FidelityReport:
-    """Add the judge-based variant (at the report's headline session, the last history session measured) to
-    ``report`` and store it again."""
+    """A copy of ``report`` with the judge-based variant (at its headline session, the last history session
+    measured), stored in its place. ``report`` itself is left as read: a stored report is shared by every reader
+    of this process (:class:`evaluation.fidelity.store.ParsedReports`)."""
     from evaluation.fidelity.judge import judge_fidelity
     from memory.methods.gold import gold_stages
 
@@ -127,7 +128,8 @@ def judge_report(report: FidelityReport, builder: MemoryBuilder, llm: LLMClient,
         raise ValueError(f"{builder.method} for user {builder.user.uid}: no history session's dialogue is ingested yet")
     at = min(report.headline.position, len(snapshots) - 1)
     gold = gold_stages(builder.user)[dialogue_stage(at)]
-    report.judge = judge_fidelity(llm, gold, snapshots[at], vectors or StatementVectors(builder.embedder),
-                                  evidence_k=evidence_k, limit=limit, layered=report.layered)
-    results.save(report)
-    return report
+    judge = judge_fidelity(llm, gold, snapshots[at], vectors or StatementVectors(builder.embedder),
+                           evidence_k=evidence_k, limit=limit, layered=report.layered)
+    judged = report.model_copy(update={"judge": judge})
+    results.save(judged)
+    return judged

@@ -189,3 +189,34 @@ def test_a_method_on_fewer_users_is_compared_with_the_references_on_its_own_user
     assert h.subject == "rag-turn" and h.users == ["1000"] and h.paired
     assert h.above == "ref:empty" and "same 1 user" in h.text
     assert not fidelity_takeaway(rows).headlines[0].paired  # without the reports: the board's rows as they are
+
+
+def test_the_fidelity_board_is_computed_once_per_revision_and_handed_out_as_copies(monkeypatch):
+    """The board (bootstrap CIs) and its takeaway are computed once per revision of the stored rows, language and
+    dataset; another revision (a report stored, replaced or judged) computes them again; callers get copies."""
+    from collections import OrderedDict
+
+    from evaluation import takeaways
+    from evaluation.fidelity import board
+    from evaluation.fidelity.types import FidelityConfig, FidelityReport, SessionFidelity
+
+    def rep(user: str, method: str, recall: float) -> FidelityReport:
+        return FidelityReport(dataset="d", user_id=user, method=method, layered=True, build_id="b", stages_done=2,
+                              embedder="hash", threshold=0.8, config=FidelityConfig(), fidelity_key=f"{method}-{user}",
+                              sessions=[SessionFidelity(sample_id="s0", position=0, split="history",
+                                                        requirement_recall=recall)])
+
+    monkeypatch.setattr(takeaways, "_BOARDS", OrderedDict())
+    calls: list[int] = []
+    real = board.leaderboard
+    monkeypatch.setattr(board, "leaderboard", lambda reports, **kw: calls.append(len(reports)) or real(reports, **kw))
+    reports = [rep(u, m, r) for u, m, r in (("1", "ref:empty", 0.0), ("2", "ref:empty", 0.1), ("1", "rag-turn", 0.5),
+                                             ("2", "rag-turn", 0.7))]
+    first = takeaways.fidelity_board(reports, "rev-1", "en", "data/demo")
+    assert calls == [4] and first.takeaway.headlines and takeaways.fidelity_board_known("rev-1", "en", "data/demo")
+    first.rows.clear()
+    again = takeaways.fidelity_board(reports, "rev-1", "en", "data/demo")
+    assert calls == [4] and again.rows and again.takeaway == first.takeaway  # the memo, untouched by a caller
+    assert not takeaways.fidelity_board_known("rev-1", "zh", "data/demo")
+    newer = takeaways.fidelity_board(reports[:3], "rev-2", "en", "data/demo")
+    assert calls[:2] == [4, 3] and len(newer.rows) == len(again.rows)  # (then the paired comparison's own)

@@ -113,3 +113,44 @@ def test_the_tours_pages_are_preloaded_with_the_libraries_their_first_view_impor
     with caplog.at_level(logging.INFO, logger="ui.warmup"):
         done = preload_demo_pages({"PAL_DEMO_WORKSPACE": str(DEMO / "workspace.palbundle")})
     assert done == modules and all(m in sys.modules for m in modules) and "tour pages preloaded" in caplog.text
+
+
+def fidelity_report(dkey: str, user: str, method: str, recall: float):
+    """A stored-looking fidelity report of one user (one history session), as a bundle carries them."""
+    from evaluation.fidelity.types import FidelityConfig, FidelityReport, SessionFidelity
+
+    return FidelityReport(dataset=dkey, user_id=user, method=method, layered=True, build_id=f"b-{method}-{user}",
+                          stages_done=2, embedder="hash", threshold=0.8, config=FidelityConfig(),
+                          fidelity_key=f"fidelity-{method}-{user}", history_sessions=1,
+                          sessions=[SessionFidelity(sample_id=f"{user}_sample0", position=0, split="history",
+                                                    requirement_recall=recall, text_recall=recall)])
+
+
+def test_the_tours_fidelity_board_is_computed_before_its_first_view_and_a_new_report_invalidates_it(tmp_path):
+    from evaluation.takeaways import dataset_argument, fidelity_board_known, language_of
+    from ui.warmup import precompute_tour
+
+    ws = make_workspace(tmp_path / "pal", env={"PAL_EMBEDDER": "hash"})
+    dataset, dkey = load_dataset(DEMO), str(DEMO.resolve())
+    for user, method, recall in (("1000", "ref:empty", 0.0), ("1001", "ref:empty", 0.1), ("1000", "rag-turn", 0.5),
+                                 ("1001", "rag-turn", 0.6)):
+        ws.fidelity.save(fidelity_report(dkey, user, method, recall))
+    done = precompute_tour(ws, DEMO)
+    assert len(done) == 1 and "4 fidelity report(s) parsed" in done[0] and "1 headline" in done[0]
+    shown = (language_of(dataset.language), dataset_argument(DEMO))
+    _, revision = ws.fidelity.latest_with_revision(dkey)
+    assert fidelity_board_known(revision, *shown)  # the page's first view reads it
+
+    ws.fidelity.save(fidelity_report(dkey, "1000", "vanilla-log", 0.3))  # measured after the server started
+    _, newer = ws.fidelity.latest_with_revision(dkey)
+    assert newer != revision and not fidelity_board_known(newer, *shown)  # the page computes the new board
+
+
+def test_a_tour_without_fidelity_stops_precomputes_nothing(tmp_path):
+    from ui.warmup import precompute_tour, warm_demo_at_start
+
+    root = tmp_path / "demo"
+    shutil.copytree(DEMO, root, ignore=shutil.ignore_patterns("*.palbundle"))
+    (root / "tour.json").write_text(json.dumps([{"title": "a", "text": "t", "user": "1001"}]), encoding="utf-8")
+    assert precompute_tour(make_workspace(tmp_path / "pal", env={"PAL_EMBEDDER": "hash"}), root) == []
+    assert warm_demo_at_start({}) == []  # no demo workspace: the server starts as it always did

@@ -11,12 +11,11 @@ import logging
 import streamlit as st
 
 from evaluation.fidelity import DEFINITIONS
-from evaluation.fidelity.board import leaderboard
 from evaluation.fidelity.compute import StatementVectors
 from evaluation.fidelity.references import is_reference
 from evaluation.fidelity.service import measure_build, reference_reports
 from evaluation.fidelity.types import FidelityConfig, FidelityReport
-from evaluation.takeaways import Language, Takeaway, fidelity_takeaway, figure_label, primary_measurement
+from evaluation.takeaways import fidelity_board, figure_label, primary_measurement
 from memory.methods import ORACLE_LABEL, get_method_class
 from palset.dataset import Dataset
 from ui.charts import build_estimates_figure
@@ -47,31 +46,10 @@ def stale_measurements(reports: list[FidelityReport]) -> list[tuple[str, str]]:
                    if r.stale and not is_reference(r.method) and (r.user_id, r.method) not in current})
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def board_rows(dkey: str, versions: tuple[tuple[str, str, float], ...], _reports: list[FidelityReport]) -> list[dict]:
-    """The fidelity leaderboard of ``_reports`` (bootstrap CIs over users: the page's slowest pure step), kept per
-    dataset and record versions — each report's (method, key, creation time) — so a rerun with nothing new measured
-    reads it instead of drawing the bootstrap again."""
-    return leaderboard(_reports)
-
-
-@st.cache_data(max_entries=16, show_spinner=False)
-def board_takeaway(dkey: str, versions: tuple[tuple[str, str, float], ...], language: Language, dataset: str,
-                   _rows: list[dict], _reports: list[FidelityReport]) -> Takeaway:
-    """The board's takeaway (a method on other users than the references is compared on its own users: a bootstrap
-    each), kept per record versions as :func:`board_rows` is."""
-    return fidelity_takeaway(_rows, language, dataset=dataset, reports=_reports)
-
-
-def record_versions(reports: list[FidelityReport]) -> tuple[tuple[str, str, float], ...]:
-    return tuple(sorted((r.method, r.fidelity_key, r.created_at) for r in reports))
-
-
 def render_fidelity_board(dataset: Dataset, dkey: str) -> None:
-    reports = base_workspace().fidelity.latest(dkey)
-    rows = board_rows(dkey, record_versions(reports), reports)
+    reports, revision = base_workspace().fidelity.latest_with_revision(dkey)
     language = board_language(dataset)
-    takeaway = board_takeaway(dkey, record_versions(reports), language, dataset_arg(dataset), rows, reports)
+    rows, takeaway = fidelity_board(reports, revision, language, dataset_arg(dataset))
     if render_takeaway(takeaway, "eval_fidelity"):
         stale = [r for r in rows if r["stale"]]
         if stale:

@@ -6,20 +6,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from evaluation.takeaways import Language, Takeaway, language_of
+from evaluation.takeaways import Language, Takeaway, dataset_argument, language_of
 from palset.dataset import Dataset
-from palset.names import PROJECT_ROOT
 from ui.text import md_inline
 
 
 def dataset_arg(dataset: Dataset) -> str:
     """The dataset folder as a ``--dataset`` argument: relative to the project where it lies inside it."""
-    root = dataset.root.resolve()
-    try:
-        shown = str(root.relative_to(PROJECT_ROOT))
-    except ValueError:
-        shown = str(root)
-    return shown.replace("`", "")
+    return dataset_argument(dataset.root)
 
 
 def board_language(dataset: Dataset) -> Language:

@@ -11,6 +11,7 @@ dataframe cell.
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 import streamlit as st
 
@@ -47,9 +48,10 @@ def fidelity_store() -> FidelityStore:
 
 def render_fidelity(dataset: Dataset, builder: MemoryBuilder, pos: int, methods: list[str]) -> None:
     if is_oracle(builder.method):
-        builder = _measured_method(builder, methods)
-        if builder is None:
+        measured = _measured_method(builder, methods)
+        if measured is None:
             return
+        builder = measured
     st.caption(f"How close **{md_escape(method_label(builder.method))}** is to the gold memory: the H²Memory a "
                f"perfect builder would make from the dataset's own annotations ({ORACLE_LABEL}), holding nothing of a "
                "query session's situation. Each figure compares the memory after a session's dialogue with gold at the "
@@ -185,9 +187,10 @@ def _render_figures(builder: MemoryBuilder, report: FidelityReport, at: int) -> 
 def _render_misses(report: FidelityReport) -> None:
     st.subheader("What the memory missed")
     final = report.headline or report.final
+    as_of = md_escape(final.sample_id if final else "—")
     layers = list(dict.fromkeys(m.layer for m in report.misses))
     if not layers:
-        st.success(f"Nothing: every gold item is matched as of {md_escape(final.sample_id)}.")
+        st.success(f"Nothing: every gold item is matched as of {as_of}.")
         return
     counts = {layer: sum(m.layer == layer for m in report.misses) for layer in layers}
     shown = st.pills("Layers", layers, selection_mode="multi", default=[x for x in layers if x != "text"] or layers,
@@ -195,7 +198,7 @@ def _render_misses(report: FidelityReport) -> None:
     st.dataframe(fc.misses_frame(report, list(shown or layers)), hide_index=True, width="stretch", key="mem_fid_misses",
                  column_config={"gold": st.column_config.TextColumn("gold", width="large"),
                                 "best match": st.column_config.TextColumn("best match", width="large")})
-    st.caption(f"As of {md_escape(final.sample_id)} (the headline session): gold items whose best match in the "
+    st.caption(f"As of {as_of} (the headline session): gold items whose best match in the "
                f"memory stays below τ = {report.threshold:g}, preferences remembered with the opposite polarity, and "
                "gold situations whose logs the memory split or merged. Text-level misses: the worst "
                f"{report.config.max_misses} at most.")
@@ -208,7 +211,8 @@ def _render_details(builder: MemoryBuilder, report: FidelityReport, refs: list[F
         st.markdown("\n".join(f"- {md_escape(line)}" for line in fc.definitions_markdown(report)))
     with st.expander("Judge-based variant (judge role)"):
         _render_judge(builder, report)
-    st.download_button("Export this fidelity report (JSON)", fc.export_json(report, refs),
+    # the JSON (a report and its references: megabytes) is made when the button is pressed, not on every view
+    st.download_button("Export this fidelity report (JSON)", partial(fc.export_json, report, refs),
                        file_name=f"{report.fidelity_key}.json", mime="application/json", icon=":material/download:",
                        key="mem_fid_export", on_click="ignore")
 
