@@ -80,10 +80,13 @@ $(RAY_STAMP): requirements-ray.txt constraints.txt $(STAMP)
 ray: $(RAY_STAMP)
 
 # Lint, type-check, then the suite on two workers (browser tests grouped on one; each has a one-thread model server).
+# Bytecode is written even where the environment says not to (container images set PYTHONDONTWRITEBYTECODE):
+# otherwise every worker, `pal` process, app server and Ray worker compiles the project's modules again
+# (collection alone: 14 s of CPU per worker uncached, 7 s cached; a `pal validate`: 1.2 s, 0.4 s).
 test: setup browser proxy ray
 	$(PY) -m ruff check .
 	$(PY) -m mypy
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=15
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=15
 
 # The inner loop (≤ 3 min on 2 cores with the venv in place): ruff, mypy and every test that needs neither the
 # bundled model nor a browser and is not marked slow (the ~60 tests of more than 5 s: real subprocesses and
@@ -92,7 +95,7 @@ test: setup browser proxy ray
 check: setup
 	$(PY) -m ruff check .
 	$(PY) -m mypy
-	$(PY) -m pytest -q -p no:cacheprovider -n 3 -m "not local_model and not browser and not slow" --durations=10
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -p no:cacheprovider -n 3 -m "not local_model and not browser and not slow" --durations=10
 
 lint: setup
 	$(PY) -m ruff check .
