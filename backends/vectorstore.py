@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import re
 import threading
 from dataclasses import dataclass
@@ -17,7 +18,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from backends.chroma_filter import MetadataMirror, Unsupported
 from backends.embeddings import Embedder, LazyEmbedder, load_embedder
+
+log = logging.getLogger(__name__)
+
+MIRRORED_IDS = 5000  # the most ids a filtered query names to Chroma (more: Chroma filters itself)
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,7 @@ class ChromaStore:
         self._client = client
         self._ef = _chroma_embedding_function(embedder)
         self._collections: dict[str, Any] = {}
+        self._mirrors: dict[str, MetadataMirror] = {}  # each queried collection's ids and metadata
         self._lock = threading.Lock()
 
     def _collection(self, ns: Namespace) -> Any:
@@ -139,6 +146,8 @@ class ChromaStore:
         for i in range(0, len(ids), 4096):  # Chroma caps a batch
             col.upsert(ids=ids[i:i + 4096], documents=texts[i:i + 4096], embeddings=vectors[i:i + 4096].tolist(),
                        metadatas=metas[i:i + 4096])
+        if (mirror := self._mirrors.get(ns.collection_name)) is not None:
+            mirror.merge(ids, metas)
 
     def query(self, ns: Namespace, text: str, k: int = 3, where: dict[str, Any] | None = None) -> list[Hit]:
         vector = self.embedder.embed_queries([text])[0]
@@ -146,11 +155,35 @@ class ChromaStore:
 
     def query_vector(self, ns: Namespace, vector: np.ndarray, k: int = 3, where: dict[str, Any] | None = None) -> list[Hit]:
         col = self._collection(ns)
-        # no count() first: it costs ~20 ms at 100k items; Chroma returns fewer hits when fewer exist
-        res = col.query(query_embeddings=[np.asarray(vector).tolist()], n_results=k, where=where or None,
+        ids = self._selected(ns, col, where) if where else None
+        if ids is not None and not ids:
+            return []
+        # Chroma returns fewer hits when fewer exist; a filter this process can read is sent as the ids it selects
+        res = col.query(query_embeddings=[np.asarray(vector).tolist()], ids=ids,
+                        n_results=k if ids is None else min(k, len(ids)), where=where if ids is None and where else None,
                         include=["documents", "distances", "metadatas"])
         return [Hit(id=i, text=d or "", score=1.0 - float(dist), metadata=dict(m or {}))
                 for i, d, dist, m in zip(res["ids"][0], res["documents"][0], res["distances"][0], res["metadatas"][0])]
+
+    def _selected(self, ns: Namespace, col: Any, where: dict[str, Any]) -> list[str] | None:
+        """The ids of ``col`` that ``where`` selects, from this process's mirror of its metadata
+        (:mod:`backends.chroma_filter`: Chroma's own filter costs more the more collections the file holds); None
+        when Chroma is to filter (a filter the mirror cannot read, or too many ids). The mirror is read again when
+        the collection's size says another process added or deleted vectors; a metadata change made by another
+        process alone is not seen until then."""
+        name, size = ns.collection_name, int(col.count())
+        with self._lock:
+            mirror = self._mirrors.get(name)
+        if mirror is None or len(mirror) != size:
+            mirror = MetadataMirror.load(col)
+            with self._lock:
+                self._mirrors[name] = mirror
+        try:
+            ids = mirror.select(where)
+        except Unsupported as e:
+            log.debug("collection %s: Chroma filters %s itself (%s)", name, where, e)
+            return None
+        return ids if len(ids) <= MIRRORED_IDS else None
 
     def delete(self, ns: Namespace, ids: list[str] | None = None, where: dict[str, Any] | None = None) -> None:
         col = self._collection(ns)
@@ -158,13 +191,20 @@ class ChromaStore:
             col.delete(ids=ids)
         elif where:
             col.delete(where=where)
+        with self._lock:  # deleted by a filter: the mirror is read again on the next filtered query
+            mirror = self._mirrors.get(ns.collection_name) if ids else self._mirrors.pop(ns.collection_name, None)
+        if mirror is not None and ids:
+            mirror.remove(ids)
 
     def count(self, ns: Namespace) -> int:
         return int(self._collection(ns).count())
 
     def update_metadata(self, ns: Namespace, ids: list[str], metadatas: list[dict[str, Any]]) -> None:
         if ids:
-            self._collection(ns).update(ids=ids, metadatas=[_clean_metadata(m) for m in metadatas])
+            metas = [_clean_metadata(m) for m in metadatas]
+            self._collection(ns).update(ids=ids, metadatas=metas)
+            if (mirror := self._mirrors.get(ns.collection_name)) is not None:
+                mirror.merge(ids, metas, add=False)
 
 
 class BruteForceStore:

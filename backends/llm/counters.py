@@ -61,13 +61,26 @@ def estimate_name() -> str:
 
 @lru_cache(maxsize=8192)
 def estimate_tokens(text: str) -> int:
-    """The estimate (memoised: prompt contexts repeat from turn to turn)."""
+    """The estimate (memoised: prompt contexts repeat from turn to turn). Counted line by line, each line memoised:
+    WordPiece splits at whitespace before it splits words, so a text's count is the sum of its lines' counts, and a
+    prompt that differs from the last one in a few lines (a dialogue one turn on, the same memory items under
+    another question) costs only the encoding of those — a whole 3,000-token prompt costs the tokenizer about
+    10 ms of a busy core."""
     if not text:
         return 0
     tok = _wordpiece()
     if tok is None:
         return len(_WORDS.findall(text))
-    return len(tok.encode(text, add_special_tokens=False).ids)
+    if "\n" not in text:
+        return _line_tokens(text)
+    return sum(_line_tokens(line) for line in text.split("\n"))
+
+
+@lru_cache(maxsize=65536)
+def _line_tokens(line: str) -> int:
+    """WordPiece tokens of one line of text (see :func:`estimate_tokens`)."""
+    tok = _wordpiece()
+    return len(tok.encode(line, add_special_tokens=False).ids) if line and tok is not None else 0
 
 
 class EstimateCounter:

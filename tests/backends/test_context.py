@@ -157,3 +157,16 @@ def test_an_answer_cut_at_the_budget_says_so_and_faireval_counts_it(pal_home):
     j.samples.append(JudgeSample(order=2, index=1, ok=False, errors=res.errors))
     j.samples.append(JudgeSample(order=2, index=2, ok=False, errors=["not JSON"]))
     assert cut_samples(j) == 1
+
+
+def test_the_estimate_counted_line_by_line_is_the_tokenizers_count_of_the_whole_text():
+    from backends.llm.counters import _wordpiece, estimate_tokens
+
+    tok = _wordpiece()
+    if tok is None:
+        pytest.skip("the bundled MiniLM tokenizer is not installed")
+    texts = ["Hello world.\nThis is a test, of lines!\n\n你好，世界。我喜欢\n跑步 and running.\r\nNaïve café\t tabs",
+             "x" * 150 + "\n" + "word " * 50, "line1\nline2\n", "\n\n", "a\u3000b\nc\u00a0d", "emoji 😀 here\nnext",
+             "\n".join(f"Assistant: turn {i} on running, cooking and sleep ({i * 7} min)" for i in range(40))]
+    for text in texts:
+        assert estimate_tokens(text) == len(tok.encode(text, add_special_tokens=False).ids), text
