@@ -16,7 +16,8 @@ app's very first view: every vector it shows was embedded by the warm-up before 
 app's "loading embedder" log lines while the stop was open). Before it answers, the server imports the tour's pages,
 opens the workspace, computes what the stops show from the stored records and starts the warm-up in the background
 (``serve.py``, :func:`ui.warmup.warm_demo_at_start`): that time is in "app+browser start", not in the cold figure.
-``--repeat N`` opens each stop in N fresh apps and adds a line with the median and the minimum of the cold figures
+Each cold figure says how much of it went by before the stop's script ran ("shell": the browser loading the app
+and connecting, the same for every page). ``--repeat N`` opens each stop in N fresh apps and adds a line with the median and the minimum of the cold figures
 (the machine is shared: one figure says little). Run:
 ``.venv/bin/python bench/cold_pages.py [--after-home] [--repeat N] [stop numbers…]``.
 """
@@ -48,13 +49,16 @@ BUNDLE = DEMO / "workspace.palbundle"
 TARGET_S = 5.0
 
 
-def _open(page, url: str) -> float:
+def _open(page, url: str) -> tuple[float, float]:
+    """Seconds from navigation to the page's script idle with no spinner, and of them the seconds until its script
+    ran (the browser has loaded the app's shell and connected: what no page's own work changes)."""
     start = time.perf_counter()
     page.goto(url, timeout=300_000)
     page.locator("[data-testid='stApp'][data-test-script-state='running']").wait_for(timeout=10_000)
+    shell = time.perf_counter() - start
     wait_idle(page, timeout_ms=300_000)
     page.locator("[data-testid='stSpinner']").wait_for(state="detached", timeout=300_000)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, shell
 
 
 SETTLE_S = float(os.environ.get("PAL_BENCH_SETTLE_S", "0"))  # seconds between the app's start and the first view
@@ -120,12 +124,12 @@ def _time_stop(n: int, title: str, link_path: str, home: Path, env: dict[str, st
         started = time.perf_counter() - began  # the server's start (it readies the tour first) and the browser's
         time.sleep(SETTLE_S)
         waited = _after_home(page, url, home, finished) if after_home else None
-        cold = _open(page, f"{url}/{link_path}")
-        warm = _open(page, f"{url}/{link_path}")
+        cold, shell = _open(page, f"{url}/{link_path}")
+        warm, _ = _open(page, f"{url}/{link_path}")
         loaded = _log_count(home, LOADING) - loads
     flag = "ok" if cold <= TARGET_S else "OVER"
     before = "" if waited is None else f"  (home + warm-up {waited:5.1f} s before)"
-    print(f"stop {n:2d} {title[:44]:44s} cold {cold:6.1f} s  warm {warm:5.1f} s  {flag}  "
+    print(f"stop {n:2d} {title[:44]:44s} cold {cold:6.1f} s (shell {shell:4.1f} s)  warm {warm:5.1f} s  {flag}  "
           f"load {_loadavg()}  models loaded {loaded}  app+browser start {started:5.1f} s{before}", flush=True)
     return cold
 

@@ -213,7 +213,8 @@ def start_demo_warmup(ws: Workspace, env: Mapping[str, str] | None = None) -> th
 
 CACHE_LOGGER = "streamlit.runtime.caching.cache_data_api"  # warns at each st.cache_data decorated without a runtime
 PAGE_LIBRARIES = {"memory": ("chromadb",), "evaluate": EVALUATE_MODULES}  # imported on a page's first use, not by it
-EVERY_PAGE = ("streamlit.emojis",)  # imported by the first st.info/st.warning of a process (its icon lookup)
+# imported by the first st.info/st.warning of a process (its icon lookup), and by the first page config (its icon)
+EVERY_PAGE = ("streamlit.emojis", "PIL.Image")
 
 
 def tour_page_modules(root: Path) -> list[str]:

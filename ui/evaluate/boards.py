@@ -52,7 +52,7 @@ def render_leaderboard(dataset: Dataset, dkey: str) -> None:
         if any(is_oracle(r.method) for r in results):
             st.caption(f"gold is an {ORACLE_LABEL}: the assistant answers from the dataset's annotations (gold memory), "
                        "the ceiling for the other methods.")
-        st.download_button("Leaderboard CSV", to_csv(with_versions(frame, "bleu", "g_score", "s_score")),
+        st.download_button("Leaderboard CSV", lambda: to_csv(with_versions(frame, "bleu", "g_score", "s_score")),
                            file_name="single_turn_leaderboard.csv", mime="text/csv", icon=":material/download:",
                            key="eval_leader_csv", on_click="ignore")
     if not writes_allowed():

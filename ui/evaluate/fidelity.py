@@ -76,7 +76,7 @@ def render_fidelity_board(dataset: Dataset, dkey: str) -> None:
                    "definition.")
         with st.expander("What each figure means"):
             st.markdown("\n".join(f"- **{md_escape(figure_label(k))}**: {md_escape(v)}" for k, v in DEFINITIONS.items()))
-        st.download_button("Fidelity leaderboard CSV", to_csv(board_frame(rows)), file_name="fidelity_leaderboard.csv",
+        st.download_button("Fidelity leaderboard CSV", lambda: to_csv(board_frame(rows)), file_name="fidelity_leaderboard.csv",
                            mime="text/csv", icon=":material/download:", key="eval_fidelity_csv", on_click="ignore")
     if not writes_allowed():
         read_only_note("fidelity is not measured here; the table shows the bundle's reports")

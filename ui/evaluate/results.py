@@ -137,9 +137,9 @@ def render_bias(rows: list[dict]) -> None:
 def render_exports(judgments: list[Judgment], rows: list[dict], a: str, b: str, dropped: list[DroppedTopic]) -> None:
     stem = f"faireval_{a}_vs_{b}"
     c1, c2, c3 = st.columns(3)
-    c1.download_button("Judgments CSV", to_csv(judgments_frame(judgments)), file_name=f"{stem}_judgments.csv",
+    c1.download_button("Judgments CSV", lambda: to_csv(judgments_frame(judgments)), file_name=f"{stem}_judgments.csv",
                        mime="text/csv", icon=":material/download:", key="eval_csv", on_click="ignore")
-    c2.download_button("Aggregates CSV", to_csv(aggregates_frame(rows)), file_name=f"{stem}_aggregates.csv",
+    c2.download_button("Aggregates CSV", lambda: to_csv(aggregates_frame(rows)), file_name=f"{stem}_aggregates.csv",
                        mime="text/csv", icon=":material/download:", key="eval_agg_csv", on_click="ignore")
-    c3.download_button("Judgments + aggregates JSONL", to_jsonl(judgments, rows, dropped), file_name=f"{stem}.jsonl",
+    c3.download_button("Judgments + aggregates JSONL", lambda: to_jsonl(judgments, rows, dropped), file_name=f"{stem}.jsonl",
                        mime="application/jsonl", icon=":material/download:", key="eval_jsonl", on_click="ignore")

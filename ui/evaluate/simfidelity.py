@@ -138,7 +138,7 @@ def render_simulator_board(dataset: Dataset, dkey: str) -> None:
         with st.expander("What each check and figure means"):
             st.markdown("\n".join(f"- **{md_escape(k)}**: {md_escape(v)}"
                                    for k, v in {**CHECK_DEFINITIONS, **FIGURE_DEFINITIONS}.items()))
-        st.download_button("Simulator fidelity CSV", board_csv(rows), file_name="simulator_fidelity.csv",
+        st.download_button("Simulator fidelity CSV", lambda: board_csv(rows), file_name="simulator_fidelity.csv",
                            mime="text/csv", icon=":material/download:", key="eval_simfid_csv", on_click="ignore")
     if not writes_allowed():
         read_only_note("runs are not checked here; the table shows the bundle's results")
