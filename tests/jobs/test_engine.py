@@ -198,3 +198,18 @@ def test_jobs_by_id_prefix_lists_only_those_jobs(ws):
     assert {j.job_id for j in ws.jobs.store.jobs(prefix="memory-b1-")} == {"memory-b1-x", "memory-b1-y"}
     assert {j.job_id for j in ws.jobs.store.jobs(prefix="memory-b1-", kind="other")} == set()
     assert len(ws.jobs.store.jobs()) == 5
+
+
+def test_a_foreground_run_reads_its_jobs_summary_about_once_a_second_not_at_every_unit_end(ws, monkeypatch):
+    """A summary counts over all of a job's units; read at every unit end, it made each unit's cost grow with the
+    job. It is read once every ``every`` seconds while units run here, and at once when none does (the end)."""
+    ws.jobs.registry.register("test.step", lambda ctx: time.sleep(0.01) or {"ok": True})
+    reads = []
+    summary = ws.jobs.store.summary
+    monkeypatch.setattr(ws.jobs.store, "summary", lambda job_id: reads.append(time.monotonic()) or summary(job_id))
+    started = time.monotonic()
+    result = ws.jobs.run(ws.jobs.submit(chain_job(users=8, sessions=25)), concurrency=8, every=0.5)
+    took = time.monotonic() - started
+    assert result.status == "done" and result.counts["done"] == 200
+    assert len(reads) <= 2 * took / 0.5 + 6, (len(reads), took)  # 200 unit ends, a few dozen reads at most
+    assert time.monotonic() - reads[-2] < 0.5  # the end was seen at once, not at the next second
