@@ -65,6 +65,30 @@ def streamlit_components_scanned_once():
         yield
 
 
+BCRYPT_TEST_ROUNDS = 4  # bcrypt's lowest cost
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cheap_password_hashes():
+    """Passwords are hashed at bcrypt's lowest cost (about 1 ms) instead of its default 12 (0.3 s of CPU a hash and
+    as much a check): the sign-in, access and review tests create and check hundreds, and none asserts the cost.
+    A hash carries its cost, so checking it — here, in an app server or in a ``pal`` process — is as cheap.
+    ``tests/review/test_accounts.py`` checks the product's own cost with the ``bcrypt_default_cost`` fixture."""
+    import bcrypt
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bcrypt, "gensalt", functools.partial(bcrypt.gensalt, BCRYPT_TEST_ROUNDS))
+        yield
+
+
+@pytest.fixture
+def bcrypt_default_cost(monkeypatch):
+    """bcrypt's own ``gensalt`` (the default cost) for one test."""
+    import bcrypt
+
+    monkeypatch.setattr(bcrypt, "gensalt", bcrypt.gensalt.func)
+
+
 @pytest.fixture(scope="session")
 def local_servers(tmp_path_factory):
     """The local-model servers of this test worker (one per model and server configuration), shared by every

@@ -18,6 +18,14 @@ def test_passwords_are_stored_only_as_salted_bcrypt_hashes(accounts, db):
     assert accounts.verify("alice", "wrong-pass") is None and accounts.verify("nobody", "x") is None
 
 
+def test_a_stored_hash_has_bcrypts_default_cost(accounts, db, bcrypt_default_cost):
+    """The suite hashes at bcrypt's lowest cost (tests/conftest.py); the product keeps bcrypt's default, 12."""
+    accounts.add("alice", "annotator", "s3cret-pass")
+    (stored,) = [r[0] for r in sqlite3.connect(db).execute("SELECT password_hash FROM review_accounts")]
+    assert int(stored.split("$")[2]) >= 12
+    assert accounts.verify("alice", "s3cret-pass").role == "annotator"
+
+
 def _stdin(monkeypatch, text: str) -> None:
     import io
 
