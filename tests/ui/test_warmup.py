@@ -154,3 +154,21 @@ def test_a_tour_without_fidelity_stops_precomputes_nothing(tmp_path):
     (root / "tour.json").write_text(json.dumps([{"title": "a", "text": "t", "user": "1001"}]), encoding="utf-8")
     assert precompute_tour(make_workspace(tmp_path / "pal", env={"PAL_EMBEDDER": "hash"}), root) == []
     assert warm_demo_at_start({}) == []  # no demo workspace: the server starts as it always did
+
+
+@pytest.mark.slow(seconds=15)
+def test_the_warm_up_ends_with_the_board_over_the_reports_it_measured(tmp_path):
+    from evaluation.takeaways import dataset_argument, fidelity_board_known, language_of
+
+    root = tmp_path / "demo"
+    shutil.copytree(DEMO, root, ignore=shutil.ignore_patterns("*.palbundle"))
+    (root / "tour.json").write_text(json.dumps([
+        {"title": "a", "text": "t", "page": "memory", "user": "1001", "method": "vanilla-log", "tab": "Fidelity"},
+        {"title": "b", "text": "t", "page": "evaluate", "section": "leaderboards"}]), encoding="utf-8")
+    ws = make_workspace(tmp_path / "pal", env={"PAL_EMBEDDER": "hash"})
+    done = warm_tour(ws, root)
+    assert "fidelity of vanilla-log for 1001: measured" in done and "leaderboard" in done[-1]
+    dataset = load_dataset(root)
+    reports, revision = ws.fidelity.latest_with_revision(str(root.resolve()))
+    assert {r.method for r in reports} >= {"vanilla-log", "ref:empty"}  # measured by the warm-up, then ranked
+    assert fidelity_board_known(revision, language_of(dataset.language), dataset_argument(root))
