@@ -6,6 +6,8 @@ request and URL models, httpcore's pool, h11's header validation) cost milliseco
 a quarter of all it spent per call. A chat completion needs little of it: a POST of a JSON body, a JSON answer or a
 stream of ``data:`` lines, kept-alive connections and a timeout between reads. :class:`Pool` does that and nothing
 else; :mod:`backends.llm.openai_compat` maps its failures to the typed errors of :mod:`backends.llm.errors`.
+A JSON answer (every call nobody watches) is read by :func:`_exchange` itself: :mod:`http.client` parses each
+answer's headers with the :mod:`email` package, about half of the transport's CPU per call.
 
 Timeouts are those of the SDK's client: at most ``connect`` seconds to connect, and ``timeout`` seconds for each
 read (the whole answer of a short call, or the gap between two chunks of a stream). A kept-alive connection the
@@ -109,6 +111,10 @@ class Pool:
         self.port = parts.port or (443 if self.https else 80)
         self.prefix = parts.path.rstrip("/")
         self.headers = {"Content-Type": "application/json", "User-Agent": "pal-studio", **headers}
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        host += "" if self.port == (443 if self.https else 80) else f":{self.port}"
+        lines = {"Host": host, "Accept-Encoding": "identity", **self.headers, "Accept": "application/json"}
+        self._json_head = "".join(f"{k}: {v}\r\n" for k, v in lines.items())  # :meth:`post_json`'s headers
         self._idle: deque[http.client.HTTPConnection] = deque()
         self._lock = threading.Lock()
 
@@ -194,22 +200,42 @@ class Pool:
     # ---------------------------------------------------------------- requests
 
     def post_json(self, path: str, payload: dict[str, Any], timeout: float) -> Any:
-        """POST ``payload`` and return the JSON answer; ``timeout``: seconds for each read."""
-        conn, resp = self._send(path, json.dumps(payload).encode(), timeout, "application/json")
-        self._check(conn, resp)
-        try:
-            data = resp.read()
-        except TimeoutError as e:
-            conn.close()
-            raise Timeout(f"no answer within {timeout:.0f} s") from e
-        except (http.client.HTTPException, OSError) as e:
-            conn.close()
-            raise Dropped(type(e).__name__) from e
-        self._finish(conn, resp)
-        try:
-            return json.loads(data)
-        except ValueError as e:
-            raise Unreadable(type(e).__name__) from e
+        """POST ``payload`` and return the JSON answer; ``timeout``: seconds for each read. A kept-alive connection
+        the server closed meanwhile (nothing sent back before the answer began) is replaced once, as in :meth:`_send`."""
+        body = json.dumps(payload).encode()
+        request = (f"POST {self.prefix}{path} HTTP/1.1\r\n{self._json_head}Content-Length: {len(body)}\r\n\r\n"
+                   ).encode("latin-1") + body
+        for attempt in (0, 1):
+            conn = self._take()
+            reused = conn is not None
+            if conn is None:
+                conn = self._connect(min(10.0, timeout))
+            try:
+                status, headers, data, keep = _exchange(conn, request, timeout)
+            except TimeoutError as e:
+                conn.close()
+                raise Timeout(f"no answer within {timeout:.0f} s") from e
+            except _NotBegun as e:
+                conn.close()
+                if reused and attempt == 0:
+                    log.debug("%s:%s: a kept-alive connection was closed (%s); sending on a new one", self.host,
+                              self.port, e)
+                    continue
+                raise Dropped(str(e)) from e
+            except (http.client.HTTPException, OSError, ValueError) as e:
+                conn.close()
+                raise Dropped(type(e).__name__) from e
+            if keep:
+                self._give(conn)
+            else:
+                conn.close()
+            if status >= 400:
+                raise StatusError(status, headers, data)
+            try:
+                return json.loads(data)
+            except ValueError as e:
+                raise Unreadable(type(e).__name__) from e
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     def post_events(self, path: str, payload: dict[str, Any], idle: float) -> Iterator[Any]:
         """POST ``payload`` and yield the JSON of each server-sent event until ``[DONE]`` or the body's end;
@@ -233,6 +259,84 @@ class Pool:
                 self._finish(conn, resp)
             else:  # stopped early or broken: the server sees the connection close and stops decoding
                 conn.close()
+
+
+class _NotBegun(OSError):
+    """The request could not be sent, or the connection closed before the answer's first byte."""
+
+
+_MAX_LINE = 65536
+
+
+def _exchange(conn: http.client.HTTPConnection, request: bytes, timeout: float) -> tuple[int, dict[str, str], bytes,
+                                                                                         bool]:
+    """Send ``request`` on ``conn``'s socket and read one whole answer: (status, headers with lower-case names,
+    body, whether the connection can serve another request). The body is read by its ``Content-Length``, its
+    chunks, or to the connection's end; ``timeout`` is each read's limit. :class:`_NotBegun` when nothing of an
+    answer came (the caller may send again on a new connection)."""
+    sock = conn.sock
+    if sock is None:
+        raise _NotBegun("the connection is closed")
+    sock.settimeout(timeout)
+    try:
+        sock.sendall(request)
+    except TimeoutError:
+        raise
+    except OSError as e:
+        raise _NotBegun(type(e).__name__) from e
+    with sock.makefile("rb") as fp:
+        while True:
+            try:
+                line = fp.readline(_MAX_LINE + 1)
+            except TimeoutError:
+                raise
+            except OSError as e:  # reset by the peer before the answer began
+                raise _NotBegun(type(e).__name__) from e
+            if not line:
+                raise _NotBegun("the server closed the connection before answering")
+            version, _, rest = line.decode("latin-1").strip().partition(" ")
+            status = int(rest.split(" ", 1)[0])
+            headers = _read_headers(fp)
+            if status >= 200:  # 1xx (an interim answer such as 100 Continue): the real one follows
+                break
+        if headers.get("transfer-encoding", "").lower().endswith("chunked"):
+            body, whole = _read_chunked(fp), True
+        elif "content-length" in headers:
+            size = int(headers["content-length"])
+            body = fp.read(size)
+            if len(body) < size:
+                raise http.client.IncompleteRead(body, size - len(body))
+            whole = True
+        else:
+            body, whole = fp.read(), False  # to the connection's end
+    connection = headers.get("connection", "").lower()
+    keep = whole and ("close" not in connection if version == "HTTP/1.1" else "keep-alive" in connection)
+    return status, headers, body, keep
+
+
+def _read_headers(fp: Any) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for _ in range(200):
+        line = fp.readline(_MAX_LINE + 1)
+        if line in (b"\r\n", b"\n", b""):
+            return headers
+        name, _, value = line.decode("latin-1").partition(":")
+        key = name.strip().lower()
+        headers[key] = f"{headers[key]}, {value.strip()}" if key in headers else value.strip()
+    raise http.client.HTTPException("more than 200 header lines")
+
+
+def _read_chunked(fp: Any) -> bytes:
+    parts: list[bytes] = []
+    while True:
+        size = int(fp.readline(_MAX_LINE + 1).split(b";", 1)[0].strip() or b"x", 16)
+        if size == 0:
+            _read_headers(fp)  # trailers, up to the blank line
+            return b"".join(parts)
+        chunk = fp.read(size)
+        if len(chunk) < size or fp.read(2) != b"\r\n":
+            raise http.client.IncompleteRead(chunk, size - len(chunk))
+        parts.append(chunk)
 
 
 def _events(resp: http.client.HTTPResponse, idle: float) -> Iterator[str]:

@@ -73,3 +73,71 @@ def test_an_endpoint_behind_a_proxy_is_not_reached_directly(monkeypatch):
     assert http.direct("http://vllm.lab:8000/v1")  # the proxy is for https only
     monkeypatch.setenv("NO_PROXY", "api.example.com")
     assert http.direct("https://api.example.com/v1")
+
+
+def _raw_server(replies: list[bytes]):
+    """A server answering each request it reads (one connection after another, kept open) with the next raw reply;
+    (its port, the connections it accepted, the thread)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+
+    def serve() -> None:
+        pending = list(replies)
+        while pending:
+            conn, _ = server.accept()
+            accepted.append(conn)
+            while pending:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    got = conn.recv(65536)
+                    if not got:
+                        break
+                    data += got
+                if not data:
+                    break
+                conn.sendall(pending.pop(0))
+        server.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return server.getsockname()[1], accepted, thread
+
+
+def test_chunked_and_interim_answers_are_read_whole_and_the_connection_kept():
+    body = json.dumps({"choices": [{"message": {"content": "hé"}}]}).encode()
+    chunked = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % 10 + body[:10] + b"\r\n"
+               + b"%x\r\n" % (len(body) - 10) + body[10:] + b"\r\n0\r\n\r\n")
+    interim = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
+    port, accepted, thread = _raw_server([chunked, interim])
+    pool = http.Pool(f"http://127.0.0.1:{port}/v1", {})
+    assert pool.post_json("/chat/completions", {"q": 1}, timeout=10) == json.loads(body)
+    assert pool.post_json("/chat/completions", {"q": 2}, timeout=10) == {}
+    assert len(accepted) == 1 and pool.idle == 1  # both on one kept-alive connection
+    thread.join(10)
+
+
+def test_an_error_status_keeps_its_body_and_headers_and_a_closing_answer_is_not_kept():
+    error = b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 3\r\nContent-Length: 24\r\n\r\n" + b'{"error": "slow down"}  '
+    closing = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 8\r\n\r\n{\"a\": 1}"
+    port, accepted, thread = _raw_server([error, closing])
+    pool = http.Pool(f"http://127.0.0.1:{port}/v1", {})
+    with pytest.raises(http.StatusError) as e:
+        pool.post_json("/chat/completions", {}, timeout=10)
+    assert e.value.status == 429 and e.value.headers["retry-after"] == "3" and e.value.json() == {"error": "slow down"}
+    assert pool.idle == 1
+    assert pool.post_json("/chat/completions", {}, timeout=10) == {"a": 1}
+    assert pool.idle == 0  # the server said it closes the connection
+    thread.join(10)
+
+
+def test_an_answer_that_stops_before_its_length_is_dropped_not_read_as_whole():
+    port, accepted, thread = _raw_server([b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"a\""])
+
+    def close_after_reply() -> None:
+        thread.join(10)
+        for conn in accepted:
+            conn.close()
+
+    threading.Thread(target=close_after_reply, daemon=True).start()
+    with pytest.raises(http.Dropped):
+        http.Pool(f"http://127.0.0.1:{port}/v1", {}).post_json("/chat/completions", {}, timeout=10)
