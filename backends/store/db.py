@@ -10,7 +10,9 @@ deadlock on a lock upgrade. The threads of one process queue for the write lock 
 busy handler polls with sleeps of up to 100 ms, so threads contending there (dozens of job workers, each recording
 calls) would wait long after the lock came free; another process still waits in the busy handler. Reads run in deferred, read-only transactions (:meth:`Database.read`):
 under WAL they see one consistent snapshot and never take the write lock, so a slow reader (an export,
-a dashboard) cannot delay a writer; a write attempted inside one fails (``PRAGMA query_only``).
+a dashboard) cannot delay a writer; a write attempted inside one fails (``PRAGMA query_only``). A connection stays
+read-only after a read until its thread's next write turns that off, so reads in a row (most of a job unit's
+statements) set nothing.
 
 A database opened ``read_only`` (a workspace opened for presenting) refuses every write: :meth:`Database.write`
 raises :class:`ReadOnlyError` and every connection stays ``query_only``, so nothing can change the file.
@@ -67,6 +69,7 @@ class Database:
             conn.close()
             self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = self._local.conn = self._open()
+        self._local.query_only = self.read_only
         return conn
 
     @contextmanager
@@ -91,17 +94,15 @@ class Database:
         if conn.in_transaction:  # already inside this thread's transaction on the file: read in it
             yield conn
             return
-        toggle = not self.read_only  # a read-only database's connections are query_only for good
-        if toggle:
+        if not self._local.query_only:  # left on until this thread writes (a read-only database's: for good)
             conn.execute("PRAGMA query_only=ON")
+            self._local.query_only = True
         conn.execute("BEGIN DEFERRED")
         try:
             yield conn
         finally:
             if conn.in_transaction:
                 conn.execute("COMMIT")  # ends the read snapshot (nothing to write)
-            if toggle:
-                conn.execute("PRAGMA query_only=OFF")
 
     def write(self) -> AbstractContextManager[sqlite3.Connection]:
         """An immediate transaction: commits on success, rolls back on error (:class:`ReadOnlyError` when read-only)."""
@@ -111,8 +112,13 @@ class Database:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._writer, self._transaction("BEGIN IMMEDIATE") as conn:
-            yield conn
+        with self._writer:
+            conn = self.connection()
+            if self._local.query_only and not conn.in_transaction:  # inside a read, the nesting error below
+                conn.execute("PRAGMA query_only=OFF")
+                self._local.query_only = False
+            with self._transaction("BEGIN IMMEDIATE") as conn:
+                yield conn
 
     def close(self) -> None:
         """Close this thread's connection and the keeper (other threads' connections close with their threads)."""
