@@ -12,6 +12,7 @@ import hashlib
 import logging
 import re
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,6 +25,8 @@ from backends.embeddings import Embedder, LazyEmbedder, load_embedder
 log = logging.getLogger(__name__)
 
 MIRRORED_IDS = 5000  # the most ids a filtered query names to Chroma (more: Chroma filters itself)
+MIRRORED_VECTORS = 20000  # a larger collection is filtered by Chroma (its mirror would be slow to read and big)
+MIRROR_CHECK_S = 1.0  # how often a mirror's size is checked against its collection's (another process's writes)
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,9 @@ class ChromaStore:
         self._client = client
         self._ef = _chroma_embedding_function(embedder)
         self._collections: dict[str, Any] = {}
-        self._mirrors: dict[str, MetadataMirror] = {}  # each queried collection's ids and metadata
+        self._mirrors: dict[str, MetadataMirror | None] = {}  # each queried collection's ids and metadata
+        self._checked: dict[str, float] = {}  # when each mirror's size was last checked
+        self.mirror_check_s = MIRROR_CHECK_S
         self._lock = threading.Lock()
 
     def _collection(self, ns: Namespace) -> Any:
@@ -168,16 +173,24 @@ class ChromaStore:
     def _selected(self, ns: Namespace, col: Any, where: dict[str, Any]) -> list[str] | None:
         """The ids of ``col`` that ``where`` selects, from this process's mirror of its metadata
         (:mod:`backends.chroma_filter`: Chroma's own filter costs more the more collections the file holds); None
-        when Chroma is to filter (a filter the mirror cannot read, or too many ids). The mirror is read again when
-        the collection's size says another process added or deleted vectors; a metadata change made by another
-        process alone is not seen until then."""
-        name, size = ns.collection_name, int(col.count())
+        when Chroma is to filter (a filter the mirror cannot read, too many ids, a collection too large to mirror).
+        Writes through this store keep the mirror in step; every ``mirror_check_s`` seconds its size is compared
+        with the collection's (a ``count()``: ~20 ms at 100k vectors, so not at every query) and the mirror read
+        again when another process added or deleted vectors. A metadata change made by another process alone is
+        not seen until then."""
+        name, now = ns.collection_name, time.monotonic()
         with self._lock:
-            mirror = self._mirrors.get(name)
-        if mirror is None or len(mirror) != size:
-            mirror = MetadataMirror.load(col)
+            mirror, checked = self._mirrors.get(name), self._checked.get(name)
+        if checked is None or now - checked >= self.mirror_check_s:
+            size = int(col.count())
+            if size > MIRRORED_VECTORS:
+                mirror = None
+            elif mirror is None or len(mirror) != size:
+                mirror = MetadataMirror.load(col)
             with self._lock:
-                self._mirrors[name] = mirror
+                self._mirrors[name], self._checked[name] = mirror, now
+        if mirror is None:
+            return None
         try:
             ids = mirror.select(where)
         except Unsupported as e:
@@ -192,7 +205,10 @@ class ChromaStore:
         elif where:
             col.delete(where=where)
         with self._lock:  # deleted by a filter: the mirror is read again on the next filtered query
-            mirror = self._mirrors.get(ns.collection_name) if ids else self._mirrors.pop(ns.collection_name, None)
+            mirror = self._mirrors.get(ns.collection_name)
+            if not ids:
+                self._mirrors.pop(ns.collection_name, None)
+                self._checked.pop(ns.collection_name, None)
         if mirror is not None and ids:
             mirror.remove(ids)
 

@@ -66,6 +66,7 @@ def test_the_mirror_follows_writes_through_the_store_and_by_another_client(store
     store.delete(NS, ids=["i9@1"])
     store.upsert(NS, ["new@3"], ["sleep sleep night shift"], [{"item_id": "new", "valid_from": 3, "valid_to": 10**9}])
     store.delete(NS, where={"kind": "c"})
+    store.mirror_check_s = 0.0  # the mirror's size is checked at every query (else once a second)
     other = open_chroma(tmp_path / "chroma").get_collection(NS.collection_name)  # as another process would write
     other.upsert(ids=["far@0"], documents=["x"], embeddings=[store.embedder.embed_documents(["sleep night"])[0].tolist()],
                  metadatas=[{"item_id": "far", "valid_from": 0, "valid_to": 10**9}])
@@ -106,3 +107,13 @@ def test_a_filtered_query_costs_the_same_however_many_collections_the_file_holds
         _fill(store, Namespace("demo", f"u{u}", f"b{u}", "situation"), 200, seed=u + 1)
     many = min(cpu_per_query(NS) for _ in range(3))
     assert many < 2.5 * one + 0.002, (one, many)
+
+
+def test_a_collection_too_large_to_mirror_is_filtered_by_chroma(store, monkeypatch):
+    import backends.vectorstore as vectorstore
+
+    monkeypatch.setattr(vectorstore, "MIRRORED_VECTORS", 10)
+    _fill(store, NS)
+    where = WHERES[0]
+    assert [h.id for h in store.query(NS, "sleep", k=5, where=where)] == _chroma_ids(store, NS, "sleep", 5, where)
+    assert store._mirrors[NS.collection_name] is None
