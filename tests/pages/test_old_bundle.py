@@ -13,7 +13,7 @@ from tests.pages.apptest import open_page
 
 OLD_BUNDLE = Path(__file__).parent / "bundles" / "demo-fidelity-v1.palbundle"
 
-pytestmark = pytest.mark.slow(seconds=60)
+pytestmark = pytest.mark.slow(seconds=5)
 
 
 @pytest.fixture(autouse=True)

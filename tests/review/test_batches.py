@@ -72,7 +72,7 @@ def _annotate(path: str, batch: str, who: str) -> None:
         s.answer(batch, no, who, "verdict", "correct")
 
 
-@pytest.mark.slow(seconds=12)
+@pytest.mark.slow(seconds=20)
 def test_eight_annotators_in_parallel_processes_store_exactly_4000_answers(store):
     names = [f"ann{i}" for i in range(8)]
     batch = make_batch(store, n=500, annotators=names, overlap=8, candidates=memory_items(500))

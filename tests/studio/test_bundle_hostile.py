@@ -22,7 +22,7 @@ from testkit.worked import fill_home
 from testkit.workspace import make_workspace
 from tests.conftest import DEMO
 
-pytestmark = pytest.mark.slow(seconds=60)
+pytestmark = pytest.mark.slow(seconds=3)  # the module bundle once (a few seconds), then each refusal well under one
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ concurrency = 4
 '''
 
 
-@pytest.mark.slow(seconds=120)
+@pytest.mark.slow(seconds=45)
 def test_units_of_an_experiment_land_on_both_nodes_of_a_two_node_cluster(tmp_path, monkeypatch):
     from studio.remote import ray_executor
     from testkit.ray_cluster import local_cluster

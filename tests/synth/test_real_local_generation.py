@@ -82,7 +82,7 @@ def test_a_one_month_english_user_in_a_small_window(local_servers, tmp_path, mon
     assert [t.value for t in at.title] == [user.name]
 
 
-@pytest.mark.slow(seconds=60)
+@pytest.mark.slow(seconds=30)
 def test_the_synthesizer_writes_a_chinese_profile_on_the_default_model(local_servers, tmp_path, monkeypatch):
     """The synthesizer role on the default model: the first step of a Chinese user, its profile,
     passes the step's schema and rules and is written in Chinese."""
