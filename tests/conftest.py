@@ -14,12 +14,13 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 PALSET = SHARED_DATA / "palset"
 DEMO = ROOT / "data" / "demo"
 
-# One BLAS thread per test process (set before numpy is first imported; xdist workers, the app servers and CLI
-# processes a test starts inherit it). The suite runs a process per core already: a second OpenBLAS thread only
-# spins while the other worker holds the core, so a fidelity computation cost 2–3 s of CPU instead of 0.3–0.4 s.
-# Explicit thread counts (llama.cpp's ``--threads``, ``torch.set_num_threads``) are not affected.
-for _blas_threads in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_blas_threads, "1")
+# One BLAS and OpenMP thread per test process (set before numpy or torch is first imported; xdist workers, the app
+# servers and CLI processes a test starts inherit it). The suite runs a process per core already: a second thread
+# only spins while the other worker holds the core — a fidelity computation cost 2–3 s of CPU instead of 0.3–0.4 s
+# (OpenBLAS), the real-embedder padding test 37 s instead of 31 s (torch's OpenMP). Explicit thread counts
+# (llama.cpp's ``--threads``: its two threads stay busy; ``torch.set_num_threads``) are not affected.
+for _threads in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
+    os.environ.setdefault(_threads, "1")
 
 # The local model of real-model tests (``local_model``). A test that only proves a path runs on SmolLM2-135M (the
 # fastest); the default model, Qwen2.5-Coder-0.5B (``DEFAULT_MODEL``), decodes about half as fast, so a test runs on it
