@@ -4,7 +4,12 @@ each role's real path runs once on the model users get; paths that only need *a*
 User 1006 of the demo data (``data/demo``, the project's own synthetic users) is Chinese: the User-LLM opens as
 the user, in Chinese; the rag-turn assistant streams its query summary, retrieves with it and replies in Chinese;
 a memoryless assistant answers the same opening; the judge reads both dialogues in both orders (k = 1). One
-exchange per run (fixed mode, stepped as the Simulate page steps) keeps it to about two minutes on one busy core."""
+exchange per run (fixed mode, stepped as the Simulate page steps) and the top-1 turn and log (rag-turn with k = 1)
+keep it short.
+
+Most of its time is prompt processing on a one-thread server, so the model's endpoint takes one call at a time:
+two judge orders in flight share nothing, while one after the other the second reuses the first's prompt up to
+the dialogues (the instructions, profile, situation and requirement: most of its ~1,900 tokens)."""
 
 import re
 import time
@@ -19,7 +24,7 @@ from sim.service import make_spec
 from testkit.workspace import make_workspace
 from tests.conftest import DEFAULT_MODEL, DEMO, local_model_env
 
-pytestmark = [pytest.mark.slow(seconds=150), pytest.mark.local_model]
+pytestmark = [pytest.mark.slow(seconds=240), pytest.mark.local_model]
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
@@ -28,13 +33,16 @@ def test_faireval_of_two_local_chinese_exchanges_on_the_default_model(local_serv
     # the hash embedder: retrieval runs, its quality is not the point (real embeddings: tests/backends, tests/cli)
     env = {"PAL_DEFAULT_TIMEOUT": "600", "PAL_EMBEDDER": "hash", "PAL_JUDGE_MAX_TOKENS": "320",
            **local_model_env(DEFAULT_MODEL)}
-    ws = make_workspace(tmp_path, env=env, servers=local_servers)
+    served = find_model(DEFAULT_MODEL)
+    assert served is not None
+    one_at_a_time = {"limits": {f"local:{served.name}": {"concurrency": 1}}}
+    ws = make_workspace(tmp_path, env=env, secrets=one_at_a_time, servers=local_servers)
     llm = ws.llm(session_id="real-faireval")
     ds = load_dataset(DEMO)
     user = ds.users["1006"]
     runs, sims = [], []
     for method in ("rag-turn", "vanilla"):
-        builder = ws.open_builder(ds, "1006", method, llm=llm) if method != "vanilla" else None
+        builder = ws.open_builder(ds, "1006", method, llm=llm, method_config={"k": 1}) if method != "vanilla" else None
         if builder is not None:
             builder.run()
         spec = make_spec(ds, "1006", user.query[0].sample_id, "topic-1", method, mode="fixed")
@@ -59,8 +67,7 @@ def test_faireval_of_two_local_chinese_exchanges_on_the_default_model(local_serv
     elapsed = time.perf_counter() - started
     assert len(judgment.samples) == 2 and {s.order for s in judgment.samples} == {1, 2}
     assert judgment.texts["order1"].assistant_1 == judgment.texts["order2"].assistant_2
-    served = find_model(DEFAULT_MODEL)
-    assert served is not None and judgment.judge_model == served.name  # model, size and quantisation
+    assert judgment.judge_model == served.name  # model, size and quantisation
     assert {c["model"] for c in llm.store.calls("real-faireval", limit=1000)} == {served.name}
     assert judgment.prompt_name == "eval/faireval_mempal_requirement.zh"  # the authors' Chinese original
     assert describe_model(judgment.judge_model) == served.describe()

@@ -28,7 +28,7 @@ from testkit.workspace import make_workspace
 from tests.conftest import DEFAULT_MODEL, DEMO, local_model_env
 from tests.pages.apptest import open_page
 
-pytestmark = [pytest.mark.slow(seconds=180), pytest.mark.local_model]
+pytestmark = [pytest.mark.slow(seconds=210), pytest.mark.local_model]
 
 STEPS = {"synth/profile", "synth/timeline", "synth/requirement_types", "synth/preferences", "synth/situations",
          "synth/experience", "synth/requirement_framework", "synth/candidate_solutions", "synth/solution_preference",
