@@ -89,7 +89,7 @@ test: setup browser proxy ray
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=15
 
 # The inner loop (≤ 3 min on 2 cores with the venv in place): ruff, mypy and every test that needs neither the
-# bundled model nor a browser and is not marked slow (the ~60 tests of more than 5 s: real subprocesses and
+# bundled model nor a browser and is not marked slow (the ~110 tests of more than 5 s: real subprocesses and
 # processes, a whole tour, rate windows). Three workers: some tests wait on sockets and windows, not the CPU.
 # `make test` stays the whole suite and is what CI runs.
 check: setup
