@@ -53,6 +53,8 @@ def test_the_leaderboards_lead_with_their_takeaways_on_the_demo_workspace(tmp_pa
     with running_app(env=env, timeout=120) as url, browser_page(width=1400, height=7000) as page:
         page.goto(f"{url}/evaluate?section=leaderboards&pair=rag-turn__vanilla-log&aspect=both", timeout=120_000)
         page.get_by_text("of the requirements gold holds").first.wait_for(timeout=180_000)
+        assert page.get_by_role("heading", name=BOARDS["faireval"]).count() == 0  # the link draws the boards only
+        page.get_by_text("Show FairEval pairwise judging").first.click()
         page.get_by_text(" beats ").first.wait_for(timeout=120_000)
         wait_idle(page, timeout_ms=120_000)
         main = page.locator("[data-testid='stMain']").inner_text()

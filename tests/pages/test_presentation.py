@@ -107,10 +107,14 @@ def _shows_a_run(at, params):
 def _shows_judgment_or_board(at, params):
     if params.get("section") == "leaderboards":
         headers = [h.value for h in at.header]
-        assert headers.index("Memory fidelity against the gold memory") < headers.index(
-            "Multi-turn: FairEval pairwise judging")  # the link opens on the leaderboards
+        assert "Memory fidelity against the gold memory" in headers  # the link opens on the leaderboards
+        assert "Multi-turn: FairEval pairwise judging" not in headers  # the rest is drawn when asked
         boards = [d.value[c] for d in at.dataframe for c in ("method", "row") if c in d.value.columns]
         assert any(column.astype(str).str.contains("Turn-level RAG").any() for column in boards)  # its label
+        at.toggle(key="eval_rest_of_page").set_value(True).run()
+        headers = [h.value for h in at.header]
+        assert headers.index("Memory fidelity against the gold memory") < headers.index(
+            "Multi-turn: FairEval pairwise judging")  # below the boards, once asked for
         return
     assert {m.label for m in at.metric} >= {"requirement: win", "requirement: tie", "requirement: lose"}
     text = all_markdown(at)

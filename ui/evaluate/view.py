@@ -13,8 +13,10 @@ agreement against pairwise review answers (for the chosen pair and aspects) and 
 State lives in the URL (``?pair=<A>__<B>&aspect=…&judge=<model>&topic=<sample_id>_<topic_key>``): a deep link
 opens exactly one judged topic. Judgments are shown per judge model: every judge with records of the pair is
 offered (the configured judge first), so judgments made elsewhere (an imported bundle) are never hidden.
-``?section=leaderboards`` opens the page on the leaderboards. While presenting no control that judges or
-measures is offered. All text from data goes through :func:`ui.text.md_escape` or a dataframe cell.
+``?section=leaderboards`` opens the page on the leaderboards and draws the rest of the page (pairwise judging,
+agreement, PersonaMem-v2, experiments: some 10 tables and 3 charts) only when its toggle is turned on. While
+presenting no control that judges or measures is offered. All text from data goes through :func:`ui.text.md_escape`
+or a dataframe cell.
 """
 
 from __future__ import annotations
@@ -121,6 +123,8 @@ def render_evaluate(dataset: Dataset) -> None:
     boards_first = st.query_params.get("section") == "leaderboards"  # a link to the leaderboards opens on them
     if boards_first:
         render_boards(dataset, dkey)
+        if not st.toggle(REST_OF_PAGE, key="eval_rest_of_page"):  # drawn when asked: the link is for the boards
+            return
     st.header("Multi-turn: FairEval pairwise judging")
     render_judge_model_notice()
     selection = None
@@ -137,6 +141,9 @@ def render_evaluate(dataset: Dataset) -> None:
     render_personamem(dkey)
     st.header("Experiments")
     render_experiments()
+
+
+REST_OF_PAGE = "Show FairEval pairwise judging, judge–human agreement, PersonaMem-v2 and experiments"
 
 
 def render_boards(dataset: Dataset, dkey: str) -> None:
