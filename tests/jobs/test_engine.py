@@ -211,5 +211,6 @@ def test_a_foreground_run_reads_its_jobs_summary_about_once_a_second_not_at_ever
     result = ws.jobs.run(ws.jobs.submit(chain_job(users=8, sessions=25)), concurrency=8, every=0.5)
     took = time.monotonic() - started
     assert result.status == "done" and result.counts["done"] == 200
-    assert len(reads) <= 2 * took / 0.5 + 6, (len(reads), took)  # 200 unit ends, a few dozen reads at most
+    # 200 unit ends; reads once every 0.5 s, and when no unit happens to run here (between two of a chain's units)
+    assert len(reads) <= 2 * took / 0.5 + 50, (len(reads), took)
     assert time.monotonic() - reads[-2] < 0.5  # the end was seen at once, not at the next second
