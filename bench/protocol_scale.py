@@ -4,8 +4,8 @@ turns, 2 query sessions × 2 topics each) against a fake OpenAI-compatible endpo
 fixed latency (:mod:`testkit.slot_server`, its own process, so its CPU is not the app's).
 
 Printed per user count: the calls the endpoint served (and the plan's estimate of them), wall time, the app's CPU per
-call (this process's CPU seconds ÷ calls; "of it native": the part spent on threads Python did not start, Chroma's
-Rust workers, which the profile below cannot see), wall ÷ ideal (ideal = calls × latency ÷ slots: the endpoint busy all
+call (this process's CPU seconds ÷ calls; "of it native": the part spent on Chroma's Rust workers, threads the
+profile below cannot see), wall ÷ ideal (ideal = calls × latency ÷ slots: the endpoint busy all
 the time; targets ≤ 1.2 at 0.2 s, ≤ 1.1 at 1 s), the process's resident memory per user, and the plan's wall
 estimate beside the run. Then the top lines of a profile of the smallest size (``--profile``: each thread's own CPU
 time, so a thread waiting for a lock, a socket or a slot costs nothing there), and the median time
@@ -59,9 +59,9 @@ def rss_mb() -> float:
 
 
 def native_cpu() -> dict[str, float]:
-    """CPU seconds of this process's threads that Python did not start, by thread name (Chroma's Rust workers:
-    ``tokio-rt-worker``, ``sqlx-sqlite-wor``…): a profile of Python's threads cannot see them. Threads that ended are
-    not counted (Python's threads all carry the interpreter's name, so they are left out)."""
+    """CPU seconds of this process's threads that name themselves, by name and id (Chroma's Rust workers:
+    ``tokio-rt-worker``, ``sqlx-sqlite-wor``…): a profile of Python's threads cannot see them. Threads that keep the
+    interpreter's name (Python's own, and native pools such as OpenBLAS's) are left out, as are threads that ended."""
     tick, out = os.sysconf("SC_CLK_TCK"), {}
     for task in os.listdir("/proc/self/task"):
         try:
