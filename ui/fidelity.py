@@ -16,16 +16,8 @@ from evaluation.fidelity import DEFINITIONS, HEADLINE
 from evaluation.fidelity.board import NA, cell, na_reason, not_measured
 from evaluation.fidelity.references import REFERENCES
 from evaluation.fidelity.types import LOWER_IS_BETTER, FidelityReport
-from evaluation.takeaways import (
-    Language,
-    cell_text,
-    estimate_of,
-    figure_label,
-    measurement_key,
-    method_label,
-    primary_measurement,
-    reference_label,
-)
+from evaluation.takeaway_words import Language, cell_text, estimate_of, figure_label, method_label, reference_label
+from evaluation.takeaways import measurement_key, primary_measurement
 from memory.methods import ORACLE_LABEL, display_name
 from memory.types import MemoryItem
 

@@ -38,7 +38,8 @@ from pathlib import Path
 
 from evaluation.fidelity.compute import StatementVectors
 from evaluation.fidelity.service import measure_build, reference_reports
-from evaluation.takeaways import dataset_argument, fidelity_board, language_of, primary_measurement
+from evaluation.takeaway_words import dataset_argument, language_of
+from evaluation.takeaways import fidelity_board, primary_measurement
 from memory.methods import get_method_class, is_oracle, method_availability
 from palset.dataset import Dataset, User, dataset_key
 from palset.loader import load_dataset

@@ -8,20 +8,22 @@ import pytest
 
 from evaluation.fidelity.references import REFERENCES
 from evaluation.fidelity.types import HEADLINE
-from evaluation.takeaways import (
+from evaluation.takeaway_words import (
     LANGUAGES,
     Estimate,
-    faireval_takeaway,
-    fidelity_takeaway,
     figure_label,
     format_value,
     language_of,
-    primary_measurement,
-    simulator_takeaway,
-    single_turn_takeaway,
     tie_groups,
     wilson,
     words,
+)
+from evaluation.takeaways import (
+    faireval_takeaway,
+    fidelity_takeaway,
+    primary_measurement,
+    simulator_takeaway,
+    single_turn_takeaway,
 )
 
 

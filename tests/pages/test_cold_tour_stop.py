@@ -45,7 +45,7 @@ def test_the_leaderboards_stop_reads_the_board_the_servers_start_computed(tmp_pa
     """``serve.py``'s start (``make run``) imports the demo bundle into the home and computes the fidelity board the
     leaderboards stop shows: its first view draws no bootstrap; a report stored later is on the board at once."""
     from evaluation.fidelity import board
-    from evaluation.takeaways import method_label
+    from evaluation.takeaway_words import method_label
     from tests.ui.test_warmup import fidelity_report
     from ui import warmup
 

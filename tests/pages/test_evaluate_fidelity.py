@@ -6,7 +6,7 @@ skipped with a message."""
 import pytest
 
 from evaluation.fidelity.references import REFERENCES
-from evaluation.takeaways import figure_label, method_label
+from evaluation.takeaway_words import figure_label, method_label
 from tests.pages.apptest import all_markdown, open_page
 
 TEXT_RECALL = figure_label("text_recall")

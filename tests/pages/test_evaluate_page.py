@@ -10,7 +10,7 @@ from backends.config import ROLES, load_config
 from backends.llm.errors import EndpointUnavailable
 from backends.llm.fake import ScriptedLLM
 from evaluation.service import judge_runs, pair_runs
-from evaluation.takeaways import figure_label
+from evaluation.takeaway_words import figure_label
 from evaluation.tasks import TaskResult
 from palset.dataset import dataset_key
 from palset.loader import load_dataset

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.takeaways import figure_label
+from evaluation.takeaway_words import figure_label
 from tests.pages.apptest import open_page
 
 OLD_BUNDLE = Path(__file__).parent / "bundles" / "demo-fidelity-v1.palbundle"

@@ -13,7 +13,7 @@ from backends.llm.fake import ScriptedLLM
 from evaluation.service import judge_runs, pair_runs
 from evaluation.simfidelity.registry import REGISTRY, REVIEWED
 from evaluation.simfidelity.service import matchers, measure_runs
-from evaluation.takeaways import figure_label
+from evaluation.takeaway_words import figure_label
 from palset.dataset import dataset_key
 from palset.loader import load_dataset
 from sim.service import make_spec

@@ -127,7 +127,8 @@ def fidelity_report(dkey: str, user: str, method: str, recall: float):
 
 
 def test_the_tours_fidelity_board_is_computed_before_its_first_view_and_a_new_report_invalidates_it(tmp_path):
-    from evaluation.takeaways import dataset_argument, fidelity_board_known, language_of
+    from evaluation.takeaway_words import dataset_argument, language_of
+    from evaluation.takeaways import fidelity_board_known
     from ui.warmup import precompute_tour
 
     ws = make_workspace(tmp_path / "pal", env={"PAL_EMBEDDER": "hash"})
@@ -158,7 +159,8 @@ def test_a_tour_without_fidelity_stops_precomputes_nothing(tmp_path):
 
 @pytest.mark.slow(seconds=15)
 def test_the_warm_up_ends_with_the_board_over_the_reports_it_measured(tmp_path):
-    from evaluation.takeaways import dataset_argument, fidelity_board_known, language_of
+    from evaluation.takeaway_words import dataset_argument, language_of
+    from evaluation.takeaways import fidelity_board_known
 
     root = tmp_path / "demo"
     shutil.copytree(DEMO, root, ignore=shutil.ignore_patterns("*.palbundle"))

@@ -12,7 +12,8 @@ from evaluation.faireval import apply_decision
 from evaluation.human_agreement import AgreementReport, compare_by_aspect, pairwise_votes
 from evaluation.personamem.evaluate import accuracy_by_method
 from evaluation.service import query_topics
-from evaluation.takeaways import estimate_of, figure_label, method_label, single_turn_takeaway
+from evaluation.takeaway_words import estimate_of, figure_label, method_label
+from evaluation.takeaways import single_turn_takeaway
 from evaluation.tasks import TASKS
 from evaluation.versions import METRIC_VERSIONS
 from memory.methods import ORACLE_LABEL, is_oracle

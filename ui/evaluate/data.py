@@ -20,7 +20,7 @@ from evaluation.aggregate import aggregate_judgments
 from evaluation.faireval import ASPECTS, Judgment
 from evaluation.faireval_stats import OUTCOMES, judgment_position
 from evaluation.service import DroppedTopic
-from evaluation.takeaways import Language, cell_text, estimate_of, figure_label
+from evaluation.takeaway_words import Language, cell_text, estimate_of, figure_label
 from evaluation.tasks import TaskResult
 from evaluation.versions import metric_versions, versions_text
 from memory.methods import display_name
@@ -28,7 +28,7 @@ from sim.store import SimStore
 from ui.platform_state import base_workspace
 
 OUTCOME_COLOURS = {"win": "#2e7d32", "tie": "#9e9e9e", "lose": "#c62828"}
-# the single-turn board's figures, metrics first (readable names: :func:`evaluation.takeaways.figure_label`)
+# the single-turn board's figures, metrics first (readable names: :func:`evaluation.takeaway_words.figure_label`)
 LEADER_FIGURES = ("g_score", "s_score", *(f"{task}_bleu{n}" for task in ("restatement", "proposal") for n in (1, 2, 3, 4)))
 LEADER_COLUMNS = [(figure_label(key), key) for key in LEADER_FIGURES]
 

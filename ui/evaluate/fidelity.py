@@ -15,7 +15,8 @@ from evaluation.fidelity.compute import StatementVectors
 from evaluation.fidelity.references import is_reference
 from evaluation.fidelity.service import measure_build, reference_reports
 from evaluation.fidelity.types import FidelityConfig, FidelityReport
-from evaluation.takeaways import fidelity_board, figure_label, primary_measurement
+from evaluation.takeaway_words import figure_label
+from evaluation.takeaways import fidelity_board, primary_measurement
 from memory.methods import ORACLE_LABEL, get_method_class
 from palset.dataset import Dataset
 from ui.charts import build_estimates_figure

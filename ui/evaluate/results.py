@@ -11,7 +11,8 @@ import streamlit as st
 
 from evaluation.faireval import Judgment
 from evaluation.service import DroppedTopic
-from evaluation.takeaways import Language, faireval_takeaway
+from evaluation.takeaway_words import Language
+from evaluation.takeaways import faireval_takeaway
 from memory.methods import ORACLE_LABEL, display_name, is_oracle
 from ui.evaluate.data import (
     aggregates_frame,

@@ -21,17 +21,8 @@ from evaluation.simfidelity.probes import PROBE_SIMULATORS, build_cases, llm_sid
 from evaluation.simfidelity.service import OWN_DIALOGUE_SIMULATORS, matchers, measure_runs, own_dialogue_runs
 from evaluation.simfidelity.stance_instruments import INSTRUMENT_NAMES, STANCE_INSTRUMENTS
 from evaluation.simfidelity.types import SimFidelityConfig
-from evaluation.takeaways import (
-    Estimate,
-    Language,
-    cell_text,
-    figure_label,
-    format_value,
-    is_reference_simulator,
-    simulator_subject,
-    simulator_takeaway,
-    wilson,
-)
+from evaluation.takeaway_words import Estimate, Language, cell_text, figure_label, format_value, wilson
+from evaluation.takeaways import is_reference_simulator, simulator_subject, simulator_takeaway
 from palset.dataset import Dataset
 from sim.rulebook import rulebook_version
 from sim.store import SimStore

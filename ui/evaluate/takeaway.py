@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from evaluation.takeaways import Language, Takeaway, dataset_argument, language_of
+from evaluation.takeaway_words import Language, Takeaway, dataset_argument, language_of
 from palset.dataset import Dataset
 from ui.text import md_inline
 

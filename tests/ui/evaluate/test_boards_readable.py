@@ -3,7 +3,7 @@ each, metadata after, the reference rows apart, the charts above them (pure buil
 
 from __future__ import annotations
 
-from evaluation.takeaways import figure_label
+from evaluation.takeaway_words import figure_label
 from tests.evaluation.test_takeaways import BOARD, fid_row
 from ui.charts import build_estimates_figure
 from ui.evaluate.simfidelity import board_frame as simulator_frame

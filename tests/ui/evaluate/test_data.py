@@ -6,7 +6,7 @@ import json
 
 from evaluation.aggregate import aggregate_judgments, leaderboard
 from evaluation.service import DroppedTopic
-from evaluation.takeaways import figure_label
+from evaluation.takeaway_words import figure_label
 from evaluation.tasks import TaskResult
 from evaluation.versions import METRIC_VERSIONS
 from tests.evaluation.test_aggregate import LOSE, WIN, judgment
