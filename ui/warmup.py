@@ -173,7 +173,7 @@ def warm_tour(ws: Workspace, root: Path) -> list[str]:
     steps += [(f"{method} fidelity of {uid}", partial(warm_fidelity, ws, dataset, uid, method))
               for uid, method in tour_fidelity(dataset) if uid in dataset.users]
     if any(_shows_fidelity(load_tour(dataset)[0])):  # the figures again, over what the steps above stored
-        steps.append(("figures", lambda: "; ".join(precompute_tour(ws, root)) or "no figures precomputed"))
+        steps.append(("figures", lambda: "; ".join(precompute_tour(ws, dataset)) or "no figures precomputed"))
     began = time.perf_counter()
     for what, step in steps:
         start = time.perf_counter()
@@ -274,17 +274,16 @@ def _shows_fidelity(stops: list[TourStop]) -> tuple[bool, bool]:
             any(s.page == "evaluate" and s.section == "leaderboards" for s in stops))
 
 
-def precompute_tour(ws: Workspace, root: Path) -> list[str]:
+def precompute_tour(ws: Workspace, dataset: Dataset) -> list[str]:
     """Compute in this process what the tour's stops show from stored records, as their pages read it: every
     fidelity report of the tour's dataset parsed (a Fidelity stop reads its method's and the references'), the
     fidelity leaderboard with its CIs and takeaway (the leaderboards stop), and their charts drawn once (the
     plotting library builds its classes on first use). Each result is memoised by the revision of the records it
     came from, so a report stored later is read and computed anew, never shown stale. What was done, in words; a
     failure is logged and the rest goes on."""
-    dataset = load_dataset(root)
     stops, problem = load_tour(dataset)
     if problem:
-        log.warning("tour of %s not precomputed: %s", root, problem)
+        log.warning("tour of %s not precomputed: %s", dataset.root, problem)
     fidelity_tab, boards = _shows_fidelity(stops)
     if not (fidelity_tab or boards):
         return []
@@ -337,7 +336,7 @@ def warm_demo_at_start(env: Mapping[str, str] | None = None) -> list[str]:
     except Exception:  # the first view opens it again and shows why it cannot
         log.exception("the workspace could not be opened before the server's first view")
         return done
-    done += precompute_tour(ws, root)
+    done += precompute_tour(ws, load_dataset(root))
     if start_demo_warmup(ws, env) is not None:
         done.append("warm-up started")
     log.info("demo workspace opened and its tour precomputed in %.1f s, before the first view",

@@ -136,7 +136,7 @@ def test_the_tours_fidelity_board_is_computed_before_its_first_view_and_a_new_re
     for user, method, recall in (("1000", "ref:empty", 0.0), ("1001", "ref:empty", 0.1), ("1000", "rag-turn", 0.5),
                                  ("1001", "rag-turn", 0.6)):
         ws.fidelity.save(fidelity_report(dkey, user, method, recall))
-    done = precompute_tour(ws, DEMO)
+    done = precompute_tour(ws, dataset)
     assert len(done) == 1 and "4 fidelity report(s) parsed" in done[0] and "1 headline" in done[0]
     shown = (language_of(dataset.language), dataset_argument(DEMO))
     _, revision = ws.fidelity.latest_with_revision(dkey)
@@ -153,7 +153,7 @@ def test_a_tour_without_fidelity_stops_precomputes_nothing(tmp_path):
     root = tmp_path / "demo"
     shutil.copytree(DEMO, root, ignore=shutil.ignore_patterns("*.palbundle"))
     (root / "tour.json").write_text(json.dumps([{"title": "a", "text": "t", "user": "1001"}]), encoding="utf-8")
-    assert precompute_tour(make_workspace(tmp_path / "pal", env={"PAL_EMBEDDER": "hash"}), root) == []
+    assert precompute_tour(make_workspace(tmp_path / "pal", env={"PAL_EMBEDDER": "hash"}), load_dataset(root)) == []
     assert warm_demo_at_start({}) == []  # no demo workspace: the server starts as it always did
 
 
