@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from memory.types import MemoryItem
 from palset.dataset import Session, User
+from ui.memory.graph_layout import force_layout
 
 USER_NODE = "user"
 # pseudo-layers for nodes that are not memory items (shown in the legend and toggles like layers)
@@ -288,7 +289,7 @@ def build_memory_graph(items: Iterable[MemoryItem], user: User | None, expand: s
     for e in edges:
         degree[e.source] += 1
         degree[e.target] += 1
-    positions = _layout(list(keep), edges) if layout else {}
+    positions = force_layout(list(keep), [(e.source, e.target) for e in edges]) if layout else {}
     nodes = []
     for nid, d in b.nodes.items():
         if nid not in keep:
@@ -302,42 +303,6 @@ def build_memory_graph(items: Iterable[MemoryItem], user: User | None, expand: s
 
 def _size(importance: float, degree: int) -> float:
     return round(min(8 + 3 * math.sqrt(degree) * min(importance, 3.0), 48), 1)
-
-
-SPREAD_PX = 900  # half the drawing's width at 100 nodes (vis fits it to the frame; zoom in to read every label)
-
-
-def _layout(node_ids: list[str], edges: list[GraphEdge]) -> dict[str, tuple[float, float]]:
-    """Force-directed (Fruchterman–Reingold) positions in pixels, seeded so a snapshot always looks the same.
-
-    Vectorised with numpy: about 1 s for 1,000 nodes, where networkx's sparse spring layout takes 4 s.
-    """
-    import numpy as np
-
-    n = len(node_ids)
-    if n == 0:
-        return {}
-    index = {nid: i for i, nid in enumerate(node_ids)}
-    src = np.array([index[e.source] for e in edges], dtype=int)
-    dst = np.array([index[e.target] for e in edges], dtype=int)
-    pos = np.random.default_rng(7).random((n, 2), dtype=np.float32)
-    k, iterations = 1.0 / math.sqrt(n), 50 if n <= 600 else 30
-    temperature = 0.1
-    for _ in range(iterations):
-        delta = pos[:, None, :] - pos[None, :, :]
-        dist2 = np.maximum(np.einsum("ijk,ijk->ij", delta, delta), 1e-4)
-        disp = np.einsum("ijk,ij->ik", delta, (k * k) / dist2)  # repulsion between every pair
-        if len(src):
-            d = pos[src] - pos[dst]
-            pull = d * np.linalg.norm(d, axis=1, keepdims=True) / k  # attraction along edges
-            np.add.at(disp, src, -pull)
-            np.add.at(disp, dst, pull)
-        length = np.maximum(np.linalg.norm(disp, axis=1, keepdims=True), 1e-6)
-        pos += disp / length * np.minimum(length, temperature)
-        temperature -= 0.1 / (iterations + 1)
-    pos -= pos.mean(axis=0)
-    pos *= SPREAD_PX * math.sqrt(n) / 10 / max(float(np.abs(pos).max()), 1e-6)
-    return {nid: (round(float(pos[i, 0]), 1), round(float(pos[i, 1]), 1)) for nid, i in index.items()}
 
 
 # ---------------------------------------------------------------- rendering
