@@ -26,8 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ["PAL_EMBEDDER"] = "hash"
 
+from protocol.calibration import Calibration  # noqa: E402
 from protocol.config import ExperimentConfig  # noqa: E402
-from protocol.plan import Calibration, make_plan  # noqa: E402
+from protocol.plan import make_plan  # noqa: E402
 from studio.units import UnitEnv  # noqa: E402
 from testkit.latency_server import LatencyServer  # noqa: E402
 from testkit.release import make_release  # noqa: E402

@@ -40,8 +40,9 @@ os.environ["PAL_EMBEDDER"] = "hash"  # rag-turn embeds with the hash embedder: n
 
 from backends.llm import fanout  # noqa: E402
 from palset.loader import load_dataset  # noqa: E402
+from protocol.calibration import Calibration  # noqa: E402
 from protocol.config import ExperimentConfig  # noqa: E402
-from protocol.plan import Calibration, make_plan  # noqa: E402
+from protocol.plan import make_plan  # noqa: E402
 from studio.units import UnitEnv  # noqa: E402
 from testkit.release import make_release  # noqa: E402
 from testkit.slot_server import SlotServer  # noqa: E402

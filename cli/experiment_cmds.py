@@ -47,7 +47,8 @@ def _load(path: str):
 
 
 def make_plan(exp, dataset, view):
-    from protocol.plan import Calibration, make_plan
+    from protocol.calibration import Calibration
+    from protocol.plan import make_plan
 
     try:
         return make_plan(exp, dataset, view.config, Calibration.load(view.runs, view.memory, view.jobs.store))

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from backends.config import ROLES
 from backends.llm.fake import ScriptedLLM
+from protocol.calibration import Calibration
 from protocol.config import ExperimentConfig, load_experiment
-from protocol.plan import Calibration, Plan, make_plan
+from protocol.plan import Plan, make_plan
 from studio.units import UnitEnv
 from studio.workspace import Workspace
 from testkit.protocol_fake import SlowReply, protocol_reply

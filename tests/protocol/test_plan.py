@@ -8,8 +8,9 @@ import time
 
 import pytest
 
+from protocol.calibration import Calibration, load_rates, static_session_calls
 from protocol.config import ExperimentConfig
-from protocol.plan import Calibration, load_rates, make_plan, static_session_calls, time_lines
+from protocol.plan import make_plan, time_lines
 from testkit.release import make_release
 from testkit.workspace import make_workspace
 

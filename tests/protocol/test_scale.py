@@ -8,8 +8,9 @@ import pytest
 
 from backends.store import db as dbmod
 from palset.loader import load_dataset
+from protocol.calibration import Calibration
 from protocol.config import ExperimentConfig
-from protocol.plan import Calibration, make_plan
+from protocol.plan import make_plan
 from studio.units import UnitEnv
 from testkit.fault_server import serving
 from testkit.release import make_release

@@ -10,8 +10,9 @@ import pandas as pd
 import streamlit as st
 
 from jobs.types import format_seconds
+from protocol.calibration import Calibration
 from protocol.config import ExperimentConfig
-from protocol.plan import Calibration, make_plan, time_lines
+from protocol.plan import make_plan, time_lines
 from protocol.report import build_report, fair_rows, render, simulator_table, single_rows
 from ui.jobs import WORKERS, progress_text, render_jobs
 from ui.platform_state import base_workspace
