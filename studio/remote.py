@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backends.config import PlatformConfig
-from jobs.engine import UnitContext
 from jobs.ray_executor import RayExecutor
 from jobs.types import Unit
+from jobs.units import UnitContext
 from memory.index import VectorIndex
 from memory.types import MemoryItem
 from sim.store import run_id_for

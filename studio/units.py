@@ -1,6 +1,6 @@
 """The unit kinds of the job engine, wired to the domains by the composition root.
 
-Each kind is a function of a :class:`jobs.engine.UnitContext` whose ``env`` is a :class:`UnitEnv` (the workspace
+Each kind is a function of a :class:`jobs.units.UnitContext` whose ``env`` is a :class:`UnitEnv` (the workspace
 and the LLM client the job runs with). Every function is resumable because the domain work under it is: a memory
 session unit commits per stage, a simulation unit per utterance, a judgment or task result is stored under its key
 and loaded instead of redone, a generation per step. So a unit run twice (a dead worker's unit requeued) redoes
@@ -38,7 +38,7 @@ from backends.llm.meter import CallMeter, MeterReading
 from backends.store.leases import process_holder
 from evaluation.simfidelity.store import SimFidelityStore
 from evaluation.store import EvalStore, PersonaMemStore
-from jobs.engine import Registry, UnitContext
+from jobs.units import Registry, UnitContext
 from memory.build import MemoryBuilder
 from memory.store import logs_stage
 from palset.dataset import Dataset, User
@@ -92,7 +92,7 @@ class UnitEnv:
 
     def patient(self) -> UnitEnv:
         """This environment with the job's client giving each call a longer deadline: the one retry of a unit
-        whose call timed out (:func:`jobs.engine.run_patiently`)."""
+        whose call timed out (:func:`jobs.units.run_patiently`)."""
         return replace(self, llm=self.llm.patient())
 
     def unwatched(self) -> UnitEnv:

@@ -44,5 +44,5 @@ def again_on_timeout(llm: C | None, work: Callable[[C | None], T], what: str) ->
     try:
         return work(llm.patient())
     except LLMTimeout as e:
-        e.after_patience = True  # read by the job engine (jobs.engine.run_patiently): not asked a third time
+        e.after_patience = True  # read by the job engine (jobs.units.run_patiently): not asked a third time
         raise

@@ -1,4 +1,4 @@
-"""A unit whose LLM call timed out runs once more in its environment's patient form (jobs.engine.run_patiently)."""
+"""A unit whose LLM call timed out runs once more in its environment's patient form (jobs.units.run_patiently)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from dataclasses import dataclass, replace
 import pytest
 
 from backends.llm.errors import LLMTimeout
-from jobs.engine import UnitContext, run_patiently
 from jobs.types import Unit
+from jobs.units import UnitContext, run_patiently
 
 
 @dataclass

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import time
 
-from jobs.engine import _Progress
+from jobs.units import ThrottledProgress
 
 
 def test_reports_are_thinned_and_the_last_one_is_kept():
     written: list[tuple[float, str]] = []
-    progress = _Progress(lambda f, text: written.append((f, text)), every=0.2)
+    progress = ThrottledProgress(lambda f, text: written.append((f, text)), every=0.2)
     for i in range(50):
         progress.report(i / 50, f"step {i}")
     assert written == [(0.0, "step 0")]  # the first at once, the rest within the interval wait
