@@ -4,7 +4,8 @@ Each attempt sends the caller's messages with the format instructions, plus the 
 and why they were rejected (so the model can correct itself). Those correction turns are fitted to the
 role's window: the oldest are dropped first, then the latest rejected answer is shortened (its start kept);
 each cut is recorded with the call. A refusal of the structured mode itself steps down the mode
-(:mod:`backends.llm.negotiate`) without counting as an attempt.
+(:mod:`backends.llm.negotiate`) without counting as an attempt. A caller's ``seed`` moves on by one with each
+re-ask: an endpoint that honours it would otherwise send back the answer it just rejected.
 """
 
 from __future__ import annotations
@@ -162,6 +163,8 @@ def ask_structured(client: ChatClient, role: str, messages: Sequence[Message], m
         head = with_instructions(messages, schema, current, rc.provider)
         msgs, trimmed = fit_corrections(budget, head, rejected)
         call = dict(overrides)
+        if raws and isinstance(call.get("seed"), int):  # a re-ask samples afresh: one seed would repeat the answer
+            call["seed"] = call["seed"] + len(raws)
         if "response_format" not in overrides and (fmt := response_format(current, model.__name__, schema)):
             call["response_format"] = fmt
         try:

@@ -78,6 +78,18 @@ def test_structured_feeds_validation_errors_back_then_succeeds(make_client):
     assert "fields: score, reason" in fake.requests[0].messages[-1].content  # grammar-enforced: short hint, last
 
 
+def test_each_re_ask_samples_with_its_own_seed(make_client):
+    """An endpoint that honours ``seed`` repeats itself on a repeated prompt; once the correction turns no longer
+    fit, a re-ask would be that prompt, so each attempt after the first moves the caller's seed on."""
+    fake = ScriptedLLM(['{"score": 42, "reason": "x"}', '{"score": 43, "reason": "x"}', '{"score": 7, "reason": "y"}'])
+    client = make_client(every_role(fake))
+    assert client.structured("judge", MSG, Verdict, retries=2, seed=100).ok
+    assert [r.seed for r in fake.requests] == [100, 101, 102]
+    unseeded = ScriptedLLM(['{"score": 42, "reason": "x"}', '{"score": 7, "reason": "y"}'])
+    assert make_client(every_role(unseeded)).structured("judge", MSG, Verdict).ok
+    assert [r.seed for r in unseeded.requests] == [None, None]  # no seed asked for, none invented
+
+
 def test_structured_failure_keeps_every_raw_text(make_client):
     fake = ScriptedLLM(["nope", "still no", "{broken"])
     client = make_client(every_role(fake))
