@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from palset.models import FeedbackReason, ImplicitNeed
 from synth.config import SynthConfig
 from synth.lang import dumps, language_name, profile_text
-from synth.steps.base import Step, StepContext, Tolerable, first_problem
+from synth.steps.base import ROLE, Step, StepContext, StepFailed, Tolerable, first_problem
 from synth.steps.persona import _repeated
 
 SOLUTION_IDS = tuple(f"S{i}" for i in range(1, 9))
@@ -141,16 +141,72 @@ class CandidateTopicReply(BaseModel):
     solutions: list[Annotated[str, Field(min_length=10, max_length=150)]] = Field(min_length=8, max_length=8)
 
 
+def _key(solution: str) -> str:
+    return solution.strip().lower()
+
+
+def distinct_solutions(solutions: list[str]) -> list[str]:
+    """The solutions in order, each text once (compared as :func:`check_candidates` compares them)."""
+    seen: dict[str, str] = {}
+    for s in solutions:
+        seen.setdefault(_key(s), s.strip())
+    return list(seen.values())
+
+
 def check_candidates(solutions: list[str], where: str) -> str | None:
     if len(solutions) != 8:
         return f"{where}: exactly 8 candidate solutions, found {len(solutions)}"
     if any(not s.strip() for s in solutions):
         return f"{where}: a candidate solution is empty"
-    distinct = len({s.strip().lower() for s in solutions})
+    distinct = len(distinct_solutions(solutions))
     if distinct < CHOSEN:  # a repeat is tolerable only while the liked and disliked can still differ
         return (f"{where}: only {distinct} different candidate solutions; the 2 liked and 2 disliked ones must be "
                 f"{CHOSEN} different candidates, so write 8 different solutions")
     return _repeated(solutions, f"{where}: solution")
+
+
+def check_answered(solutions: list[str], where: str) -> str | None:
+    """:func:`check_candidates` while the answer is still being asked for: too few different solutions is
+    tolerable there too, because the missing ones are asked for afterwards (:func:`top_up`)."""
+    problem = check_candidates(solutions, where)
+    if problem and not isinstance(problem, Tolerable) and "different candidate solutions" in problem:
+        return Tolerable(problem, "repeated solution")
+    return problem
+
+
+class MoreCandidatesReply(BaseModel):
+    solutions: list[Annotated[str, Field(min_length=10, max_length=150)]] = Field(min_length=1, max_length=8)
+
+
+TOP_UP_ROUNDS = 2  # fresh asks for the missing candidates of one topic before the step gives up on it
+
+
+def top_up(ctx: StepContext, unit: str, topic: FrameworkTopic, solutions: list[str]) -> list[str]:
+    """A topic's 8 candidates with its repeats replaced: each round asks, in a fresh conversation that lists the
+    different ones kept, for as many more as are missing, and keeps the new texts; a repeat is kept only where no
+    round brought a new one. Each round is counted in the quality report. Raises :class:`StepFailed` naming the
+    synthesizer model when fewer than 4 different candidates remain (2 liked and 2 disliked could not differ)."""
+    kept = distinct_solutions(solutions)
+    for rnd in range(1, TOP_UP_ROUNDS + 1):
+        missing = 8 - len(kept)
+        if missing <= 0:
+            break
+        reply = ctx.ask(f"{unit}.more{rnd}", "synth/candidate_solutions_more",
+                        {"language": language_name(ctx.config.lang),
+                         "requirement": dumps({"user_query": topic.user_query, "requirement": topic.requirement,
+                                               "implicit_needs": [n.need for n in topic.implicit_needs]}),
+                         "written": "\n".join(f"{i}. {s}" for i, s in enumerate(kept, start=1)), "count": missing},
+                        MoreCandidatesReply, max_tokens=100 + 120 * missing, retries=1)
+        new = distinct_solutions(kept + reply.solutions)[len(kept):][:missing]
+        ctx.fix("asked for the missing candidates again")
+        kept += new
+    if len(kept) < CHOSEN:
+        model = ctx.llm.config.role(ROLE).model if ctx.llm is not None else "?"
+        raise StepFailed(f"candidate_solutions {unit}: the synthesizer model ({model}) wrote only {len(kept)} different "
+                         f"candidate solutions after {TOP_UP_ROUNDS} more ask(s); {CHOSEN} are needed. A larger "
+                         "synthesizer writes them: `make model-1.5b`, then PAL_SYNTHESIZER_MODEL=qwen2.5-coder-1.5b "
+                         "(or another synthesizer endpoint in Settings), and resume")
+    return (kept + [s.strip() for s in solutions])[:8]  # still short: the answer's own repeats, as tolerated
 
 
 class CandidateSolutionsStep(Step):
@@ -164,7 +220,7 @@ class CandidateSolutionsStep(Step):
     def run(self, ctx: StepContext) -> CandidateSolutions:
 
         def check(r: Any) -> str | None:
-            return first_problem([check_candidates([s.strip() for s in t.solutions], f"topic-{k}")
+            return first_problem([check_answered([s.strip() for s in t.solutions], f"topic-{k}")
                                   for k, t in enumerate(r.topics, start=1)])
 
         def candidates(job: tuple[str, list[FrameworkTopic]]) -> list[list[str]]:
@@ -176,7 +232,9 @@ class CandidateSolutionsStep(Step):
             reply = ctx.ask(end, self.prompt, {"language": language_name(ctx.config.lang), "requirements": dumps(parts),
                                                "count": len(topics)}, reply_model, check=check,
                             max_tokens=100 + 500 * len(topics))
-            return [[s.strip() for s in t.solutions] for t in reply.topics]  # type: ignore[attr-defined]  # reply is a run-time model with these fields
+            got = [[s.strip() for s in t.solutions] for t in reply.topics]  # type: ignore[attr-defined]  # reply is a run-time model with these fields
+            return [sols if len(distinct_solutions(sols)) == 8 else top_up(ctx, f"{end}.topic{k}", topic, sols)
+                    for k, (topic, sols) in enumerate(zip(topics, got), start=1)]
 
         jobs = list(ctx.inputs["requirement_framework"].situations.items())
         return CandidateSolutions(situations={end: got for (end, _), got in zip(jobs, ctx.fan_out(candidates, jobs))})

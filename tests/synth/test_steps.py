@@ -263,8 +263,9 @@ def test_repeated_candidates_are_asked_again_then_tolerated_and_counted(make_pip
     pipe.run(until="candidate_solutions")
     assert len(feedback(fake, "CandidatesReply")) == pipe.info.config.tolerable_retries * len(
         pipe.output("candidate_solutions").situations)  # asked again once per situation, then accepted
-    assert pipe.record("candidate_solutions").fixes == {
-        "accepted after 1 re-ask(s): repeated solution": len(pipe.output("candidate_solutions").situations)}
+    fixes = pipe.record("candidate_solutions").fixes
+    assert fixes["accepted after 1 re-ask(s): repeated solution"] == len(pipe.output("candidate_solutions").situations)
+    assert fixes["asked for the missing candidates again"] >= n * len(pipe.output("candidate_solutions").situations)
     assert "exactly 8" in check_candidates(["only one"], "t")  # a wrong count is never tolerated
     repeats = ["x"] * 5 + ["a", "b", "c"]
     assert first_problem([check_candidates(repeats, "t1"), check_candidates([""] + ["y"] * 7, "t2")]) == \
@@ -274,6 +275,44 @@ def test_repeated_candidates_are_asked_again_then_tolerated_and_counted(make_pip
     few = check_candidates(["x"] * 6 + ["a", "b"], "t3")
     assert few is not None and "only 3 different" in few and first_problem([few]) == few
     assert edit_errors_ignore_tolerable(pipe)
+
+
+def few_candidates(pipe, fake: SchemaLLM) -> tuple[int, list[str]]:
+    """Runs up to the requirements, then scripts every candidates answer as 3 different ideas, 6 times repeated."""
+    pipe.run(until="requirement_framework")
+    n = len(next(iter(pipe.output("requirement_framework").situations.values())))
+    kept = ["the very same idea", "a second idea", "a third idea"]
+    fake.overrides["CandidatesReply"] = [json.dumps({"topics": [{"solutions": kept[:1] * 6 + kept[1:]}] * n})] * 50
+    return n, kept
+
+
+def test_missing_candidates_are_asked_for_in_a_fresh_conversation_and_counted(make_pipeline):
+    """Fewer than 8 different candidates: the missing ones are asked for without the rejected answer in the
+    conversation (a small model copies an answer it is shown), listing the different ones kept; each ask counts."""
+    fake = SchemaLLM()
+    pipe = make_pipeline(llm_fake=fake)
+    n, kept = few_candidates(pipe, fake)
+    new = [f"a new approach number {i}" for i in range(1, 6)]
+    fake.overrides["MoreCandidatesReply"] = [json.dumps({"solutions": new})] * 50
+    pipe.run(until="candidate_solutions")
+    for topics in pipe.output("candidate_solutions").situations.values():
+        assert [sorted(t) for t in topics] == [sorted(kept + new)] * n  # 8 different: the kept 3 and the new 5
+    asks = [r for r in fake.requests if r.response_format["json_schema"]["name"] == "MoreCandidatesReply"]
+    assert asks and all(len(r.messages) == 2 for r in asks)  # a fresh conversation: system and the ask, no rejection
+    assert all(f"3. {kept[2]}" in r.messages[-1].content and "Write 5 more" in r.messages[-1].content for r in asks)
+    situations = len(pipe.output("candidate_solutions").situations)
+    assert pipe.record("candidate_solutions").fixes["asked for the missing candidates again"] == n * situations
+    assert pipe.validate("candidate_solutions", pipe.output("candidate_solutions").model_dump())[1] == []
+
+
+def test_a_model_that_cannot_write_four_different_candidates_fails_naming_it(make_pipeline):
+    fake = SchemaLLM()
+    pipe = make_pipeline(llm_fake=fake)
+    _, kept = few_candidates(pipe, fake)
+    fake.overrides["MoreCandidatesReply"] = [json.dumps({"solutions": [k.upper() for k in kept]})] * 50  # copies
+    info = pipe.run(until="candidate_solutions")
+    assert info.status == "failed" and "wrote only 3 different candidate solutions" in info.error
+    assert "make model-1.5b" in info.error and "PAL_SYNTHESIZER_MODEL" in info.error  # what to change, by name
 
 
 def edit_errors_ignore_tolerable(pipe) -> bool:
