@@ -10,7 +10,8 @@ messages it was sent — so only the definition differs: the same contexts, seed
 
 Run: ``.venv/bin/python bench/act_wording.py --act "Requirement Prediction" --language en --contexts 14 --samples 2
 --old "<the wording the recording used>"`` (the current definition is B unless ``--new`` gives another; the
-bundle's prompts must hold ``--old``). Each context's prompt is read once by the server, then served from its
+bundle's prompts must hold ``--old``; without ``--old``, A is the wording most recorded prompts hold other than B,
+and the default model is the bundled one). Each context's prompt is read once by the server, then served from its
 prompt cache: about 25 s a context with the 1.5B on 2 cores, plus ~1 s a reply.
 """
 
@@ -24,6 +25,7 @@ import re
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,6 +35,7 @@ os.environ.setdefault("PAL_HOME", tempfile.mkdtemp(prefix="pal-wording-"))
 from palset.vocab import Act  # noqa: E402
 from sim.acts import act_name, definition  # noqa: E402
 from sim.assistant import talks_about_the_user, why_asked_again, without_copied_note  # noqa: E402
+from sim.prompting import language_name, load_role_prompt  # noqa: E402
 from sim.textstats import language_of  # noqa: E402
 from studio.bundle.importer import read_bundle  # noqa: E402
 from testkit.workspace import make_workspace  # noqa: E402
@@ -54,6 +57,27 @@ def load_prompts(bundle: Path, act: Act) -> list[tuple[str, list[dict[str, str]]
     return found
 
 
+def reply_tail(language: str) -> str:
+    """What the assistant prompt writes after an act's definition on its line (the reply instruction), for a user
+    of ``language``."""
+    prompt = load_role_prompt("sim/assistant", language)
+    line = next(line for line in prompt.text.splitlines() if "$definition" in line)
+    return line.split("$definition", 1)[1].replace("$language", language_name(prompt, language)).strip()
+
+
+def recorded_wordings(prompts: list[tuple[str, list[dict[str, str]]]], act: Act, language: str) -> Counter[str]:
+    """How many recorded prompts hold each wording of ``act``'s definition: the line after its name, less the
+    reply instruction the template writes after it."""
+    name, tail = act_name(act, language), reply_tail(language)
+    found: Counter[str] = Counter()
+    for _, messages in prompts:
+        text = messages[-1]["content"]
+        if (at := text.find(name)) >= 0:
+            line = text[at + len(name):].split("\n", 1)[0].lstrip(".:：。 ").strip()
+            found[line.removesuffix(tail).strip()] += 1
+    return found
+
+
 def judge_reply(text: str, act: Act, note: str, instruction: str) -> dict[str, bool]:
     """What the rules say of one reply: talks about the user; asked again by a retry rule; a question."""
     words = without_copied_note(text, note, instruction)
@@ -66,17 +90,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--act", default=Act.REQUIREMENT_PREDICTION.value)
     parser.add_argument("--language", choices=("en", "zh"), default="en")
-    parser.add_argument("--old", required=True, help="the definition the recorded prompts hold")
+    parser.add_argument("--old", default="", help="the definition the recorded prompts hold (default: the one most of "
+                                                  "them hold other than --new)")
     parser.add_argument("--new", default="", help="the definition to try (default: the current one)")
-    parser.add_argument("--contexts", type=int, default=14)
+    parser.add_argument("--contexts", type=int, default=6)
     parser.add_argument("--samples", type=int, default=2)
-    parser.add_argument("--model", default="qwen2.5-coder-1.5b")
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b")
     parser.add_argument("--bundle", default=str(BUNDLE))
     args = parser.parse_args()
     act = Act(args.act)
     new = args.new or definition("assistant", act, args.language)
-    prompts = [(rid, m) for rid, m in load_prompts(Path(args.bundle), act)
-               if args.old in m[-1]["content"] and language_of(m[-1]["content"][-200:]) == args.language]
+    recorded = [(rid, m) for rid, m in load_prompts(Path(args.bundle), act)
+                if language_of(m[-1]["content"][-200:]) == args.language]
+    if not args.old:
+        others = [(w, n) for w, n in recorded_wordings(recorded, act, args.language).most_common() if w and w != new]
+        args.old = others[0][0] if others else new
+        print(f"--old: {args.old!r} ({others[0][1] if others else 0} recorded prompt(s))"
+              + ("" if others else "; no recorded prompt holds another wording: A and B are one text (sampling noise)"))
+    prompts = [(rid, m) for rid, m in recorded if args.old in m[-1]["content"]]
     if not prompts:
         raise SystemExit(f"no recorded {act.value} prompt in {args.bundle} holds --old in {args.language}")
     random.seed(7)
