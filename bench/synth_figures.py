@@ -25,7 +25,8 @@ def show(ws: Workspace, run_id: str) -> None:
     print(f"{'step':<22}{'calls':>6}{'retries':>8}{'tok in':>9}{'tok out':>9}{'LLM s':>8}{'step s':>8}")
     for name in NAMES:
         rec = pipe.record(name)
-        calls, tin, tout, secs = figures.get(f"synth/{name}", (0, 0, 0, 0.0))
+        own = [f for prompt, f in figures.items() if prompt == f"synth/{name}" or prompt.startswith(f"synth/{name}_")]
+        calls, tin, tout, secs = (sum(f[i] for f in own) for i in range(4))  # a step's repair prompts count with it
         print(f"{name:<22}{calls:>6}{rec.retries if rec else 0:>8}{tin:>9}{tout:>9}{secs:>8.1f}"
               f"{rec.seconds if rec else 0:>8.1f}")
     t = pipe.cost()
