@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -41,8 +42,10 @@ def running_app(env: dict[str, str] | None = None, timeout: float = 60.0, args: 
     cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / script), "--server.address", "127.0.0.1",
            "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
            *(args or [])]
+    # the server's output goes to a file: a pipe nobody reads blocks the server once its buffer is full
+    output = tempfile.NamedTemporaryFile(prefix="pal-app-", suffix=".log", delete=False)  # closed below
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PAL_AUTH": "local", **(env or {})},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            stdout=output, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
@@ -53,7 +56,8 @@ def running_app(env: dict[str, str] | None = None, timeout: float = 60.0, args: 
             except OSError:
                 time.sleep(0.3)
         else:
-            raise RuntimeError("streamlit did not become healthy")
+            tail = Path(output.name).read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"streamlit did not become healthy within {timeout:.0f} s; its output ends:\n{tail}")
         yield url
     finally:
         proc.terminate()
@@ -61,6 +65,8 @@ def running_app(env: dict[str, str] | None = None, timeout: float = 60.0, args: 
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+        output.close()
+        Path(output.name).unlink(missing_ok=True)
 
 
 @contextmanager
