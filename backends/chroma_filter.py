@@ -11,17 +11,21 @@ the writes made through the same :class:`backends.vectorstore.ChromaStore`) and 
 selects with numpy, following Chroma's rules for the operators the app uses: ``$and``, ``$or``, equality, ``$eq``,
 ``$ne``, ``$lt``, ``$lte``, ``$gt``, ``$gte``, ``$in`` and ``$nin`` on integers and strings (a vector without the
 key matches only ``$ne`` and ``$nin``, as in Chroma). Anything else (floats, booleans, document filters) raises
-:class:`Unsupported`, and the store lets Chroma filter.
+:class:`Unsupported`, and the store lets Chroma filter. The ids a filter selects are kept until the mirror's next write
+(every turn of a dialogue retrieves with the same filter).
 """
 
 from __future__ import annotations
 
+import json
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+SELECTIONS_KEPT = 64  # filters whose ids a mirror keeps until its next write (a dialogue's turns repeat theirs)
 _COMPARE = {"$eq": np.equal, "$lt": np.less, "$lte": np.less_equal, "$gt": np.greater, "$gte": np.greater_equal}
 
 
@@ -42,9 +46,11 @@ class MetadataMirror:
     def __init__(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any] | None]):
         self.lock = threading.Lock()
         self._ids: list[str] = list(ids)
-        self._metas: list[dict[str, Any]] = [dict(m or {}) for m in metadatas]
+        # a write replaces a vector's dict, never changes it, so Chroma's own dicts are kept as they came
+        self._metas: list[dict[str, Any]] = [m if type(m) is dict else dict(m or {}) for m in metadatas]
         self._pos = {i: n for n, i in enumerate(self._ids)}
         self._columns: dict[tuple[str, str], np.ndarray] = {}
+        self._selections: OrderedDict[str, list[str]] = OrderedDict()  # filter → ids, until the next write
 
     @classmethod
     def load(cls, collection: Any) -> MetadataMirror:
@@ -71,7 +77,7 @@ class MetadataMirror:
                     self._metas.append(dict(meta))
                 else:
                     self._metas[n] = {**self._metas[n], **meta}
-            self._columns.clear()
+            self._changed()
 
     def remove(self, ids: Sequence[str]) -> None:
         with self.lock:
@@ -79,15 +85,27 @@ class MetadataMirror:
             kept = [(i, m) for i, m in zip(self._ids, self._metas) if i not in gone]
             self._ids, self._metas = [i for i, _ in kept], [m for _, m in kept]
             self._pos = {i: n for n, i in enumerate(self._ids)}
-            self._columns.clear()
+            self._changed()
+
+    def _changed(self) -> None:
+        """What was worked out from the metadata goes with a write (the caller holds the lock)."""
+        self._columns.clear()
+        self._selections.clear()
 
     # ---------------------------------------------------------------- filtering
 
     def select(self, where: dict[str, Any]) -> list[str]:
         """The ids ``where`` selects, in the collection's order; :class:`Unsupported` for a filter it cannot read."""
+        key = json.dumps(where, sort_keys=True, default=repr)
         with self.lock:
-            mask = self._mask(where)
-            return [self._ids[n] for n in np.flatnonzero(mask)]
+            if (ids := self._selections.get(key)) is None:
+                ids = [self._ids[n] for n in np.flatnonzero(self._mask(where))]
+                self._selections[key] = ids
+                while len(self._selections) > SELECTIONS_KEPT:
+                    self._selections.popitem(last=False)
+            else:
+                self._selections.move_to_end(key)
+            return list(ids)
 
     def _mask(self, where: dict[str, Any]) -> np.ndarray:
         mask = np.ones(len(self._ids), dtype=bool)

@@ -28,6 +28,7 @@ import os
 import re
 import string
 from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from backends.paths import PROJECT_ROOT
@@ -54,7 +55,7 @@ class Prompt:
 
     @property
     def placeholders(self) -> set[str]:
-        return _placeholders(self.text)
+        return set(_placeholders(self.text))
 
     def render(self, **values: object) -> str:
         """Fill every placeholder; a missing one is an error naming the prompt and the variable. A prompt with
@@ -62,29 +63,35 @@ class Prompt:
         return "\n\n".join(self._fill(text, values) for _, text in self.sections)
 
     def _fill(self, text: str, values: dict[str, object]) -> str:
-        missing = _placeholders(text) - set(values)
+        missing = _placeholders(text) - values.keys()
         if missing:
             raise PromptError(f"prompt {self.name} v{self.version}: no value for {', '.join(sorted(missing))}")
-        return string.Template(text).substitute({k: str(v) for k, v in values.items()})
+        return _template(text).substitute({k: str(v) for k, v in values.items()})
 
-    @property
-    def sections(self) -> list[tuple[str, str]]:
-        """(name, text) in file order; one ``user`` section for a body without section lines."""
+    @cached_property
+    def sections(self) -> tuple[tuple[str, str], ...]:
+        """(name, text) in file order; one ``user`` section for a body without section lines. Split once per
+        prompt (a prompt is loaded once per file version, and every call renders some of its sections)."""
         marks = list(_SECTION.finditer(self.text))
         if not marks:
-            return [("user", self.text)]
-        return [(m.group(1), self.text[m.end():marks[i + 1].start() if i + 1 < len(marks) else len(self.text)].strip("\n"))
-                for i, m in enumerate(marks)]
+            return (("user", self.text),)
+        return tuple((m.group(1), self.text[m.end():marks[i + 1].start() if i + 1 < len(marks) else len(self.text)]
+                      .strip("\n")) for i, m in enumerate(marks))
+
+    @cached_property
+    def _parts(self) -> dict[str, str]:
+        """Each section's text by name (the first, should a name come twice)."""
+        return dict(reversed(self.sections))
 
     def part(self, section: str, /, **values: object) -> str:
         """One section filled (only its own placeholders are needed)."""
-        for name, text in self.sections:
-            if name == section:
-                return self._fill(text, values)
-        raise PromptError(f"prompt {self.name} v{self.version}: no section [[{section}]]")
+        text = self._parts.get(section)
+        if text is None:
+            raise PromptError(f"prompt {self.name} v{self.version}: no section [[{section}]]")
+        return self._fill(text, values)
 
     def has_part(self, section: str, /) -> bool:
-        return any(name == section for name, _ in self.sections)
+        return section in self._parts
 
     def messages(self, **values: object) -> list[dict[str, str]]:
         """The chat messages of the prompt: its ``system``/``user``/``assistant`` sections filled, in order."""
@@ -99,9 +106,16 @@ class Prompt:
         return f"{self.name}@v{self.version}"
 
 
-def _placeholders(text: str) -> set[str]:
-    return {m.group("named") or m.group("braced") for m in string.Template.pattern.finditer(text)
-            if m.group("named") or m.group("braced")}
+@lru_cache(maxsize=1024)
+def _placeholders(text: str) -> frozenset[str]:
+    """The placeholders of a prompt's text (kept for the texts used last: sections are rendered on every call)."""
+    return frozenset(m.group("named") or m.group("braced") for m in string.Template.pattern.finditer(text)
+                     if m.group("named") or m.group("braced"))
+
+
+@lru_cache(maxsize=1024)
+def _template(text: str) -> string.Template:
+    return string.Template(text)
 
 
 def parse_prompt(name: str, raw: str, path: Path | None = None) -> Prompt:

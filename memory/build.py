@@ -76,8 +76,12 @@ class MemoryBuilder:
         return 2 * len(self.user.sessions)
 
     def view(self, stage: int) -> MemoryView:
-        items = self.store.items_as_of(self.build_id, stage) if stage >= 0 else []
-        return MemoryView(stage, {i.id: i for i in items}, self.store.forgotten(self.build_id))
+        """The memory right after ``stage`` (``-1``: empty), read through the store's parsed views (a new dict and
+        set each time, the items shared)."""
+        if stage < 0:
+            return MemoryView(stage, {}, self.store.forgotten(self.build_id))
+        items, hidden = self.store.view_as_of(self.build_id, stage)
+        return MemoryView(stage, {i.id: i for i in items}, set(hidden))
 
     def run(self, until_session: int | None = None, progress: Progress | None = None,
             cancel: threading.Event | None = None) -> BuildInfo:

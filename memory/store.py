@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from backends.store.db import Database
 from memory.types import Changes, MemoryItem
+from memory.views import REVISION_SQL, Revision, View, ViewCache
 
 
 class BuildInfo(BaseModel):
@@ -66,6 +67,7 @@ def build_id_for(dataset: str, user_id: str, method: str, config: dict) -> str:
 class MemoryStore:
     def __init__(self, db: Database):
         self.db = db
+        self._views = ViewCache()
 
     # ------------------------------------------------------------------ builds
 
@@ -142,14 +144,19 @@ class MemoryStore:
 
     def commit_stage(self, build_id: str, index: int, sample_id: str, changes: Changes, *, llm_calls: int = 0,
                      tokens_in: int = 0, tokens_out: int = 0, seconds: float = 0.0) -> None:
-        """Apply one stage's changes and mark it done, atomically."""
+        """Apply one stage's changes and mark it done, atomically (the parsed views follow: :mod:`memory.views`)."""
+        closed: set[str] = set()
+        added: list[str] = []
         with self.db.write() as conn:
+            before = self._revision(conn, build_id)
+            latest = conn.execute("SELECT MAX(stage) FROM memory_build_stages WHERE build_id=?", (build_id,)).fetchone()[0]
             current = {r["item_id"]: r for r in conn.execute(
                 "SELECT item_id, version, data FROM memory_items WHERE build_id=? AND valid_to IS NULL", (build_id,))}
             for item_id in changes.deletes:
                 if item_id in current:
                     conn.execute("UPDATE memory_items SET valid_to=? WHERE build_id=? AND item_id=? AND valid_to IS NULL",
                                  (index, build_id, item_id))
+                    closed.add(item_id)
             for item in changes.upserts:
                 row = current.get(item.id)
                 if row is not None:
@@ -157,17 +164,22 @@ class MemoryStore:
                         continue
                     conn.execute("UPDATE memory_items SET valid_to=? WHERE build_id=? AND item_id=? AND valid_to IS NULL",
                                  (index, build_id, item.id))
+                    closed.add(item.id)
                 version = (row["version"] + 1) if row is not None else 1
                 if row is None:
                     prev = conn.execute("SELECT MAX(version) FROM memory_items WHERE build_id=? AND item_id=?",
                                         (build_id, item.id)).fetchone()[0]
                     version = (prev or 0) + 1
+                added.append(item.model_dump_json())
                 conn.execute("INSERT INTO memory_items VALUES (?, ?, ?, ?, ?, NULL, ?)",
-                             (build_id, item.id, version, item.layer, index, item.model_dump_json()))
+                             (build_id, item.id, version, item.layer, index, added[-1]))
             conn.execute("INSERT OR REPLACE INTO memory_build_stages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                          (build_id, index, sample_id, time.time(), llm_calls, tokens_in, tokens_out, seconds,
                           json.dumps(changes.notes, ensure_ascii=False)))
             conn.execute("UPDATE memory_builds SET updated_at=? WHERE build_id=?", (time.time(), build_id))
+            after = self._revision(conn, build_id)
+        self._views.committed(build_id, index, before, after, -1 if latest is None else latest, closed,
+                              [MemoryItem.model_validate_json(data) for data in added])  # as a read would parse them
 
     def done_stages(self, build_id: str) -> list[int]:
         with self.db.read() as conn:
@@ -196,6 +208,31 @@ class MemoryStore:
             return items
         hidden = self.forgotten(build_id)
         return [i for i in items if i.id not in hidden]
+
+    @staticmethod
+    def _revision(conn, build_id: str) -> Revision:
+        return tuple(conn.execute(REVISION_SQL, {"b": build_id}).fetchone())
+
+    def revision(self, build_id: str) -> Revision:
+        """What the build's stored memory is as of now (:data:`memory.views.REVISION_SQL`): equal revisions, equal
+        views."""
+        with self.db.read() as conn:
+            return self._revision(conn, build_id)
+
+    def view_as_of(self, build_id: str, index: int) -> tuple[list[MemoryItem], frozenset[str]]:
+        """(the memory right after stage ``index`` without forgotten items, the forgotten ids), parsed once per
+        revision of the build (:mod:`memory.views`). The items are shared: never change one in place."""
+        key = (build_id, index)
+        with self.db.read() as conn:  # one snapshot: what is kept is what the revision names
+            revision = self._revision(conn, build_id)
+            if (view := self._views.get(key, revision)) is None:
+                rows = conn.execute(
+                    "SELECT valid_from, data FROM memory_items WHERE build_id=? AND valid_from<=? AND "
+                    "(valid_to IS NULL OR valid_to>?) ORDER BY valid_from, item_id", (build_id, index, index)).fetchall()
+                view = View(tuple((r[0], MemoryItem.model_validate_json(r[1])) for r in rows),
+                            frozenset(self.forgotten(build_id)))
+                self._views.put(key, revision, view)
+        return view.items, view.hidden
 
     def diff(self, build_id: str, index: int, since: int | None = None) -> SessionDiff:
         """What changed between stage ``since`` (default ``index - 1``) and stage ``index``."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from sim.rulebook import RULES, load_rule_data, rule_pattern
 from sim.textstats import CJK as _CJK
@@ -83,9 +83,12 @@ def flat_text(text: str) -> str:
     return _NOT_TEXT.sub("", text.lower())
 
 
-def _grams(text: str) -> set[str]:
+@lru_cache(maxsize=256)
+def _grams(text: str) -> frozenset[str]:
+    """The ``ECHO_GRAM``-character pieces of ``text`` (kept for the texts compared last: a turn is compared with the
+    same sources — the persona, the prompt, earlier turns — as the turns before it)."""
     flat = flat_text(text)
-    return {flat[i:i + ECHO_GRAM] for i in range(max(len(flat) - ECHO_GRAM + 1, 0))}
+    return frozenset(flat[i:i + ECHO_GRAM] for i in range(max(len(flat) - ECHO_GRAM + 1, 0)))
 
 
 def echoes(text: str, source: str) -> bool:

@@ -117,3 +117,21 @@ def test_a_collection_too_large_to_mirror_is_filtered_by_chroma(store, monkeypat
     where = WHERES[0]
     assert [h.id for h in store.query(NS, "sleep", k=5, where=where)] == _chroma_ids(store, NS, "sleep", 5, where)
     assert store._mirrors[NS.collection_name] is None
+
+
+def test_a_kept_selection_goes_with_the_next_write():
+    mirror = MetadataMirror(["a", "b", "c"], [{"valid_from": 0, "valid_to": 9}, {"valid_from": 2, "valid_to": 9}, None])
+    where = {"$and": [{"valid_from": {"$lte": 1}}, {"valid_to": {"$gt": 1}}]}
+    first = mirror.select(where)
+    assert first == ["a"]
+    first.append("x")  # a caller's list is its own
+    assert mirror.select(where) == ["a"]
+    assert mirror.select({"$and": [{"valid_to": {"$gt": 1}}, {"valid_from": {"$lte": 1}}]}) == ["a"]
+    mirror.merge(["b"], [{"valid_from": 1}], add=False)
+    assert mirror.select(where) == ["a", "b"]
+    mirror.merge(["c"], [{"valid_from": 0, "valid_to": 5}])
+    assert mirror.select(where) == ["a", "b", "c"]
+    mirror.remove(["a"])
+    assert mirror.select(where) == ["b", "c"]
+    with pytest.raises(Unsupported):  # a filter the mirror cannot read is never kept as read
+        mirror.select({"valid_from": {"$lte": 1.5}})

@@ -89,3 +89,23 @@ def test_a_prompt_is_parsed_once_while_its_file_is_unchanged_and_again_when_it_c
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))  # a new mtime even on a coarse clock
     again = load_prompt("p", tmp_path)
     assert (again.version, again.render(x="a").strip()) == ("2", "second a")
+
+
+def test_a_prompts_sections_are_split_once_and_a_changed_file_renders_its_new_sections(tmp_path):
+    import os
+
+    path = tmp_path / "p.md"
+    path.write_text("---\nversion: 1\n---\n[[system]]\nold $x\n[[cue]]\nsay $y\n", encoding="utf-8")
+    first = load_prompt("p", tmp_path)
+    assert first.sections is first.sections  # split once per prompt
+    assert first.part("cue", y="hi") == "say hi" and first.has_part("cue") and not first.has_part("user")
+    with pytest.raises(PromptError, match="no value for y"):
+        first.part("cue")
+    path.write_text("---\nversion: 2\n---\n[[system]]\nnew $x\n[[user]]\nask $z\n", encoding="utf-8")
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    again = load_prompt("p", tmp_path)
+    assert again.messages(x="a", z="b") == [{"role": "system", "content": "new a"}, {"role": "user", "content": "ask b"}]
+    assert not again.has_part("cue") and again.placeholders == {"x", "z"}
+    with pytest.raises(PromptError, match="no section"):
+        again.part("cue", y="hi")
