@@ -20,6 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--describe", help="free-text description of the user(s) to create")
     p.add_argument("--seed-users", help="JSON list of seed profiles (seed_users.json format) used as format examples")
     p.add_argument("--resume", action="store_true", help="continue every unfinished run aimed at --out")
+    p.add_argument("--rerun-from", metavar="STEP", help="with --resume: first drop STEP and every step after it in "
+                                                        "those runs, so they are asked afresh (as the Generate page's "
+                                                        "re-run); give it once, then resume plainly")
     p.set_defaults(func=cmd_generate)
 
 
@@ -35,6 +38,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from backends.config import ConfigError
     from cli.context import open_workspace
     from synth.batch import plan, unfinished
+    from synth.pipeline import Pipeline
+    from synth.registry import NAMES
 
     if args.users < 1 or args.concurrency < 1:
         print("error: --users and --concurrency must be at least 1", file=sys.stderr)
@@ -49,11 +54,18 @@ def cmd_generate(args: argparse.Namespace) -> int:
     except (ConfigError, OSError, json.JSONDecodeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.rerun_from and (not args.resume or args.rerun_from not in NAMES):
+        print(f"error: --rerun-from needs --resume and one of the steps: {', '.join(NAMES)}", file=sys.stderr)
+        return 2
     store = open_workspace().synth
     planned = unfinished(store, args.out) if args.resume else plan(args.out, args.users, base, seeds)
     if not planned:
         print("nothing to resume: every run aimed at this folder has finished", file=sys.stderr)
         return 0
+    for p in planned if args.rerun_from else []:
+        dropped = Pipeline(p.run_id, store).invalidate(args.rerun_from)
+        print(f"{p.run_id}: asking afresh from {args.rerun_from} (dropped: {', '.join(dropped) or 'nothing yet'})",
+              file=sys.stderr)
     print(f"generating {len(planned)} user(s) into {args.out} with concurrency {args.concurrency}", file=sys.stderr,
           flush=True)
     try:

@@ -205,7 +205,9 @@ def top_up(ctx: StepContext, unit: str, topic: FrameworkTopic, solutions: list[s
         raise StepFailed(f"candidate_solutions {unit}: the synthesizer model ({model}) wrote only {len(kept)} different "
                          f"candidate solutions after {TOP_UP_ROUNDS} more ask(s); {CHOSEN} are needed. A larger "
                          "synthesizer writes them: `make model-1.5b`, then PAL_SYNTHESIZER_MODEL=qwen2.5-coder-1.5b "
-                         "(or another synthesizer endpoint in Settings), and resume")
+                         "(or another synthesizer endpoint in Settings), and resume. Or ask afresh from the "
+                         "requirements this topic copies: re-run from requirement_framework (the Generate page, or "
+                         "`pal generate --out DIR --resume --rerun-from requirement_framework`)")
     return (kept + [s.strip() for s in solutions])[:8]  # still short: the answer's own repeats, as tolerated
 
 

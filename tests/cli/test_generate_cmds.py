@@ -59,6 +59,25 @@ def test_an_interrupted_generate_continues_where_it_stopped(fake, tmp_path, caps
     assert "nothing to resume" in capsys.readouterr().err
 
 
+def test_a_failed_generate_is_asked_afresh_from_a_step(fake, tmp_path, capsys):
+    """``--rerun-from``: the failed run's step and those after it are asked again (new samples), the steps before
+    it are kept, as the Generate page's re-run does."""
+    out = tmp_path / "ds"
+    fake.fail_at["TopicDialogueReply"] = 1
+    assert main(["generate", "--out", str(out), "--users", "1", "--months", "1"]) == 1
+    capsys.readouterr()
+    before = {n: fake.names().count(n) for n in ("ProfileReply", "CandidatesReply")}
+    assert main(["generate", "--out", str(out), "--resume", "--rerun-from", "candidate_solutions"]) == 0
+    err = capsys.readouterr().err
+    assert "asking afresh from candidate_solutions (dropped: candidate_solutions, solution_preference" in err
+    assert fake.names().count("ProfileReply") == before["ProfileReply"]  # upstream kept
+    assert fake.names().count("CandidatesReply") > before["CandidatesReply"]  # asked again
+    assert list(load_dataset(out).users) == ["0000"]
+    assert main(["generate", "--out", str(out), "--rerun-from", "logs"]) == 2  # only with --resume
+    assert main(["generate", "--out", str(out), "--resume", "--rerun-from", "nonsense"]) == 2
+    assert "one of the steps: profile" in capsys.readouterr().err
+
+
 def test_bad_arguments_are_errors(fake, tmp_path, capsys):
     assert main(["generate", "--out", str(tmp_path / "x"), "--months", "13"]) == 2
     assert "months" in capsys.readouterr().err
