@@ -18,12 +18,15 @@ key matches only ``$ne`` and ``$nin``, as in Chroma). Anything else (floats, boo
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 SELECTIONS_KEPT = 64  # filters whose ids a mirror keeps until its next write (a dialogue's turns repeat theirs)
 _COMPARE = {"$eq": np.equal, "$lt": np.less, "$lte": np.less_equal, "$gt": np.greater, "$gte": np.greater_equal}
@@ -38,6 +41,34 @@ def _kind(value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise Unsupported(f"a filter value of type {type(value).__name__}")
     return "int" if isinstance(value, int) else "str"
+
+
+def keep_sparse_targets(collection: Any) -> None:
+    """Make a Chroma collection object work out its sparse-embedding targets once per schema it holds.
+
+    Chroma (1.5) reads them on every upsert by deserializing the collection's whole stored schema, which validates
+    each embedding function's signature: more CPU than the rest of the upsert. The schema changes only when the
+    collection object's stored schema is replaced (a configuration change makes a new one), so the targets are
+    kept with the schema object they came from and worked out again when it is another. A Chroma without that
+    method is left as it is."""
+    original = getattr(collection, "_get_sparse_embedding_targets", None)
+    if original is None or not hasattr(collection, "_model"):
+        log.debug("Chroma collection %r has no sparse-embedding targets to keep", collection)
+        return
+    kept: list[tuple[Any, Any]] = []  # [(the stored schema the targets came from, the targets)]
+    lock = threading.Lock()
+
+    def targets() -> Any:
+        schema = collection._model.serialized_schema
+        with lock:
+            if kept and kept[0][0] is schema:
+                return kept[0][1]
+        found = original()
+        with lock:
+            kept[:] = [(schema, found)]  # the schema object is held, so its id is never another's
+        return found
+
+    collection._get_sparse_embedding_targets = targets
 
 
 class MetadataMirror:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from backends.chroma_filter import MetadataMirror, Unsupported
+from backends.chroma_filter import MetadataMirror, Unsupported, keep_sparse_targets
 from backends.embeddings import Embedder, LazyEmbedder, load_embedder
 
 log = logging.getLogger(__name__)
@@ -136,6 +136,7 @@ class ChromaStore:
                     name, embedding_function=self._ef, configuration={"hnsw": {"space": "cosine"}},
                     metadata={**ns.as_metadata(), "embedder": self.embedder.name},
                 )
+                keep_sparse_targets(self._collections[name])
             return self._collections[name]
 
     def upsert(self, ns: Namespace, ids: list[str], texts: list[str], metadatas: list[dict[str, Any]] | None = None) -> None:

@@ -135,3 +135,26 @@ def test_a_kept_selection_goes_with_the_next_write():
     assert mirror.select(where) == ["b", "c"]
     with pytest.raises(Unsupported):  # a filter the mirror cannot read is never kept as read
         mirror.select({"valid_from": {"$lte": 1.5}})
+
+
+def test_a_collection_reads_its_schema_once_per_stored_schema(store, monkeypatch):
+    from chromadb.api.types import Schema
+
+    reads: list[int] = []
+    original = Schema.deserialize_from_json.__func__  # type: ignore[attr-defined]  # a classmethod's function
+
+    def counted(cls, data):
+        reads.append(1)
+        return original(cls, data)
+
+    monkeypatch.setattr(Schema, "deserialize_from_json", classmethod(counted))
+    col = store._collection(NS)
+    fresh = type(col)._get_sparse_embedding_targets(col)  # what Chroma works out itself
+    reads.clear()
+    for n in range(3):
+        store.upsert(NS, [f"v{n}"], [f"text {n}"], [{"valid_from": n}])
+    assert col.count() == 3 and reads == [1]
+    assert col._get_sparse_embedding_targets() == fresh
+    col._model["serialized_schema"] = dict(col._model.serialized_schema)  # a new stored schema (a configuration change)
+    store.upsert(NS, ["v9"], ["text 9"], [{"valid_from": 9}])
+    assert reads == [1, 1]
