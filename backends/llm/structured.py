@@ -11,9 +11,18 @@ from __future__ import annotations
 import functools
 import json
 import re
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+
+SCHEMAS_KEPT = 1024  # schemas bounded_schema keeps (models made at run time must not grow it without end)
+# the schemas bounded_schema handed out, by id (each held, so its id stays its own), and their format instructions:
+# a shared schema never changes, so neither do they
+_SHARED: OrderedDict[int, dict[str, Any]] = OrderedDict()
+_INSTRUCTIONS: dict[tuple[int, bool], str] = {}
+_SHARED_LOCK = threading.Lock()
 
 
 class StructuredError(ValueError):
@@ -57,7 +66,7 @@ def unbounded_paths(schema: dict[str, Any], path: str = "$") -> list[str]:
     return found
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=SCHEMAS_KEPT)
 def bounded_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The model's JSON schema with references inlined; raises if any array or string is unbounded.
 
@@ -68,12 +77,31 @@ def bounded_schema(model: type[BaseModel]) -> dict[str, Any]:
     missing = unbounded_paths(schema)
     if missing:
         raise ValueError(f"{model.__name__}: unbounded schema at {', '.join(missing)} (add max_length / maxItems)")
+    with _SHARED_LOCK:
+        _SHARED[id(schema)] = schema
+        while len(_SHARED) > SCHEMAS_KEPT:
+            gone, _ = _SHARED.popitem(last=False)
+            for full in (True, False):
+                _INSTRUCTIONS.pop((gone, full), None)
     return schema
 
 
 def schema_instructions(schema: dict[str, Any], full: bool = True) -> str:
     """What to tell the model about the format. When the endpoint enforces the schema by grammar
-    (``json_schema`` mode), naming the fields is enough and keeps prompts short for small models."""
+    (``json_schema`` mode), naming the fields is enough and keeps prompts short for small models. Written once
+    per schema :func:`bounded_schema` shares (every structured call of a model asks for them)."""
+    key = (id(schema), full)
+    with _SHARED_LOCK:
+        if _SHARED.get(id(schema)) is schema and (text := _INSTRUCTIONS.get(key)) is not None:
+            return text
+    text = _instructions(schema, full)
+    with _SHARED_LOCK:
+        if _SHARED.get(id(schema)) is schema:  # a schema built elsewhere may still change: never kept
+            _INSTRUCTIONS[key] = text
+    return text
+
+
+def _instructions(schema: dict[str, Any], full: bool) -> str:
     if not full:
         fields = ", ".join(schema.get("properties", {}))
         return f"Reply with one JSON object only (fields: {fields}), no prose."

@@ -3,7 +3,13 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from backends.llm.structured import StructuredError, bounded_schema, extract_json, parse_structured
+from backends.llm.structured import (
+    StructuredError,
+    bounded_schema,
+    extract_json,
+    parse_structured,
+    schema_instructions,
+)
 
 
 class Item(BaseModel):
@@ -46,6 +52,26 @@ def test_a_models_schema_is_built_once_and_shared_by_every_call(monkeypatch):
         bounded_schema(Loose)
     with pytest.raises(ValueError):
         bounded_schema(Loose)
+
+
+def test_a_shared_schemas_instructions_are_written_once_and_another_schemas_each_time(monkeypatch):
+    import json
+
+    class Twice(BaseModel):
+        word: str = Field(max_length=5)
+
+    shared = bounded_schema(Twice)
+    first = schema_instructions(shared)
+    assert json.loads(first.split("\n", 1)[1]) == shared
+    assert schema_instructions(shared, full=False) == "Reply with one JSON object only (fields: word), no prose."
+    dumps = []
+    monkeypatch.setattr(json, "dumps", lambda *a, **k: dumps.append(1) or "{}")
+    assert schema_instructions(shared) == first and dumps == []  # written once
+    own = dict(shared)  # a schema built elsewhere may change between calls: written each time
+    schema_instructions(own)
+    own["properties"] = {}
+    assert schema_instructions(own, full=False) == "Reply with one JSON object only (fields: ), no prose."
+    assert len(dumps) == 1
 
 
 @pytest.mark.parametrize(
