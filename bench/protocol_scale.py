@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import json
 import os
 import pstats
 import statistics
@@ -45,7 +46,7 @@ from protocol.config import ExperimentConfig  # noqa: E402
 from protocol.plan import make_plan  # noqa: E402
 from studio.units import UnitEnv  # noqa: E402
 from testkit.release import make_release  # noqa: E402
-from testkit.slot_server import SlotServer  # noqa: E402
+from testkit.slot_server import SlotServer, timeline_figures  # noqa: E402
 from testkit.workspace import make_workspace  # noqa: E402
 
 METHODS = ["h2memory", "vanilla-log", "rag-turn"]
@@ -77,6 +78,11 @@ def native_cpu() -> dict[str, float]:
     return out
 
 
+def timeline(url: str) -> list:
+    """The slot server's requests since the last look (:meth:`testkit.slot_server.SlotServer.timeline`)."""
+    return json.loads(urllib.request.urlopen(url.removesuffix("/v1") + "/timeline", timeout=30).read())
+
+
 def served(url: str) -> int:
     """Requests the slot server has answered (its llama.cpp-style ``/metrics``)."""
     text = urllib.request.urlopen(url.removesuffix("/v1") + "/metrics", timeout=10).read().decode()
@@ -101,16 +107,18 @@ def run_protocol(home: Path, url: str, dataset: Path, users: list[str], args, ex
     exp = experiment(dataset, users, args.concurrency or 2 * args.slots)
     plan = make_plan(exp, ws.dataset(exp.dataset), ws.config, cal or Calibration.load(ws.runs, ws.memory, ws.jobs.store))
     ws.jobs.submit(plan.job, env=UnitEnv(ws, ws.llm(session_id="bench")))
+    timeline(url)  # what came before is not this run's
     before, rss0, native0 = served(url), rss_mb(), native_cpu()
     cpu0, t0 = time.process_time(), time.perf_counter()
     summary = ws.jobs.run(plan.job.job_id, exp.concurrency, executor=executor(ws) if executor else None)
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     native = sum(secs - native0.get(task, 0.0) for task, secs in native_cpu().items())
     calls = served(url) - before
+    slots = timeline_figures(timeline(url), args.slots)
     assert summary.status == "done", summary.errors
     return {"wall": wall, "cpu": cpu, "native": native, "calls": calls, "recorded": ws.runs.totals().calls, "units": summary.total,
             "est_calls": plan.total("calls"), "est_wall": plan.wall_seconds, "rss": rss_mb(), "rss_gain": rss_mb() - rss0,
-            "ideal": calls * args.latency / args.slots, "ws": ws}
+            "ideal": calls * args.latency / args.slots, "slots": slots, "ws": ws}
 
 
 def profiled(fn):
@@ -179,6 +187,17 @@ def print_profile(stats: pstats.Stats, calls: int, top: int = 15) -> None:
     lines = out.getvalue().splitlines()
     start = next(i for i, line in enumerate(lines) if "ncalls" in line)
     print("\n".join("  " + line for line in lines[start:start + top + 1]))
+
+
+def print_slots(rows: list, latency: float) -> None:
+    """Where wall ÷ ideal goes, from the endpoint's side: how busy its slots were, how long each call held one, and
+    how long the run ran with fewer than half of them busy — before its last stretch (gaps) and in it (tail)."""
+    print("the endpoint's slots over each run (its own timeline):")
+    print(f"{'users':>5} {'busy':>6} {'in flight':>9} {'hold ms':>8} {'queued ms':>9} {'gaps s':>7} {'tail s':>7}")
+    for n, f in rows:
+        print(f"{n:>5} {100 * f.busy_share:>5.0f}% {f.mean_in_flight:>9.1f} {f.hold_ms:>8.0f} {f.queued_ms:>9.1f} "
+              f"{f.gaps_s:>7.1f} {f.tail_s:>7.1f}")
+    print(f"  (hold: the {latency * 1000:.0f} ms latency plus the fake's own work on the request)")
 
 
 def claim_figures(tmp: Path, url: str, users: int, samples: int = 200) -> None:
@@ -254,7 +273,7 @@ def main() -> None:
           f"{args.latency * 1000:.0f} ms a call, {args.concurrency or 2 * args.slots} units at once")
     print(f"{'users':>5} {'calls':>7} {'planned':>8} {'wall s':>7} {'plan s':>7} {'ms CPU/call':>11} {'of it native':>12} "
           f"{'wall/ideal':>10} {'RSS MB':>7} {'MB/user':>7}")
-    smallest = None
+    smallest, rows = None, []
     for n in sizes:
         r = run_protocol(tmp / f"u{n}", url, dataset, users[:n], args, cal=cal)
         smallest = smallest or r
@@ -262,7 +281,9 @@ def main() -> None:
               f"{1000 * r['cpu'] / r['calls']:>11.1f} {1000 * r['native'] / r['calls']:>12.1f} "
               f"{r['wall'] / r['ideal']:>10.2f} {r['rss']:>7.0f} "
               f"{r['rss_gain'] / n:>7.1f}", flush=True)
+        rows.append((n, r["slots"]))
         r.pop("ws").jobs.stop()
+    print_slots(rows, args.latency)
     if args.profile:
         n = sizes[0]
         r, stats = profiled(lambda: run_protocol(tmp / "profiled", url, dataset, users[:n], args, cal=cal))

@@ -12,7 +12,9 @@ for — the User-LLM's a first-person line that differs from turn to turn (:func
 other a varied assistant sentence — streamed when asked. So a simulation asks each call once, as its plan counts.
 
 ``GET /slots`` (each slot's ``is_processing``), ``/props`` (``total_slots``, ``n_ctx``), ``/v1/models`` and
-``/metrics`` (prompt tokens processed, predicted, requests) answer like llama.cpp's.
+``/metrics`` (prompt tokens processed, predicted, requests) answer like llama.cpp's. ``GET /timeline`` (the fake's
+own) answers when each request since the last ``/timeline`` arrived, got its slot and gave it back (wall-clock
+seconds), so a bench sees how busy the slots were over a run (:func:`timeline_figures`).
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ from __future__ import annotations
 import json
 import multiprocessing
 import re
+import statistics
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from pydantic import BaseModel
 
 from backends.llm.types import ChatRequest
 from testkit.fake_endpoints import schema_of
@@ -31,6 +36,7 @@ from testkit.requests import role_of, user_line
 from testkit.schema_fill import schema_answer
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
+TIMELINE_KEPT = 1_000_000  # requests a timeline keeps between two reads
 SIMILARITY = 0.1  # a slot is chosen for its cached prompt when they share more than this share of the prompt
 PLAIN = ("Here is one idea for your week: keep the evenings free and rest.",
          "You could try a short walk after dinner; it tends to help with sleep.",
@@ -80,6 +86,7 @@ class SlotServer:
         self._last: list[list[str]] = [[] for _ in range(slots)]
         self._used_at = [0.0] * slots
         self.counters = {"requests": 0, "prompt_tokens": 0, "cached_tokens": 0, "predicted_tokens": 0}
+        self._timeline: list[tuple[float, float, float]] = []  # (arrived, slot taken, slot given back) per request
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
@@ -128,6 +135,12 @@ class SlotServer:
         with self._cond:
             return [{"id": i, "is_processing": busy, "n_ctx": self.window} for i, busy in enumerate(self._busy)]
 
+    def timeline(self) -> list[tuple[float, float, float]]:
+        """(arrived, slot taken, slot given back) of every request since the last call, in the order they ended."""
+        with self._cond:
+            out, self._timeline = self._timeline, []
+        return out
+
     def metrics(self) -> str:
         c = self.counters
         return (f"llamacpp:prompt_tokens_total {c['prompt_tokens']}\n"
@@ -147,14 +160,19 @@ class SlotServer:
 
     def complete(self, body: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
         """(text, usage, timings) of one chat request, after it held a slot for ``latency`` seconds."""
+        arrived = time.time()
         prompt = tokens(body)
         slot, cached = self.take(prompt)
+        taken = time.time()
         text = self.answer_text(body)
         predicted = len(_TOKEN.findall(text))
         try:
             time.sleep(self.latency)
         finally:
             self.give_back(slot, prompt, predicted, cached)
+            with self._cond:
+                if len(self._timeline) < TIMELINE_KEPT:
+                    self._timeline.append((arrived, taken, time.time()))
         usage = {"prompt_tokens": len(prompt), "completion_tokens": predicted,
                  "total_tokens": len(prompt) + predicted, "prompt_tokens_details": {"cached_tokens": cached}}
         timings = {"cache_n": cached, "prompt_n": len(prompt) - cached, "predicted_n": predicted,
@@ -189,6 +207,8 @@ class SlotServer:
                         {"id": server.model, "object": "model", "max_model_len": server.window}]})
                 if self.path == "/metrics":
                     return self._send(200, server.metrics(), "text/plain")
+                if self.path == "/timeline":
+                    return self._send(200, server.timeline())
                 if self.path == "/health":
                     return self._send(200, {"status": "ok"})
                 return self._send(404, {"error": {"message": "not found"}})
@@ -214,3 +234,42 @@ class SlotServer:
                 self._send(200, events, "text/event-stream")
 
         return Handler
+
+
+class TimelineFigures(BaseModel):
+    """How busy an endpoint's slots were over a run, from its :meth:`SlotServer.timeline`."""
+
+    requests: int
+    span_s: float  # first arrival to last slot given back
+    busy_share: float  # slot-seconds held ÷ (slots × span): 1.0 is the endpoint never idle
+    mean_in_flight: float  # slots held on average over the span
+    hold_ms: float  # median time a request held its slot (the latency plus the fake's own work on it)
+    queued_ms: float  # median wait for a free slot at the endpoint
+    tail_s: float  # the run's last stretch with fewer than half the slots held (the last units' own calls)
+    gaps_s: float  # time before that tail with fewer than half the slots held
+
+
+def timeline_figures(timeline: list[tuple[float, float, float]], slots: int) -> TimelineFigures:
+    """The figures of ``timeline`` ((arrived, taken, given back) per request) for an endpoint of ``slots`` slots."""
+    if not timeline:
+        return TimelineFigures(requests=0, span_s=0.0, busy_share=0.0, mean_in_flight=0.0, hold_ms=0.0, queued_ms=0.0,
+                               tail_s=0.0, gaps_s=0.0)
+    start, end = min(t[0] for t in timeline), max(t[2] for t in timeline)
+    span = max(end - start, 1e-9)
+    held = sum(t[2] - t[1] for t in timeline)
+    events = sorted([(t[1], 1) for t in timeline] + [(t[2], -1) for t in timeline])
+    low: list[list[float]] = []  # stretches with fewer than half the slots held, adjacent ones merged
+    in_flight, since = 0, start
+    for at, step in events:
+        if in_flight < slots / 2 and at > since:
+            if low and low[-1][1] == since:
+                low[-1][1] = at
+            else:
+                low.append([since, at])
+        in_flight, since = in_flight + step, at
+    tail = low.pop()[0] if low and low[-1][1] >= end else end
+    return TimelineFigures(
+        requests=len(timeline), span_s=span, busy_share=held / (slots * span), mean_in_flight=held / span,
+        hold_ms=1000 * statistics.median(t[2] - t[1] for t in timeline),
+        queued_ms=1000 * statistics.median(t[1] - t[0] for t in timeline),
+        tail_s=end - tail, gaps_s=sum(b - a for a, b in low))

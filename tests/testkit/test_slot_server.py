@@ -11,7 +11,7 @@ from sim.batch import plan_runs, run_batch
 from sim.store import run_id_for
 from testkit.fault_server import serving
 from testkit.release import make_release
-from testkit.slot_server import SlotServer
+from testkit.slot_server import SlotServer, timeline_figures
 from testkit.workspace import make_workspace
 
 
@@ -38,3 +38,30 @@ def test_a_simulation_against_the_slot_server_asks_each_call_once(tmp_path, mode
     with ws.db.read() as conn:
         failed = conn.execute("SELECT COUNT(*) FROM llm_calls WHERE structured_ok = 0 OR attempts > 1").fetchone()[0]
     assert failed == 0
+
+
+def test_the_timeline_says_how_busy_the_slots_were():
+    """Two slots: both busy for a second, then one for a second more (a tail), then a gap-free end."""
+    timeline = [(0.0, 0.0, 1.0), (0.0, 0.0, 1.0), (1.0, 1.0, 2.0)]
+    f = timeline_figures(timeline, slots=2)
+    assert f.requests == 3 and f.span_s == pytest.approx(2.0)
+    assert f.busy_share == pytest.approx(0.75) and f.mean_in_flight == pytest.approx(1.5)
+    assert f.hold_ms == pytest.approx(1000) and f.queued_ms == 0
+    assert f.gaps_s == 0 and f.tail_s == 0  # one of two slots is half, not fewer than half
+    four = timeline_figures([(0.0, 0.0, 3.0), (0.0, 0.0, 1.0), (1.0, 1.5, 2.0), (0.0, 0.0, 1.0), (0.0, 0.0, 1.0),
+                             (2.5, 2.5, 4.0)], slots=4)
+    # one slot held over 1–1.5 s and 2–2.5 s (gaps), and from 3 s to the end (the tail)
+    assert four.queued_ms == 0 and four.gaps_s == pytest.approx(1.0) and four.tail_s == pytest.approx(1.0)
+    assert timeline_figures([], slots=4).requests == 0
+
+
+def test_the_server_keeps_each_requests_times_until_read():
+    server = SlotServer(latency=0.05, slots=2)
+    with serving(server.httpd):
+        body = {"model": "slot-model", "messages": [{"role": "user", "content": "hello"}]}
+        for _ in range(2):
+            server.complete(body)
+        first = server.timeline()
+        assert len(first) == 2 and server.timeline() == []
+    for arrived, taken, done in first:
+        assert arrived <= taken and done - taken >= 0.05
