@@ -241,9 +241,20 @@ class MemoryMethod(ABC):
         """The current session's logs, one part per log: trimmed oldest first, and only after everything else."""
         if current is None:
             return PromptBlock(title="Logs of the current session", text="")
-        parts = [BlockPart(text=render_log(current, j), label=f"{current.sample_id}#{j}", order=j)
-                 for j in range(len(current.logs))]
+        parts = [BlockPart(text=text, label=f"{current.sample_id}#{j}", order=j)
+                 for j, text in enumerate(rendered_logs(self.ctx.user, current))]
         return PromptBlock.of_parts("Logs of the current session", parts, "oldest_first", "logs", rank=9)
+
+
+def rendered_logs(user: User, session: Session) -> list[str]:
+    """Each log of ``session`` as :func:`render_log` renders it, redacted once per session object (every turn of
+    its dialogue retrieves with them). Kept in the user's memo with the session they came from, so another session
+    object at the same place (a changed copy of the user) is rendered afresh."""
+    cache = user.derived_cache.setdefault("rendered_logs", {})
+    kept = cache.get(session.index)
+    if kept is None or kept[0] is not session:
+        kept = cache[session.index] = (session, [render_log(session, j) for j in range(len(session.logs))])
+    return kept[1]
 
 
 def assistant_client(llm: LLMClient, method: MemoryMethod | None, current: Session | None = None) -> LLMClient:

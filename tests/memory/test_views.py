@@ -132,3 +132,15 @@ def test_a_builders_view_is_its_own_copy(build_memory, tiny_user):
     view.forgotten.add("x")
     again = builder.view(0)
     assert again.items and "x" not in again.forgotten
+
+
+def test_a_sessions_logs_are_rendered_once_per_session_object(tiny_user):
+    from memory.base import render_log, rendered_logs
+
+    session = tiny_user.sessions[0]
+    first = rendered_logs(tiny_user, session)
+    assert first == [render_log(session, j) for j in range(len(session.logs))]
+    assert rendered_logs(tiny_user, session) is first
+    changed = session.model_copy(update={"logs": [session.logs[0].model_copy(update={"content": "bought a kettle"})]})
+    assert rendered_logs(tiny_user, changed) == [render_log(changed, 0)]  # another session object: rendered afresh
+    assert "bought a kettle" in render_log(changed, 0)
