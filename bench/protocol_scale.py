@@ -116,9 +116,13 @@ def run_protocol(home: Path, url: str, dataset: Path, users: list[str], args, ex
     calls = served(url) - before
     slots = timeline_figures(timeline(url), args.slots)
     assert summary.status == "done", summary.errors
+    with ws.db.read() as conn:  # when the last memory build ended: every later unit waits on some build
+        builds = conn.execute("SELECT MAX(finished_at) - (SELECT MIN(started_at) FROM job_units WHERE job_id=?) "
+                              "FROM job_units WHERE job_id=? AND kind='memory.session'",
+                              (plan.job.job_id, plan.job.job_id)).fetchone()[0] or 0.0
     return {"wall": wall, "cpu": cpu, "native": native, "calls": calls, "recorded": ws.runs.totals().calls, "units": summary.total,
             "est_calls": plan.total("calls"), "est_wall": plan.wall_seconds, "rss": rss_mb(), "rss_gain": rss_mb() - rss0,
-            "ideal": calls * args.latency / args.slots, "slots": slots, "ws": ws}
+            "ideal": calls * args.latency / args.slots, "slots": slots, "builds": builds, "ws": ws}
 
 
 def profiled(fn):
@@ -191,12 +195,15 @@ def print_profile(stats: pstats.Stats, calls: int, top: int = 15) -> None:
 
 def print_slots(rows: list, latency: float) -> None:
     """Where wall ÷ ideal goes, from the endpoint's side: how busy its slots were, how long each call held one, and
-    how long the run ran with fewer than half of them busy — before its last stretch (gaps) and in it (tail)."""
+    how long the run ran with fewer than half of them busy — before its last stretch (gaps) and in it (tail) — and
+    when the last memory build ended (a user's build is a chain of sessions whose calls wait for slots like any other:
+    with few users it is as long as the rest of the run, and the sims and judgments after it run with slots idle)."""
     print("the endpoint's slots over each run (its own timeline):")
-    print(f"{'users':>5} {'busy':>6} {'in flight':>9} {'hold ms':>8} {'queued ms':>9} {'gaps s':>7} {'tail s':>7}")
-    for n, f in rows:
+    print(f"{'users':>5} {'busy':>6} {'in flight':>9} {'hold ms':>8} {'queued ms':>9} {'gaps s':>7} {'tail s':>7} "
+          f"{'builds end s':>12} {'wall s':>7}")
+    for n, f, builds, wall in rows:
         print(f"{n:>5} {100 * f.busy_share:>5.0f}% {f.mean_in_flight:>9.1f} {f.hold_ms:>8.0f} {f.queued_ms:>9.1f} "
-              f"{f.gaps_s:>7.1f} {f.tail_s:>7.1f}")
+              f"{f.gaps_s:>7.1f} {f.tail_s:>7.1f} {builds:>12.1f} {wall:>7.1f}")
     print(f"  (hold: the {latency * 1000:.0f} ms latency plus the fake's own work on the request)")
 
 
@@ -281,7 +288,7 @@ def main() -> None:
               f"{1000 * r['cpu'] / r['calls']:>11.1f} {1000 * r['native'] / r['calls']:>12.1f} "
               f"{r['wall'] / r['ideal']:>10.2f} {r['rss']:>7.0f} "
               f"{r['rss_gain'] / n:>7.1f}", flush=True)
-        rows.append((n, r["slots"]))
+        rows.append((n, r["slots"], r["builds"], r["wall"]))
         r.pop("ws").jobs.stop()
     print_slots(rows, args.latency)
     if args.profile:
