@@ -25,6 +25,9 @@ BENCH = ROOT / "bench"
 SECTION = re.compile(r"^## `bench/(?P<name>[\w]+)\.py`\n(?P<body>.*?)(?=^## `bench/|\Z)", re.M | re.S)
 
 
+QUIET_BARS = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}  # progress bars are not figures
+
+
 def bench_scripts() -> list[Path]:
     return sorted(p for p in BENCH.glob("*.py") if p.name != "__init__.py")
 
@@ -63,7 +66,8 @@ def run_bench(script: Path, timeout: float) -> str:
     before, started = load_average(), time.monotonic()
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     try:
-        done = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, **QUIET_BARS})
         printed, code = done.stdout + done.stderr, str(done.returncode)
     except subprocess.TimeoutExpired as e:
         printed = ((e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or ""))
