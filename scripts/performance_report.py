@@ -25,7 +25,8 @@ BENCH = ROOT / "bench"
 SECTION = re.compile(r"^## `bench/(?P<name>[\w]+)\.py`\n(?P<body>.*?)(?=^## `bench/|\Z)", re.M | re.S)
 
 
-QUIET_BARS = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}  # progress bars are not figures
+# progress bars are not figures; unbuffered output keeps what a bench stopped at its timeout had printed
+BENCH_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "PYTHONUNBUFFERED": "1"}
 
 
 def bench_scripts() -> list[Path]:
@@ -67,7 +68,7 @@ def run_bench(script: Path, timeout: float) -> str:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     try:
         done = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, **QUIET_BARS})
+                              env={**os.environ, **BENCH_ENV})
         printed, code = done.stdout + done.stderr, str(done.returncode)
     except subprocess.TimeoutExpired as e:
         printed = ((e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or ""))
