@@ -14,6 +14,7 @@ import datetime as dt
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -62,17 +63,26 @@ def commit() -> str:
         return "unknown"
 
 
+def run_printout(cmd: list[str], timeout: float) -> tuple[str, str]:
+    """What ``cmd`` printed (stdout and stderr as they came) and its exit code, or "stopped after N s": a bench past
+    ``timeout`` is stopped with every process it started (servers, workers: its own process group), and what it had
+    printed is kept."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **BENCH_ENV}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        return out.decode(errors="replace"), str(proc.returncode)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return out.decode(errors="replace"), f"stopped after {timeout:.0f} s"
+
+
 def run_bench(script: Path, timeout: float) -> str:
     """One bench's section: when, on what load, how long, its exit code and everything it printed."""
     before, started = load_average(), time.monotonic()
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    try:
-        done = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, **BENCH_ENV})
-        printed, code = done.stdout + done.stderr, str(done.returncode)
-    except subprocess.TimeoutExpired as e:
-        printed = ((e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or ""))
-        code = f"stopped after {timeout:.0f} s"
+    printed, code = run_printout([sys.executable, str(script)], timeout)
     took = time.monotonic() - started
     print(f"{script.name}: exit {code} in {took:.0f} s", file=sys.stderr)
     return (f"## `bench/{script.name}`\n\n{stamp} · commit {commit()} · {took:.0f} s · exit {code} · load average "

@@ -4,6 +4,8 @@ bench run on its own (hours on the bundled model) can be recorded as that bench'
 from __future__ import annotations
 
 import importlib.util
+import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,3 +39,28 @@ def test_a_recorded_printout_must_name_a_bench_and_a_file(tmp_path, monkeypatch,
     assert report.main(["--recorded", f"no_such_bench={tmp_path}"]) == 2
     assert report.main(["--recorded", "stance_corpus=/nonexistent/file"]) == 2
     assert "expected NAME=FILE" in capsys.readouterr().err and not report.OUT.exists()
+
+
+def test_a_bench_past_its_timeout_is_stopped_with_what_it_started_and_its_printout_kept(tmp_path, monkeypatch):
+    report = load_report(tmp_path, monkeypatch)
+    pid_file = tmp_path / "child.pid"
+    bench = (f"import subprocess, sys, time\n"
+             f"child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+             f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+             f"print('first figure', flush=True)\n"
+             f"time.sleep(60)\n")
+    printed, code = report.run_printout([sys.executable, "-c", bench], timeout=3)
+    assert "first figure" in printed and code == "stopped after 3 s"
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and Path(f"/proc/{child}").exists() and "Z" not in _state(child):
+        time.sleep(0.1)
+    assert not Path(f"/proc/{child}").exists() or "Z" in _state(child)  # the server it started is gone too
+    assert report.run_printout([sys.executable, "-c", "print('done')"], timeout=30) == ("done\n", "0")
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return "gone"
