@@ -48,6 +48,11 @@ def register(msub: argparse._SubParsersAction) -> None:
     t.add_argument("--embedder", help="embedder name (default: configured, 'auto' by language)")
     t.add_argument("--language", choices=["en", "zh"], help="only the users of this language")
     t.add_argument("--seed", type=int, default=0, help="seed of the unmatched pairs drawn")
+    t.add_argument("--judge", action="store_true",
+                   help="also measure the judge matcher (judge role) on the same matched and hard-negative pairs: "
+                        "its match precision, TPR and false matches (one call a pair)")
+    t.add_argument("--judge-limit", type=int, default=40, metavar="N",
+                   help="with --judge: at most N matched and N hard-negative pairs, a seeded draw (default 40; 0: all)")
     t.add_argument("--json", action="store_true")
     t.set_defaults(func=cmd_threshold)
 
@@ -199,8 +204,10 @@ def cmd_threshold(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"error: {args.dataset}: {e}", file=sys.stderr)
         return 2
+    judged = _judge_pairs(users, args) if args.judge else None
     if args.json:
-        print(cal.model_dump_json(indent=1))
+        data = cal.model_dump() | ({"judge_matcher": judged.model_dump()} if judged else {})
+        print(json.dumps(data, ensure_ascii=False, indent=1))
         return 0
     print(f"{cal.embedder} on {args.dataset} ({len(cal.users)} users, {cal.positives} matched and {cal.negatives} "
           f"unmatched pairs): τ = {cal.tau:g}, ROC AUC {_fmt(cal.auc)}")
@@ -216,4 +223,38 @@ def cmd_threshold(args: argparse.Namespace) -> int:
     for f in cal.folds:
         print(f"  fold {f.user}: τ {f.tau:g}  TPR {_fmt(f.tpr)}  FPR {_fmt(f.fpr)}  ({f.positives}+/{f.negatives}−)")
     print("use it: pal memory fidelity --threshold τ (or the Memory page's τ field)")
+    if judged is not None:
+        _print_judge_pairs(judged)
     return 0
+
+
+def _judge_pairs(users, args: argparse.Namespace):
+    """The judge matcher on the calibration's matched and hard-negative pairs, with progress on stderr."""
+    import time
+
+    from cli.context import open_workspace
+    from evaluation.fidelity.judge_pairs import judge_pairs, sample_pairs
+    from evaluation.fidelity.threshold import calibration_pairs
+
+    pairs = sample_pairs(calibration_pairs(users, seed=args.seed), args.judge_limit or None, args.seed)
+    llm = open_workspace().llm(session_id="cli-fidelity-judge-pairs")
+    started = time.monotonic()
+
+    def progress(done: int, total: int) -> None:
+        eta = (time.monotonic() - started) / done * (total - done)
+        print(f"[judge pair {done}/{total}] about {eta:.0f} s left", file=sys.stderr, flush=True)
+
+    return judge_pairs(llm, pairs, progress)
+
+
+def _print_judge_pairs(j) -> None:
+    from evaluation.takeaway_words import wilson
+
+    called = j.true_matches + j.false_matches
+    ci = wilson(j.true_matches, called) if called else None
+    print(f"judge matcher ({j.judge_model}, prompt v{j.prompt_version}) on {j.matched} matched and "
+          f"{j.hard_negatives} hard-negative pairs: match precision {_fmt(j.precision)}"
+          + (f" (95 % Wilson {ci.low:.2f}–{ci.high:.2f})" if ci else "")
+          + f", TPR {_fmt(j.tpr)}, hard negatives called a match {_fmt(j.hard_fpr)}, invalid {j.invalid} → "
+          + ("reaches 0.9: a defensible default matcher" if j.reaches else
+             "below 0.9: the judge does not tell one need from another either"))

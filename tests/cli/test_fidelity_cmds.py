@@ -89,3 +89,34 @@ def test_fidelity_threshold_calibrates_on_held_out_pairs(tmp_path):
     both = subprocess.run([PAL, "memory", "fidelity-threshold", "--dataset", str(DEMO)], capture_output=True,
                           text=True, timeout=300, env={**os.environ, "PAL_HOME": str(tmp_path), "PAL_EMBEDDER": "hash"})
     assert both.returncode == 2 and "pick one with --language" in both.stderr
+
+
+@pytest.mark.slow(seconds=10)
+def test_fidelity_threshold_measures_the_judge_matcher_on_the_same_pairs(tmp_path):
+    """--judge asks the judge role about a seeded sample of matched and hard-negative pairs (here a schema-filling
+    fake endpoint) and reports its match precision beside the embedding's; the plain JSON keeps its shape."""
+    import sys
+
+    from testkit.fault_server import serving
+    from testkit.slot_server import SlotServer
+    from tests.conftest import ROOT
+
+    server = SlotServer(latency=0.0, slots=2)
+    env = {**os.environ, "PAL_HOME": str(tmp_path), "PAL_EMBEDDER": "hash", "PAL_DEFAULT_PROVIDER": "openai",
+           "PAL_DEFAULT_MODEL": "slot-model", "PAL_DEFAULT_BASE_URL": server.base_url}
+    with serving(server.httpd):
+        res = subprocess.run([sys.executable, "-m", "cli", "memory", "fidelity-threshold", "--dataset", str(DEMO),
+                              "--language", "zh", "--judge", "--judge-limit", "3", "--json"], capture_output=True,
+                             text=True, timeout=300, cwd=ROOT, env=env)
+        table = subprocess.run([sys.executable, "-m", "cli", "memory", "fidelity-threshold", "--dataset", str(DEMO),
+                                "--language", "zh", "--judge", "--judge-limit", "2"], capture_output=True, text=True,
+                               timeout=300, cwd=ROOT, env=env)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    judge = out["judge_matcher"]
+    assert out["embedder"] == "hash" and judge["judge_model"] == "slot-model"
+    assert (judge["matched"], judge["hard_negatives"]) == (3, 3) and len(judge["verdicts"]) == 6
+    assert judge["true_matches"] + judge["false_matches"] + judge["invalid"] <= 6
+    assert "[judge pair 6/6]" in res.stderr
+    assert table.returncode == 0, table.stderr
+    assert "judge matcher (slot-model" in table.stdout and "2 matched and 2 hard-negative pairs" in table.stdout
