@@ -15,6 +15,12 @@ server closed while it was idle is noticed when the request is sent or its answe
 sent once more on a new connection. A stream stopped early closes its connection, so the server stops decoding;
 one read to its end (``[DONE]`` and the chunked body's end) goes back to the pool.
 
+Once a request is sent, the connection acknowledges what comes back at once (``TCP_QUICKACK``, Linux): a server
+that writes an answer's headers and its body in two sends without ``TCP_NODELAY`` (Python's :mod:`http.server`, so
+the fake endpoints; any server written so) holds the body back until the headers are acknowledged (Nagle's
+algorithm), and a kept-alive connection that has just sent delays its acknowledgements by up to 40 ms — which every
+call, and the endpoint's slot it held, waited on.
+
 HTTPS uses the CA bundle the SDK used (``certifi``) when it is installed, else the system's. An endpoint reached
 through a proxy (``HTTPS_PROXY`` and friends) is not served here: :func:`direct` says so, and the provider uses the
 SDK, which honours the proxy settings.
@@ -37,6 +43,7 @@ from urllib.parse import urlsplit
 log = logging.getLogger(__name__)
 
 MAX_IDLE = 64  # idle connections kept per endpoint (more are closed when they come back)
+_QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux only
 
 
 class TransportError(Exception):
@@ -166,6 +173,7 @@ class Pool:
             conn.sock.settimeout(timeout)
             try:
                 conn.request("POST", self.prefix + path, body, headers)
+                _ack_at_once(conn.sock)
                 return conn, conn.getresponse()
             except TimeoutError as e:
                 conn.close()
@@ -284,6 +292,7 @@ def _exchange(conn: http.client.HTTPConnection, request: bytes, timeout: float) 
         raise
     except OSError as e:
         raise _NotBegun(type(e).__name__) from e
+    _ack_at_once(sock)
     with sock.makefile("rb") as fp:
         while True:
             try:
@@ -312,6 +321,17 @@ def _exchange(conn: http.client.HTTPConnection, request: bytes, timeout: float) 
     connection = headers.get("connection", "").lower()
     keep = whole and ("close" not in connection if version == "HTTP/1.1" else "keep-alive" in connection)
     return status, headers, body, keep
+
+
+def _ack_at_once(sock: socket.socket) -> None:
+    """Acknowledge the answer's segments as they arrive (see the module docstring). Set after each request is sent:
+    sending turns delayed acknowledgements back on."""
+    if _QUICKACK is None:
+        return
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
+    except OSError as e:  # a socket type without it: the answer only comes later
+        log.debug("TCP_QUICKACK not set on %s (%s)", sock, e)
 
 
 def _read_headers(fp: Any) -> dict[str, str]:
