@@ -115,6 +115,7 @@ def run_protocol(home: Path, url: str, dataset: Path, users: list[str], args, ex
     native = sum(secs - native0.get(task, 0.0) for task, secs in native_cpu().items())
     calls = served(url) - before
     slots = timeline_figures(timeline(url), args.slots)
+    limiter = ws.limiters.limiter(url)
     assert summary.status == "done", summary.errors
     with ws.db.read() as conn:  # when the last memory build ended: every later unit waits on some build
         builds = conn.execute("SELECT MAX(finished_at) - (SELECT MIN(started_at) FROM job_units WHERE job_id=?) "
@@ -122,7 +123,9 @@ def run_protocol(home: Path, url: str, dataset: Path, users: list[str], args, ex
                               (plan.job.job_id, plan.job.job_id)).fetchone()[0] or 0.0
     return {"wall": wall, "cpu": cpu, "native": native, "calls": calls, "recorded": ws.runs.totals().calls, "units": summary.total,
             "est_calls": plan.total("calls"), "est_wall": plan.wall_seconds, "rss": rss_mb(), "rss_gain": rss_mb() - rss0,
-            "ideal": calls * args.latency / args.slots, "slots": slots, "builds": builds, "ws": ws}
+            "ideal": calls * args.latency / args.slots, "slots": slots, "builds": builds, "ws": ws,
+            "slot_ms": 1000 * statistics.median(limiter.holds) if limiter and limiter.holds else 0.0,
+            "handoff_ms": 1000 * statistics.median(limiter.handoffs) if limiter and limiter.handoffs else 0.0}
 
 
 def profiled(fn):
@@ -195,16 +198,19 @@ def print_profile(stats: pstats.Stats, calls: int, top: int = 15) -> None:
 
 def print_slots(rows: list, latency: float) -> None:
     """Where wall ÷ ideal goes, from the endpoint's side: how busy its slots were, how long each call held one, and
-    how long the run ran with fewer than half of them busy — before its last stretch (gaps) and in it (tail) — and
+    — from the app's side — how long a call held its limiter slot (the endpoint's hold plus the round trip and the
+    app's own work on the call, on a busy machine also the waits for a core) and how long a waiter handed a freed slot
+    took to run again; how long the run ran with fewer than half of them busy — before its last stretch (gaps) and in it (tail) — and
     when the last memory build ended (a user's build is a chain of sessions whose calls wait for slots like any other:
     with few users it is as long as the rest of the run, and the sims and judgments after it run with slots idle)."""
     print("the endpoint's slots over each run (its own timeline):")
-    print(f"{'users':>5} {'busy':>6} {'in flight':>9} {'hold ms':>8} {'queued ms':>9} {'gaps s':>7} {'tail s':>7} "
-          f"{'builds end s':>12} {'wall s':>7}")
-    for n, f, builds, wall in rows:
-        print(f"{n:>5} {100 * f.busy_share:>5.0f}% {f.mean_in_flight:>9.1f} {f.hold_ms:>8.0f} {f.queued_ms:>9.1f} "
-              f"{f.gaps_s:>7.1f} {f.tail_s:>7.1f} {builds:>12.1f} {wall:>7.1f}")
-    print(f"  (hold: the {latency * 1000:.0f} ms latency plus the fake's own work on the request)")
+    print(f"{'users':>5} {'busy':>6} {'in flight':>9} {'hold ms':>8} {'slot ms':>8} {'handoff ms':>10} {'queued ms':>9} "
+          f"{'gaps s':>7} {'tail s':>7} {'builds end s':>12} {'wall s':>7}")
+    for n, f, builds, wall, slot_ms, handoff_ms in rows:
+        print(f"{n:>5} {100 * f.busy_share:>5.0f}% {f.mean_in_flight:>9.1f} {f.hold_ms:>8.0f} {slot_ms:>8.0f} "
+              f"{handoff_ms:>10.1f} {f.queued_ms:>9.1f} {f.gaps_s:>7.1f} {f.tail_s:>7.1f} {builds:>12.1f} {wall:>7.1f}")
+    print(f"  (hold: the {latency * 1000:.0f} ms latency plus the fake's own work on the request; slot: the app's limiter "
+          f"slot per call, medians)")
 
 
 def claim_figures(tmp: Path, url: str, users: int, samples: int = 200) -> None:
@@ -288,7 +294,7 @@ def main() -> None:
               f"{1000 * r['cpu'] / r['calls']:>11.1f} {1000 * r['native'] / r['calls']:>12.1f} "
               f"{r['wall'] / r['ideal']:>10.2f} {r['rss']:>7.0f} "
               f"{r['rss_gain'] / n:>7.1f}", flush=True)
-        rows.append((n, r["slots"], r["builds"], r["wall"]))
+        rows.append((n, r["slots"], r["builds"], r["wall"], r["slot_ms"], r["handoff_ms"]))
         r.pop("ws").jobs.stop()
     print_slots(rows, args.latency)
     if args.profile:

@@ -5,6 +5,11 @@ open); ``JobEngine.run`` runs one job in the foreground until it ends (the ``pal
 executor such as :class:`jobs.ray_executor.RayExecutor`. Both share one lease protocol: a claimed unit's lease is
 renewed every ``lease_s / 3`` seconds by the engine's heartbeat thread; the heartbeat also passes a job's cancel
 to its running units (their ``ctx.cancel`` is set) and requeues units whose lease expired.
+
+A unit's LLM calls wait for an endpoint's slot with the unit's height in its job's graph as their priority
+(:func:`backends.llm.limits.call_priority`; :meth:`jobs.store.JobStore.heights`): with few users a job's critical
+path is its memory builds, each a chain of sessions that every simulation and judgment after it waits for, and their
+calls then go before those of units nothing waits on, instead of queueing behind them.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from backends.llm.errors import Cancelled
+from backends.llm.limits import call_priority
 from backends.store.leases import pid_alive
 from jobs.store import HOST, JobStore
 from jobs.types import JobSpec, JobSummary, Unit
@@ -62,6 +68,8 @@ class JobEngine:
         self._workers: list[threading.Thread] = []
         self._heart: threading.Thread | None = None
         self._envs: dict[str, Any] = {}
+        self._heights: dict[str, dict[str, int]] = {}  # job → unit → height (see :meth:`priority`)
+        self._heights_lock = threading.Lock()
 
     # ------------------------------------------------------------------ submitting and controls
 
@@ -72,6 +80,8 @@ class JobEngine:
         for u in spec.units:
             self.registry.get(u.kind)
         job_id = self.store.submit(spec)
+        with self._heights_lock:
+            self._heights.pop(job_id, None)  # units may have come: worked out again when one runs
         if env is not None:
             self._envs[job_id] = env
         else:
@@ -194,6 +204,19 @@ class JobEngine:
                 group.notify()
             self.execute(unit, watched=watched)
 
+    def priority(self, unit: Unit) -> int:
+        """The priority of ``unit``'s LLM calls: its height in its job's graph (worked out once per job and engine;
+        again when a unit of the job is not among those known, e.g. units another process added)."""
+        with self._heights_lock:
+            heights = self._heights.get(unit.job_id)
+            if heights is None or unit.unit_id not in heights:
+                try:
+                    heights = self._heights[unit.job_id] = self.store.heights(unit.job_id)
+                except Exception:  # a busy or vanished database: the unit runs, its calls at the lowest priority
+                    log.exception("job %s: the units' heights could not be read", unit.job_id)
+                    return 0
+            return heights.get(unit.unit_id, 0)
+
     def env(self, job_id: str) -> Any:
         if job_id not in self._envs:
             self._envs[job_id] = self.env_for(job_id, self.store.config(job_id))
@@ -213,7 +236,8 @@ class JobEngine:
             ctx.env = self.env(unit.job_id)
             if not watched and callable(unwatched := getattr(ctx.env, "unwatched", None)):
                 ctx.env = unwatched()
-            result = run_patiently(call or self.registry.get(unit.kind).run, ctx)
+            with call_priority(self.priority(unit)):
+                result = run_patiently(call or self.registry.get(unit.kind).run, ctx)
         except BaseException as e:  # every failure of a unit is recorded on it; the worker goes on
             log.debug("unit %s ended by %s", unit.unit_id, type(e).__name__, exc_info=True)
             progress.flush()

@@ -276,6 +276,15 @@ class JobStore:
                 deps.setdefault(d[0], []).append(d[1])
         return [_to_unit(r, deps.get(r["unit_id"], [])) for r in rows]
 
+    def heights(self, job_id: str) -> dict[str, int]:
+        """Each unit of ``job_id`` with its height in the job's graph: the longest chain of units that wait on it, one
+        after another (0: nothing waits on it). What the engine's calls are prioritised by (:mod:`jobs.engine`)."""
+        with self.db.read() as conn:
+            ids = [r[0] for r in conn.execute("SELECT unit_id FROM job_units WHERE job_id=?", (job_id,))]
+            edges = conn.execute("SELECT d.unit_id, d.dep_id FROM job_deps d JOIN job_units u USING (unit_id) "
+                                 "WHERE u.job_id=?", (job_id,)).fetchall()
+        return chain_heights(ids, edges)
+
     def config(self, job_id: str) -> dict:
         with self.db.read() as conn:
             row = conn.execute("SELECT config FROM jobs WHERE job_id=?", (job_id,)).fetchone()
@@ -375,6 +384,28 @@ def _ready_job(conn: sqlite3.Connection, job_id: str) -> None:
 def _dependants(conn: sqlite3.Connection, ids: list[str]) -> list[str]:
     """The units that depend directly on any of ``ids``."""
     return [r[0] for uid in ids for r in conn.execute("SELECT unit_id FROM job_deps WHERE dep_id=?", (uid,))]
+
+
+def chain_heights(units: Iterable[str], edges: Iterable[tuple[str, str]]) -> dict[str, int]:
+    """The height of each unit given ``edges`` (unit, a unit it depends on): 0 for a unit nothing depends on, else
+    one more than the highest of its dependants. Worked out from the last units back (no recursion: a build's chain
+    of sessions may be long); a unit on a cycle, which can never run, keeps 0."""
+    height = dict.fromkeys(units, 0)
+    deps: dict[str, list[str]] = {}
+    dependants = dict.fromkeys(height, 0)
+    for unit, dep in edges:
+        if unit in height and dep in height:
+            deps.setdefault(unit, []).append(dep)
+            dependants[dep] += 1
+    ready = [u for u, n in dependants.items() if n == 0]
+    while ready:
+        unit = ready.pop()
+        for dep in deps.get(unit, ()):
+            height[dep] = max(height[dep], height[unit] + 1)
+            dependants[dep] -= 1
+            if dependants[dep] == 0:
+                ready.append(dep)
+    return height
 
 
 def _to_unit(row: sqlite3.Row, deps: list[str]) -> Unit:

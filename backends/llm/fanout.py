@@ -17,10 +17,14 @@ The items run on the calling thread and on up to ``width - 1`` helpers from one 
 the process (:data:`POOL_THREADS`), not on threads started per call: a protocol run makes thousands of fan-outs,
 and each new thread also opens its own database connection. The caller works through the items itself, so a
 fan-out inside a fan-out's item always progresses even when every pool thread is busy — helpers only add speed.
+A helper runs its items in a copy of the caller's context (:mod:`contextvars`), so they wait for a slot with the
+caller's priority (:func:`backends.llm.limits.call_priority`: a job unit's calls all have its unit's).
 """
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import logging
 import queue
 import threading
@@ -138,8 +142,8 @@ def fan_out(fn: Callable[[T], R], items: Sequence[T], width: int, cancel: thread
             out.append(fn(item))
         return out
     call: _Call[T, R] = _Call(fn, items, cancel)
-    for _ in range(min(width, len(items)) - 1):
-        _POOL.submit(call.drain)
+    for _ in range(min(width, len(items)) - 1):  # one copy of the caller's context per helper (a context runs on one thread)
+        _POOL.submit(functools.partial(contextvars.copy_context().run, call.drain))
     try:
         call.drain()
     finally:

@@ -15,16 +15,29 @@ proxy — gets :data:`DEFAULT_CONCURRENCY`, halved on a 429 and grown back on su
 independent calls (a judgment's samples, a build's windows) go out together instead of one after another.
 :meth:`Limiters.width` is how many independent calls a piece of work may have in flight together
 (:mod:`backends.llm.fanout`); :meth:`Limiters.describe` says where that number comes from (the Settings page).
+
+Requests that cannot go at once wait in the limiter's own queue, ordered by priority, then by arrival: a request of
+higher priority is admitted before every lower one that waits, those of one priority first come, first served, and
+nobody overtakes the queue while someone waits in it. A request's priority is the :func:`call_priority` its thread
+(or the work that fanned it out, :mod:`backends.llm.fanout`) runs under: the job engine gives each unit's calls the
+unit's height in its job's graph (how many units wait on it, one after another), so the calls of work on a job's
+critical path — a memory build's chain of sessions, which everything after it waits for — go first, and the rest
+fill the slots they leave; a lower call waits only while a higher one waits too. Whoever gives a slot back hands it
+to the head of the queue there and then (its bookkeeping done on the head's behalf), so a freed slot is never idle
+while the woken thread is still being scheduled, and nobody who came later can take it first.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Literal
 
 from pydantic import BaseModel
@@ -41,6 +54,24 @@ UNBOUNDED_WIDTH = 8  # calls in flight together where limits are configured with
 DEFAULT_CONCURRENCY = 8
 NETWORK_SCHEMES = ("http://", "https://")
 WidthSource = Literal["configured", "server slots", "default", "none"]
+CANCEL_POLL_S = 0.5  # the longest a waiting request goes without looking at its cancel flag
+_PRIORITY: ContextVar[int] = ContextVar("llm_call_priority", default=0)
+
+
+@contextmanager
+def call_priority(level: int) -> Iterator[None]:
+    """Calls made inside (on this thread, and on the fan-out helpers of work started here) wait for a slot with
+    priority ``level``: higher goes first (default 0)."""
+    token = _PRIORITY.set(level)
+    try:
+        yield
+    finally:
+        _PRIORITY.reset(token)
+
+
+def current_priority() -> int:
+    """The priority calls made here wait with (see :func:`call_priority`)."""
+    return _PRIORITY.get()
 
 
 class Width(BaseModel):
@@ -53,23 +84,40 @@ class Width(BaseModel):
     rate_limited: int = 0  # 429s seen by this process
 
 
+class _Waiter:
+    """One request waiting in a limiter's queue: its tokens, its wake-up, and the admission granted to it."""
+
+    __slots__ = ("tokens", "wake", "entry")
+
+    def __init__(self, tokens: int, lock: threading.Lock):
+        self.tokens = tokens
+        self.wake = threading.Condition(lock)
+        self.entry: list[float] | None = None  # set by whoever admitted it
+
+
 class EndpointLimiter:
-    """One endpoint's limits; thread-safe."""
+    """One endpoint's limits and its queue of waiting requests (see the module docstring); thread-safe."""
 
     def __init__(self, endpoint: str, limits: EndpointLimits, clock=time.monotonic, window: float = WINDOW):
         self.endpoint, self.limits, self.clock, self.window = endpoint, limits, clock, window
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
         self._in_flight = 0
         self._allowed = limits.concurrency or 0  # the adaptive concurrency (0: unlimited)
         self._requests: deque[float] = deque()
         self._tokens: deque[list[float]] = deque()  # [time, tokens] (mutable: corrected after the call)
         self._paused_until = 0.0
         self._strikes = 0
+        self._queue: list[tuple[int, int, _Waiter]] = []  # heap of (-priority, arrival, waiter)
+        self._arrivals = itertools.count()
         self.max_in_flight = 0  # the most requests in flight at once (for tests and benches)
         self.rate_limited = 0  # 429s seen
         self.admitted: deque[float] = deque(maxlen=10_000)  # admission times (tests and benches check the windows)
+        self.holds: deque[float] = deque(maxlen=100_000)  # seconds each request held its slot (benches)
+        # seconds from a slot handed to a waiter to the waiter running again (benches: what a busy machine adds)
+        self.handoffs: deque[float] = deque(maxlen=100_000)
 
     def _wait_time(self, tokens: int) -> float:
+        """Seconds until a request of ``tokens`` may go (≤ 0: now); a full endpoint waits for a release."""
         now = self.clock()
         while self._requests and self._requests[0] <= now - self.window:
             self._requests.popleft()
@@ -77,7 +125,7 @@ class EndpointLimiter:
             self._tokens.popleft()
         waits = [self._paused_until - now]
         if self._allowed and self._in_flight >= self._allowed:
-            waits.append(0.5)  # woken by a release (see release); the cap only bounds how late a cancel is seen
+            waits.append(CANCEL_POLL_S)  # handed a slot by a release (see _grant); the cap bounds how late a cancel is seen
         rpm = self.limits.requests_per_minute
         if rpm and len(self._requests) >= rpm:
             waits.append(self._requests[0] + self.window - now)
@@ -88,27 +136,67 @@ class EndpointLimiter:
                 waits.append(self._tokens[0][0] + self.window - now)
         return max(waits)
 
-    def acquire(self, tokens: int, cancel: threading.Event | None = None) -> list[float]:
+    def _admit(self, tokens: int) -> list[float]:
+        now = self.clock()
+        self._in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        self._requests.append(now)
+        self.admitted.append(now)
+        entry = [now, float(tokens)]
+        self._tokens.append(entry)
+        return entry
+
+    def _grant(self) -> None:
+        """Admit the head of the queue, and the next, while each may go now; each admitted waiter is woken with its
+        admission in hand (so nobody arriving meanwhile can take its slot)."""
+        while self._queue and self._wait_time((head := self._queue[0][2]).tokens) <= 0:
+            heapq.heappop(self._queue)
+            head.entry = self._admit(head.tokens)
+            head.wake.notify()
+        if self._queue and not (self._allowed and self._in_flight >= self._allowed):
+            self._queue[0][2].wake.notify()  # the head waits for a window or a pause: it works out how long again
+
+    def acquire(self, tokens: int, cancel: threading.Event | None = None, priority: int | None = None) -> list[float]:
+        """Admit one request of about ``tokens`` tokens, waiting in the queue while it may not go (see the module
+        docstring); ``priority``: the caller's :func:`current_priority` unless given. Raises :class:`Cancelled` when
+        ``cancel`` is set while it waits."""
         tokens = min(tokens, self.limits.tokens_per_minute) if self.limits.tokens_per_minute else tokens
-        with self._cond:
-            while (wait := self._wait_time(tokens)) > 0:
-                if cancel is not None and cancel.is_set():
-                    raise Cancelled(f"{self.endpoint}: cancelled while waiting for the rate limit")
-                self._cond.wait(min(wait, 0.5))
-            now = self.clock()
-            self._in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self._in_flight)
-            self._requests.append(now)
-            self.admitted.append(now)
-            entry = [now, float(tokens)]
-            self._tokens.append(entry)
-            if not self._allowed or self._in_flight < self._allowed:
-                self._cond.notify()  # room for one more: the next waiter looks (see release)
-            return entry
+        with self._lock:
+            if not self._queue and self._wait_time(tokens) <= 0:
+                return self._admit(tokens)
+            waiter = _Waiter(tokens, self._lock)
+            item = (-(current_priority() if priority is None else priority), next(self._arrivals), waiter)
+            heapq.heappush(self._queue, item)
+            self._grant()
+            try:
+                while waiter.entry is None:
+                    if cancel is not None and cancel.is_set():
+                        raise Cancelled(f"{self.endpoint}: cancelled while waiting for the rate limit")
+                    wait = self._wait_time(tokens) if self._queue[0][2] is waiter else CANCEL_POLL_S
+                    waiter.wake.wait(min(max(wait, 0.001), CANCEL_POLL_S))
+                    if waiter.entry is None and self._queue[0][2] is waiter:
+                        self._grant()  # the head whose window or pause has passed admits itself
+            except BaseException:  # cancelled or interrupted: out of the queue, and a slot granted meanwhile back
+                log.debug("%s: a request stopped waiting for a slot", self.endpoint, exc_info=True)
+                self._leave(item)
+                raise
+            self.handoffs.append(self.clock() - waiter.entry[0])
+            return waiter.entry
+
+    def _leave(self, item: tuple[int, int, _Waiter]) -> None:
+        """A waiter that stops waiting: out of the queue (the one behind it may be the head now), or its slot given
+        back when one was granted to it meanwhile."""
+        if item[2].entry is not None:
+            self._in_flight -= 1
+        else:
+            self._queue.remove(item)
+            heapq.heapify(self._queue)
+        self._grant()
 
     def release(self, entry: list[float], used_tokens: int | None, rate_limited: bool, retry_after: float | None) -> None:
-        with self._cond:
+        with self._lock:
             self._in_flight -= 1
+            self.holds.append(self.clock() - entry[0])
             if used_tokens is not None:
                 entry[1] = float(used_tokens)
             if rate_limited:
@@ -128,10 +216,14 @@ class EndpointLimiter:
                     self._allowed += 1
                     if not ceiling and self._allowed > 4096:
                         self._allowed = 0
-            # one request ended: one waiter is woken, and each one admitted wakes the next while there is room —
-            # waking every waiter on every release (dozens of threads at once) cost more CPU than the requests
-            # themselves; a 429 changes every waiter's wait, so all of them look again
-            self._cond.notify_all() if rate_limited else self._cond.notify()
+            # the freed slot goes to the head of the queue here and now: one waiter woken, already admitted
+            self._grant()
+
+    def adopt(self, limits: EndpointLimits) -> None:
+        """New configured limits (the adaptive concurrency starts from them); waiters that may go now are admitted."""
+        with self._lock:
+            self.limits, self._allowed = limits, limits.concurrency
+            self._grant()
 
     @property
     def allowed(self) -> int:
@@ -140,6 +232,11 @@ class EndpointLimiter:
     @property
     def in_flight(self) -> int:
         return self._in_flight
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting in the queue now."""
+        return len(self._queue)
 
 
 class Slot:
@@ -170,10 +267,7 @@ class Limiters:
                     continue  # unchanged (every page run configures): keep the adaptive state
                 self._limits[key] = lim
                 if key in self._by_endpoint:
-                    limiter = self._by_endpoint[key]
-                    with limiter._cond:
-                        limiter.limits, limiter._allowed = lim, lim.concurrency
-                        limiter._cond.notify_all()  # more may be admitted now: every waiter looks again
+                    self._by_endpoint[key].adopt(lim)
 
     def limiter(self, endpoint: str, slots: int | None = None) -> EndpointLimiter | None:
         """The endpoint's limiter: its configured limits, else ``slots`` at once when its server says, else
@@ -208,14 +302,15 @@ class Limiters:
 
     @contextmanager
     def slot(self, endpoint: str, tokens: int, cancel: threading.Event | None = None,
-             slots: int | None = None) -> Iterator[Slot]:
-        """Hold one request slot of ``endpoint`` (no-op for a provider without limits: in-process or fake)."""
+             slots: int | None = None, priority: int | None = None) -> Iterator[Slot]:
+        """Hold one request slot of ``endpoint`` (no-op for a provider without limits: in-process or fake);
+        ``priority``: the caller's :func:`current_priority` unless given."""
         slot = Slot()
         limiter = self.limiter(endpoint, slots)
         if limiter is None:
             yield slot
             return
-        entry = limiter.acquire(tokens, cancel)
+        entry = limiter.acquire(tokens, cancel, priority)
         try:
             yield slot
         finally:

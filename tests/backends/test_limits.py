@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from backends.config import EndpointLimits
+from backends.llm.errors import Cancelled
 from backends.llm.limits import DEFAULT_CONCURRENCY, Limiters
 from testkit.fault_server import FaultServer, completion
 from testkit.workspace import make_workspace
@@ -158,3 +159,93 @@ def test_slots_a_server_reports_cap_its_requests_in_flight(tmp_path):
         assert llm.width("assistant") == 2
         llm.fan_out("assistant", lambda i: llm.chat("assistant", [{"role": "user", "content": f"q{i}"}]), range(6))
     assert rec.most == 2 and len(rec.arrivals) == 6
+
+
+def _queue_up(lim, priorities: list[int], admitted: list[int]) -> list[threading.Thread]:
+    """One thread per priority, started one after another once the one before waits in ``lim``'s queue; each
+    records its index when admitted and gives its slot back at once."""
+    threads, before = [], lim.waiting
+    for i, p in enumerate(priorities):
+        def ask(i=i, p=p):
+            entry = lim.acquire(10, priority=p)
+            admitted.append(i)
+            lim.release(entry, None, rate_limited=False, retry_after=None)
+
+        t = threading.Thread(target=ask, daemon=True)
+        t.start()
+        threads.append(t)
+        deadline = time.monotonic() + 5
+        while lim.waiting < before + i + 1 and time.monotonic() < deadline:
+            time.sleep(0.002)
+        assert lim.waiting == before + i + 1
+    return threads
+
+
+def test_a_higher_priority_call_is_admitted_before_lower_ones_that_queued_earlier():
+    lim = Limiters({"http://e/v1": EndpointLimits(concurrency=1)}).limiter("http://e/v1")
+    held = lim.acquire(10)  # the one slot is busy: every request below waits in the queue
+    admitted: list[int] = []
+    threads = _queue_up(lim, [0, 0, 3, 0, 1], admitted)
+    lim.release(held, None, rate_limited=False, retry_after=None)
+    for t in threads:
+        t.join(5)
+    assert admitted == [2, 4, 0, 1, 3]  # by priority, then first come, first served
+    assert lim.max_in_flight == 1 and lim.in_flight == 0 and lim.waiting == 0
+
+
+def test_a_freed_slot_is_handed_to_the_head_of_the_queue_not_to_a_newcomer():
+    lim = Limiters({"http://e/v1": EndpointLimits(concurrency=1)}).limiter("http://e/v1")
+    held = lim.acquire(10)
+    admitted: list[int] = []
+    threads = _queue_up(lim, [0], admitted)
+    lim.release(held, None, rate_limited=False, retry_after=None)
+    assert lim.in_flight == 1 and lim.waiting == 0  # admitted on the waiter's behalf by the release itself
+    late = threading.Thread(target=lambda: admitted.append(lim.release(lim.acquire(10), None, False, None) or 9))
+    late.start()
+    for t in [*threads, late]:
+        t.join(5)
+    assert admitted == [0, 9]
+
+
+def test_a_cancelled_waiter_leaves_the_queue_and_the_next_one_gets_the_slot():
+    lim = Limiters({"http://e/v1": EndpointLimits(concurrency=1)}).limiter("http://e/v1")
+    held = lim.acquire(10)
+    cancel = threading.Event()
+    failed: list[BaseException] = []
+
+    def doomed():
+        try:
+            lim.acquire(10, cancel, priority=5)
+        except Cancelled as e:
+            failed.append(e)
+
+    first = threading.Thread(target=doomed, daemon=True)
+    first.start()
+    while lim.waiting < 1:
+        time.sleep(0.002)
+    admitted: list[int] = []
+    threads = _queue_up(lim, [0], admitted)  # now two wait, the doomed one at the head
+    cancel.set()
+    first.join(5)
+    assert failed and lim.waiting == 1
+    lim.release(held, None, rate_limited=False, retry_after=None)
+    for t in threads:
+        t.join(5)
+    assert admitted == [0] and lim.in_flight == 0
+
+
+def test_calls_inherit_the_priority_they_were_made_under_also_on_fan_out_helpers():
+    from backends.llm.fanout import fan_out
+    from backends.llm.limits import call_priority, current_priority
+
+    assert current_priority() == 0
+    barrier = threading.Barrier(4, timeout=5)  # four items at once: three of them on the pool's helpers
+
+    def item(_):
+        barrier.wait()
+        return current_priority(), threading.get_ident()
+
+    with call_priority(7):
+        seen = fan_out(item, range(4), width=4)
+    assert {p for p, _ in seen} == {7} and len({t for _, t in seen}) == 4
+    assert current_priority() == 0

@@ -214,3 +214,46 @@ def test_a_foreground_run_reads_its_jobs_summary_about_once_a_second_not_at_ever
     # 200 unit ends; reads once every 0.5 s, and when no unit happens to run here (between two of a chain's units)
     assert len(reads) <= 2 * took / 0.5 + 50, (len(reads), took)
     assert time.monotonic() - reads[-2] < 0.5  # the end was seen at once, not at the next second
+
+
+def test_a_units_calls_wait_with_its_height_so_the_critical_path_goes_first(ws):
+    """Units share an endpoint of one slot. Three units nothing waits on queue for it first; then the first unit of a
+    chain of three asks: when the slot is given back it goes before them, as everything after it waits on it."""
+    from backends.config import EndpointLimits
+    from backends.llm.limits import Limiters, current_priority
+
+    lim = Limiters({"http://e/v1": EndpointLimits(concurrency=1)}).limiter("http://e/v1")
+    held = lim.acquire(1)  # busy until every unit below waits
+    lows_waiting = threading.Event()
+    order: list[tuple[str, int]] = []
+
+    def step(ctx):
+        if ctx.unit.key == "chain/0":
+            assert lows_waiting.wait(10)
+        entry = lim.acquire(1)
+        order.append((ctx.unit.key, current_priority()))
+        lim.release(entry, None, rate_limited=False, retry_after=None)
+        return {"key": ctx.unit.key}
+
+    units = [UnitSpec(key=f"low/{i}", kind="test.step") for i in range(3)]
+    units += [UnitSpec(key=f"chain/{s}", kind="test.step", deps=[f"chain/{s - 1}"] if s else []) for s in range(3)]
+    ws.jobs.registry.register("test.step", step)
+    job = ws.jobs.submit(JobSpec(job_id="job-prio", kind="test", title="prio", units=units, pool="cli"))
+    assert ws.jobs.store.heights(job) == {f"job-prio/low/{i}": 0 for i in range(3)} | {
+        "job-prio/chain/0": 2, "job-prio/chain/1": 1, "job-prio/chain/2": 0}
+
+    def release_when_all_wait():
+        deadline = time.monotonic() + 10
+        while lim.waiting < 3 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        lows_waiting.set()
+        while lim.waiting < 4 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        lim.release(held, None, rate_limited=False, retry_after=None)
+
+    threading.Thread(target=release_when_all_wait, daemon=True).start()
+    summary = ws.jobs.run(job, concurrency=4)
+    assert summary.status == "done"
+    assert order[0] == ("chain/0", 2)  # queued last, admitted first
+    assert dict(order) == {"low/0": 0, "low/1": 0, "low/2": 0, "chain/0": 2, "chain/1": 1, "chain/2": 0}
+    assert {u.key: u.result for u in ws.jobs.store.units(job)} == {k: {"key": k} for k, _ in order}

@@ -99,3 +99,13 @@ def test_units_written_around_the_store_become_claimable_once_reindexed(store):
     assert store.claim("w:1:a", 60) is None
     assert store.reindex() == 2
     assert [store.claim("w:1:a", 60).unit_id for _ in range(2)] == ["j/a", "j/b"]
+
+
+def test_a_units_height_is_the_longest_chain_of_units_waiting_on_it():
+    from jobs.store import chain_heights
+
+    edges = [("b", "a"), ("c", "b"), ("d", "a"), ("e", "c"), ("e", "d"), ("x", "y"), ("y", "x")]
+    assert chain_heights(["a", "b", "c", "d", "e", "f", "x", "y"], edges) == {
+        "a": 3, "b": 2, "c": 1, "d": 1, "e": 0, "f": 0, "x": 0, "y": 0}  # a cycle never runs: 0
+    long = [(f"s{i + 1}", f"s{i}") for i in range(5000)]  # a long chain: no recursion limit
+    assert chain_heights([f"s{i}" for i in range(5001)], long)["s0"] == 5000
