@@ -8,17 +8,22 @@ records, and the dataset at the same path as on the driver (a shared or copied f
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import shutil
+import sqlite3
 import sys
 import tempfile
 import threading
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backends.config import PlatformConfig
+from backends.llm.limits import Limiters
+from backends.paths import StatePaths
 from jobs.ray_executor import RayExecutor
 from jobs.types import Unit
 from jobs.units import UnitContext
@@ -44,12 +49,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 _WORKER_SHARED: dict = {}  # embedders, Chroma client, datasets: opened once per worker process, shared by its units
 _WORKER_LOCK = threading.Lock()  # an actor runs several units at once on threads
+_PROCESS: dict[str, Any] = {}  # once per worker process: "home" (see _template_home), "limiters" (_worker_limiters)
 
 
 def _worker_shared() -> dict:
     """What a worker process's scratch workspaces share: its item vectors live in one process-wide Chroma folder
     (namespaced by build, re-indexed from the shipped rows before each unit), so no unit pays for a new client;
-    ``indexed``: the item versions that folder holds. After :func:`_forget_vectors`, a fresh folder."""
+    ``indexed``: the item versions that folder holds. After :func:`_forget_vectors`, a fresh folder. The
+    embedders' cache is the template home's (it lasts as long as the process, where a unit's home is removed
+    after the unit: a cache there failed every read and write of the units after it)."""
     from backends.vectorstore import open_chroma
 
     global _WORKER_SHARED
@@ -57,8 +65,75 @@ def _worker_shared() -> dict:
         if _WORKER_SHARED.get("chroma") is None:
             folder = Path(tempfile.mkdtemp(prefix="pal-worker-chroma-"))
             _WORKER_SHARED = {**{k: _WORKER_SHARED.get(k) or {} for k in ("embedders", "datasets", "build_locks")},
+                              "embed_cache": _PROCESS.get("embed_cache"),
                               "vectors": {}, "chroma": open_chroma(folder), "indexed": set()}
         return _WORKER_SHARED
+
+
+def _template_home(config: PlatformConfig, providers: dict) -> Path:
+    """An empty home with every migration applied, made once per worker process: a unit's scratch run store is a
+    copy of it (a few milliseconds) where migrating a new one cost each unit some 15 ms of CPU. The worker
+    process's log goes under it (it lasts as long as the process)."""
+    from studio.workspace import Workspace
+
+    with _WORKER_LOCK:
+        if "home" not in _PROCESS:
+            home = Path(tempfile.mkdtemp(prefix="pal-worker-template-"))
+            ws = Workspace(home, config, providers=providers)
+            _PROCESS["embed_cache"] = ws.embed_cache()
+            ws.close()
+            _close_stores(ws)
+            _PROCESS["home"] = home
+        return _PROCESS["home"]
+
+
+def _worker_limiters(config: PlatformConfig) -> Limiters:
+    """The worker process's endpoint limits, shared by every unit it runs (as a workspace's are by every job of a
+    process): a limiter per unit let each unit in flight take the endpoint's whole width."""
+    with _WORKER_LOCK:
+        limiters = _PROCESS.get("limiters")
+        if limiters is None:
+            limiters = _PROCESS["limiters"] = Limiters(config.limits)
+    limiters.configure(config.limits)
+    return limiters
+
+
+def _scratch_home(config: PlatformConfig, providers: dict) -> Path:
+    """A fresh home for one unit whose run store and cache are copies of the template's (already migrated)."""
+    template = StatePaths(_template_home(config, providers))
+    paths = StatePaths(Path(tempfile.mkdtemp(prefix="pal-unit-")))
+    for source, target in ((template.runs_db, paths.runs_db), (template.cache_db, paths.cache_db)):
+        with closing(sqlite3.connect(source)) as src, closing(sqlite3.connect(target)) as dst:
+            src.backup(dst)
+    return paths.home
+
+
+def _close_stores(ws: Workspace) -> None:
+    """Close a scratch workspace's databases (its folder is removed next)."""
+    ws.db.close()
+    if ws.cache is not None:
+        ws.cache.db.close()
+
+
+def warm_worker(config: PlatformConfig, providers: dict) -> None:
+    """Once per worker process and run, before the run's first unit: import what units run, make the template
+    home, open the configured embedder — the fixed cost of a worker, kept out of its units' time. A worker kept
+    from an earlier run (of another home, perhaps) starts a fresh shared vector index: the versions it indexed
+    are keyed by build, and a build of the same name in another home may hold other items."""
+    from studio.units import build_registry
+    from studio.workspace import Workspace
+
+    _forget_vectors()
+    build_registry()
+    home = _scratch_home(config, providers)
+    ws = Workspace(home, config, providers=providers, takes_log=False)
+    ws._shared = _worker_shared()
+    try:
+        ws.embedder()
+    finally:
+        ws.close()
+        _close_stores(ws)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def _forget_vectors() -> None:
@@ -155,9 +230,9 @@ def run_remote(kind: str, payload: dict, unit_id: str, job_id: str, config: Plat
     from studio.units import UnitEnv, build_registry
     from studio.workspace import Workspace
 
-    home = Path(tempfile.mkdtemp(prefix="pal-unit-"))
-    ws = Workspace(home, config, providers=providers)
-    ws._shared = _worker_shared()
+    home = _scratch_home(config, providers)
+    ws = Workspace(home, config, providers=providers, takes_log=False)
+    ws._shared, ws.limiters = _worker_shared(), _worker_limiters(config)
     try:
         apply_rows(ws.db, records.rows)
         write_files(home, records.files)
@@ -177,7 +252,7 @@ def run_remote(kind: str, payload: dict, unit_id: str, job_id: str, config: Plat
         return result, out
     finally:
         ws.close()
-        ws.db.close()
+        _close_stores(ws)
         shutil.rmtree(home, ignore_errors=True)
 
 
@@ -205,6 +280,7 @@ def ray_executor(ws: Workspace, address: str | None = None, num_cpus: int | None
                                         "working_dir": None}
     share = cpus_per_unit or float(os.environ.get("PAL_RAY_CPUS_PER_UNIT") or CPUS_PER_UNIT)
     executor = RayExecutor(prepare, run_remote, apply, address=address, num_cpus=num_cpus, cpus_per_unit=share,
-                           runtime_env={k: v for k, v in (runtime_env or {}).items() if v is not None} or None)
+                           runtime_env={k: v for k, v in (runtime_env or {}).items() if v is not None} or None,
+                           warm=functools.partial(warm_worker, ws.config, ws._providers))
     executor.start()
     return executor

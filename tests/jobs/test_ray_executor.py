@@ -90,3 +90,112 @@ def test_units_share_a_pool_of_threaded_actors_each_one_cpu_of_units(claimed):
     for i in range(6):
         executor._submit(fake_ray, unit, (i,), gpu=0)
     assert [len(a.sent) for a in actors.made] == [2, 2, 2]
+
+
+class Ref:
+    def __init__(self, value):
+        self.value = value
+
+
+class LocalRay:
+    """Enough of ``ray`` for a whole run: an actor runs each unit the moment it is sent, on the sender's thread."""
+
+    exceptions = exceptions
+
+    def __init__(self):
+        self.killed = []
+
+    def cluster_resources(self):
+        return {"CPU": 2.0}
+
+    def wait(self, refs, num_returns=1, timeout=None):
+        return list(refs)[:num_returns], list(refs)[num_returns:]
+
+    def get(self, ref):
+        if isinstance(ref.value, BaseException):
+            raise ref.value
+        return ref.value
+
+    def cancel(self, ref, force=False):
+        pass
+
+    def kill(self, actor):
+        self.killed.append(actor)
+
+
+class LocalActor:
+    def __init__(self):
+        self.warmed = 0
+        self.run = types.SimpleNamespace(remote=lambda fn, *args: Ref(("node-1", fn(*args))))
+        self.warm = types.SimpleNamespace(remote=self._warm)
+
+    def _warm(self, fn):
+        self.warmed += 1
+        return Ref(fn())
+
+
+class LocalActorClass:
+    def __init__(self):
+        self.made: list[LocalActor] = []
+
+    def options(self, **options):
+        return types.SimpleNamespace(remote=lambda: self.made.append(LocalActor()) or self.made[-1])
+
+
+def local_executor(applied, fake_ray, warm=None):
+    """An executor whose units run in this process: a unit's records are its id, applied in the order they end."""
+    executor = RayExecutor(lambda u: (u.unit_id,), lambda uid: ({"ran": uid}, [uid]),
+                           lambda u, records: applied.extend(records), cpus_per_unit=0.5, warm=warm)
+    executor._actor_class = LocalActorClass()
+    executor._task = object()
+    executor.start = lambda: fake_ray
+    return executor
+
+
+def test_a_run_persists_every_unit_and_a_chains_next_unit_only_after_the_one_before(tmp_path):
+    """Slot threads claim, send and persist units: every unit is done with its result, each applied once, and a
+    unit that depends on another is sent only once the other's records are stored and it is done."""
+    ws = make_workspace(tmp_path / "pal")
+    chain = [UnitSpec(key="a", kind="test.step"), UnitSpec(key="b", kind="test.step", deps=["a"]),
+             UnitSpec(key="c", kind="test.step", deps=["b"])]
+    free = [UnitSpec(key=k, kind="test.step") for k in "defgh"]
+    ws.jobs.store.submit(JobSpec(job_id="j", kind="t", title="t", pool="cli", units=chain + free))
+    applied, warmed = [], []
+    fake_ray = LocalRay()
+    executor = local_executor(applied, fake_ray, warm=lambda: warmed.append(1))
+    try:
+        summary = ws.jobs.run("j", 4, executor=executor)
+    finally:
+        ws.jobs.stop()
+    units = ws.jobs.store.units("j")
+    assert summary.counts.get("done") == len(units) == 8
+    assert all(u.result == {"ran": u.unit_id} for u in units)
+    assert sorted(applied) == sorted(u.unit_id for u in units)  # each applied once
+    order = [applied.index(f"j/{k}") for k in "abc"]
+    assert order == sorted(order)
+    assert set(executor.placements) == {u.unit_id for u in units}
+    assert len(warmed) == len(executor._actor_class.made) >= 1  # each actor warmed once, before its units
+    assert fake_ray.killed == executor._actor_class.made  # outside a Ray session nothing is kept: ended
+
+
+def test_a_finished_runs_actors_serve_the_next_run_and_an_actor_stopped_mid_unit_is_ended(claimed):
+    """What a worker loaded (imports, a template run store) is kept for the next run of this process: the next
+    executor of the same shape takes over the actors, warming each again; an actor whose unit was cancelled may
+    still be running it, so it is ended instead."""
+    fake_ray = LocalRay()
+    first = local_executor([], fake_ray, warm=lambda: None)
+    first._shape = ("ray-job-1", 2, 1.0)
+    first._pool(fake_ray, concurrency=4)
+    kept, stopped = first._actor_class.made
+    first._stopped = {1}
+    first._hand_on(fake_ray)
+    assert fake_ray.killed == [stopped]
+    second = local_executor([], fake_ray, warm=lambda: None)
+    second._shape = ("ray-job-1", 2, 1.0)
+    second._pool(fake_ray, concurrency=4)
+    assert second._actors[0] is kept and kept.warmed == 2  # taken over, warmed for this run too
+    assert len(second._actor_class.made) == 1  # and one new actor for the rest
+    other_session = local_executor([], fake_ray)
+    other_session._shape = ("ray-job-2", 2, 1.0)
+    other_session._pool(fake_ray, concurrency=2)
+    assert other_session._actors[0] is not kept  # actors of an earlier Ray session are never reused

@@ -3,13 +3,16 @@ gives — every utterance, judgment sample and task result — with no shared da
 
 from __future__ import annotations
 
+import logging
+import shutil
+import sqlite3
+
 import pytest
 
 from backends.paths import StatePaths
 from tests.protocol.test_experiment import FILE, records
 
 ray = pytest.importorskip("ray", reason="ray is an optional extra (make ray)")
-pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
@@ -34,3 +37,31 @@ def test_ray_and_threads_give_identical_records(tmp_path, local_ray):
 
     with sqlite3.connect(StatePaths(tmp_path / "threads").runs_db) as t, sqlite3.connect(StatePaths(tmp_path / "ray").runs_db) as r:
         assert t.execute(calls).fetchone() == r.execute(calls).fetchone()  # every call accounted on the driver
+
+
+def test_a_workers_units_copy_its_migrated_template_and_share_its_embedding_cache_and_limits(tmp_path, caplog):
+    """A worker process makes one migrated template home: each unit's scratch run store is a copy of it (no
+    migration to apply), the embedders' cache is the template's — it outlives every unit's home, where a cache in
+    the first unit's home failed every read and write after that home was removed — and the endpoint limits are
+    one per process, shared by its units."""
+    from studio import remote
+    from studio.workspace import Workspace
+    from testkit.workspace import make_workspace
+
+    base = make_workspace(tmp_path / "pal", env={"PAL_EMBEDDER": "hash"})
+    remote.warm_worker(base.config, base._providers)  # a unit's home is made, used and removed
+    caplog.set_level(logging.ERROR)
+    for text in ("first unit", "second unit"):
+        home = remote._scratch_home(base.config, base._providers)
+        with sqlite3.connect(StatePaths(home).runs_db) as conn:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert {"memory_items", "sim_turns", "llm_calls"} <= tables  # migrated before the unit opens it
+        ws = Workspace(home, base.config, providers=base._providers, takes_log=False)
+        ws._shared = remote._worker_shared()
+        assert ws.embed_cache().path.is_relative_to(remote._PROCESS["home"])
+        ws.embedder().embed_documents([text])
+        assert remote._worker_limiters(base.config) is remote._worker_limiters(ws.config)
+        ws.close()
+        remote._close_stores(ws)
+        shutil.rmtree(home)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
