@@ -189,33 +189,23 @@ def unit_records(ws: Workspace, unit: Unit) -> Bundle:
 
 
 def reindex(ws: Workspace, rows: dict[str, list[dict]], seen: set | None = None) -> None:
-    """Put memory item versions into this workspace's vector index (valid-from/to as the run store has them):
-    one upsert per (build, layer, stage), one metadata update per closing stage. ``seen``: versions already
-    indexed in this process (a worker's shared Chroma), skipped."""
+    """Put memory item versions into this workspace's vector index, each with the validity (valid-from/to) the
+    run store has: one upsert per (build, layer), as :meth:`memory.build.MemoryBuilder.ensure_index` does —
+    a version closed by the unit is written again whole, where adding per stage and closing per stage took
+    about 1.6 times the CPU for the same index. ``seen``: versions already indexed in this process (a worker's
+    shared Chroma), skipped."""
     items = [r for r in rows.get("memory_items", []) if seen is None or _version(r) not in seen]
     if not items:
         return
     builds = {b["build_id"]: b for b in ws.memory.build_rows([r["build_id"] for r in items])}
-    opened: dict[tuple[str, int], list[MemoryItem]] = {}
-    closed: dict[tuple[str, int], list[tuple[MemoryItem, int]]] = {}
+    versions: dict[str, list[tuple[MemoryItem, int, int | None]]] = {}
     for row in items:
-        item = MemoryItem.model_validate_json(row["data"])
-        opened.setdefault((row["build_id"], row["valid_from"]), []).append(item)
-        if row["valid_to"] is not None:
-            closed.setdefault((row["build_id"], row["valid_to"]), []).append((item, row["valid_from"]))
-    indexes: dict[str, VectorIndex] = {}
-
-    def index(build_id: str) -> VectorIndex:
-        if build_id not in indexes:
-            b = builds[build_id]
-            emb = ws.embedder(json.loads(b["config"]).get("embedder"))
-            indexes[build_id] = VectorIndex(ws.vectors(emb), b["dataset"], b["user_id"], build_id)
-        return indexes[build_id]
-
-    for (build_id, stage), group in sorted(opened.items(), key=lambda kv: kv[0][1]):
-        index(build_id).add(group, stage)
-    for (build_id, stage), pairs in sorted(closed.items(), key=lambda kv: kv[0][1]):
-        index(build_id).close([i for i, _ in pairs], {i.id: start for i, start in pairs}, stage)
+        versions.setdefault(row["build_id"], []).append(
+            (MemoryItem.model_validate_json(row["data"]), row["valid_from"], row["valid_to"]))
+    for build_id, group in versions.items():
+        b = builds[build_id]
+        emb = ws.embedder(json.loads(b["config"]).get("embedder"))
+        VectorIndex(ws.vectors(emb), b["dataset"], b["user_id"], build_id).add_versions(group)
     if seen is not None:
         seen.update(_version(r) for r in items)
 
