@@ -65,3 +65,49 @@ def test_a_workers_units_copy_its_migrated_template_and_share_its_embedding_cach
         remote._close_stores(ws)
         shutil.rmtree(home)
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+def _index_contents(ws) -> dict:
+    """Every vector in ``ws``'s Chroma (one collection per build and layer): (collection, id) → (metadata,
+    document, vector)."""
+    client, out = ws._shared["chroma"], {}
+    for collection in client.list_collections():
+        got = client.get_collection(collection.name).get(include=["metadatas", "documents", "embeddings"])
+        for vid, meta, doc, vector in zip(got["ids"], got["metadatas"], got["documents"], got["embeddings"]):
+            out[(collection.name, vid)] = (meta, doc, [round(float(x), 6) for x in vector])
+    return out
+
+
+def test_items_reindexed_from_shipped_rows_give_the_index_the_build_made_where_it_ran(tmp_path):
+    """The driver re-indexes the memory items a unit sent back: its index then holds the very vectors, documents
+    and validity the build's own index holds where it ran — closed versions included (recursum replaces its
+    summaries session by session)."""
+    import threading
+
+    from studio.records import apply_rows, export_rows
+    from studio.remote import reindex
+    from testkit.latency_server import LatencyServer
+    from testkit.release import make_release
+    from testkit.workspace import make_workspace
+
+    server = LatencyServer(latency=0.0)
+    threading.Thread(target=server.httpd.serve_forever, daemon=True).start()
+    try:
+        env = {"PAL_DEFAULT_PROVIDER": "openai", "PAL_DEFAULT_BASE_URL": server.base_url,
+               "PAL_DEFAULT_MODEL": "m", "PAL_EMBEDDER": "hash"}
+        dataset = make_release(tmp_path / "ds", users=1, sessions=3, logs_per_session=4, turns=4, query_sessions=1)
+        here = make_workspace(tmp_path / "worker", env=env, secrets={"cache": False})
+        ds = here.dataset(dataset)
+        builder = here.open_builder(ds, sorted(ds.users)[0], "recursum", method_config={})
+        builder.run()
+    finally:
+        server.httpd.shutdown()
+        server.httpd.server_close()
+    sel = {t: ("build_id=?", [builder.build_id]) for t in ("memory_builds", "memory_build_stages", "memory_items")}
+    rows = export_rows(here.db, sel)
+    assert any(r["valid_to"] is not None for r in rows["memory_items"])  # versions closed by later sessions
+    driver = make_workspace(tmp_path / "driver", env=env, secrets={"cache": False})
+    apply_rows(driver.db, rows)
+    reindex(driver, rows)
+    made, reindexed = _index_contents(here), _index_contents(driver)
+    assert made and reindexed == made
