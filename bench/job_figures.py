@@ -4,12 +4,13 @@ answering every call after a fixed latency (its own process, so its CPU is not t
 Reported: the sequential time (concurrency 1 on a pilot of 2 users, scaled to all users), then per concurrency
 level the wall time, speedup over sequential and efficiency (speedup / concurrency; target ≥ 0.8 until the 2 cores
 saturate — the process's CPU use is printed beside it, so saturation shows), calls/s; the engine's overhead over
-the same builds run directly on a thread pool (target ≤ 5 %); the Ray-local executor's overhead over threads; and
+the same builds run directly on a thread pool (target ≤ 5 %); the Ray-local executor's overhead over threads (target
+≤ 10 % in the steady state, on a pool warmed by an earlier run; Ray's start and a cold pool's first run beside it); and
 the plan's estimate of calls and tokens (calibrated on the pilot) against what the run used (target within 10 %).
 The machine's load average is printed before and after: other processes share these cores.
 
 Run: ``.venv/bin/python bench/job_figures.py [--users 32] [--sessions 3] [--levels 8,16,32] [--latency 0.2]
-[--no-ray]`` (several minutes; temporary homes).
+[--no-ray | --ray-only] [--rounds 2]`` (several minutes; temporary homes).
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--no-ray", action="store_true")
     parser.add_argument("--ray-only", action="store_true", help="only the Ray-local against threads figure")
+    parser.add_argument("--rounds", type=int, default=2, help="threads and Ray runs alternated for that figure")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="pal-jobs-bench-"))
     print(f"load average before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} (cores: {os.cpu_count()})")
@@ -98,7 +100,7 @@ def main() -> None:
     users = sorted(workspace(tmp / "probe", url).dataset(dataset).users)
     if args.ray_only:
         run_engine(tmp / "warm", url, experiment(dataset, users[:1], 1))
-        return ray_figures(tmp, url, dataset, users[:8])
+        return ray_figures(tmp, url, dataset, users[:8], args.rounds)
     run_engine(tmp / "warm", url, experiment(dataset, users[:1], 1))  # imports, first connections: not measured
     pilot = run_engine(tmp / "pilot", url, experiment(dataset, users[:2], 1))
     seq = pilot["wall"] * len(users) / 2
@@ -129,7 +131,7 @@ def main() -> None:
     print(f"engine wall over the calls' own latency at concurrency {level}: {100 * (r['wall'] / ideal - 1):+.1f}% "
           f"(ideal {ideal:.1f} s; includes the memory methods' own CPU work and the chains' tail)")
     if not args.no_ray:
-        ray_figures(tmp, url, dataset, users[:8])
+        ray_figures(tmp, url, dataset, users[:8], args.rounds)
     print(f"load average after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
 
 
