@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from backends.config import PlatformConfig
 from backends.llm.limits import Limiters
 from backends.paths import StatePaths
+from backends.store.leases import pid_alive
 from jobs.ray_executor import RayExecutor
 from jobs.types import Unit
 from jobs.units import UnitContext
@@ -49,7 +50,28 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 _WORKER_SHARED: dict = {}  # embedders, Chroma client, datasets: opened once per worker process, shared by its units
 _WORKER_LOCK = threading.Lock()  # an actor runs several units at once on threads
-_PROCESS: dict[str, Any] = {}  # once per worker process: "home" (see _template_home), "limiters" (_worker_limiters)
+_PROCESS: dict[str, Any] = {}  # once per worker process: "root" (_process_root), "home" (_template_home), "limiters"
+ROOT_PREFIX = "pal-worker-"  # a worker process's folder under the temporary directory: pal-worker-<pid>-…
+
+
+def _process_root() -> Path:
+    """This worker process's folder (the caller holds ``_WORKER_LOCK``): its template home, vector indexes and
+    units' homes, all in one place. Made at the first use, when the folders of worker processes that ended
+    without removing theirs (an actor is ended by a signal) are removed."""
+    root = _PROCESS.get("root")
+    if root is None:
+        _remove_dead_roots()
+        root = _PROCESS["root"] = Path(tempfile.mkdtemp(prefix=f"{ROOT_PREFIX}{os.getpid()}-"))
+    return root
+
+
+def _remove_dead_roots() -> None:
+    """Remove the folders of this machine's worker processes that no longer run."""
+    for path in Path(tempfile.gettempdir()).glob(f"{ROOT_PREFIX}*-*"):
+        pid = path.name[len(ROOT_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
+            log.info("removing %s: its worker process %s has ended", path, pid)
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _worker_shared() -> dict:
@@ -63,7 +85,7 @@ def _worker_shared() -> dict:
     global _WORKER_SHARED
     with _WORKER_LOCK:
         if _WORKER_SHARED.get("chroma") is None:
-            folder = Path(tempfile.mkdtemp(prefix="pal-worker-chroma-"))
+            folder = Path(tempfile.mkdtemp(prefix="chroma-", dir=_process_root()))
             _WORKER_SHARED = {**{k: _WORKER_SHARED.get(k) or {} for k in ("embedders", "datasets", "build_locks")},
                               "embed_cache": _PROCESS.get("embed_cache"),
                               "vectors": {}, "chroma": open_chroma(folder), "indexed": set()}
@@ -78,7 +100,7 @@ def _template_home(config: PlatformConfig, providers: dict) -> Path:
 
     with _WORKER_LOCK:
         if "home" not in _PROCESS:
-            home = Path(tempfile.mkdtemp(prefix="pal-worker-template-"))
+            home = Path(tempfile.mkdtemp(prefix="template-", dir=_process_root()))
             ws = Workspace(home, config, providers=providers)
             _PROCESS["embed_cache"] = ws.embed_cache()
             ws.close()
@@ -101,7 +123,9 @@ def _worker_limiters(config: PlatformConfig) -> Limiters:
 def _scratch_home(config: PlatformConfig, providers: dict) -> Path:
     """A fresh home for one unit whose run store and cache are copies of the template's (already migrated)."""
     template = StatePaths(_template_home(config, providers))
-    paths = StatePaths(Path(tempfile.mkdtemp(prefix="pal-unit-")))
+    with _WORKER_LOCK:
+        root = _process_root()
+    paths = StatePaths(Path(tempfile.mkdtemp(prefix="unit-", dir=root)))
     for source, target in ((template.runs_db, paths.runs_db), (template.cache_db, paths.cache_db)):
         with closing(sqlite3.connect(source)) as src, closing(sqlite3.connect(target)) as dst:
             src.backup(dst)

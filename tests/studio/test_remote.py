@@ -111,3 +111,33 @@ def test_items_reindexed_from_shipped_rows_give_the_index_the_build_made_where_i
     reindex(driver, rows)
     made, reindexed = _index_contents(here), _index_contents(driver)
     assert made and reindexed == made
+
+
+def test_a_worker_keeps_its_folders_under_one_root_and_removes_those_of_ended_workers(tmp_path, monkeypatch):
+    """A worker process's template home, vector index and units' homes lie under one folder named by its pid; an
+    actor ended by a signal cannot remove its own, so the next worker process on the machine removes the folders
+    of processes that no longer run (and leaves those of running ones)."""
+    import os
+    import subprocess
+    import tempfile
+
+    from studio import remote
+    from testkit.workspace import make_workspace
+
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    gone = tmp_path / "tmp" / f"pal-worker-{ended.pid}-old"
+    running = tmp_path / "tmp" / f"pal-worker-{os.getppid()}-old"
+    for folder in (gone, running):
+        (folder / "chroma-x").mkdir(parents=True)
+    monkeypatch.setattr(remote, "_PROCESS", {})
+    monkeypatch.setattr(remote, "_WORKER_SHARED", {})
+    base = make_workspace(tmp_path / "pal", env={"PAL_EMBEDDER": "hash"})
+    home = remote._scratch_home(base.config, base._providers)
+    root = remote._PROCESS["root"]
+    assert not gone.exists() and running.exists()
+    assert root.name.startswith(f"pal-worker-{os.getpid()}-") and home.parent == root
+    assert remote._PROCESS["home"].parent == root and remote._worker_shared()["chroma"] is not None
+    assert {p.name.split("-")[0] for p in root.iterdir()} == {"template", "unit", "chroma"}
