@@ -112,9 +112,9 @@ class EndpointLimiter:
         self.max_in_flight = 0  # the most requests in flight at once (for tests and benches)
         self.rate_limited = 0  # 429s seen
         self.admitted: deque[float] = deque(maxlen=10_000)  # admission times (tests and benches check the windows)
-        self.holds: deque[float] = deque(maxlen=100_000)  # seconds each request held its slot (benches)
+        self.holds: deque[float] = deque(maxlen=10_000)  # seconds each of the last requests held its slot (benches)
         # seconds from a slot handed to a waiter to the waiter running again (benches: what a busy machine adds)
-        self.handoffs: deque[float] = deque(maxlen=100_000)
+        self.handoffs: deque[float] = deque(maxlen=10_000)
 
     def _wait_time(self, tokens: int) -> float:
         """Seconds until a request of ``tokens`` may go (≤ 0: now); a full endpoint waits for a release."""
