@@ -206,7 +206,7 @@ def cmd_threshold(args: argparse.Namespace) -> int:
         return 2
     judged = _judge_pairs(users, args) if args.judge else None
     if args.json:
-        data = cal.model_dump() | ({"judge_matcher": judged.model_dump()} if judged else {})
+        data = cal.model_dump() | ({"judge_matcher": judged.report()} if judged else {})
         print(json.dumps(data, ensure_ascii=False, indent=1))
         return 0
     print(f"{cal.embedder} on {args.dataset} ({len(cal.users)} users, {cal.positives} matched and {cal.negatives} "

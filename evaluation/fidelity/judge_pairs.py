@@ -15,7 +15,7 @@ import logging
 import random
 from collections.abc import Callable, Sequence
 
-from pydantic import BaseModel, ConfigDict, computed_field
+from pydantic import BaseModel, ConfigDict
 
 from backends.llm.client import LLMClient
 from backends.prompts import load_prompt
@@ -40,27 +40,28 @@ class JudgePairScore(BaseModel):
     invalid: int  # pairs with no valid verdict (counted as no match, and reported)
     verdicts: list[dict]
 
-    @computed_field  # type: ignore[prop-decorator]
     @property
     def precision(self) -> float | None:
         """Matched pairs called a match over all pairs called a match (matched and hard negatives)."""
         called = self.true_matches + self.false_matches
         return self.true_matches / called if called else None
 
-    @computed_field  # type: ignore[prop-decorator]
     @property
     def tpr(self) -> float | None:
         return self.true_matches / self.matched if self.matched else None
 
-    @computed_field  # type: ignore[prop-decorator]
     @property
     def hard_fpr(self) -> float | None:
         return self.false_matches / self.hard_negatives if self.hard_negatives else None
 
-    @computed_field  # type: ignore[prop-decorator]
     @property
     def reaches(self) -> bool:
         return (self.precision or 0.0) >= MIN_PRECISION
+
+    def report(self) -> dict:
+        """The record with its figures, as the CLI's JSON prints it."""
+        return {**self.model_dump(), "precision": self.precision, "tpr": self.tpr, "hard_fpr": self.hard_fpr,
+                "reaches": self.reaches}
 
 
 def sample_pairs(pairs: Sequence[Pair], limit: int | None, seed: int = 0) -> list[Pair]:

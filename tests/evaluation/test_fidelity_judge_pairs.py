@@ -53,7 +53,7 @@ def test_a_judge_that_tells_needs_apart_reaches_the_bar(tmp_path):
         {"analysis": "read", "verdict": "stated" if _line(req) in ("need A1", "need A2", "need C1") else "absent"}))
     score = judge_pairs(llm, PAIRS)
     assert score.precision == 1.0 and score.tpr == 1.0 and score.hard_fpr == 0.0 and score.reaches
-    assert score.model_dump()["precision"] == 1.0  # the figures travel in the JSON output
+    assert score.report()["precision"] == 1.0  # the figures travel in the JSON output
 
 
 def test_a_failed_call_is_counted_invalid_and_the_rest_are_judged(tmp_path):
