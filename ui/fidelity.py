@@ -30,7 +30,8 @@ REFERENCE_NOTE = ("A method's figure means something only above the reference ro
                   "session, the verbatim full history, another user's gold memory and generic statements the same for "
                   f"every user, measured by the same code (gold against itself is the ceiling, the {ORACLE_LABEL}). "
                   "'match precision' is how often an embedding match at τ is the same need rather than another need of "
-                  "the same user and aspect; below 0.9 the judge matcher is the default reading.")
+                  "the same user and aspect; below 0.9 the judge matcher is the default reading, once it reaches 0.9 "
+                  "itself on the same pairs (pal memory fidelity-threshold --judge; the bundled judge does not).")
 
 
 def row_label(method: str) -> str:

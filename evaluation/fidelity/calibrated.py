@@ -48,7 +48,8 @@ class Calibration:
                      f"and aspect) {self.match_precision:.2f}")
         if not self.reaches:
             text += (" — below 0.9 at every τ on held-out users: a match here means 'same topic', not 'same need'; "
-                     "the judge matcher is the default reading")
+                     "the judge matcher is the default reading, once it reaches 0.9 itself on the same pairs "
+                     "(pal memory fidelity-threshold --judge)")
         return text
 
 
