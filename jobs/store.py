@@ -20,6 +20,7 @@ import sqlite3
 from collections.abc import Callable, Iterable
 
 from backends.store.db import Database
+from jobs.graph import chain_heights
 from jobs.types import STATUSES, JobSpec, JobSummary, Unit, now
 
 HOST = socket.gethostname()
@@ -384,28 +385,6 @@ def _ready_job(conn: sqlite3.Connection, job_id: str) -> None:
 def _dependants(conn: sqlite3.Connection, ids: list[str]) -> list[str]:
     """The units that depend directly on any of ``ids``."""
     return [r[0] for uid in ids for r in conn.execute("SELECT unit_id FROM job_deps WHERE dep_id=?", (uid,))]
-
-
-def chain_heights(units: Iterable[str], edges: Iterable[tuple[str, str]]) -> dict[str, int]:
-    """The height of each unit given ``edges`` (unit, a unit it depends on): 0 for a unit nothing depends on, else
-    one more than the highest of its dependants. Worked out from the last units back (no recursion: a build's chain
-    of sessions may be long); a unit on a cycle, which can never run, keeps 0."""
-    height = dict.fromkeys(units, 0)
-    deps: dict[str, list[str]] = {}
-    dependants = dict.fromkeys(height, 0)
-    for unit, dep in edges:
-        if unit in height and dep in height:
-            deps.setdefault(unit, []).append(dep)
-            dependants[dep] += 1
-    ready = [u for u, n in dependants.items() if n == 0]
-    while ready:
-        unit = ready.pop()
-        for dep in deps.get(unit, ()):
-            height[dep] = max(height[dep], height[unit] + 1)
-            dependants[dep] -= 1
-            if dependants[dep] == 0:
-                ready.append(dep)
-    return height
 
 
 def _to_unit(row: sqlite3.Row, deps: list[str]) -> Unit:

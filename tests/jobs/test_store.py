@@ -102,7 +102,7 @@ def test_units_written_around_the_store_become_claimable_once_reindexed(store):
 
 
 def test_a_units_height_is_the_longest_chain_of_units_waiting_on_it():
-    from jobs.store import chain_heights
+    from jobs.graph import chain_heights
 
     edges = [("b", "a"), ("c", "b"), ("d", "a"), ("e", "c"), ("e", "d"), ("x", "y"), ("y", "x")]
     assert chain_heights(["a", "b", "c", "d", "e", "f", "x", "y"], edges) == {
