@@ -331,7 +331,7 @@ class LLMClient:
             self._raise_redacted(e)
         finally:
             self._ended(answered)
-        result = separate(result, self._budgets.counter(role)).model_copy(update={"attempts": attempts})
+        result = separate(result, self._budgets.counter(role), attempts=attempts)
         if key:
             self.cache.put(key, provider.endpoint, result)  # type: ignore[union-attr]  # key is set only when there is a cache
         self._record(role, provider, sent, prompt, result, None, structured_mode=structured_mode, **fitted)

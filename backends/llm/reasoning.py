@@ -152,14 +152,14 @@ class ReasoningSplitter:
         return "".join(self.reasoning).strip()
 
 
-def separate(result: Any, counter: Any = None) -> Any:
+def separate(result: Any, counter: Any = None, **fields: Any) -> Any:
     """A :class:`~backends.llm.types.ChatResult` whose ``text`` is the answer only; the thinking (content tags,
     the endpoint's reasoning field) in ``reasoning``, its tokens counted by the endpoint
-    when it reports them, else by ``counter``."""
+    when it reports them, else by ``counter``; ``fields`` set on it too (one copy of the result, not two)."""
     answer, in_content = split_reasoning(result.text)
     parts = [p for p in (result.reasoning.strip(), in_content) if p]
     reasoning = "\n\n".join(dict.fromkeys(parts))
-    update: dict[str, Any] = {"text": answer, "reasoning": reasoning}
+    update: dict[str, Any] = {**fields, "text": answer, "reasoning": reasoning}
     if reasoning and not result.reasoning_tokens and counter is not None:
         update.update(reasoning_tokens=counter.count(reasoning), reasoning_counted_by=counter.name)
     return result.model_copy(update=update)

@@ -40,8 +40,9 @@ def call_with_retries(
     on_retry: Callable[[int, LLMError, float], None] | None = None,
     rng: random.Random | None = None,
 ) -> tuple[T, int]:
-    """Run ``fn`` until it succeeds or a non-retryable error / the retry budget ends. Returns (result, attempts)."""
-    rng = rng or random.Random()
+    """Run ``fn`` until it succeeds or a non-retryable error / the retry budget ends. Returns (result, attempts).
+    The jitter's generator is made at the first retry: seeding one reads the system's entropy, and most calls
+    succeed at once."""
     attempt = timeouts = 0
     while True:
         if cancel is not None and cancel.is_set():
@@ -53,6 +54,7 @@ def call_with_retries(
             if not e.retryable or attempt >= policy.max_retries or (
                     policy.max_timeouts is not None and timeouts > policy.max_timeouts):
                 raise
+            rng = rng or random.Random()
             wait = policy.delay(attempt, e, rng)
             log.info("attempt %d failed (%s); retrying in %.1f s", attempt + 1, e, wait)
             if on_retry:

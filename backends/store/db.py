@@ -21,6 +21,7 @@ raises :class:`ReadOnlyError` and every connection stays ``query_only``, so noth
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -39,6 +40,7 @@ class Database:
 
     def __init__(self, path: Path, *, read_only: bool = False):
         self.path = Path(path)
+        self._file = str(self.path)  # what the per-transaction existence check stats (no pathlib on the hot path)
         self.read_only = read_only
         if read_only and not self.path.is_file():
             raise FileNotFoundError(f"{self.path}: no such database to open read-only")
@@ -62,7 +64,7 @@ class Database:
     def connection(self) -> sqlite3.Connection:
         """This thread's connection (opened on first use; reopened if the file was deleted)."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is not None and self.path.exists():
+        if conn is not None and os.path.exists(self._file):
             return conn
         if conn is not None:  # the file was deleted (a test's temporary folder): start afresh
             log.info("database %s was deleted; reopening", self.path)
@@ -73,8 +75,7 @@ class Database:
         return conn
 
     @contextmanager
-    def _transaction(self, begin: str) -> Iterator[sqlite3.Connection]:
-        conn = self.connection()
+    def _transaction(self, conn: sqlite3.Connection, begin: str) -> Iterator[sqlite3.Connection]:
         if conn.in_transaction:
             raise RuntimeError(f"nested transaction on {self.path} in one thread (would wait on its own lock)")
         conn.execute(begin)
@@ -117,7 +118,7 @@ class Database:
             if self._local.query_only and not conn.in_transaction:  # inside a read, the nesting error below
                 conn.execute("PRAGMA query_only=OFF")
                 self._local.query_only = False
-            with self._transaction("BEGIN IMMEDIATE") as conn:
+            with self._transaction(conn, "BEGIN IMMEDIATE") as conn:  # the connection looked up once per write
                 yield conn
 
     def close(self) -> None:

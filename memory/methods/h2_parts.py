@@ -211,21 +211,29 @@ def situation_groups(n_logs: int, edges: list[tuple[int, int, str]], times: Sequ
 
 def constrained_kmeans(vectors: np.ndarray, k: int = 8, min_size: int = 2, attempts: int = 100,
                        seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """k-means redone until every cluster has ≥ ``min_size`` members (Mem-PAL §3.4); k shrinks when data is scarce."""
+    """k-means redone until every cluster has ≥ ``min_size`` members (Mem-PAL §3.4); k shrinks when data is scarce.
+
+    The fits skip scikit-learn's checks of its own parameters and of finite input (the vectors come from an embedder
+    and are checked once here): a fit of a user's few dozen topics is mostly those checks, and a build may fit a
+    hundred times. The clusters are the same either way."""
+    import sklearn
     from sklearn.cluster import KMeans
 
     n = len(vectors)
+    if not np.isfinite(vectors).all():
+        raise ValueError("constrained_kmeans: the vectors hold NaN or infinite values")
     distinct = len(np.unique(np.round(vectors, 6), axis=0))
     k = max(1, min(k, n // min_size, distinct))
     rng = random.Random(seed)
-    for k_try in range(k, 0, -1):  # if k cannot satisfy the size rule, fewer clusters can
-        for _ in range(attempts if k_try == k else 20):
-            km = KMeans(n_clusters=k_try, n_init=1, random_state=rng.randrange(2**31)).fit(vectors)
-            labels = _compact(km.labels_)
-            sizes = np.bincount(labels)
-            if sizes.min() >= min_size:
-                centers = np.vstack([vectors[labels == c].mean(axis=0) for c in range(len(sizes))])
-                return labels, centers
+    with sklearn.config_context(assume_finite=True, skip_parameter_validation=True):
+        for k_try in range(k, 0, -1):  # if k cannot satisfy the size rule, fewer clusters can
+            for _ in range(attempts if k_try == k else 20):
+                km = KMeans(n_clusters=k_try, n_init=1, random_state=rng.randrange(2**31)).fit(vectors)
+                labels = _compact(km.labels_)
+                sizes = np.bincount(labels)
+                if sizes.min() >= min_size:
+                    centers = np.vstack([vectors[labels == c].mean(axis=0) for c in range(len(sizes))])
+                    return labels, centers
     labels = np.zeros(n, dtype=int)
     return labels, vectors.mean(axis=0, keepdims=True)
 

@@ -79,6 +79,28 @@ def test_constrained_kmeans_gives_every_cluster_two_members():
     assert np.bincount(labels).min() >= 2 and len(centers) == len(set(labels.tolist())) <= 8
 
 
+def test_constrained_kmeans_finds_the_clusters_sklearns_checked_fits_find(monkeypatch):
+    """Skipping scikit-learn's own checks changes no cluster: the same labels and centres as fits that check."""
+    import contextlib
+
+    import sklearn
+
+    rng = np.random.default_rng(3)
+    vecs = rng.normal(size=(23, 16)).astype(np.float32)
+    fast = [constrained_kmeans(vecs, k=k, seed=seed) for k in (3, 8) for seed in (0, 7)]
+    monkeypatch.setattr(sklearn, "config_context", lambda **_: contextlib.nullcontext())
+    checked = [constrained_kmeans(vecs, k=k, seed=seed) for k in (3, 8) for seed in (0, 7)]
+    for (labels, centers), (labels2, centers2) in zip(fast, checked):
+        assert labels.tolist() == labels2.tolist() and np.array_equal(centers, centers2)
+
+
+def test_constrained_kmeans_refuses_vectors_that_are_not_finite():
+    vecs = np.ones((6, 4))
+    vecs[2, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        constrained_kmeans(vecs, k=2)
+
+
 def test_tile_spans_repairs_gaps_and_overlaps():
     assert tile_spans([[1, 2], [4, 6]], 6) == [(1, 3), (4, 6)]
     assert tile_spans([[2, 5]], 5) == [(1, 5)]
