@@ -128,6 +128,24 @@ def test_full_build_layers_and_provenance(build_memory, tiny_user):
     assert any(p.startswith("turn:") for p in outline.provenance) and any(p.startswith("item:") for p in outline.provenance)
 
 
+def test_the_index_holds_every_layer_h2memory_searches_and_only_those(build_memory, tiny_user, monkeypatch):
+    """Building and retrieving search only indexed layers, and each of those holds every version of its layer."""
+    from memory.index import VectorIndex
+
+    searched: set[str] = set()
+    search = VectorIndex.search
+    monkeypatch.setattr(VectorIndex, "search", lambda self, layer, *a, **k: searched.add(layer) or search(self, layer, *a, **k))
+    builder, _ = build(build_memory, tiny_user)
+    trace = builder.retrieve("needs help with work", "requirement", current=tiny_user.sessions[-1])
+    indexed = set(builder.impl.indexed_layers or ())
+    assert searched and searched <= indexed and trace.items
+    versions = builder.store.versions(builder.build_id)
+    for layer in builder.impl.layers:
+        expected = sum(v[0].layer == layer for v in versions) if layer in indexed else 0
+        assert builder.index.count(layer) == expected, layer
+    assert any(v[0].layer not in indexed for v in versions)  # some layers are kept, just not embedded
+
+
 def test_background_is_versioned_per_session(build_memory, tiny_user):
     builder, _ = build(build_memory, tiny_user)
     uid = tiny_user.uid
