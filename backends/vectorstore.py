@@ -108,44 +108,11 @@ def _chroma_embedding_function(embedder: Embedder) -> Any:
 
 
 def open_chroma(path: Path) -> Any:
-    """A ChromaDB ``PersistentClient`` on ``path`` with telemetry off (one per folder: the workspace keeps it), its
-    SQLite file in WAL mode (:func:`journal_in_wal`)."""
+    """A ChromaDB ``PersistentClient`` on ``path`` with telemetry off (one per folder: the workspace keeps it)."""
     import chromadb
     from chromadb.config import Settings
 
-    client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
-    journal_in_wal(Path(path) / CHROMA_FILE)
-    return client
-
-
-CHROMA_FILE = "chroma.sqlite3"  # the SQLite file a persistent Chroma keeps its records, metadata and log in
-
-
-def journal_in_wal(db: Path) -> str:
-    """Put Chroma's SQLite file in WAL mode (kept in the file: every later connection, Chroma's own included, writes
-    that way); the journal mode it has after.
-
-    Chroma leaves the file in SQLite's default rollback journal, where each write commits with a handful of fsyncs
-    (journal, file, folder): 15–45 ms an upsert on a busy disk, and Chroma's bindings hold Python's GIL all the while,
-    so every other thread of the process stops too. In WAL mode a commit syncs the log once: the same records, as
-    durable, several times sooner. A file that cannot be switched (locked by a writer for longer than the timeout, a
-    read-only folder) stays as it is and Chroma works on as before; the reason is logged."""
-    import sqlite3
-
-    try:
-        conn = sqlite3.connect(str(db), timeout=10.0)
-        try:
-            mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0])
-            if mode.lower() != "wal":
-                mode = str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
-        finally:
-            conn.close()
-    except sqlite3.Error as e:
-        log.warning("Chroma file %s stays in its journal mode (WAL refused: %s); its writes sync more often", db, e)
-        return "unknown"
-    if mode.lower() != "wal":
-        log.warning("Chroma file %s stays in journal mode %s (WAL refused); its writes sync more often", db, mode)
-    return mode.lower()
+    return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
 
 
 class ChromaStore:

@@ -33,31 +33,6 @@ def test_chroma_query_filters_and_deletes(tmp_path):
     assert store.count(other) == 0 and store.query(other, "x") == []
 
 
-def test_chromas_file_is_put_in_wal_mode_and_written_and_read_through_it(tmp_path):
-    import sqlite3
-
-    from backends.vectorstore import CHROMA_FILE, journal_in_wal
-
-    store = ChromaStore(HashEmbedder(), open_chroma(tmp_path / "chroma"))
-    store.upsert(NS, [f"s{i}" for i in range(4)], TEXTS)
-    conn = sqlite3.connect(str(tmp_path / "chroma" / CHROMA_FILE))
-    try:
-        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0] == 4  # Chroma's writes went through it
-    finally:
-        conn.close()
-    assert store.count(NS) == 4 and store.query(NS, "iron", k=1)[0].id == "s1"
-    assert journal_in_wal(tmp_path / "chroma" / CHROMA_FILE) == "wal"  # once is enough: kept in the file
-
-
-def test_a_chroma_file_that_cannot_be_switched_is_left_as_it_is_and_said(tmp_path, caplog):
-    from backends.vectorstore import journal_in_wal
-
-    (tmp_path / "not-a-db.sqlite3").write_text("plain text, not SQLite")
-    assert journal_in_wal(tmp_path / "not-a-db.sqlite3") == "unknown"
-    assert "stays in its journal mode" in caplog.text
-
-
 def test_bruteforce_agrees_with_chroma(tmp_path):
     chroma, brute = ChromaStore(HashEmbedder(), open_chroma(tmp_path / "c")), BruteForceStore(HashEmbedder())
     for s in (chroma, brute):
