@@ -230,21 +230,14 @@ def cmd_threshold(args: argparse.Namespace) -> int:
 
 def _judge_pairs(users, args: argparse.Namespace):
     """The judge matcher on the calibration's matched and hard-negative pairs, with progress on stderr."""
-    import time
-
     from cli.context import open_workspace
+    from cli.progress import progress_printer
     from evaluation.fidelity.judge_pairs import judge_pairs, sample_pairs
     from evaluation.fidelity.threshold import calibration_pairs
 
     pairs = sample_pairs(calibration_pairs(users, seed=args.seed), args.judge_limit or None, args.seed)
     llm = open_workspace().llm(session_id="cli-fidelity-judge-pairs")
-    started = time.monotonic()
-
-    def progress(done: int, total: int) -> None:
-        eta = (time.monotonic() - started) / done * (total - done)
-        print(f"[judge pair {done}/{total}] about {eta:.0f} s left", file=sys.stderr, flush=True)
-
-    return judge_pairs(llm, pairs, progress)
+    return judge_pairs(llm, pairs, progress_printer("judge pair"))
 
 
 def _print_judge_pairs(j) -> None:

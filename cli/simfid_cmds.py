@@ -143,8 +143,7 @@ def _probe_simulators(text: str | None) -> list[str]:
 
 def _probes(ws, dataset, simulators: list[str], args: argparse.Namespace, matcher_for, config, llm):
     """Every probe of every simulator asked for (stored results reused), with progress and an ETA on stderr."""
-    import time
-
+    from cli.progress import progress_printer
     from evaluation.simfidelity.probes import build_cases, interleaved, llm_side, measure_probes, reference_side
 
     cases = interleaved(build_cases(dataset, _split(args.users)))[:args.probe_limit]
@@ -155,14 +154,8 @@ def _probes(ws, dataset, simulators: list[str], args: argparse.Namespace, matche
             side, model = llm_side(sim_llm), sim_llm.config.role("user_simulator").model
         else:
             side, model = reference_side(kind), kind
-        started = time.monotonic()
-
-        def progress(done: int, total: int, run_id: str, started: float = started) -> None:
-            eta = (time.monotonic() - started) / done * (total - done)
-            print(f"[probe {done}/{total}] {run_id} (about {eta:.0f} s left)", file=sys.stderr, flush=True)
-
         got, failed = measure_probes(dataset, cases, kind, side, model, matcher_for, ws.simfidelity, config=config,
-                                     llm=llm, progress=progress)
+                                     llm=llm, progress=progress_printer("probe"))
         results += got
         errors.update(failed)
     return results, errors
