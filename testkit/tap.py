@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import multiprocessing
 import threading
 import time
@@ -22,6 +23,8 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
+
+log = logging.getLogger(__name__)
 
 HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection", "upgrade", "te", "trailer"}
 
@@ -124,8 +127,9 @@ class Tap:
                     self.end_headers()
                     self.close_connection = True
                     while line := resp.readline():
-                        self.wfile.write(line)
-                        self.wfile.flush()
+                        if not self._relay(line):
+                            seen["client_closed"] = True  # the app stopped reading: the server stops with it
+                            break
                         if line.startswith(b"data: {"):
                             try:
                                 seen.update({k: v for k, v in counters(json.loads(line[6:])).items() if v is not None})
@@ -146,5 +150,16 @@ class Tap:
                     with tap._lock:
                         tap.records.append({"start": started, "end": time.time(), "status": resp.status,
                                             "stream": stream, **seen})
+
+            def _relay(self, line: bytes) -> bool:
+                """Pass one streamed line to the app; False once the app has closed its end (it stopped reading a
+                stream, as a cancelled or timed-out call does), which is the app's choice, not a fault of the tap."""
+                try:
+                    self.wfile.write(line)
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError) as e:
+                    log.info("tap: the app closed a streamed answer early (%s)", e)
+                    return False
+                return True
 
         return Handler
