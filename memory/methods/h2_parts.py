@@ -215,9 +215,13 @@ def constrained_kmeans(vectors: np.ndarray, k: int = 8, min_size: int = 2, attem
 
     The fits skip scikit-learn's checks of its own parameters and of finite input (the vectors come from an embedder
     and are checked once here): a fit of a user's few dozen topics is mostly those checks, and a build may fit a
-    hundred times. The clusters are the same either way."""
+    hundred times. They run on one OpenMP thread: scikit-learn splits a fit into chunks of 256 vectors, so a user's
+    topics are one chunk that one thread computes anyway, while a second thread only spun waiting for work (as much
+    CPU again as the fits themselves). Up to 256 vectors the clusters are the same either way; beyond, one thread
+    adds the chunks up in a fixed order, so a fit is reproducible."""
     import sklearn
     from sklearn.cluster import KMeans
+    from threadpoolctl import threadpool_limits
 
     n = len(vectors)
     if not np.isfinite(vectors).all():
@@ -225,7 +229,8 @@ def constrained_kmeans(vectors: np.ndarray, k: int = 8, min_size: int = 2, attem
     distinct = len(np.unique(np.round(vectors, 6), axis=0))
     k = max(1, min(k, n // min_size, distinct))
     rng = random.Random(seed)
-    with sklearn.config_context(assume_finite=True, skip_parameter_validation=True):
+    with sklearn.config_context(assume_finite=True, skip_parameter_validation=True), \
+            threadpool_limits(limits=1, user_api="openmp"):
         for k_try in range(k, 0, -1):  # if k cannot satisfy the size rule, fewer clusters can
             for _ in range(attempts if k_try == k else 20):
                 km = KMeans(n_clusters=k_try, n_init=1, random_state=rng.randrange(2**31)).fit(vectors)
