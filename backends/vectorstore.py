@@ -107,12 +107,42 @@ def _chroma_embedding_function(embedder: Embedder) -> Any:
     return _PalEmbedding()
 
 
+CHROMA_FILE = "chroma.sqlite3"  # the SQLite file a persistent Chroma keeps its records, metadata and log in
+
+
 def open_chroma(path: Path) -> Any:
-    """A ChromaDB ``PersistentClient`` on ``path`` with telemetry off (one per folder: the workspace keeps it)."""
+    """A ChromaDB ``PersistentClient`` on ``path`` with telemetry off (one per folder: the workspace keeps it); a new
+    folder's SQLite file is made in WAL mode first (:func:`new_file_in_wal`)."""
     import chromadb
     from chromadb.config import Settings
 
+    new_file_in_wal(Path(path) / CHROMA_FILE)
     return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+
+
+def new_file_in_wal(db: Path) -> bool:
+    """Make Chroma's SQLite file, before Chroma first opens it, in WAL mode (kept in the file, so Chroma's own
+    connections, in this process and others, write that way); whether it was made. A file that exists is left as it
+    is: switching one that a Chroma connection pool has open breaks the next process's reads (SQLite I/O error 522
+    in Chroma's compaction).
+
+    In Chroma's default rollback journal each write commits with a handful of fsyncs (journal, file, folder):
+    15–45 ms an upsert on a busy disk, with Python's GIL held by Chroma's bindings all the while, so every other
+    thread of the process stops too. In WAL mode a commit syncs the log once: the same records, as durable,
+    several times sooner."""
+    import sqlite3
+
+    if db.exists():
+        return False
+    db.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(db))
+    try:
+        mode = str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+    finally:
+        conn.close()
+    if mode.lower() != "wal":
+        log.warning("new Chroma file %s: WAL refused (journal mode %s); its writes sync more often", db, mode)
+    return True
 
 
 class ChromaStore:

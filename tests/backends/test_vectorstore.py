@@ -33,6 +33,61 @@ def test_chroma_query_filters_and_deletes(tmp_path):
     assert store.count(other) == 0 and store.query(other, "x") == []
 
 
+def _journal_mode(db) -> str:
+    import sqlite3
+
+    conn = sqlite3.connect(str(db))
+    try:
+        return str(conn.execute("PRAGMA journal_mode").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_a_new_chroma_folder_is_made_in_wal_mode_and_written_through_it(tmp_path):
+    from backends.vectorstore import CHROMA_FILE
+
+    store = ChromaStore(HashEmbedder(), open_chroma(tmp_path / "chroma"))
+    store.upsert(NS, [f"s{i}" for i in range(4)], TEXTS)
+    assert _journal_mode(tmp_path / "chroma" / CHROMA_FILE) == "wal"
+    assert store.count(NS) == 4 and store.query(NS, "iron", k=1)[0].id == "s1"
+
+
+def test_an_existing_chroma_file_keeps_its_journal_mode(tmp_path):
+    """A folder Chroma made before (rollback journal) is never switched: Chroma's pool may hold it open."""
+    import sqlite3
+
+    from backends.vectorstore import CHROMA_FILE, new_file_in_wal
+
+    db = tmp_path / "old" / CHROMA_FILE
+    db.parent.mkdir()
+    sqlite3.connect(str(db)).close()
+    assert not new_file_in_wal(db) and _journal_mode(db) == "delete"
+
+
+@pytest.mark.slow(seconds=8)
+def test_processes_one_after_another_and_together_write_to_a_wal_chroma_folder(tmp_path):
+    """What switching an open file broke: a second process's writes after the first's, and two at once."""
+    path = tmp_path / "shared"
+    writer = (
+        "import sys; sys.path.insert(0, sys.argv[2])\n"
+        "from pathlib import Path\n"
+        "from backends.embeddings import HashEmbedder\n"
+        "from backends.vectorstore import ChromaStore, Namespace, open_chroma\n"
+        "s = ChromaStore(HashEmbedder(), open_chroma(Path(sys.argv[1])))\n"
+        "ns = Namespace('demo', sys.argv[3], 'h2memory', 'situation')\n"
+        "for i in range(10):\n"
+        "    s.upsert(ns, [f'{sys.argv[3]}{i}'], [f'text {i}'])\n"
+        "assert s.count(ns) == 10\n"
+    )
+    run = [sys.executable, "-c", writer, str(path), str(ROOT)]
+    subprocess.run([*run, "a"], check=True, timeout=120)
+    together = [subprocess.Popen([*run, who]) for who in ("b", "c")]
+    assert [p.wait(timeout=120) for p in together] == [0, 0]
+    store = ChromaStore(HashEmbedder(), open_chroma(path))
+    for who in "abc":
+        assert store.count(Namespace("demo", who, "h2memory", "situation")) == 10
+
+
 def test_bruteforce_agrees_with_chroma(tmp_path):
     chroma, brute = ChromaStore(HashEmbedder(), open_chroma(tmp_path / "c")), BruteForceStore(HashEmbedder())
     for s in (chroma, brute):
