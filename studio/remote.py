@@ -29,6 +29,7 @@ from jobs.ray_executor import RayExecutor
 from jobs.types import Unit
 from jobs.units import UnitContext
 from memory.index import VectorIndex
+from memory.methods import get_method_class
 from memory.types import MemoryItem
 from sim.store import run_id_for
 from sim.types import RunSpec
@@ -228,8 +229,11 @@ def reindex(ws: Workspace, rows: dict[str, list[dict]], seen: set | None = None)
             (MemoryItem.model_validate_json(row["data"]), row["valid_from"], row["valid_to"]))
     for build_id, group in versions.items():
         b = builds[build_id]
+        if (searched := get_method_class(b["method"]).indexed_layers) is not None:  # as the build itself indexes
+            group = [v for v in group if v[0].layer in searched]
         emb = ws.embedder(json.loads(b["config"]).get("embedder"))
-        VectorIndex(ws.vectors(emb), b["dataset"], b["user_id"], build_id).add_versions(group)
+        if group:
+            VectorIndex(ws.vectors(emb), b["dataset"], b["user_id"], build_id).add_versions(group)
     if seen is not None:
         seen.update(_version(r) for r in items)
 

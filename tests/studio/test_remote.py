@@ -78,10 +78,12 @@ def _index_contents(ws) -> dict:
     return out
 
 
-def test_items_reindexed_from_shipped_rows_give_the_index_the_build_made_where_it_ran(tmp_path):
+@pytest.mark.parametrize("method", ["recursum", "gold"])
+def test_items_reindexed_from_shipped_rows_give_the_index_the_build_made_where_it_ran(tmp_path, method):
     """The driver re-indexes the memory items a unit sent back: its index then holds the very vectors, documents
     and validity the build's own index holds where it ran — closed versions included (recursum replaces its
-    summaries session by session)."""
+    summaries session by session), and only the layers the method's retrieval searches (gold, as H²Memory: its
+    situations and topic outlines)."""
     import threading
 
     from studio.records import apply_rows, export_rows
@@ -98,8 +100,9 @@ def test_items_reindexed_from_shipped_rows_give_the_index_the_build_made_where_i
         dataset = make_release(tmp_path / "ds", users=1, sessions=3, logs_per_session=4, turns=4, query_sessions=1)
         here = make_workspace(tmp_path / "worker", env=env, secrets={"cache": False})
         ds = here.dataset(dataset)
-        builder = here.open_builder(ds, sorted(ds.users)[0], "recursum", method_config={})
+        builder = here.open_builder(ds, sorted(ds.users)[0], method, method_config={})
         builder.run()
+        builder.ensure_index()  # gold embeds on first retrieval
     finally:
         server.httpd.shutdown()
         server.httpd.server_close()
