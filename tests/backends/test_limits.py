@@ -102,17 +102,19 @@ def test_429_halves_the_concurrency_and_waits_out_retry_after(tmp_path):
 
         def then_429():
             rec.arrivals.clear()
-            server.script.extend([("429", 0.3), ("429", 0.3)])
+            server.script.extend([("429", 1.0), ("429", 1.0)])
             started.append(time.monotonic())
 
         call_many(ws, n=8, threads=8, before=then_429)
         elapsed = time.monotonic() - started[0]
     limiter = ws.limiters.limiter(server.base_url)
     assert limiter.rate_limited == 2 and len(rec.arrivals) == 8  # every call succeeded after the 429s
-    assert elapsed >= 0.3  # the whole endpoint paused for Retry-After, not only the failed requests
+    assert elapsed >= 1.0  # the whole endpoint paused for Retry-After, not only the failed requests
     offsets = sorted(a - started[0] for a in rec.arrivals)
-    assert not [o for o in offsets if 0.1 < o < 0.28]  # nothing new was sent during the pause
-    assert offsets[-2] >= 0.28  # the two rate-limited calls went again after Retry-After
+    # nothing new was sent during the pause (a call let go before the 429 came back may still arrive late on a busy
+    # machine: hence the window starts well after the burst)
+    assert not [o for o in offsets if 0.4 < o < 0.98]
+    assert offsets[-2] >= 0.98  # the two rate-limited calls went again after Retry-After
     assert 1 <= limiter.allowed <= 8
     failed = [c for c in ws.runs.calls() if c["error"]]
     assert failed == []  # 429s were retried inside the calls, which all succeeded
