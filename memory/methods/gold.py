@@ -62,7 +62,7 @@ class GoldMemory(H2Memory):
     label = "Ground truth (oracle upper bound)"
     uses_llm = False
     oracle: ClassVar[bool] = True
-    indexed_layers = ("situation", "topic_outline")  # all that H²Memory's retrieval searches
+    indexed_layers = H2Memory.indexed_layers  # it is retrieved as H²Memory is
     index_on_build = False  # building takes well under a second; embedding waits for the first retrieval
     description = ("Oracle upper bound, no LLM: the H²Memory a perfect builder would make from PAL-Set's annotations "
                    "(gold situations and their logs, profile background, gold requirements with the proposed "

@@ -76,9 +76,7 @@ class H2Memory(MemoryMethod):
     layers = ("log_graph", "situation", "background", "topic_outline", "principle")
     uses_llm = True
     groups_logs_in = "situation"
-    # what its retrieval and its refinement search: the log graph, backgrounds and principles are read from the
-    # memory itself, so embedding and indexing them (a vector-store write per layer and stage) served nothing
-    indexed_layers = ("situation", "topic_outline")
+    indexed_layers = ("situation", "topic_outline")  # all its retrieval and refinement search (the rest is read whole)
     description = ("Log Graph → situations, recursive Background, Topic Outlines with refined requirements, "
                    "Principles from clustered history topics (Mem-PAL).")
     # min_situation_logs: components with fewer logs join the group nearest in time (1 = Mem-PAL's components)
