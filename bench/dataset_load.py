@@ -8,6 +8,7 @@ Render times are server-side script times measured with Streamlit's AppTest (med
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import statistics
 import sys
@@ -55,6 +56,11 @@ def bench_load(root: Path, repeats: int) -> None:
 def _render_time(dataset: str, params: dict[str, str], repeats: int) -> float:
     from streamlit.testing.v1 import AppTest
 
+    # Streamlit warns, once per cached call made outside a browser session, that it runs "in bare mode": 36 lines of
+    # noise in the printout that docs/performance.md keeps.
+    # A filter, not a level: Streamlit sets its loggers' levels again when it reads its config.
+    logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
+        lambda record: "missing ScriptRunContext" not in record.getMessage())
     times = []
     for i in range(repeats + 1):
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
