@@ -15,8 +15,8 @@ PALSET = SHARED_DATA / "palset"
 DEMO = ROOT / "data" / "demo"
 
 # One BLAS and OpenMP thread per test process (set before numpy or torch is first imported; xdist workers, the app
-# servers and CLI processes a test starts inherit it). The suite runs a process per core already: a second thread
-# only spins while the other worker holds the core — a fidelity computation cost 2–3 s of CPU instead of 0.3–0.4 s
+# servers and CLI processes a test starts inherit it). The suite runs at least a process per core already: a second
+# thread only spins while another worker holds the core — a fidelity computation cost 2–3 s of CPU instead of 0.3–0.4 s
 # (OpenBLAS), the real-embedder padding test 37 s instead of 31 s (torch's OpenMP). Explicit thread counts
 # (llama.cpp's ``--threads``: its two threads stay busy; ``torch.set_num_threads``) are not affected.
 for _threads in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
@@ -44,9 +44,9 @@ def expected_seconds(item: pytest.Item) -> float:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Browser tests run one after another on one xdist worker (``--dist loadgroup``). Bundled-model tests are
-    not grouped: each worker has its own one-thread server (``local_servers``), so two of them share the two
-    cores without waiting for each other. xdist hands out the browser group first (the largest), then single tests
-    in this order: the longest start first, so the two workers finish together instead of one waiting on a
+    not grouped: each worker has its own one-thread server (``local_servers``), so they share the cores without
+    waiting for each other's slots. xdist hands out the browser group first (the largest), then single tests
+    in this order: the longest start first, so the workers finish together instead of one waiting on a
     four-minute test begun last."""
     for item in items:
         if item.get_closest_marker("browser"):
@@ -93,7 +93,7 @@ def bcrypt_default_cost(monkeypatch):
 @pytest.fixture(scope="session")
 def local_servers(tmp_path_factory):
     """The local-model servers of this test worker (one per model and server configuration), shared by every
-    real-model test's workspace. One thread each: the other worker keeps the other core busy, and two llama.cpp
+    real-model test's workspace. One thread each: the other workers keep the other core busy, and two llama.cpp
     threads that wait for each other on a shared core decode several times slower than one (``bench/local_threads.py``;
     the app's default, ``threads = "auto"``, measures this at each start)."""
     from backends.llm.local_server import LocalServers
