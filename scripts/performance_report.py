@@ -89,13 +89,19 @@ def run_bench(script: Path, timeout: float) -> str:
             f"{before} before, {load_average()} after\n\n```text\n{printed.rstrip()}\n```\n\n")
 
 
+# the exit code a printout of a bench run on its own ends with (``exit 124``: stopped by ``timeout``)
+EXIT_LINE = re.compile(r"^exit (\d+)\s*$", re.MULTILINE)
+
+
 def recorded_section(name: str, log: Path) -> str:
     """A bench's section from the printout of a run made outside ``make bench`` (a bench of an hour or more on the
     bundled model, run on its own): the printout as it was, dated by the file, the load as the bench printed it."""
     stamp = dt.datetime.fromtimestamp(log.stat().st_mtime, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     printed = log.read_text(encoding="utf-8", errors="replace")
+    codes = EXIT_LINE.findall(printed)
+    code = f"exit {codes[-1]}" if codes else "exit code not in the printout"
     return (f"## `bench/{name}.py`\n\n{stamp} · commit {commit()} · run on its own, its printout recorded from "
-            f"`{log.name}` · exit 0 · load average as the bench printed it\n\n```text\n{printed.rstrip()}\n```\n\n")
+            f"`{log.name}` · {code} · load average as the bench printed it\n\n```text\n{printed.rstrip()}\n```\n\n")
 
 
 def previous_sections() -> dict[str, str]:

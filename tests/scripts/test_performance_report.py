@@ -34,6 +34,18 @@ def test_a_recorded_printout_becomes_its_benchs_section_and_survives_the_next_wr
     assert "exit 0 in 80.0 min" in report.OUT.read_text(encoding="utf-8")
 
 
+def test_a_recorded_printout_says_the_exit_code_it_ends_with(tmp_path, monkeypatch):
+    report = load_report(tmp_path, monkeypatch)
+    log = tmp_path / "throughput.txt"
+    log.write_text("== bundled\n  build: wall 2185.2 s\nexit 124\nload average after: 1.15 1.33 1.88\n", encoding="utf-8")
+    assert report.main(["--recorded", f"model_throughput={log}"]) == 0
+    header = report.previous_sections()["model_throughput"].split("\n")[2]
+    assert "· exit 124 ·" in header and "exit 0" not in header
+    log.write_text("figures only\n", encoding="utf-8")
+    assert report.main(["--recorded", f"model_throughput={log}"]) == 0
+    assert "· exit code not in the printout ·" in report.previous_sections()["model_throughput"]
+
+
 def test_a_recorded_printout_must_name_a_bench_and_a_file(tmp_path, monkeypatch, capsys):
     report = load_report(tmp_path, monkeypatch)
     assert report.main(["--recorded", f"no_such_bench={tmp_path}"]) == 2
