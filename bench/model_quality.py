@@ -49,6 +49,7 @@ from backends.llm.client import LLMClient  # noqa: E402
 from backends.local_models import CATALOG, LocalModel, find_model  # noqa: E402
 from backends.model_files import ModelUnavailable, part_files, served_path  # noqa: E402
 from backends.prompts import load_prompt  # noqa: E402
+from evaluation.faireval_prompts import prompt_set  # noqa: E402
 from palset.dataset import dataset_key  # noqa: E402
 from palset.loader import load_dataset  # noqa: E402
 from palset.vocab import Act  # noqa: E402
@@ -237,7 +238,8 @@ def synth_part(llm, dataset, uid: str) -> dict:
 
 KINDS = [("log graph", "memory/h2_log_graph"), ("situation", "memory/h2_situation"),
          ("background", "memory/h2_background"), ("topic outline", "memory/h2_topic_outline"),
-         ("refinement", "memory/h2_refine"), ("judge (FairEval)", "eval/faireval_preference"),
+         ("refinement", "memory/h2_refine"),
+         ("judge (FairEval)", prompt_set(None).template.format(aspect="preference")),  # the judge's default wording
          ("synth: requirement types", "synth/requirement_types"),
          ("synth: candidate solutions", "synth/candidate_solutions"), ("simulator, free mode", "sim/user_simulator")]
 
