@@ -48,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from evaluation.faireval_prompts import PROMPT_SETS  # noqa: E402
 from palset.dataset import Dataset  # noqa: E402
 from palset.loader import load_dataset  # noqa: E402
 from palset.vocab import Act  # noqa: E402
@@ -248,10 +249,12 @@ def piece_judge(server: Server, dataset: Dataset, args: argparse.Namespace) -> t
         server.state["one_call"] = time.perf_counter() - started
 
     def run() -> str:
-        j = judge_pair(llm, ctx, run_a, run_b, "requirement", k=3)
+        j = judge_pair(llm, ctx, run_a, run_b, "requirement", k=3, prompts=args.judge_prompts)
         one = server.state.get("one_call")
-        return f"{j.decision}, {len(j.samples) - j.invalid}/{len(j.samples)} valid samples" + (
-            f"; one call alone on this path took {one:.2f} s" if one else "")
+        why = next((s.errors[-1] for s in j.samples if not s.ok and s.errors), None)  # e.g. a prompt past the window
+        return (f"{j.decision}, {len(j.samples) - j.invalid}/{len(j.samples)} valid samples, prompt {j.prompt_name}"
+                + (f"; one call alone on this path took {one:.2f} s" if one else "")
+                + (f"; an invalid sample: {why}" if why else ""))
 
     return run, "FairEval judgment (requirement, k=3, both orders)"
 
@@ -367,6 +370,8 @@ def main() -> None:
     ap.add_argument("--sim-method", default="gold", help="the simulated assistant's memory method")
     ap.add_argument("--embedder", default="auto")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--judge-prompts", choices=sorted(PROMPT_SETS), help="the judgment's prompt set (default: the "
+                    "authors'; on a 4,096-token slot it does not fit two 12-turn dialogues, the compact one does)")
     args = ap.parse_args()
     dataset = load_dataset(ROOT / "data" / "demo")
     pieces = [p for p in args.only.split(",") if p]
