@@ -56,11 +56,6 @@ def bench_load(root: Path, repeats: int) -> None:
 def _render_time(dataset: str, params: dict[str, str], repeats: int) -> float:
     from streamlit.testing.v1 import AppTest
 
-    # Streamlit warns, once per cached call made outside a browser session, that it runs "in bare mode": 36 lines of
-    # noise in the printout that docs/performance.md keeps.
-    # A filter, not a level: Streamlit sets its loggers' levels again when it reads its config.
-    logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
-        lambda record: "missing ScriptRunContext" not in record.getMessage())
     times = []
     for i in range(repeats + 1):
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
@@ -94,6 +89,11 @@ def bench_render(root: Path, repeats: int) -> None:
 
 
 def main() -> None:
+    # Streamlit warns, once per cached call made outside a browser session, that it runs "in bare mode": 36 lines of
+    # noise in the printout that docs/performance.md keeps. A filter, not a level: Streamlit sets its loggers' levels
+    # again when it reads its config. Added once, not per page render.
+    logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
+        lambda record: "missing ScriptRunContext" not in record.getMessage())
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
